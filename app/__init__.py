@@ -1,0 +1,1 @@
+"""Gradio UI, HTTP/WebSocket routes, the streaming player and the CLI."""

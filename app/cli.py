@@ -1,0 +1,94 @@
+"""``listenlab``: the command line mirrors the Python API.
+
+``listenlab say`` is :func:`evaluation.takes.say`. Other subcommands live next to the code they
+drive: each module in :data:`COMMAND_MODULES` exposes ``add_cli(subparsers)`` and sets
+``func`` on its parser, so a new command touches only its own module.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import importlib
+import json
+import sys
+
+from backends.base import ListenlabError
+
+COMMAND_MODULES = [
+    "app.api",  # listenlab api
+    "app.server",  # listenlab serve
+    "evaluation.cli",  # analyze, report, export
+    "evaluation.probe",  # probe
+]
+
+
+def _add_say(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("say", help="stream text through a backend, save the audio and the take")
+    p.add_argument("text")
+    p.add_argument("--backend", default="piper", help="backend spec (default: piper)")
+    p.add_argument("--voice")
+    p.add_argument("--language")
+    p.add_argument("--instructions")
+    p.add_argument("--speed", type=float)
+    p.add_argument("--seed", type=int)
+    p.add_argument("-o", "--out", help="audio path (.wav or .flac); a .take.json sidecar is written beside it")
+    p.add_argument("--json", action="store_true", help="print the take summary as JSON")
+    p.set_defaults(func=_run_say)
+
+
+def _run_say(args: argparse.Namespace) -> int:
+    from evaluation.takes import say
+
+    take = asyncio.run(
+        say(
+            args.text,
+            backend=args.backend,
+            out=args.out,
+            voice=args.voice,
+            language=args.language,
+            instructions=args.instructions,
+            speed=args.speed,
+            seed=args.seed,
+        )
+    )
+    s = take.summary()
+    if args.json:
+        print(json.dumps(s))
+    else:
+        print(
+            f"TTFA {s['ttfa_ms']:.0f} ms  RTF {s['rtf']:.3f}  chunks {s['chunks']}  "
+            f"{s['duration_s']:.2f} s at {s['sample_rate']} Hz x{s['channels']}"
+            + (f"  -> {args.out}" if args.out else "")
+        )
+    return 0
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="listenlab", description=__doc__.splitlines()[0])
+    sub = parser.add_subparsers(dest="command", required=True)
+    _add_say(sub)
+    for name in COMMAND_MODULES:
+        try:
+            mod = importlib.import_module(name)
+        except ModuleNotFoundError as e:
+            if e.name == name:  # that command is not built yet
+                continue
+            raise
+        mod.add_cli(sub)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    try:
+        return int(args.func(args) or 0)
+    except ListenlabError as e:
+        print(f"listenlab {args.command}: error: {e}", file=sys.stderr)
+        return 2 if isinstance(e, ValueError) else 1
+    except KeyboardInterrupt:
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())

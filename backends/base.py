@@ -1,0 +1,294 @@
+"""The one contract every speech engine implements.
+
+Data flows one way: a :class:`SpeechRequest` goes in, :class:`AudioChunk` objects come out of
+:meth:`Backend.stream`. Everything else in listenlab (takes, the player, the glitch detector, the
+listening tests) only ever sees these types, so a new engine is one new file in ``backends/``.
+"""
+
+from __future__ import annotations
+
+import abc
+import re
+import time
+import unicodedata
+import uuid
+from collections.abc import AsyncIterator
+from dataclasses import asdict, dataclass, field, replace
+from typing import Any, ClassVar
+
+import numpy as np
+
+MAX_TEXT_CHARS = 5000
+"""Longest input text accepted (characters after clean-up). Same order as vLLM-Omni deploys."""
+
+SPEED_RANGE = (0.25, 4.0)
+"""Accepted ``speed`` range, as vLLM-Omni's ``OpenAICreateSpeechRequest``."""
+
+
+# --------------------------------------------------------------------------- errors
+
+
+class ListenlabError(Exception):
+    """Base class of every error listenlab raises on purpose."""
+
+
+class InvalidRequest(ListenlabError, ValueError):
+    """The caller asked for something that cannot be done. Nothing was generated."""
+
+
+class EmptyText(InvalidRequest):
+    pass
+
+
+class TextTooLong(InvalidRequest):
+    pass
+
+
+class UnknownVoice(InvalidRequest):
+    pass
+
+
+class SpeedOutOfRange(InvalidRequest):
+    pass
+
+
+class UnknownBackend(InvalidRequest):
+    pass
+
+
+class Unsupported(InvalidRequest):
+    """The backend cannot do this (e.g. cloning on a voice that cannot clone)."""
+
+
+class BackendError(ListenlabError, RuntimeError):
+    """The engine or server failed while generating.
+
+    ``status`` is the HTTP status a server answered with (if any) and ``partial`` says whether
+    some audio had already been delivered; that audio must be treated as a failed take.
+    """
+
+    def __init__(self, message: str, *, status: int | None = None, partial: bool = False):
+        super().__init__(message)
+        self.message = message
+        self.status = status
+        self.partial = partial
+
+
+class StreamTimeout(BackendError):
+    pass
+
+
+class ModelUnavailable(BackendError):
+    """Weights are not on this machine; listenlab never downloads them at run time."""
+
+
+# --------------------------------------------------------------------------- request
+
+_CONTROL = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f]")
+
+
+def clean_text(text: str) -> str:
+    """Drop control characters and fold whitespace; keep every script and emoji."""
+    text = unicodedata.normalize("NFC", text)
+    text = _CONTROL.sub(" ", text)
+    return re.sub(r"\s+", " ", text).strip()
+
+
+@dataclass(frozen=True)
+class SpeechRequest:
+    """What to say and how. Field names follow vLLM-Omni's ``/v1/audio/speech`` body."""
+
+    text: str
+    voice: str | None = None
+    language: str | None = None
+    instructions: str | None = None
+    speed: float = 1.0
+    seed: int | None = None
+    ref_audio: bytes | None = None
+    """Reference clip for cloning, as WAV bytes (mono 16-bit, see ``voices.clips``)."""
+    ref_text: str | None = None
+    extra: dict[str, Any] = field(default_factory=dict)
+    request_id: str = field(default_factory=lambda: uuid.uuid4().hex)
+
+    def validated(self, max_chars: int = MAX_TEXT_CHARS) -> SpeechRequest:
+        """Return a cleaned copy, or raise a typed :class:`InvalidRequest`."""
+        if not isinstance(self.text, str):
+            raise EmptyText("text must be a string")
+        text = clean_text(self.text)
+        if not text:
+            raise EmptyText("Input text cannot be empty")
+        if len(text) > max_chars:
+            raise TextTooLong(f"Input text is {len(text)} characters; the limit is {max_chars}")
+        lo, hi = SPEED_RANGE
+        try:
+            speed = float(self.speed)
+        except (TypeError, ValueError):
+            raise SpeedOutOfRange(f"speed must be a number, got {self.speed!r}") from None
+        if not lo <= speed <= hi or speed != speed:
+            raise SpeedOutOfRange(f"speed must be between {lo} and {hi}, got {self.speed}")
+        return replace(self, text=text, speed=speed)
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-safe form (the reference clip is summarised, not embedded)."""
+        d = asdict(self)
+        d["ref_audio"] = None if self.ref_audio is None else f"<{len(self.ref_audio)} bytes>"
+        return d
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> SpeechRequest:
+        d = {k: v for k, v in d.items() if k in cls.__dataclass_fields__}
+        if not isinstance(d.get("ref_audio"), bytes | None):
+            d["ref_audio"] = None
+        return cls(**d)
+
+
+# --------------------------------------------------------------------------- chunks
+
+
+@dataclass(frozen=True)
+class AudioChunk:
+    """One piece of audio as the engine delivered it.
+
+    ``pcm`` is int16, interleaved when ``channels`` > 1 (exactly the wire layout). ``arrived``
+    is ``time.monotonic()`` when listenlab got it, so arrival timelines can be measured.
+    """
+
+    pcm: np.ndarray
+    sample_rate: int
+    channels: int
+    index: int
+    arrived: float = field(default_factory=time.monotonic)
+
+    def __post_init__(self) -> None:
+        if self.pcm.dtype != np.int16 or self.pcm.ndim != 1:
+            raise TypeError("AudioChunk.pcm must be a 1-D int16 array")
+        if self.channels < 1 or len(self.pcm) % self.channels:
+            raise ValueError("AudioChunk.pcm length is not a whole number of frames")
+
+    @property
+    def frames(self) -> int:
+        return len(self.pcm) // self.channels
+
+    @property
+    def duration(self) -> float:
+        return self.frames / self.sample_rate
+
+
+@dataclass(frozen=True)
+class Audio:
+    """A whole (non-streamed) result: int16 samples shaped ``(frames, channels)``."""
+
+    samples: np.ndarray
+    sample_rate: int
+
+    @property
+    def channels(self) -> int:
+        return self.samples.shape[1]
+
+    @property
+    def duration(self) -> float:
+        return self.samples.shape[0] / self.sample_rate
+
+
+def chunks_to_audio(chunks: list[AudioChunk]) -> Audio:
+    """Join chunks; rate or channel changes mid-stream are an engine bug, so they raise."""
+    if not chunks:
+        raise BackendError("the stream ended without any audio")
+    sr, ch = chunks[0].sample_rate, chunks[0].channels
+    for c in chunks:
+        if (c.sample_rate, c.channels) != (sr, ch):
+            raise BackendError(
+                f"stream changed format mid-way: {sr} Hz/{ch} ch then {c.sample_rate} Hz/{c.channels} ch"
+            )
+    pcm = np.concatenate([c.pcm for c in chunks])
+    return Audio(pcm.reshape(-1, ch), sr)
+
+
+# --------------------------------------------------------------------------- metadata
+
+
+@dataclass(frozen=True)
+class Capabilities:
+    """What the engine supports; the UI hides controls for what it does not."""
+
+    streaming: bool = True
+    cloning: bool = False
+    languages: tuple[str, ...] = ()
+    sample_rate: int | None = None
+    """Native rate if known before the first chunk; None means 'read it from the stream'."""
+    channels: int = 1
+    speed: bool = True
+    speed_streaming: bool = False
+    """Whether ``speed`` != 1 is allowed while streaming (vLLM-Omni: native-speed adapters only)."""
+    instructions: bool = False
+    seed: bool = True
+    voice_library: bool = False
+    """Whether voices can be uploaded to / deleted from the engine itself."""
+
+
+@dataclass(frozen=True)
+class Voice:
+    name: str
+    kind: str = "builtin"  # builtin | uploaded
+    ref_text: str | None = None
+    description: str | None = None
+
+
+@dataclass(frozen=True)
+class Health:
+    ok: bool
+    detail: str = ""
+
+
+# --------------------------------------------------------------------------- backend
+
+
+class Backend(abc.ABC):
+    """An engine that turns a :class:`SpeechRequest` into a stream of :class:`AudioChunk`.
+
+    Subclasses set ``name`` (the registry key used in spec strings) and implement
+    :meth:`stream`. Closing the async iterator returned by :meth:`stream` (``aclose()``, a
+    ``break`` in ``async for``, or task cancellation) must stop generation and free the
+    request's state.
+    """
+
+    name: ClassVar[str]
+    spec: str = ""
+
+    @classmethod
+    @abc.abstractmethod
+    def from_params(cls, params: dict[str, str], target: str | None = None) -> Backend:
+        """Build from a parsed spec: query parameters and, for remote engines, the URL."""
+
+    @property
+    @abc.abstractmethod
+    def capabilities(self) -> Capabilities: ...
+
+    @abc.abstractmethod
+    def stream(self, request: SpeechRequest) -> AsyncIterator[AudioChunk]:
+        """Yield audio as it is generated. Raises InvalidRequest before any audio on bad input."""
+
+    async def synthesize(self, request: SpeechRequest) -> Audio:
+        """Whole result at once. The default joins the stream; engines may do better."""
+        chunks = [c async for c in self.stream(request)]
+        return chunks_to_audio(chunks)
+
+    async def voices(self) -> list[Voice]:
+        return []
+
+    async def add_voice(
+        self, name: str, wav: bytes, *, ref_text: str | None = None, consent: str = ""
+    ) -> Voice:
+        raise Unsupported(f"the {self.name} backend cannot store cloned voices")
+
+    async def delete_voice(self, name: str) -> None:
+        raise Unsupported(f"the {self.name} backend cannot store cloned voices")
+
+    async def health(self) -> Health:
+        return Health(True, "ok")
+
+    async def aclose(self) -> None:
+        """Free engine resources (sessions, connections)."""
+
+    def describe(self) -> str:
+        return self.spec or self.name

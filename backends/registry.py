@@ -1,0 +1,101 @@
+"""Spec strings -> backends.
+
+A spec names an engine and its settings in one string, so the CLI, the app and the tests can all
+say which system they mean:
+
+* ``piper`` / ``piper?voice=joe&speed=1.1&deterministic=1``
+* ``vllm-omni+http://host:8000?model=Qwen/Qwen3-TTS&mode=sse``
+* ``vllm-omni?model=/models/qwen3-tts`` (embedded ``AsyncOmni``, GPU only)
+* any of them plus ``profile=qwen3-tts`` (a wire profile wrapper)
+
+Each engine file registers itself with :func:`register`; the registry imports every module of
+the ``backends`` package on first use, so adding an engine touches one file.
+"""
+
+from __future__ import annotations
+
+import importlib
+import pkgutil
+import re
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from urllib.parse import parse_qsl, urlencode
+
+from backends.base import Backend, UnknownBackend
+
+_ENGINES: dict[str, type[Backend]] = {}
+_WRAPPERS: dict[str, tuple[Callable[[Backend, dict[str, str]], Backend], frozenset[str]]] = {}
+_SPEC_RE = re.compile(r"^(?P<name>[a-z0-9][a-z0-9_-]*)(?:\+(?P<url>(?:https?|wss?)://[^?]*))?(?:\?(?P<query>.*))?$")
+
+
+def register(cls: type[Backend]) -> type[Backend]:
+    """Class decorator: make ``cls`` reachable by its ``name`` in spec strings."""
+    _ENGINES[cls.name] = cls
+    return cls
+
+
+def register_wrapper(
+    trigger: str, factory: Callable[[Backend, dict[str, str]], Backend], consumes: set[str]
+) -> None:
+    """A wrapper applies to any engine when ``trigger`` is among the spec's parameters.
+
+    ``consumes`` are the parameter names the wrapper owns; they are not passed to the engine.
+    """
+    _WRAPPERS[trigger] = (factory, frozenset(consumes) | {trigger})
+
+
+def _discover() -> None:
+    import backends
+
+    for mod in pkgutil.iter_modules(backends.__path__):
+        if mod.name not in {"base", "registry"} and not mod.name.startswith("_"):
+            importlib.import_module(f"backends.{mod.name}")
+
+
+@dataclass(frozen=True)
+class BackendSpec:
+    name: str
+    target: str | None = None
+    params: dict[str, str] = field(default_factory=dict)
+
+    @property
+    def key(self) -> str:
+        """Registry key: remote engines are keyed ``name+http``."""
+        return f"{self.name}+http" if self.target else self.name
+
+    @classmethod
+    def parse(cls, spec: str) -> BackendSpec:
+        m = _SPEC_RE.match(spec.strip())
+        if not m:
+            raise UnknownBackend(f"not a backend spec: {spec!r} (expected e.g. 'piper' or 'vllm-omni+http://host:8000')")
+        params = dict(parse_qsl(m["query"] or "", keep_blank_values=True))
+        return cls(m["name"], m["url"], params)
+
+    def __str__(self) -> str:
+        s = self.name + (f"+{self.target}" if self.target else "")
+        return s + (f"?{urlencode(self.params)}" if self.params else "")
+
+
+def known_backends() -> list[str]:
+    if not _ENGINES:
+        _discover()
+    return sorted(_ENGINES)
+
+
+def load_backend(spec: str | BackendSpec) -> Backend:
+    """Build the backend a spec names. Unknown names raise :class:`UnknownBackend` listing all."""
+    parsed = spec if isinstance(spec, BackendSpec) else BackendSpec.parse(spec)
+    known = known_backends()
+    cls = _ENGINES.get(parsed.key)
+    if cls is None:
+        raise UnknownBackend(f"unknown backend {parsed.key!r}; known backends: {', '.join(known)}")
+    wrappers = [w for t, w in _WRAPPERS.items() if t in parsed.params]
+    consumed = set().union(*(c for _, c in wrappers)) if wrappers else set()
+    engine_params = {k: v for k, v in parsed.params.items() if k not in consumed}
+    backend = cls.from_params(engine_params, parsed.target)
+    backend.spec = str(BackendSpec(parsed.name, parsed.target, engine_params))
+    for factory, owned in wrappers:
+        inner_spec = backend.spec
+        backend = factory(backend, {k: v for k, v in parsed.params.items() if k in owned})
+        backend.spec = str(parsed) if not backend.spec or backend.spec == inner_spec else backend.spec
+    return backend

@@ -1,0 +1,1 @@
+"""Takes, the SQLite store, glitch detection, statistics, listening tests and probes."""

@@ -1,0 +1,1 @@
+"""Voice library and reference-clip handling (validation, conversion, storage)."""
