@@ -32,7 +32,9 @@ def _add_say(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--instructions")
     p.add_argument("--speed", type=float)
     p.add_argument("--seed", type=int)
-    p.add_argument("-o", "--out", help="audio path (.wav or .flac); a .take.json sidecar is written beside it")
+    p.add_argument(
+        "-o", "--out", help="audio path (.wav or .flac); a .take.json sidecar is written beside it"
+    )
     p.add_argument("--json", action="store_true", help="print the take summary as JSON")
     p.set_defaults(func=_run_say)
 

@@ -1,5 +1,4 @@
 """The one contract every speech engine implements.
-# NOTE for engineers working in parallel: read /work/main/PARALLEL_WORK.md first ("$COMMON" in your prompt).
 
 Data flows one way: a :class:`SpeechRequest` goes in, :class:`AudioChunk` objects come out of
 :meth:`Backend.stream`. Everything else in listenlab (takes, the player, the glitch detector, the
@@ -289,7 +288,8 @@ class Backend(abc.ABC):
         return Health(True, "ok")
 
     async def aclose(self) -> None:
-        """Free engine resources (sessions, connections)."""
+        """Free engine resources (sessions, connections). Nothing to free by default."""
+        return None
 
     def describe(self) -> str:
         return self.spec or self.name

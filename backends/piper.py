@@ -99,7 +99,9 @@ def split_pieces(text: str, opts: PiperOptions = PiperOptions()) -> list[tuple[s
     for sentence in filter(None, (s.strip() for s in _SENTENCE_END.split(text))):
         parts = [sentence]
         if _words(sentence) > opts.max_piece_words:
-            parts = _merge_short([p for p in _CLAUSE_END.split(sentence) if p.strip()], opts.min_piece_words)
+            parts = _merge_short(
+                [p for p in _CLAUSE_END.split(sentence) if p.strip()], opts.min_piece_words
+            )
         fine: list[str] = []
         for p in parts:
             fine += _split_words(p, opts.hard_max_words) if _words(p) > opts.hard_max_words else [p]
@@ -195,10 +197,16 @@ class PiperBackend(Backend):
         for f, fdef in PiperOptions.__dataclass_fields__.items():
             if f in params:
                 raw = params.pop(f)
-                kw[f] = raw.lower() in {"1", "true", "yes"} if fdef.type == "bool" else type(fdef.default)(raw)
+                kw[f] = (
+                    raw.lower() in {"1", "true", "yes"}
+                    if fdef.type == "bool"
+                    else type(fdef.default)(raw)
+                )
         if params:
             raise InvalidRequest(f"unknown piper parameter(s): {', '.join(sorted(params))}")
-        backend = cls(Path(model) if model else None, options=PiperOptions(**kw), default_speed=speed)
+        backend = cls(
+            Path(model) if model else None, options=PiperOptions(**kw), default_speed=speed
+        )
         if voice and voice.lower() != backend._voice_name:
             raise UnknownVoice(f"unknown voice {voice!r}; available: {backend._voice_name}")
         return backend
@@ -237,7 +245,9 @@ class PiperBackend(Backend):
     def _loaded_voice(self) -> _LoadedVoice:
         with self._load_lock:
             if self._loaded is None:
-                self._loaded = _load_voice(str(self._model), str(self._config), self.options.threads)
+                self._loaded = _load_voice(
+                    str(self._model), str(self._config), self.options.threads
+                )
             return self._loaded
 
     def warm_up(self) -> None:

@@ -25,7 +25,9 @@ from backends.base import Backend, UnknownBackend
 
 _ENGINES: dict[str, type[Backend]] = {}
 _WRAPPERS: dict[str, tuple[Callable[[Backend, dict[str, str]], Backend], frozenset[str]]] = {}
-_SPEC_RE = re.compile(r"^(?P<name>[a-z0-9][a-z0-9_-]*)(?:\+(?P<url>(?:https?|wss?)://[^?]*))?(?:\?(?P<query>.*))?$")
+_SPEC_RE = re.compile(
+    r"^(?P<name>[a-z0-9][a-z0-9_-]*)(?:\+(?P<url>(?:https?|wss?)://[^?]*))?(?:\?(?P<query>.*))?$"
+)
 
 
 def register(cls: type[Backend]) -> type[Backend]:
@@ -67,7 +69,9 @@ class BackendSpec:
     def parse(cls, spec: str) -> BackendSpec:
         m = _SPEC_RE.match(spec.strip())
         if not m:
-            raise UnknownBackend(f"not a backend spec: {spec!r} (expected e.g. 'piper' or 'vllm-omni+http://host:8000')")
+            raise UnknownBackend(
+                f"not a backend spec: {spec!r} (expected e.g. 'piper' or 'vllm-omni+http://host:8000')"
+            )
         params = dict(parse_qsl(m["query"] or "", keep_blank_values=True))
         return cls(m["name"], m["url"], params)
 
@@ -97,5 +101,7 @@ def load_backend(spec: str | BackendSpec) -> Backend:
     for factory, owned in wrappers:
         inner_spec = backend.spec
         backend = factory(backend, {k: v for k, v in parsed.params.items() if k in owned})
-        backend.spec = str(parsed) if not backend.spec or backend.spec == inner_spec else backend.spec
+        backend.spec = (
+            str(parsed) if not backend.spec or backend.spec == inner_spec else backend.spec
+        )
     return backend

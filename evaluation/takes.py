@@ -146,7 +146,9 @@ class Take:
     def load(cls, path: str | Path) -> Take:
         """Load from the sidecar or the audio file next to it."""
         path = Path(path)
-        side = path if path.name.endswith(".take.json") else path.with_name(path.stem + ".take.json")
+        side = (
+            path if path.name.endswith(".take.json") else path.with_name(path.stem + ".take.json")
+        )
         if not side.is_file():
             raise FileNotFoundError(f"no take sidecar at {side}")
         d = json.loads(side.read_text(encoding="utf-8"))
@@ -173,7 +175,9 @@ class TakeFailed(BackendError):
     """The stream failed; ``.take`` holds what arrived, marked ``status='error'``."""
 
     def __init__(self, take: Take, cause: BaseException):
-        super().__init__(str(cause), status=getattr(cause, "status", None), partial=bool(take.chunks))
+        super().__init__(
+            str(cause), status=getattr(cause, "status", None), partial=bool(take.chunks)
+        )
         self.take = take
         self.cause = cause
 
@@ -198,14 +202,20 @@ class Recorder:
         if self._fmt is None:
             self._fmt = (c.sample_rate, c.channels)
         elif self._fmt != (c.sample_rate, c.channels):
-            raise BackendError(f"stream changed format mid-way: {self._fmt} then {(c.sample_rate, c.channels)}")
-        self._chunks.append(ChunkRecord(len(self._chunks), (c.arrived - self.t0) * 1000.0, self._frames, c.frames))
+            raise BackendError(
+                f"stream changed format mid-way: {self._fmt} then {(c.sample_rate, c.channels)}"
+            )
+        self._chunks.append(
+            ChunkRecord(len(self._chunks), (c.arrived - self.t0) * 1000.0, self._frames, c.frames)
+        )
         self._pcm.append(c.pcm)
         self._frames += c.frames
 
     def _finish(self, status: str, error: str | None = None) -> Take:
         sr, ch = self._fmt or (self.backend.capabilities.sample_rate or 0, 1)
-        audio = np.concatenate(self._pcm).reshape(-1, ch) if self._pcm else np.zeros((0, ch), np.int16)
+        audio = (
+            np.concatenate(self._pcm).reshape(-1, ch) if self._pcm else np.zeros((0, ch), np.int16)
+        )
         self.take = Take(
             request=self.request,
             backend=self.backend.describe(),
@@ -272,7 +282,9 @@ async def say(
     own = isinstance(backend, str)
     be = load_backend(backend) if own else backend
     try:
-        request = SpeechRequest(text=text, **{k: v for k, v in request_fields.items() if v is not None})
+        request = SpeechRequest(
+            text=text, **{k: v for k, v in request_fields.items() if v is not None}
+        )
         try:
             take = await record(be, request)
         except TakeFailed as e:
