@@ -1,0 +1,261 @@
+"""The SQLite store: real files, real Piper takes, real threads."""
+
+from __future__ import annotations
+
+import sqlite3
+import threading
+
+import numpy as np
+import pytest
+
+from backends.base import InvalidRequest, SpeechRequest
+from evaluation.store import (
+    SCHEMA_VERSION,
+    AbVote,
+    AlreadyVoted,
+    Assignment,
+    GlitchReport,
+    ListeningTest,
+    MosRating,
+    Prompt,
+    Rater,
+    Store,
+    StoreError,
+    System,
+    UnknownItem,
+    nearest_boundary,
+)
+from evaluation.takes import record
+
+TEXT = (
+    "The quick brown fox jumps over the lazy dog, and then it runs away. A second sentence follows."
+)
+
+
+@pytest.fixture(scope="module")
+def takes(piper_det):
+    import asyncio
+
+    async def go():
+        return [
+            await record(piper_det, SpeechRequest(text=TEXT)),
+            await record(piper_det, SpeechRequest(text="Short and sweet. Another short one here.")),
+        ]
+
+    return asyncio.run(go())
+
+
+@pytest.fixture
+def store(tmp_path, takes):
+    s = Store.open(tmp_path / "lab.db")
+    s.add_system(System("piper", "piper?deterministic=1", voice="joe", params={"speed": 1.0}))
+    s.add_system(System("piper-fast", "piper?deterministic=1&speed=1.3", voice="joe"))
+    s.add_prompt(Prompt("p1", TEXT))
+    s.save_take(takes[0], system_id="piper", prompt_id="p1")
+    s.save_take(takes[1], system_id="piper-fast", prompt_id="p1")
+    s.add_test(ListeningTest("mos1", "mos"))
+    s.add_test(ListeningTest("ab1", "ab"))
+    yield s
+    s.close()
+
+
+def test_schema_created_and_versioned(tmp_path):
+    s = Store.open(tmp_path / "a.db")
+    assert s.schema_version == SCHEMA_VERSION
+    names = set(s.db.table_names())
+    for t in [
+        "systems",
+        "prompts",
+        "takes",
+        "chunks",
+        "raters",
+        "tests",
+        "assignments",
+        "mos_ratings",
+        "ab_votes",
+        "glitch_reports",
+        "auto_findings",
+    ]:
+        assert t in names
+    assert s.db.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
+    assert s.db.execute("PRAGMA busy_timeout").fetchone()[0] == 30000
+    s.close()
+
+
+def test_newer_schema_is_refused(tmp_path):
+    s = Store.open(tmp_path / "a.db")
+    s.db.execute(f"PRAGMA user_version = {SCHEMA_VERSION + 1}")
+    s.close()
+    with pytest.raises(StoreError, match="upgrade listenlab"):
+        Store.open(tmp_path / "a.db")
+
+
+def test_journal_mode_configurable(tmp_path):
+    s = Store.open(tmp_path / "a.db", journal_mode="delete")
+    assert s.db.execute("PRAGMA journal_mode").fetchone()[0] == "delete"
+    s.close()
+    assert not (tmp_path / "a.db-wal").exists()
+    with pytest.raises(InvalidRequest, match="journal_mode"):
+        Store.open(tmp_path / "b.db", journal_mode="banana")
+
+
+def test_take_roundtrip_relative_paths(store, takes, tmp_path):
+    t = takes[0]
+    back = store.load_take(t.take_id)
+    assert np.array_equal(back.audio, t.audio)
+    assert back.chunks == t.chunks and back.sample_rate == t.sample_rate
+    assert back.request.text == t.request.text and back.status == "ok"
+    row = store.frame("takes").set_index("take_id").loc[t.take_id]
+    assert not row["audio_path"].startswith("/")
+    assert (tmp_path / row["audio_path"]).is_file()
+    assert row["chunk_count"] == len(t.chunks) and row["system_id"] == "piper"
+    assert len(store.chunks_frame().query("take_id == @t.take_id")) == len(t.chunks)
+    # saving again is a no-op
+    assert store.save_take(t, system_id="piper") == t.take_id
+    assert len(store.takes_frame()) == 2
+    with pytest.raises(UnknownItem):
+        store.load_take("nope")
+    with pytest.raises(UnknownItem):
+        store.save_take(t.__class__(**{**t.__dict__, "take_id": "x"}), system_id="no-such-system")
+
+
+def test_survives_reopen_and_move(store, takes, tmp_path):
+    store.add_mos_rating(MosRating("v1", "mos1", "r1", takes[0].take_id, 4, played_ms=3000))
+    store.close()
+    moved = tmp_path / "moved"
+    moved.mkdir()
+    for p in tmp_path.iterdir():
+        if p.name != "moved":
+            p.rename(moved / p.name)
+    s = Store.open(moved / "lab.db")
+    assert s.frame("mos_ratings")["score"].tolist() == [4.0]
+    assert np.array_equal(s.load_take(takes[0].take_id).audio, takes[0].audio)
+    s.close()
+
+
+def test_resent_votes_ignored_and_one_vote_per_item(store, takes):
+    a, b = takes[0].take_id, takes[1].take_id
+    w = store.add_mos_rating(MosRating("v1", "mos1", "r1", a, 4))
+    assert w.created
+    assert not store.add_mos_rating(MosRating("v1", "mos1", "r1", a, 4)).created
+    with pytest.raises(AlreadyVoted) as e:
+        store.add_mos_rating(MosRating("v2", "mos1", "r1", a, 2))
+    assert e.value.existing_id == "v1"
+    assert store.frame("mos_ratings")["score"].tolist() == [4.0]
+
+    assert store.add_ab_vote(AbVote("ab-1", "ab1", "r1", a, b, "b", cmos=2)).created
+    assert not store.add_ab_vote(AbVote("ab-1", "ab1", "r1", a, b, "b", cmos=2)).created
+    with pytest.raises(AlreadyVoted):  # the same pair presented the other way round
+        store.add_ab_vote(AbVote("ab-2", "ab1", "r1", b, a, "a"))
+    df = store.ab_frame()
+    assert len(df) == 1
+    assert (df.loc[0, "system_a"], df.loc[0, "system_b"]) == ("piper", "piper-fast")
+    # another rater may vote on the same item
+    assert store.add_ab_vote(AbVote("ab-3", "ab1", "r2", b, a, "tie")).created
+
+
+def test_bad_votes_rejected(store, takes):
+    a = takes[0].take_id
+    with pytest.raises(InvalidRequest, match="choice"):
+        store.add_ab_vote(AbVote("x", "ab1", "r1", a, takes[1].take_id, "left"))
+    with pytest.raises(InvalidRequest, match="different"):
+        store.add_ab_vote(AbVote("x", "ab1", "r1", a, a, "a"))
+    with pytest.raises(InvalidRequest, match="cmos"):
+        store.add_ab_vote(AbVote("x", "ab1", "r1", a, takes[1].take_id, "a", cmos=5))
+    with pytest.raises(UnknownItem):
+        store.add_mos_rating(MosRating("x", "no-test", "r1", a, 3))
+    with pytest.raises(InvalidRequest, match="glitch kind"):
+        store.add_glitch_report(GlitchReport("g", a, "r1", 100.0, kind="boom"))
+    assert store.frame("ab_votes").empty and store.frame("mos_ratings").empty
+
+
+def test_assignment_role_flows_into_rating(store, takes):
+    store.add_rater(Rater("r1", "Ann"))
+    store.add_assignment(
+        Assignment("as1", "mos1", "r1", 0, takes[0].take_id, role="gold", expected=5)
+    )
+    with pytest.raises(AlreadyVoted):
+        store.add_assignment(Assignment("as2", "mos1", "r1", 0, takes[1].take_id))
+    store.add_mos_rating(MosRating("v1", "mos1", "r1", takes[0].take_id, 3))
+    row = store.mos_frame().iloc[0]
+    assert row["role"] == "gold" and row["expected"] == 5.0 and row["system_id"] == "piper"
+    assert [a.assignment_id for a in store.assignments("mos1", "r1")] == ["as1"]
+
+
+def test_twenty_threads_lose_nothing_duplicate_nothing(store, takes):
+    """20 writers at once, each re-sending every vote twice; every vote lands exactly once."""
+    a, b = takes[0].take_id, takes[1].take_id
+    store.add_test(ListeningTest("mos2", "mos"))
+    errors: list[BaseException] = []
+    barrier = threading.Barrier(20)
+
+    def worker(k: int) -> None:
+        try:
+            barrier.wait()
+            for rep in range(2):
+                for test in ("mos1", "mos2"):
+                    for tk in (a, b):
+                        store.add_mos_rating(
+                            MosRating(f"m-{k}-{test}-{tk}", test, f"r{k}", tk, 1 + k % 5)
+                        )
+                store.add_ab_vote(AbVote(f"ab-{k}", "ab1", f"r{k}", a, b, "ab"[k % 2], cmos=rep))
+                store.add_glitch_report(GlitchReport(f"g-{k}", a, f"r{k}", 100.0 * k, kind="click"))
+        except BaseException as e:  # pragma: no cover - reported below
+            errors.append(e)
+
+    threads = [threading.Thread(target=worker, args=(k,)) for k in range(20)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert errors == []
+    mos = store.frame("mos_ratings")
+    assert len(mos) == 80 and mos["rating_id"].is_unique
+    ab = store.frame("ab_votes")
+    assert len(ab) == 20 and (ab["cmos"] == 0).all()  # the re-send (rep 1) did not overwrite
+    assert len(store.frame("glitch_reports")) == 20
+    # a separate connection (another process would see the same) agrees
+    con = sqlite3.connect(store.path)
+    assert con.execute("SELECT count(*) FROM mos_ratings").fetchone()[0] == 80
+    con.close()
+
+
+def test_glitch_report_nearest_boundary(store, takes):
+    t = takes[0]
+    bms = [o * 1000 / t.sample_rate for o in t.boundaries]
+    assert bms, "the test text must give more than one chunk"
+    store.add_glitch_report(GlitchReport("g1", t.take_id, "r1", bms[-1] + 30.0, kind="click"))
+    store.add_glitch_report(GlitchReport("g2", t.take_id, "r1", 0.0))
+    g = store.glitch_frame().set_index("report_id")
+    assert g.loc["g1", "boundary_index"] == len(bms) - 1
+    assert g.loc["g1", "distance_ms"] == pytest.approx(30.0)
+    assert g.loc["g2", "boundary_index"] == 0 and g.loc["g2", "distance_ms"] == pytest.approx(
+        -bms[0]
+    )
+    assert g["kind"].isna().tolist() == [False, True]
+    assert nearest_boundary([], 5.0) is None
+    assert nearest_boundary([100.0, 200.0, 300.0], 160.0) == (1, 200.0, -40.0)
+
+
+def test_underruns_and_findings(store, takes):
+    tid = takes[0].take_id
+    assert store.record_underruns(tid, 2, 340.0, [1200.0, 3400.0], report_id="u1").created
+    assert not store.record_underruns(tid, 2, 340.0, [1200.0, 3400.0], report_id="u1").created
+    store.record_underruns(tid, 1, 100.0, [50.0], report_id="u2")
+    row = store.takes_frame().set_index("take_id").loc[tid]
+    assert row["underrun_count"] == 2 and row["underrun_stall_ms"] == 340.0
+    assert len(store.underruns_frame()) == 2
+    f = [
+        {
+            "kind": "click",
+            "time_s": 1.0,
+            "boundary_index": 0,
+            "severity": 3.0,
+            "evidence": {"z": 9.1},
+        },
+        {"kind": "gap", "time_s": 2.0, "boundary_index": 1, "severity": 1.0, "evidence": {}},
+    ]
+    assert store.add_auto_findings(tid, f) == 2
+    assert store.add_auto_findings(tid, f[:1]) == 1  # re-running the detector replaces
+    ff = store.findings_frame()
+    assert ff["kind"].tolist() == ["click"] and ff["system_id"].tolist() == ["piper"]
