@@ -1,0 +1,642 @@
+"""Wire profiles: make any voice stream the way a given vLLM-Omni model streams.
+
+listenlab's users run models we cannot run here (Qwen3-TTS, Fish Speech, CosyVoice3,
+MOSS-TTS-Nano, VoxCPM2 on a GPU). What breaks players and clients is not the voice but the
+*wire*: the sample rate, the channel layout and the chunk schedule (Qwen3-TTS's default deploy
+sends 80 ms, then 2 s chunks; a player that starts on the first chunk stalls for ~920 ms).
+A profile takes the real CPU voice's audio and re-emits it exactly as that model's server
+would send it:
+
+* resampled to the profile's rate with soxr's *streaming* resampler (the first chunk does not
+  wait for the whole utterance, and the result equals ``soxr.resample`` of the whole take);
+* duplicated to interleaved stereo when the model sends two channels;
+* cut to the model's codec-frame schedule (first chunk(s), then steady chunks; the last chunk
+  is the remainder), as vLLM-Omni's stage input processors cut it;
+* paced from the schedule, not from how fast Piper runs: at ``pace=2`` a chunk of ``d`` seconds
+  of audio is sent ``d/2`` seconds after the previous one, like a server generating at 2x real
+  time. Optional jitter and stalls ("1.4 s gap after chunk 12", vLLM-Omni issue #2562). A chunk
+  is never sent before the inner voice has produced its audio.
+
+Use it on any spec: ``piper?profile=qwen3-tts``, ``piper?deterministic=1&profile=custom&rate=48000
+&channels=2&first_frames=1&chunk_frames=25&frame_hz=12.5&pace=0.67``. Every profile records
+where each of its numbers came from (``source``) and what was assumed (``assumptions``).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import math
+import random
+import time
+from collections.abc import AsyncIterator
+from dataclasses import dataclass, field, replace
+
+import numpy as np
+
+from backends.base import (
+    Audio,
+    AudioChunk,
+    Backend,
+    BackendError,
+    Capabilities,
+    Health,
+    InvalidRequest,
+    SpeechRequest,
+    Voice,
+)
+from backends.registry import register_wrapper
+
+VLLM_OMNI = "vllm-project/vllm-omni"
+
+# --------------------------------------------------------------------------- profile types
+
+
+@dataclass(frozen=True)
+class Stall:
+    """An extra gap of ``seconds`` between chunk ``after`` and chunk ``after + 1`` (0-based).
+
+    Everything after the stall is late by the same amount, as when a server falls behind.
+    """
+
+    after: int
+    seconds: float
+
+
+@dataclass(frozen=True)
+class WireProfile:
+    """How one model's server streams: format, chunk schedule in codec frames, and pacing."""
+
+    name: str
+    model: str
+    """The model this profile imitates (Hugging Face id), or a description for ``custom``."""
+    sample_rate: int
+    channels: int
+    frame_hz: float
+    """Codec frames per second; chunk sizes are whole frames of ``sample_rate / frame_hz``."""
+    first_frames: tuple[int, ...]
+    """Sizes of the first chunks, in frames (Fish Speech sends six 4-frame chunks first)."""
+    chunk_frames: int
+    """Steady chunk size, in frames, after ``first_frames``. The last chunk is the remainder."""
+    pace: float = 2.0
+    """Speed of the simulated server relative to real time (2 = twice as fast); 0 = unpaced."""
+    jitter_ms: float = 0.0
+    """Each chunk is late by a uniform random 0..jitter_ms (never early)."""
+    stalls: tuple[Stall, ...] = ()
+    ttfa_ms: float = 0.0
+    """Fixed server latency before the first chunk's generation starts (prefill)."""
+    seed: int | None = None
+    """Seed for the jitter; None draws a fresh one per request."""
+    source: str = ""
+    """Which vLLM-Omni (or upstream) file each parameter came from, and what it says."""
+    assumptions: str = ""
+    """What is not documented and was chosen here, and why."""
+
+    def __post_init__(self) -> None:
+        problems = []
+        if not 8000 <= self.sample_rate <= 192000:
+            problems.append(f"rate must be 8000..192000 Hz, got {self.sample_rate}")
+        if not 1 <= self.channels <= 8:
+            problems.append(f"channels must be 1..8, got {self.channels}")
+        if not (self.frame_hz > 0 and math.isfinite(self.frame_hz)):
+            problems.append(f"frame_hz must be a positive number, got {self.frame_hz}")
+        if not self.first_frames or any(f < 1 for f in self.first_frames):
+            problems.append(f"first_frames must be whole frames >= 1, got {self.first_frames}")
+        if self.chunk_frames < 1:
+            problems.append(f"chunk_frames must be >= 1, got {self.chunk_frames}")
+        if not (self.pace >= 0 and math.isfinite(self.pace)):
+            problems.append(f"pace must be >= 0 (0 = unpaced), got {self.pace}")
+        if not self.jitter_ms >= 0:
+            problems.append(f"jitter_ms must be >= 0, got {self.jitter_ms}")
+        if not self.ttfa_ms >= 0:
+            problems.append(f"ttfa_ms must be >= 0, got {self.ttfa_ms}")
+        for s in self.stalls:
+            if s.after < 0 or not s.seconds >= 0:
+                problems.append(f"a stall needs chunk >= 0 and seconds >= 0, got {s}")
+        if problems:
+            raise InvalidRequest(f"profile {self.name!r}: " + "; ".join(problems))
+
+    # -- the schedule
+
+    @property
+    def samples_per_frame(self) -> float:
+        return self.sample_rate / self.frame_hz
+
+    def frames_in_chunk(self, index: int) -> int:
+        return self.first_frames[index] if index < len(self.first_frames) else self.chunk_frames
+
+    def chunk_end(self, index: int) -> int:
+        """Sample (per channel) where chunk ``index`` ends if the audio is long enough."""
+        n = len(self.first_frames)
+        frames = (
+            sum(self.first_frames[: index + 1])
+            if index < n
+            else sum(self.first_frames) + (index + 1 - n) * self.chunk_frames
+        )
+        return round(frames * self.samples_per_frame)
+
+    def chunk_sizes(self, total: int) -> list[int]:
+        """Samples per channel of each chunk for an utterance of ``total`` samples."""
+        sizes, start, i = [], 0, 0
+        while start < total:
+            end = min(self.chunk_end(i), total)
+            sizes.append(end - start)
+            start, i = end, i + 1
+        return sizes
+
+    def stall_before(self, index: int) -> float:
+        """Seconds of stalls that delay chunk ``index`` (all stalls after earlier chunks)."""
+        return sum(s.seconds for s in self.stalls if s.after < index)
+
+    def planned_offsets(self, sizes: list[int]) -> list[float]:
+        """Seconds after the request at which each chunk is due (before jitter)."""
+        out, produced = [], 0
+        for i, n in enumerate(sizes):
+            produced += n
+            gen = produced / self.sample_rate / self.pace if self.pace else 0.0
+            out.append(self.ttfa_ms / 1000.0 + gen + self.stall_before(i))
+        return out
+
+    def describe(self) -> dict[str, object]:
+        """JSON-safe summary for the README, the Playground and the API."""
+        return {
+            "name": self.name,
+            "model": self.model,
+            "sample_rate": self.sample_rate,
+            "channels": self.channels,
+            "frame_hz": self.frame_hz,
+            "samples_per_frame": self.samples_per_frame,
+            "first_frames": list(self.first_frames),
+            "chunk_frames": self.chunk_frames,
+            "first_chunk_ms": 1000.0 * self.first_frames[0] / self.frame_hz,
+            "steady_chunk_ms": 1000.0 * self.chunk_frames / self.frame_hz,
+            "pace": self.pace,
+            "jitter_ms": self.jitter_ms,
+            "stalls": [[s.after, s.seconds] for s in self.stalls],
+            "ttfa_ms": self.ttfa_ms,
+            "source": self.source,
+            "assumptions": self.assumptions,
+        }
+
+
+# --------------------------------------------------------------------------- the table
+
+_COMMON_ASSUMPTION = (
+    "Pace 2x real time (the speed of the fast server in streaming-anchor.md), no jitter, no "
+    "stalls, no prefill latency: all four are knobs. Each chunk carries exactly its codec "
+    "frames' worth of audio (a decoder with left context returns only the new frames)."
+)
+
+PROFILES: dict[str, WireProfile] = {
+    p.name: p
+    for p in (
+        WireProfile(
+            name="qwen3-tts",
+            model="Qwen/Qwen3-TTS-12Hz-1.7B-CustomVoice",
+            sample_rate=24000,
+            channels=1,
+            frame_hz=12.5,
+            first_frames=(1,),
+            chunk_frames=25,
+            source=(
+                f"{VLLM_OMNI} vllm_omni/deploy/qwen3_tts.yaml (@0c9ed271): async_chunk: true, "
+                "initial_codec_chunk_frames: 1 ('Emit only the first audio chunk early, then "
+                "return to codec_chunk_frames'), codec_chunk_frames: 25, "
+                "codec_left_context_frames: 72. "
+                "vllm_omni/model_executor/stage_input_processors/qwen3_tts.py (@04254201) "
+                "talker2code2wav_async_chunk: one initial chunk, then adjusted % 25 == 0 "
+                "('return to the normal codec chunk size'); the last chunk is the remainder. "
+                "chunk_size_utils.py AdaptiveChunkController: FRAME_DURATION_MS = 80 (12.5 Hz). "
+                "24 kHz mono: reference vllm-omni-speech-api.md section 6 (speech_api.md, "
+                "qwen3_tts.py)."
+            ),
+            assumptions=(
+                "Without initial_codec_chunk_frames the server picks a dynamic first chunk "
+                "(2..16 frames by load, chunk_size_utils.compute_dynamic_initial_chunk_size) "
+                "and an opt-in codec_chunk_ramp [4,4,8,16,25] exists; the profile uses the "
+                "shipped deploy value 1. " + _COMMON_ASSUMPTION
+            ),
+        ),
+        WireProfile(
+            name="fish-speech",
+            model="fishaudio/s2-pro",
+            sample_rate=44100,
+            channels=1,
+            frame_hz=44100 / 2048,
+            first_frames=(4,) * 6,
+            chunk_frames=25,
+            source=(
+                f"{VLLM_OMNI} vllm_omni/deploy/fish_qwen3_omni.yaml (@249c18ef, 'Fish Speech S2 "
+                "Pro deploy'): codec_chunk_frames: 25, initial_codec_chunk_frames: 4, "
+                "codec_left_context_frames: 25, '~21 Hz codec; 25 frames ~ 1.16s of audio'. "
+                "vllm_omni/model_executor/stage_input_processors/fish_speech.py (@0febbd59) "
+                "slow_ar_to_dac_decoder_async_chunk: while length <= codec_chunk_frames it "
+                "emits initial-size chunks, covering (25 // 4) * 4 = 24 frames as six 4-frame "
+                "chunks, then 25-frame chunks. 44.1 kHz mono: vllm-omni-speech-api.md section 6."
+            ),
+            assumptions=(
+                "Frame rate 44100/2048 = 21.53 Hz (a DAC hop of 2048 samples), consistent with "
+                "the yaml's '~21 Hz' and '25 frames ~ 1.16 s' but not stated as a number. Newer "
+                "high-concurrency deploys add fish_speech_single_initial_chunk (one 4-frame "
+                "chunk) and backlog-adaptive 50-frame chunks; not modelled. " + _COMMON_ASSUMPTION
+            ),
+        ),
+        WireProfile(
+            name="cosyvoice3",
+            model="FunAudioLLM/Fun-CosyVoice3-0.5B-2512",
+            sample_rate=24000,
+            channels=1,
+            frame_hz=25.0,
+            first_frames=(5, 30),
+            chunk_frames=60,
+            source=(
+                f"{VLLM_OMNI} vllm_omni/deploy/cosyvoice3.yaml (@0253d205): async_chunk: true, "
+                "codec_chunk_frames: 15, initial_codec_chunk_frames: 5 ('TUNE PER GPU'). "
+                "vllm_omni/model_executor/stage_input_processors/cosyvoice3.py (@0ce0aa00) "
+                "talker2code2wav_async_chunk: first hop = initial_codec_chunk_frames (+ padding "
+                "of the reference prompt to a multiple of 15), then the hop starts at 15 and is "
+                "doubled after every emit (codec_stream_scale_factor 2) up to "
+                "codec_max_chunk_frames = 4 x 15 = 60: hops 5, 30, 60, 60, ... 24 kHz mono: "
+                "vllm-omni-speech-api.md section 6."
+            ),
+            assumptions=(
+                "25 speech tokens per second (960 samples each: token_mel_ratio 2 x 480-sample "
+                "mel hop) is CosyVoice's tokenizer rate, not stated in vLLM-Omni's files read. "
+                "The first chunk assumes a reference prompt whose token count is already a "
+                "multiple of 15 (prompt padding 0; real clips add 0-14 tokens to chunk 0). "
+                "HiFT's overlap cache can move seams by a few ms. " + _COMMON_ASSUMPTION
+            ),
+        ),
+        WireProfile(
+            name="moss-tts-nano",
+            model="OpenMOSS-Team/MOSS-TTS-Nano",
+            sample_rate=48000,
+            channels=2,
+            frame_hz=12.5,
+            first_frames=(1, 2, 4),
+            chunk_frames=8,
+            source=(
+                f"{VLLM_OMNI} examples/online_serving/text_to_speech/moss_tts_nano/"
+                "gradio_demo.py (@1c153fe4): 'MOSS-TTS-Nano outputs 48 kHz stereo (2-channel "
+                "interleaved L,R,L,R,...)', PCM_SAMPLE_RATE = 48000, PCM_CHANNELS = 2. "
+                "vllm_omni/deploy/moss_tts_nano.yaml (@8a03d7b9): async_chunk: false, single "
+                "stage; model_executor/models/moss_tts_nano/pipeline.py: 'one audio chunk "
+                "yielded per forward' from upstream inference_stream(). Upstream "
+                "MossTTSNanoForCausalLM._resolve_stream_decode_frame_budget: 1, 2, 4 then 8 "
+                "frames as the stream's lead grows; OpenMOSS/MOSS-TTS-Nano "
+                "moss_tts_nano_runtime.py: 'one decode frame (about 80 ms audio)'."
+            ),
+            assumptions=(
+                "CHANNELS CONFLICT: vllm_omni/model_executor/models/moss_tts_nano/"
+                "modeling_moss_tts_nano.py (@0febbd59 and @a27343dd) downmixes to mono "
+                "(_to_mono_1d) and the TTS README says mono; the profile follows the issue "
+                "and the demo (2-channel interleaved) so stereo handling is tested - use "
+                "channels=1 for the newer server. The schedule is not documented in vLLM-Omni; "
+                "the profile takes the upstream budget for a server that keeps ahead (1, 2, 4, "
+                "then 8 frames at 12.5 Hz). " + _COMMON_ASSUMPTION
+            ),
+        ),
+        WireProfile(
+            name="voxcpm2",
+            model="openbmb/VoxCPM2",
+            sample_rate=48000,
+            channels=1,
+            frame_hz=6.25,
+            first_frames=(3,),
+            chunk_frames=3,
+            source=(
+                f"{VLLM_OMNI} vllm_omni/deploy/voxcpm2.yaml (@20f42a89): async_chunk: false, "
+                "voxcpm2_runtime_config audio_emit_every: 1, vae_decode_every: 3. "
+                "vllm_omni/model_executor/models/voxcpm2/model_state.py: audio buffer capacity "
+                "= patch_size x audio_vae.decode_chunk_size x vae_decode_every x "
+                "audio_emit_every, i.e. one emit = 3 patches. voxcpm2_talker.py: 'AudioVAE -> "
+                "48kHz waveform'. 48 kHz mono: vllm-omni-speech-api.md section 6."
+            ),
+            assumptions=(
+                "One patch = 160 ms (6.25 Hz: patch size 4 over a 25 Hz latent, as VoxCPM 1.5 "
+                "documents; VoxCPM2's patch size 4 per llama.cpp-omni's README) - not stated in "
+                "vLLM-Omni's files read. A first chunk of the same 3 patches is assumed (no "
+                "separate first-chunk setting was found). " + _COMMON_ASSUMPTION
+            ),
+        ),
+        WireProfile(
+            name="custom",
+            model="custom (every knob set from the spec)",
+            sample_rate=24000,
+            channels=1,
+            frame_hz=12.5,
+            first_frames=(25,),
+            chunk_frames=25,
+            source=(
+                "Defaults: the 'uniform 25-frame chunks' schedule of streaming-anchor.md at "
+                "vLLM-Omni's default 24 kHz mono."
+            ),
+            assumptions="Everything is meant to be overridden by knobs. " + _COMMON_ASSUMPTION,
+        ),
+    )
+}
+
+
+# --------------------------------------------------------------------------- knobs
+
+KNOBS: dict[str, str] = {
+    "profile": "profile name: " + ", ".join(PROFILES),
+    "rate": "output sample rate in Hz",
+    "channels": "output channels (interleaved; the voice is duplicated to each)",
+    "frame_hz": "codec frames per second (chunk sizes are whole frames)",
+    "first_frames": "first chunk size in frames, or a comma list for several first chunks",
+    "chunk_frames": "steady chunk size in frames",
+    "pace": "speed relative to real time (2 = twice as fast, 0.67 = slower, 0 = unpaced)",
+    "jitter_ms": "each chunk is late by a uniform random 0..jitter_ms",
+    "stall": "extra gaps, 'AFTER:SECONDS[,AFTER:SECONDS]' (0-based chunk index), e.g. 12:1.4",
+    "ttfa_ms": "fixed latency before the first chunk",
+    "seed": "seed for the jitter",
+}
+
+
+def _parse_int_list(name: str, raw: str) -> tuple[int, ...]:
+    try:
+        vals = tuple(int(x) for x in raw.replace(" ", "").split(",") if x)
+    except ValueError:
+        raise InvalidRequest(
+            f"{name} must be whole frames (e.g. 1 or 4,4,8), got {raw!r}"
+        ) from None
+    if not vals:
+        raise InvalidRequest(f"{name} is empty")
+    return vals
+
+
+def _parse_stalls(raw: str) -> tuple[Stall, ...]:
+    out = []
+    for part in (p for p in raw.replace(" ", "").split(",") if p):
+        after, sep, secs = part.partition(":")
+        try:
+            if not sep:
+                raise ValueError
+            out.append(Stall(int(after), float(secs)))
+        except ValueError:
+            raise InvalidRequest(
+                f"stall must be AFTER:SECONDS (e.g. 12:1.4 for a 1.4 s gap after chunk 12), "
+                f"got {part!r}"
+            ) from None
+    return tuple(out)
+
+
+def _number(name: str, raw: str, kind: type) -> float | int:
+    try:
+        v = kind(raw)
+    except ValueError:
+        raise InvalidRequest(f"{name} must be a number, got {raw!r}") from None
+    if isinstance(v, float) and not math.isfinite(v):
+        raise InvalidRequest(f"{name} must be finite, got {raw!r}")
+    return v
+
+
+def profile_from_params(params: dict[str, str]) -> WireProfile:
+    """A table profile with knob overrides. Unknown names and bad values raise InvalidRequest."""
+    name = params.get("profile", "").strip().lower()
+    if name not in PROFILES:
+        raise InvalidRequest(f"unknown profile {name!r}; known profiles: {', '.join(PROFILES)}")
+    unknown = set(params) - set(KNOBS)
+    if unknown:
+        raise InvalidRequest(f"unknown profile knob(s): {', '.join(sorted(unknown))}")
+    over: dict[str, object] = {}
+    if "rate" in params:
+        over["sample_rate"] = _number("rate", params["rate"], int)
+    if "channels" in params:
+        over["channels"] = _number("channels", params["channels"], int)
+    if "frame_hz" in params:
+        over["frame_hz"] = _number("frame_hz", params["frame_hz"], float)
+    if "first_frames" in params:
+        over["first_frames"] = _parse_int_list("first_frames", params["first_frames"])
+    if "chunk_frames" in params:
+        over["chunk_frames"] = _number("chunk_frames", params["chunk_frames"], int)
+    for knob in ("pace", "jitter_ms", "ttfa_ms"):
+        if knob in params:
+            over[knob] = _number(knob, params[knob], float)
+    if "stall" in params:
+        over["stalls"] = _parse_stalls(params["stall"])
+    if "seed" in params:
+        over["seed"] = _number("seed", params["seed"], int)
+    base = PROFILES[name]
+    if not over:
+        return base
+    changed = ", ".join(f"{k}={params[k]}" for k in params if k != "profile")
+    return replace(
+        base,
+        **over,
+        assumptions=base.assumptions + f" Overridden from the spec: {changed}.",
+    )
+
+
+# --------------------------------------------------------------------------- the wrapper
+
+_END = object()
+
+
+@dataclass
+class _Pending:
+    """Resampled audio not yet sent, as float32 ``(frames, channels)`` pieces."""
+
+    parts: list[np.ndarray] = field(default_factory=list)
+    frames: int = 0
+
+    def add(self, x: np.ndarray) -> None:
+        if len(x):
+            self.parts.append(x)
+            self.frames += len(x)
+
+    def take(self, n: int) -> np.ndarray:
+        joined = np.concatenate(self.parts) if len(self.parts) != 1 else self.parts[0]
+        head, tail = joined[:n], joined[n:]
+        self.parts = [tail] if len(tail) else []
+        self.frames = len(tail)
+        return head
+
+
+def _to_float(chunk: AudioChunk) -> np.ndarray:
+    return chunk.pcm.reshape(-1, chunk.channels).astype(np.float32) / 32768.0
+
+
+def _to_pcm(x: np.ndarray) -> np.ndarray:
+    return np.clip(np.rint(x.reshape(-1) * 32768.0), -32768, 32767).astype(np.int16)
+
+
+class _Converter:
+    """Per-request rate and channel conversion; soxr's stream state lives here."""
+
+    def __init__(self, in_rate: int, in_channels: int, out_rate: int, out_channels: int):
+        import soxr
+
+        self.in_rate, self.in_channels = in_rate, in_channels
+        self.out_channels = out_channels
+        # Same channel count: keep each channel. Otherwise mix to mono, then duplicate.
+        self.mix = in_channels != out_channels
+        work_channels = 1 if self.mix else in_channels
+        self.stream = (
+            soxr.ResampleStream(in_rate, out_rate, work_channels, dtype="float32", quality="HQ")
+            if in_rate != out_rate
+            else None
+        )
+
+    def push(self, x: np.ndarray, last: bool = False) -> np.ndarray:
+        if self.mix:
+            x = x.mean(axis=1, keepdims=True)
+        if self.stream is not None:
+            x = self.stream.resample_chunk(x, last=last)
+        if self.mix and self.out_channels > 1:
+            x = np.repeat(x, self.out_channels, axis=1)
+        return x
+
+
+class ProfileBackend(Backend):
+    """Any backend, re-emitted on the wire as ``profile`` (see the module docstring)."""
+
+    name = "profile"
+
+    def __init__(self, inner: Backend, profile: WireProfile, *, queue_chunks: int = 16):
+        self.inner = inner
+        self.profile = profile
+        self._queue_chunks = queue_chunks
+
+    @classmethod
+    def from_params(cls, params: dict[str, str], target: str | None = None) -> ProfileBackend:
+        raise InvalidRequest(
+            "profile is a wrapper, not an engine: add it to a backend spec, "
+            "e.g. 'piper?profile=qwen3-tts'"
+        )
+
+    @property
+    def capabilities(self) -> Capabilities:
+        return replace(
+            self.inner.capabilities,
+            sample_rate=self.profile.sample_rate,
+            channels=self.profile.channels,
+        )
+
+    def describe(self) -> str:
+        return self.spec or f"{self.inner.describe()}&profile={self.profile.name}"
+
+    async def voices(self) -> list[Voice]:
+        return await self.inner.voices()
+
+    async def add_voice(
+        self, name: str, wav: bytes, *, ref_text: str | None = None, consent: str = ""
+    ) -> Voice:
+        return await self.inner.add_voice(name, wav, ref_text=ref_text, consent=consent)
+
+    async def delete_voice(self, name: str) -> None:
+        await self.inner.delete_voice(name)
+
+    async def health(self) -> Health:
+        h = await self.inner.health()
+        return Health(h.ok, f"{h.detail} as profile {self.profile.name}")
+
+    async def aclose(self) -> None:
+        await self.inner.aclose()
+
+    async def synthesize(self, request: SpeechRequest) -> Audio:
+        """A non-streaming answer arrives when the simulated server would have finished."""
+        return await super().synthesize(request)
+
+    async def stream(self, request: SpeechRequest) -> AsyncIterator[AudioChunk]:
+        p = self.profile
+        t0 = time.monotonic()
+        rng = random.Random(p.seed)
+        # A reader task pulls the inner voice while this generator sleeps on the schedule, so
+        # the voice keeps generating; the bounded queue keeps it from running far ahead.
+        queue: asyncio.Queue = asyncio.Queue(maxsize=self._queue_chunks)
+        reader = asyncio.create_task(
+            self._pump(request, queue), name=f"profile-{request.request_id}"
+        )
+        pending = _Pending()
+        converter: _Converter | None = None
+        fmt: tuple[int, int] | None = None
+        index = produced = 0
+
+        async def emit(n: int) -> AudioChunk:
+            nonlocal index, produced
+            pcm = _to_pcm(pending.take(n))
+            produced += n
+            due = t0 + p.ttfa_ms / 1000.0 + p.stall_before(index)
+            if p.pace:
+                due += produced / p.sample_rate / p.pace
+            if p.jitter_ms:
+                due += rng.uniform(0.0, p.jitter_ms) / 1000.0
+            delay = due - time.monotonic()
+            if delay > 0:
+                await asyncio.sleep(delay)
+            chunk = AudioChunk(pcm, p.sample_rate, p.channels, index, arrived=time.monotonic())
+            index += 1
+            return chunk
+
+        try:
+            while True:
+                item = await queue.get()
+                if item is _END:
+                    break
+                if isinstance(item, BaseException):
+                    raise item
+                c: AudioChunk = item
+                if fmt is None:
+                    fmt = (c.sample_rate, c.channels)
+                    converter = _Converter(c.sample_rate, c.channels, p.sample_rate, p.channels)
+                elif fmt != (c.sample_rate, c.channels):
+                    raise BackendError(
+                        f"inner stream changed format mid-way: {fmt} then "
+                        f"{(c.sample_rate, c.channels)}",
+                        partial=index > 0,
+                    )
+                pending.add(converter.push(_to_float(c)))
+                while pending.frames >= p.chunk_end(index) - produced:
+                    yield await emit(p.chunk_end(index) - produced)
+            if converter is not None:
+                pending.add(converter.push(np.zeros((0, converter.in_channels), np.float32), True))
+            while pending.frames:
+                yield await emit(min(pending.frames, p.chunk_end(index) - produced))
+        finally:
+            reader.cancel()
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await reader
+
+    async def _pump(self, request: SpeechRequest, queue: asyncio.Queue) -> None:
+        """Read the inner stream into ``queue``; always close the inner stream."""
+        inner = self.inner.stream(request)
+        try:
+            async for c in inner:
+                await queue.put(c)
+            await queue.put(_END)
+        except asyncio.CancelledError:
+            raise
+        except Exception as e:  # handed to the consumer, which raises it in order
+            await queue.put(e)
+        finally:
+            await inner.aclose()
+
+
+def _wrap(inner: Backend, params: dict[str, str]) -> Backend:
+    return ProfileBackend(inner, profile_from_params(params))
+
+
+register_wrapper("profile", _wrap, consumes=set(KNOBS))
+
+
+def profile_names() -> list[str]:
+    return list(PROFILES)
+
+
+def profile_table() -> list[dict[str, object]]:
+    """Every profile's summary, for the README, the Playground's system picker and the API."""
+    return [p.describe() for p in PROFILES.values()]
+
+
+__all__ = [
+    "KNOBS",
+    "PROFILES",
+    "ProfileBackend",
+    "Stall",
+    "WireProfile",
+    "profile_from_params",
+    "profile_names",
+    "profile_table",
+]
