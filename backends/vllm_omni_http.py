@@ -1,0 +1,1078 @@
+"""Remote engine: a vLLM-Omni (or ``listenlab api``) server over HTTP/SSE, raw audio or WebSocket.
+
+Spec: ``vllm-omni+http://host:port[/prefix]?model=…&mode=sse|audio|ws&format=pcm|wav
+&sample_rate=…&voice=…&connect_timeout=…&first_audio_timeout=…&chunk_timeout=…``
+
+The server's streaming protocol has traps (``shared/reference/vllm-omni-speech-api.md`` §3, §4,
+§11); each one is handled here on purpose:
+
+* ``stream:true`` means SSE on new servers and raw PCM on old ones, so ``stream_format`` is
+  always sent and the body is parsed by its *response* ``Content-Type``.
+* Raw streams have no end or error marker: a cut connection (or a body ending mid-frame) is a
+  failure, never a short success. SSE needs exactly one terminal event; EOF without one fails.
+* The sample rate is not announced for pcm. It comes from the stream (WAV header, WebSocket
+  ``audio.start``), else a pinned ``sample_rate``, else the server's model card, else a
+  per-model table. The 44-byte streaming WAV header has placeholder sizes (``0xFFFFFFFF``):
+  its sizes are ignored, and a WAV stream's first SSE delta holds only that header.
+* Network reads split samples (and stereo frames): partial frames are carried over.
+* Generic server failures come back as 400 ``"Speech generation failed: …"``: every non-2xx
+  becomes :class:`BackendError` with the server's message and ``status``.
+
+Timeouts are per phase (connect, first audio, between chunks) and count *audio progress*, not
+bytes, so a server dripping one byte per second is caught too.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import contextlib
+import io
+import json
+import struct
+import time
+from collections.abc import AsyncIterator
+from dataclasses import dataclass, field, replace
+from typing import Any
+from urllib.parse import quote
+
+import numpy as np
+
+from backends.base import (
+    AudioChunk,
+    Backend,
+    BackendError,
+    Capabilities,
+    Health,
+    InvalidRequest,
+    SpeechRequest,
+    StreamTimeout,
+    UnknownVoice,
+    Voice,
+)
+from backends.registry import register
+
+MODES = ("sse", "audio", "ws")
+FORMATS = ("pcm", "wav")
+
+# Native output per model (reference §6). Last resort only: the stream's own header wins.
+# Keys are lower-case substrings of the model name, most specific first.
+MODEL_FORMATS: tuple[tuple[str, int, int], ...] = (
+    ("moss-tts-local", 48000, 2),
+    ("moss-tts-nano", 48000, 1),
+    ("moss-tts", 48000, 1),
+    ("qwen3-tts", 24000, 1),
+    ("s2-pro", 44100, 1),
+    ("fish", 44100, 1),
+    ("cosyvoice", 24000, 1),
+    ("voxcpm", 48000, 1),
+    ("voxtral", 24000, 1),
+    ("glm-tts", 24000, 1),
+    ("omnivoice", 24000, 1),
+    ("higgs-audio-v2", 24000, 1),
+    ("indextts", 22050, 1),
+    ("audio8", 44100, 1),
+    ("gepard", 22050, 1),
+    ("dots.tts", 48000, 1),
+    ("breeze", 24000, 1),
+    ("zonos", 44100, 1),
+)
+
+# Models whose adapters take ref_audio (cloning), by substring (reference §6).
+_CLONING_MODELS = (
+    "-base",
+    "s2-pro",
+    "fish",
+    "cosyvoice",
+    "voxcpm",
+    "glm-tts",
+    "moss-tts",
+    "omnivoice",
+    "higgs",
+    "indextts",
+    "audio8",
+    "voxtral",
+)
+
+# Top-level fields of OpenAICreateSpeechRequest that SpeechRequest.extra may carry; anything
+# else in ``extra`` goes to ``extra_params`` (unknown top-level fields are silently dropped).
+_TOP_LEVEL_EXTRA = {
+    "task_type",
+    "x_vector_only_mode",
+    "max_new_tokens",
+    "initial_codec_chunk_frames",
+    "non_streaming_mode",
+    "ref_audio_2",
+    "ambient_sound",
+    "duration_seconds",
+    "speaker_embedding",
+    "guidance_scale",
+    "num_inference_steps",
+    "extra_params",
+}
+_WS_CONFIG_EXTRA = {
+    "task_type",
+    "x_vector_only_mode",
+    "max_new_tokens",
+    "initial_codec_chunk_frames",
+    "non_streaming_mode",
+    "speaker_embedding",
+}
+
+MIN_CHUNK_MS = 10.0
+"""Raw streams are cut into chunks of at least this much audio (except the last)."""
+
+_WAV_PLACEHOLDER = 0xFFFFFFFF
+
+
+def table_format(model: str | None) -> tuple[int, int] | None:
+    """(sample_rate, channels) for a model name from :data:`MODEL_FORMATS`, or None."""
+    if not model:
+        return None
+    m = model.lower()
+    for key, sr, ch in MODEL_FORMATS:
+        if key in m:
+            return sr, ch
+    return None
+
+
+# --------------------------------------------------------------------------- errors
+
+
+def error_message(body: bytes | str, status: int | None = None) -> str:
+    """The server's own words from any error shape vLLM-Omni (or FastAPI) uses.
+
+    OpenAI ``{"error":{message,type,param,code}}``, FastAPI ``{"detail": str|list}``, the old
+    voice-delete ``{"success":false,"error":"…"}``, or plain text.
+    """
+    text = body.decode("utf-8", "replace") if isinstance(body, bytes) else body
+    try:
+        d = json.loads(text)
+    except ValueError:
+        d = None
+    msg: str
+    if isinstance(d, dict) and isinstance(d.get("error"), dict):
+        e = d["error"]
+        msg = str(e.get("message") or e)
+        if e.get("type"):
+            msg = f"{e['type']}: {msg}"
+        if e.get("param"):
+            msg += f" (param {e['param']})"
+    elif isinstance(d, dict) and isinstance(d.get("error"), str):
+        msg = d["error"]
+    elif isinstance(d, dict) and "detail" in d:
+        det = d["detail"]
+        if isinstance(det, list):
+            parts = []
+            for item in det:
+                if isinstance(item, dict):
+                    loc = ".".join(str(x) for x in item.get("loc", ()) if x != "body")
+                    parts.append(f"{loc}: {item.get('msg', item)}" if loc else str(item.get("msg")))
+                else:
+                    parts.append(str(item))
+            msg = "; ".join(parts)
+        else:
+            msg = str(det)
+    elif isinstance(d, dict) and "message" in d:
+        msg = str(d["message"])
+    else:
+        msg = text.strip()[:500] or "(empty body)"
+    return f"server answered {status}: {msg}" if status is not None else msg
+
+
+# --------------------------------------------------------------------------- wav header
+
+
+@dataclass(frozen=True)
+class WavFormat:
+    sample_rate: int
+    channels: int
+    data_offset: int
+
+
+def parse_wav_header(buf: bytes) -> WavFormat | None:
+    """Parse a RIFF/WAVE header, or return None if ``buf`` does not hold all of it yet.
+
+    Sizes are ignored (streaming headers carry ``0xFFFFFFFF``); only the ``fmt `` chunk matters.
+    Anything that is not 16-bit integer PCM with a plausible rate raises :class:`BackendError`.
+    """
+    if len(buf) < 12:
+        return None
+    if buf[:4] != b"RIFF" or buf[8:12] != b"WAVE":
+        raise BackendError(
+            f"the server's WAV stream does not start with a RIFF/WAVE header: {buf[:12]!r}"
+        )
+    pos, fmt = 12, None
+    while True:
+        if len(buf) < pos + 8:
+            return None
+        cid, size = buf[pos : pos + 4], struct.unpack("<I", buf[pos + 4 : pos + 8])[0]
+        if cid == b"data":
+            if fmt is None:
+                raise BackendError("the server's WAV stream has no fmt chunk before its data")
+            tag, ch, sr, _, _, bits = fmt
+            if tag not in (1, 0xFFFE) or bits != 16:
+                raise BackendError(
+                    f"the server's WAV stream is not 16-bit PCM (format {tag}, {bits} bits)"
+                )
+            if not 1 <= ch <= 8:
+                raise BackendError(f"the server's WAV header says {ch} channels")
+            if not 1000 <= sr <= 384000:
+                raise BackendError(
+                    f"the server's WAV header has an impossible sample rate: {sr} Hz"
+                )
+            return WavFormat(sr, ch, pos + 8)
+        if size == _WAV_PLACEHOLDER:
+            raise BackendError(f"the server's WAV header has a placeholder size on chunk {cid!r}")
+        end = pos + 8 + size + (size & 1)
+        if len(buf) < end:
+            return None
+        if cid == b"fmt ":
+            if size < 16:
+                raise BackendError("the server's WAV fmt chunk is truncated")
+            fmt = struct.unpack("<HHIIHH", buf[pos + 8 : pos + 24])
+        pos = end
+        if pos > 64 * 1024:
+            raise BackendError("the server's WAV header is larger than 64 KiB")
+
+
+# --------------------------------------------------------------------------- pcm framing
+
+
+@dataclass
+class _Framer:
+    """Turns byte pieces into whole-frame :class:`AudioChunk` s; carries partial frames over."""
+
+    min_bytes_ms: float = MIN_CHUNK_MS
+    sample_rate: int | None = None
+    channels: int | None = None
+    buf: bytearray = field(default_factory=bytearray)
+    index: int = 0
+    total_bytes: int = 0
+
+    @property
+    def known(self) -> bool:
+        return self.sample_rate is not None and self.channels is not None
+
+    def feed(self, data: bytes) -> None:
+        self.buf += data
+        self.total_bytes += len(data)
+
+    def take(self, *, final: bool = False, min_ms: float | None = None) -> AudioChunk | None:
+        """Pop the buffered whole frames as a chunk once there is enough (or at the end)."""
+        assert self.sample_rate and self.channels
+        frame = 2 * self.channels
+        whole = len(self.buf) - len(self.buf) % frame
+        need = (
+            int(self.sample_rate * (self.min_bytes_ms if min_ms is None else min_ms) / 1000) * frame
+        )
+        if whole == 0 or (not final and whole < max(need, frame)):
+            return None
+        pcm = np.frombuffer(bytes(self.buf[:whole]), dtype="<i2").astype(np.int16)
+        del self.buf[:whole]
+        chunk = AudioChunk(pcm, self.sample_rate, self.channels, self.index)
+        self.index += 1
+        return chunk
+
+    def leftover(self) -> int:
+        return len(self.buf)
+
+
+# --------------------------------------------------------------------------- SSE
+
+
+@dataclass(frozen=True)
+class SseEvent:
+    event: str
+    data: str
+
+
+class SseParser:
+    """Incremental ``text/event-stream`` parser (WHATWG rules: any line ending, multi-line data)."""
+
+    def __init__(self) -> None:
+        self._buf = b""
+        self._event = ""
+        self._data: list[str] = []
+
+    def feed(self, data: bytes) -> list[SseEvent]:
+        self._buf += data
+        out: list[SseEvent] = []
+        while True:
+            i = min(
+                (j for j in (self._buf.find(b"\n"), self._buf.find(b"\r")) if j >= 0), default=-1
+            )
+            if i < 0:
+                break
+            line, rest = self._buf[:i], self._buf[i + 1 :]
+            if self._buf[i : i + 1] == b"\r":
+                if not rest:  # a lone \r at the end may be the first half of \r\n
+                    break
+                if rest[:1] == b"\n":
+                    rest = rest[1:]
+            self._buf = rest
+            ev = self._line(line.decode("utf-8", "replace"))
+            if ev:
+                out.append(ev)
+        if len(self._buf) > 16 * 1024 * 1024:
+            raise BackendError("malformed SSE: a line longer than 16 MiB")
+        return out
+
+    def _line(self, line: str) -> SseEvent | None:
+        if not line:
+            if not self._data and not self._event:
+                return None
+            ev = SseEvent(self._event or "message", "\n".join(self._data))
+            self._event, self._data = "", []
+            return ev
+        if line.startswith(":"):
+            return None
+        name, _, value = line.partition(":")
+        value = value[1:] if value.startswith(" ") else value
+        if name == "event":
+            self._event = value
+        elif name == "data":
+            self._data.append(value)
+        return None
+
+    @property
+    def pending(self) -> bool:
+        return bool(self._buf.strip() or self._data or self._event)
+
+
+# --------------------------------------------------------------------------- the backend
+
+
+@dataclass(frozen=True)
+class RemoteOptions:
+    model: str | None = None
+    mode: str = "sse"
+    format: str = "wav"
+    """wav by default: its header is the one in-band statement of the sample rate."""
+    sample_rate: int | None = None
+    """Pinned output rate: sent as ``sample_rate`` (HTTP) and trusted when the stream is silent."""
+    voice: str | None = None
+    connect_timeout: float = 5.0
+    first_audio_timeout: float = 60.0
+    chunk_timeout: float = 20.0
+    cloning: bool | None = None
+    speed_streaming: bool | None = None
+    language: str | None = None
+
+
+def _flag(v: str) -> bool:
+    return v.strip().lower() in {"1", "true", "yes", "on"}
+
+
+@register
+class VllmOmniHttpBackend(Backend):
+    """A vLLM-Omni speech server (or another listenlab via ``listenlab api``)."""
+
+    name = "vllm-omni+http"
+
+    def __init__(self, base_url: str, options: RemoteOptions = RemoteOptions()):
+        if options.mode not in MODES:
+            raise InvalidRequest(f"mode must be one of {', '.join(MODES)}, got {options.mode!r}")
+        if options.format not in FORMATS:
+            raise InvalidRequest(f"format must be pcm or wav, got {options.format!r}")
+        base_url = base_url.rstrip("/")
+        if base_url.startswith(("ws://", "wss://")):
+            base_url = "http" + base_url[2:]
+        self.base_url = base_url
+        self.options = options
+        self._client: Any = None
+        self._client_loop: asyncio.AbstractEventLoop | None = None
+        self._card: dict[str, Any] | None = None
+        self._served_model: str | None = None
+        self._caps = self._derive_caps()
+
+    @classmethod
+    def from_params(cls, params: dict[str, str], target: str | None = None) -> VllmOmniHttpBackend:
+        if not target:
+            raise InvalidRequest("vllm-omni+http needs a URL: vllm-omni+http://host:port?model=…")
+        p = dict(params)
+        kw: dict[str, Any] = {}
+        try:
+            for key in ("model", "mode", "format", "voice", "language"):
+                if key in p:
+                    kw[key] = p.pop(key) or None
+            if "sample_rate" in p:
+                kw["sample_rate"] = int(p.pop("sample_rate"))
+            for key in ("connect_timeout", "first_audio_timeout", "chunk_timeout"):
+                if key in p:
+                    kw[key] = float(p.pop(key))
+                    if kw[key] <= 0:
+                        raise InvalidRequest(f"{key} must be > 0")
+            for key in ("cloning", "speed_streaming"):
+                if key in p:
+                    kw[key] = _flag(p.pop(key))
+        except ValueError as e:
+            if isinstance(e, InvalidRequest):
+                raise
+            raise InvalidRequest(f"bad vllm-omni+http parameter: {e}") from None
+        if p:
+            raise InvalidRequest(f"unknown vllm-omni+http parameter(s): {', '.join(sorted(p))}")
+        kw.setdefault("mode", "sse")
+        kw["mode"] = kw["mode"] or "sse"
+        kw.setdefault("format", "pcm" if kw["mode"] == "ws" else "wav")
+        return cls(target, RemoteOptions(**kw))
+
+    # -- connection
+
+    def _http(self):
+        """One shared client per backend and event loop (a client cannot cross loops)."""
+        import httpx
+
+        loop = asyncio.get_running_loop()
+        if self._client is None or self._client_loop is not loop or self._client.is_closed:
+            o = self.options
+            self._client = httpx.AsyncClient(
+                timeout=httpx.Timeout(None, connect=o.connect_timeout, pool=o.connect_timeout),
+                limits=httpx.Limits(max_connections=64, max_keepalive_connections=8),
+                trust_env=False,
+            )
+            self._client_loop = loop
+        return self._client
+
+    async def aclose(self) -> None:
+        client, self._client = self._client, None
+        if client is not None and self._client_loop is asyncio.get_running_loop():
+            await client.aclose()
+
+    def _url(self, path: str) -> str:
+        return self.base_url + path
+
+    def _ws_url(self, path: str) -> str:
+        return "ws" + self.base_url[4:] + path
+
+    async def _get_json(self, path: str) -> tuple[int, Any]:
+        import httpx
+
+        try:
+            r = await self._http().get(self._url(path), timeout=self.options.connect_timeout + 10)
+        except httpx.TimeoutException as e:
+            raise StreamTimeout(f"{self.base_url}{path} did not answer in time ({e!r})") from None
+        except httpx.HTTPError as e:
+            raise BackendError(f"cannot reach {self.base_url}: {e!r}") from None
+        if r.status_code >= 400:
+            return r.status_code, error_message(r.content, r.status_code)
+        try:
+            return r.status_code, r.json()
+        except ValueError:
+            raise BackendError(
+                f"{path} did not return JSON: {r.text[:200]!r}", status=r.status_code
+            ) from None
+
+    # -- metadata
+
+    def _derive_caps(self) -> Capabilities:
+        o = self.options
+        model = (o.model or self._served_model or "").lower()
+        card = (self._card or {}).get("listenlab") or {}
+        fmt = (o.sample_rate, None) if o.sample_rate else table_format(model)
+        cloning = o.cloning
+        if cloning is None:
+            cloning = (
+                bool(card["cloning"])
+                if "cloning" in card
+                else any(k in model for k in _CLONING_MODELS)
+            )
+        speed_streaming = o.speed_streaming
+        if speed_streaming is None:
+            speed_streaming = bool(card.get("speed_streaming", "indextts-2.5" in model))
+        langs = card.get("languages") or ()
+        return Capabilities(
+            streaming=bool(card.get("streaming", True)),
+            cloning=cloning,
+            languages=tuple(langs),
+            sample_rate=card.get("sample_rate") or (fmt[0] if fmt else None),
+            channels=int(card.get("channels") or (fmt[1] if fmt and fmt[1] else 1)),
+            speed=bool(card.get("speed", True)),
+            speed_streaming=speed_streaming,
+            instructions=bool(card.get("instructions", "qwen3" in model or "moss" in model)),
+            seed=bool(card.get("seed", True)),
+            voice_library=bool(card.get("voice_library", cloning)),
+        )
+
+    @property
+    def capabilities(self) -> Capabilities:
+        """Known from the spec, and refined by ``/v1/models`` after :meth:`refresh` (or any call)."""
+        return self._caps
+
+    async def refresh(self) -> Capabilities:
+        """Read ``/v1/models`` and re-derive the capabilities."""
+        status, d = await self._get_json("/v1/models")
+        if status < 400 and isinstance(d, dict):
+            data = [m for m in d.get("data") or [] if isinstance(m, dict)]
+            want = self.options.model
+            card = next((m for m in data if m.get("id") == want), None) if want else None
+            card = card or (data[0] if data else None)
+            if card:
+                self._card = card
+                self._served_model = str(card.get("id") or "") or None
+        self._caps = self._derive_caps()
+        return self._caps
+
+    async def models(self) -> list[str]:
+        status, d = await self._get_json("/v1/models")
+        if status >= 400:
+            raise BackendError(str(d), status=status)
+        return [str(m.get("id")) for m in d.get("data") or [] if isinstance(m, dict)]
+
+    async def health(self) -> Health:
+        import httpx
+
+        try:
+            r = await self._http().get(
+                self._url("/health"), timeout=self.options.connect_timeout + 5
+            )
+        except httpx.HTTPError as e:
+            return Health(False, f"cannot reach {self.base_url}: {e!r}")
+        if r.status_code == 200:
+            with contextlib.suppress(BackendError):
+                await self.refresh()
+            return Health(True, f"{self.base_url}: healthy")
+        try:
+            d = r.json()
+            reason = d.get("reason") or d.get("status") or r.text
+        except ValueError:
+            reason = r.text[:200]
+        return Health(False, f"{self.base_url}: {r.status_code} {reason}")
+
+    async def voices(self) -> list[Voice]:
+        status, d = await self._get_json("/v1/audio/voices")
+        if status >= 400:
+            raise BackendError(str(d), status=status)
+        with contextlib.suppress(BackendError):
+            await self.refresh()
+        uploaded = {
+            str(u.get("name", "")).lower(): u
+            for u in d.get("uploaded_voices") or []
+            if isinstance(u, dict)
+        }
+        out: list[Voice] = []
+        for name in d.get("voices") or []:
+            name = str(name)
+            if name.lower() == "default":  # a placeholder, not a speaker (reference §11.8)
+                continue
+            u = uploaded.pop(name.lower(), None)
+            if u is not None:
+                out.append(Voice(name, "uploaded", u.get("ref_text"), u.get("speaker_description")))
+            else:
+                out.append(Voice(name, "builtin"))
+        out += [
+            Voice(n, "uploaded", u.get("ref_text"), u.get("speaker_description"))
+            for n, u in uploaded.items()
+        ]
+        return out
+
+    async def add_voice(
+        self, name: str, wav: bytes, *, ref_text: str | None = None, consent: str = ""
+    ) -> Voice:
+        import httpx
+
+        data = {"name": name, "consent": consent or "listenlab"}
+        if ref_text:
+            data["ref_text"] = ref_text
+        files = {"audio_sample": (f"{name}.wav", wav, "audio/wav")}
+        try:
+            r = await self._http().post(
+                self._url("/v1/audio/voices"), data=data, files=files, timeout=60
+            )
+        except httpx.HTTPError as e:
+            raise BackendError(f"cannot reach {self.base_url}: {e!r}") from None
+        if r.status_code >= 400:
+            raise BackendError(error_message(r.content, r.status_code), status=r.status_code)
+        v = (r.json() or {}).get("voice") or {}
+        return Voice(
+            str(v.get("name") or name),
+            "uploaded",
+            v.get("ref_text", ref_text),
+            v.get("speaker_description"),
+        )
+
+    async def delete_voice(self, name: str) -> None:
+        import httpx
+
+        try:
+            r = await self._http().delete(
+                self._url(f"/v1/audio/voices/{quote(name, safe='')}"), timeout=30
+            )
+        except httpx.HTTPError as e:
+            raise BackendError(f"cannot reach {self.base_url}: {e!r}") from None
+        if r.status_code == 404:  # both shapes: OpenAI error or {"success":false,"error":…}
+            raise UnknownVoice(error_message(r.content))
+        if r.status_code >= 400:
+            raise BackendError(error_message(r.content, r.status_code), status=r.status_code)
+
+    # -- request building
+
+    def _prepare(self, request: SpeechRequest) -> SpeechRequest:
+        request = request.validated()
+        if request.voice is None and self.options.voice:
+            request = replace(request, voice=self.options.voice)
+        return request
+
+    def _common_fields(self, request: SpeechRequest, allowed_extra: set[str]) -> dict[str, Any]:
+        body: dict[str, Any] = {}
+        model = self.options.model
+        if model:
+            body["model"] = model
+        for key in ("voice", "instructions", "seed"):
+            v = getattr(request, key)
+            if v is not None:
+                body[key] = v
+        lang = request.language or self.options.language
+        if lang:
+            body["language"] = lang
+        if request.speed != 1.0:
+            body["speed"] = request.speed
+        extra_params: dict[str, Any] = {}
+        for k, v in (request.extra or {}).items():
+            if k == "extra_params" and isinstance(v, dict):
+                extra_params.update(v)
+            elif k in allowed_extra:
+                body[k] = v
+            else:
+                extra_params[k] = v
+        if extra_params and "extra_params" in allowed_extra:
+            body["extra_params"] = extra_params
+        if request.ref_audio is not None:
+            body["ref_audio"] = "data:audio/wav;base64," + base64.b64encode(
+                request.ref_audio
+            ).decode("ascii")
+            if request.ref_text:
+                body["ref_text"] = request.ref_text
+            body.setdefault("task_type", "Base")
+        return body
+
+    def _http_body(self, request: SpeechRequest) -> dict[str, Any]:
+        body = {"input": request.text, **self._common_fields(request, _TOP_LEVEL_EXTRA)}
+        body["response_format"] = self.options.format
+        body["stream"] = True
+        body["stream_format"] = "sse" if self.options.mode == "sse" else "audio"
+        if self.options.sample_rate:
+            body["sample_rate"] = self.options.sample_rate
+        return body
+
+    def _fallback_format(self, channels: int | None = None) -> tuple[int, int]:
+        """Rate/channels when the stream does not state them: pinned, model card, table."""
+        o = self.options
+        table = table_format(o.model or self._served_model)
+        card = (self._card or {}).get("listenlab") or {}
+        ch = channels or card.get("channels") or (table[1] if table else 1)
+        if o.sample_rate:
+            return o.sample_rate, int(ch)
+        if card.get("sample_rate"):
+            return int(card["sample_rate"]), int(ch)
+        if table:
+            return table[0], int(ch)
+        raise BackendError(
+            f"the server does not announce the sample rate of {o.format} audio and model "
+            f"{o.model or self._served_model or '(unnamed)'!r} is not in the rate table; "
+            "use format=wav or pin sample_rate=…"
+        )
+
+    # -- streaming
+
+    def stream(self, request: SpeechRequest) -> AsyncIterator[AudioChunk]:
+        request = self._prepare(request)
+        if self.options.mode == "ws":
+            return self._stream_ws(request)
+        return self._stream_http(request)
+
+    async def _stream_http(self, request: SpeechRequest) -> AsyncIterator[AudioChunk]:
+        import httpx
+
+        if self._card is None and self.options.format == "pcm" and not self.options.sample_rate:
+            with contextlib.suppress(BackendError):
+                await self.refresh()
+        clock = _Clock(self.options)
+        body = self._http_body(request)
+        client = self._http()
+        req = client.build_request(
+            "POST",
+            self._url("/v1/audio/speech"),
+            json=body,
+            headers={
+                "Accept": "text/event-stream, audio/*, application/json",
+                "X-Request-Id": request.request_id,
+            },
+        )
+        try:
+            resp = await clock.wait(client.send(req, stream=True), "the response headers")
+        except httpx.ConnectTimeout:
+            raise StreamTimeout(
+                f"could not connect to {self.base_url} within {self.options.connect_timeout} s (connect_timeout)"
+            ) from None
+        except httpx.HTTPError as e:
+            raise BackendError(f"cannot reach {self.base_url}: {e!r}") from None
+        try:
+            if resp.status_code >= 400:
+                content = await clock.wait(resp.aread(), "the error body")
+                raise BackendError(
+                    error_message(content, resp.status_code), status=resp.status_code
+                )
+            ctype = resp.headers.get("content-type", "").split(";")[0].strip().lower()
+            reader = _Reader(resp.aiter_raw(), clock)
+            if ctype == "text/event-stream":
+                gen = self._parse_sse(reader)
+            elif ctype in ("audio/wav", "audio/x-wav", "audio/wave", "audio/vnd.wave"):
+                gen = self._parse_raw(reader, wav=True)
+            elif ctype in ("audio/pcm", "audio/l16", "application/octet-stream", "audio/raw"):
+                gen = self._parse_raw(reader, wav=False)
+            elif ctype.startswith("audio/"):
+                gen = self._parse_whole_file(reader, ctype)
+            else:
+                content = await clock.wait(resp.aread(), "the body")
+                raise BackendError(
+                    f"unexpected {resp.status_code} response of type {ctype or 'unknown'}: "
+                    + error_message(content),
+                    status=resp.status_code,
+                )
+            try:
+                async for chunk in gen:
+                    yield chunk
+                    clock.got_audio()
+            finally:
+                await gen.aclose()
+        finally:
+            await resp.aclose()  # before the body is read to the end this closes the socket
+
+    async def _parse_raw(self, reader: _Reader, *, wav: bool) -> AsyncIterator[AudioChunk]:
+        framer = _Framer()
+        if not wav:
+            framer.sample_rate, framer.channels = self._fallback_format()
+        header = b""
+        while True:
+            data = await reader.next()
+            if data is None:
+                break
+            if wav and not framer.known:
+                header += data
+                fmt = parse_wav_header(header)
+                if fmt is None:
+                    continue
+                self._check_rate(fmt.sample_rate)
+                framer.sample_rate, framer.channels = fmt.sample_rate, fmt.channels
+                data = header[fmt.data_offset :]
+            framer.feed(data)
+            chunk = framer.take()
+            if chunk is not None:
+                yield chunk
+        if wav and not framer.known:
+            raise BackendError(
+                f"the WAV stream ended after {len(header)} bytes, before its header was complete"
+            )
+        chunk = framer.take(final=True)
+        if chunk is not None:
+            yield chunk
+        if framer.leftover():
+            raise BackendError(
+                f"the audio stream ended mid-frame ({framer.leftover()} stray bytes): the connection was cut",
+                partial=True,
+            )
+        if framer.index == 0:
+            raise BackendError("the server ended the stream without sending any audio")
+
+    def _check_rate(self, rate: int) -> None:
+        pinned = self.options.sample_rate
+        if pinned and rate != pinned:
+            raise BackendError(
+                f"the server's WAV header says {rate} Hz but sample_rate={pinned} was requested"
+            )
+
+    async def _parse_sse(self, reader: _Reader) -> AsyncIterator[AudioChunk]:
+        parser = SseParser()
+        framer = _Framer(min_bytes_ms=0.0)
+        header = b""
+        fmt_name: str | None = None
+        while True:
+            data = await reader.next()
+            if data is None:
+                if parser.pending:
+                    raise BackendError(
+                        "the SSE stream was cut in the middle of an event (malformed or truncated SSE)",
+                        partial=framer.index > 0,
+                    )
+                raise BackendError(
+                    "the SSE stream ended without speech.audio.done or speech.audio.error "
+                    f"after {framer.total_bytes} audio bytes: the connection was cut",
+                    partial=framer.index > 0,
+                )
+            for ev in parser.feed(data):
+                try:
+                    payload = json.loads(ev.data)
+                except ValueError:
+                    raise BackendError(
+                        f"malformed SSE: event data is not JSON: {ev.data[:120]!r}"
+                    ) from None
+                if not isinstance(payload, dict):
+                    raise BackendError(
+                        f"malformed SSE: event data is not an object: {ev.data[:120]!r}"
+                    )
+                kind = payload.get("type") or ev.event
+                if kind == "speech.audio.delta":
+                    audio = payload.get("audio")
+                    if not isinstance(audio, str):
+                        raise BackendError(
+                            "malformed SSE: speech.audio.delta without an 'audio' string"
+                        )
+                    try:
+                        raw = base64.b64decode(audio, validate=True)
+                    except ValueError:
+                        raise BackendError(
+                            "malformed SSE: speech.audio.delta audio is not base64"
+                        ) from None
+                    fmt_name = fmt_name or payload.get("response_format") or self.options.format
+                    if not framer.known:
+                        if fmt_name == "wav":
+                            header += raw
+                            wf = parse_wav_header(header)
+                            if wf is None:
+                                continue
+                            self._check_rate(wf.sample_rate)
+                            framer.sample_rate, framer.channels = wf.sample_rate, wf.channels
+                            raw = header[wf.data_offset :]
+                        else:
+                            framer.sample_rate, framer.channels = self._fallback_format()
+                    framer.feed(raw)
+                    chunk = framer.take()
+                    if chunk is not None:
+                        yield chunk
+                elif kind == "speech.audio.done":
+                    if framer.leftover():
+                        raise BackendError(
+                            f"the SSE audio ended mid-frame ({framer.leftover()} stray bytes)",
+                            partial=True,
+                        )
+                    if framer.index == 0:
+                        raise BackendError(
+                            "the server finished (speech.audio.done) without any audio"
+                        )
+                    return
+                elif kind == "speech.audio.error":
+                    err = payload.get("error") if isinstance(payload.get("error"), dict) else {}
+                    msg = str(err.get("message") or payload.get("error") or "unknown error")
+                    code = err.get("code") if isinstance(err.get("code"), int) else None
+                    discard = payload.get("partial_audio") or err.get("partial_audio")
+                    if discard or framer.index:
+                        msg += f" (the server asked to discard the partial audio: {framer.total_bytes} bytes)"
+                    raise BackendError(
+                        f"server error event: {msg}",
+                        status=code,
+                        partial=bool(discard or framer.index),
+                    )
+                # other events (future additions) are ignored on purpose
+
+    async def _parse_whole_file(self, reader: _Reader, ctype: str) -> AsyncIterator[AudioChunk]:
+        """A server that ignored the streaming flags (pure-diffusion models) sends a whole file."""
+        import soundfile as sf
+
+        parts = []
+        while (data := await reader.next()) is not None:
+            parts.append(data)
+        try:
+            x, sr = sf.read(io.BytesIO(b"".join(parts)), dtype="int16", always_2d=True)
+        except Exception as e:
+            raise BackendError(f"could not decode the server's {ctype} body: {e}") from None
+        if not len(x):
+            raise BackendError("the server returned an empty audio file")
+        yield AudioChunk(np.ascontiguousarray(x).reshape(-1), int(sr), int(x.shape[1]), 0)
+
+    # -- websocket
+
+    def _ws_config(self, request: SpeechRequest) -> dict[str, Any]:
+        cfg = {"type": "session.config", **self._common_fields(request, _WS_CONFIG_EXTRA)}
+        stream_audio = self.options.format == "pcm"
+        cfg["response_format"] = self.options.format
+        cfg["stream_audio"] = stream_audio
+        cfg["split_granularity"] = "none"
+        return cfg
+
+    async def _stream_ws(self, request: SpeechRequest) -> AsyncIterator[AudioChunk]:
+        from websockets.asyncio.client import connect
+        from websockets.exceptions import ConnectionClosed, InvalidHandshake, InvalidStatus
+
+        if self._card is None and not self.options.sample_rate:
+            with contextlib.suppress(BackendError):
+                await self.refresh()
+        clock = _Clock(self.options)
+        url = self._ws_url("/v1/audio/speech/stream")
+        try:
+            ws = await connect(
+                url,
+                open_timeout=self.options.connect_timeout,
+                max_size=64 * 1024 * 1024,
+                ping_interval=None,
+                close_timeout=2,
+                proxy=None,
+            )
+        except TimeoutError:
+            raise StreamTimeout(
+                f"could not open {url} within {self.options.connect_timeout} s (connect_timeout)"
+            ) from None
+        except InvalidStatus as e:
+            r = e.response
+            raise BackendError(
+                error_message(r.body or b"", r.status_code), status=r.status_code
+            ) from None
+        except (OSError, InvalidHandshake) as e:
+            raise BackendError(f"cannot open {url}: {e!r}") from None
+        framer = _Framer(min_bytes_ms=0.0)
+        stream_audio = self.options.format == "pcm"
+        started = done = False
+        try:
+            await ws.send(json.dumps(self._ws_config(request)))
+            await ws.send(json.dumps({"type": "input.text", "text": request.text}))
+            await ws.send(json.dumps({"type": "input.done"}))
+            while True:
+                try:
+                    msg = await clock.wait(
+                        ws.recv(), "audio" if not framer.index else "the next chunk"
+                    )
+                except ConnectionClosed as e:
+                    raise BackendError(
+                        f"the WebSocket closed before session.done ({e}) after {framer.total_bytes} audio bytes",
+                        partial=framer.index > 0,
+                    ) from None
+                if isinstance(msg, bytes):
+                    if not started:
+                        raise BackendError("WebSocket protocol error: audio before audio.start")
+                    if stream_audio:
+                        framer.feed(msg)
+                        chunk = framer.take()
+                    else:
+                        chunk = self._decode_file(msg, framer)
+                    if chunk is not None:
+                        yield chunk
+                        clock.got_audio()
+                    continue
+                try:
+                    m = json.loads(msg)
+                except ValueError:
+                    raise BackendError(
+                        f"WebSocket protocol error: not JSON: {msg[:120]!r}"
+                    ) from None
+                kind = m.get("type") if isinstance(m, dict) else None
+                if kind == "audio.start":
+                    started = True
+                    if stream_audio and not framer.known:
+                        sr, ch = m.get("sample_rate"), m.get("channels")
+                        if isinstance(sr, int) and sr > 0:
+                            self._check_rate(sr)
+                            framer.sample_rate, framer.channels = sr, int(ch or 1)
+                        else:
+                            framer.sample_rate, framer.channels = self._fallback_format(ch)
+                elif kind == "audio.done":
+                    if m.get("error"):
+                        raise BackendError(
+                            "the server reported a failed utterance (audio.done error:true)"
+                        )
+                elif kind == "session.done":
+                    if framer.leftover():
+                        raise BackendError(
+                            f"the WebSocket audio ended mid-frame ({framer.leftover()} stray bytes)",
+                            partial=True,
+                        )
+                    if framer.index == 0:
+                        raise BackendError("the server finished (session.done) without any audio")
+                    done = True
+                    return
+                elif kind == "error":
+                    msg_text = str(m.get("message") or m)
+                    if m.get("partial_audio"):
+                        msg_text += f" (the server asked to discard the partial audio: {framer.total_bytes} bytes)"
+                    raise BackendError(
+                        f"server error: {msg_text}",
+                        partial=bool(m.get("partial_audio") or framer.index),
+                    )
+                # audio.chunk (word timestamps) and unknown messages are ignored
+        finally:
+            if done:
+                with contextlib.suppress(Exception):
+                    await asyncio.wait_for(ws.send(json.dumps({"type": "session.close"})), 1)
+            # Closing the socket is the only way to stop the server generating (no cancel message).
+            with contextlib.suppress(Exception):
+                await asyncio.wait_for(ws.close(), 2)
+            with contextlib.suppress(Exception):
+                ws.transport.abort()
+
+    def _decode_file(self, data: bytes, framer: _Framer) -> AudioChunk:
+        """``stream_audio:false``: one binary frame holds a whole encoded file."""
+        import soundfile as sf
+
+        try:
+            x, sr = sf.read(io.BytesIO(data), dtype="int16", always_2d=True)
+        except Exception as e:
+            raise BackendError(
+                f"could not decode the server's {self.options.format} frame: {e}"
+            ) from None
+        framer.sample_rate, framer.channels = int(sr), int(x.shape[1])
+        framer.total_bytes += len(data)
+        chunk = AudioChunk(
+            np.ascontiguousarray(x).reshape(-1), int(sr), int(x.shape[1]), framer.index
+        )
+        framer.index += 1
+        return chunk
+
+
+# --------------------------------------------------------------------------- timing
+
+
+class _Clock:
+    """One deadline at a time: first audio after the request, then between audio chunks."""
+
+    def __init__(self, options: RemoteOptions):
+        self.o = options
+        self.t0 = time.monotonic()
+        self.deadline = self.t0 + options.first_audio_timeout
+        self.audio = False
+        self.bytes_in_phase = 0
+
+    def got_audio(self) -> None:
+        self.audio = True
+        self.bytes_in_phase = 0
+        self.deadline = time.monotonic() + self.o.chunk_timeout
+
+    async def wait(self, aw, what: str):
+        try:
+            async with asyncio.timeout(max(0.0, self.deadline - time.monotonic())):
+                return await aw
+        except TimeoutError:
+            if self.audio:
+                raise StreamTimeout(
+                    f"no audio for {self.o.chunk_timeout:g} s (chunk_timeout) while waiting for {what}; "
+                    f"{self.bytes_in_phase} bytes trickled in meanwhile"
+                ) from None
+            raise StreamTimeout(
+                f"no audio within {self.o.first_audio_timeout:g} s of the request "
+                f"(first_audio_timeout) while waiting for {what}; {self.bytes_in_phase} bytes arrived"
+            ) from None
+
+
+class _Reader:
+    """Network reads bounded by the clock; transport errors become clear failures."""
+
+    def __init__(self, it: AsyncIterator[bytes], clock: _Clock):
+        self.it = it.__aiter__()
+        self.clock = clock
+        self.total = 0
+
+    async def next(self) -> bytes | None:
+        import httpx
+
+        try:
+            data = await self.clock.wait(
+                self.it.__anext__(), "audio" if not self.clock.audio else "the next chunk"
+            )
+        except StopAsyncIteration:
+            return None
+        except httpx.HTTPError as e:
+            raise BackendError(
+                f"the connection was cut mid-stream after {self.total} bytes ({type(e).__name__}: {e})",
+                partial=self.total > 0,
+            ) from None
+        self.total += len(data)
+        self.clock.bytes_in_phase += len(data)
+        return data

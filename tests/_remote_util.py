@@ -1,0 +1,123 @@
+"""Run real ASGI servers on 127.0.0.1 for tests (reusable by other areas).
+
+``with serve_app(app) as url:`` starts uvicorn in a thread on a free port and stops it after;
+``with serve_api("piper?deterministic=1") as url:`` does that for ``listenlab api`` over a
+backend (a spec string or a Backend instance).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import socket
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import httpx
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+class ServerThread:
+    """uvicorn in a daemon thread with its own event loop."""
+
+    def __init__(self, app, port: int | None = None):
+        import uvicorn
+
+        self.port = port or free_port()
+        config = uvicorn.Config(
+            app,
+            host="127.0.0.1",
+            port=self.port,
+            log_level="warning",
+            ws="websockets-sansio",
+            lifespan="on",
+            timeout_graceful_shutdown=2,
+        )
+        self.server = uvicorn.Server(config)
+        self.thread = threading.Thread(
+            target=self.server.run, name=f"uvicorn-{self.port}", daemon=True
+        )
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    def start(self, timeout: float = 20.0) -> ServerThread:
+        self.thread.start()
+        deadline = time.monotonic() + timeout
+        while not self.server.started:
+            if not self.thread.is_alive() or time.monotonic() > deadline:
+                raise RuntimeError(f"server on port {self.port} did not start")
+            time.sleep(0.02)
+        return self
+
+    def stop(self) -> None:
+        self.server.should_exit = True
+        self.thread.join(10)
+
+
+@contextlib.contextmanager
+def serve_app(app) -> Iterator[str]:
+    srv = ServerThread(app).start()
+    try:
+        yield srv.url
+    finally:
+        srv.stop()
+
+
+@contextlib.contextmanager
+def serve_api(backend, **app_kwargs) -> Iterator[str]:
+    """``listenlab api`` over ``backend`` (spec or instance) in a thread; yields the base URL."""
+    from app.api import create_api_app
+    from backends.registry import load_backend
+
+    own = isinstance(backend, str)
+    be = load_backend(backend) if own else backend
+    app = create_api_app(be, own_backend=own, **app_kwargs)
+    with serve_app(app) as url:
+        yield url
+
+
+@contextlib.contextmanager
+def api_subprocess(spec: str, *extra: str, timeout: float = 60.0) -> Iterator[str]:
+    """``listenlab api --backend SPEC`` as a real child process; yields the base URL."""
+    port = free_port()
+    env = {**os.environ, "PYTHONUNBUFFERED": "1"}
+    cmd = [sys.executable, "-m", "app.cli", "api", "--backend", spec, "--port", str(port), *extra]
+    proc = subprocess.Popen(
+        cmd, cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT
+    )
+    url = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.monotonic() + timeout
+        while True:
+            if proc.poll() is not None:
+                out = proc.stdout.read().decode(errors="replace") if proc.stdout else ""
+                raise RuntimeError(f"listenlab api exited with {proc.returncode}: {out}")
+            try:
+                if httpx.get(url + "/health", timeout=1, trust_env=False).status_code == 200:
+                    break
+            except httpx.HTTPError:
+                pass
+            if time.monotonic() > deadline:
+                raise RuntimeError("listenlab api did not become healthy")
+            time.sleep(0.2)
+        yield url
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(10)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
