@@ -25,6 +25,7 @@ from backends.base import Backend, UnknownBackend
 
 _ENGINES: dict[str, type[Backend]] = {}
 _WRAPPERS: dict[str, tuple[Callable[[Backend, dict[str, str]], Backend], frozenset[str]]] = {}
+_DISCOVERED: list[bool] = []  # non-empty once every module of the package was imported
 _SPEC_RE = re.compile(
     r"^(?P<name>[a-z0-9][a-z0-9_-]*)(?:\+(?P<url>(?:https?|wss?)://[^?]*))?(?:\?(?P<query>.*))?$"
 )
@@ -81,8 +82,11 @@ class BackendSpec:
 
 
 def known_backends() -> list[str]:
-    if not _ENGINES:
+    # Discover once even if some engine was imported directly first: otherwise wrappers such
+    # as ``profile=`` (registered by their own modules) would be missing.
+    if not _DISCOVERED:
         _discover()
+        _DISCOVERED.append(True)
     return sorted(_ENGINES)
 
 
