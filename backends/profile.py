@@ -321,7 +321,7 @@ PROFILES: dict[str, WireProfile] = {
         ),
         WireProfile(
             name="custom",
-            model="custom (every knob set from the spec)",
+            model="listenlab/custom-profile",
             sample_rate=24000,
             channels=1,
             frame_hz=12.5,
@@ -498,6 +498,15 @@ class ProfileBackend(Backend):
         self.inner = inner
         self.profile = profile
         self._queue_chunks = queue_chunks
+        # Served under the imitated model's id (``listenlab api`` uses it as the default model
+        # name), so clients that pick settings by model id meet what that server would say.
+        self.name = profile.model
+
+    def warm_up(self) -> None:
+        """Warm the inner voice (``listenlab api`` calls this before serving)."""
+        warm = getattr(self.inner, "warm_up", None)
+        if callable(warm):
+            warm()
 
     @classmethod
     def from_params(cls, params: dict[str, str], target: str | None = None) -> ProfileBackend:
