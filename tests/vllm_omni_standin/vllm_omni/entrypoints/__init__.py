@@ -1,0 +1,1 @@
+"""Stand-in of ``vllm_omni.entrypoints`` (see the package docstring)."""

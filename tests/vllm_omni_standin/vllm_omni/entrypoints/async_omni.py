@@ -1,0 +1,275 @@
+"""Stand-in of ``vllm_omni/entrypoints/async_omni.py`` ``AsyncOmni`` (read @ 012213c4).
+
+Mirrored from the real class:
+
+* ``AsyncOmni(*args, model="", **kwargs)``; unknown engine kwargs are refused (the real engine
+  args reject them too).
+* ``generate(prompt, sampling_params=None, request_id="", *, …, sampling_params_list=None,
+  output_modalities=None, …)`` is an async generator of ``OmniRequestOutput``. The caller's id
+  gets a random suffix internally (``_get_unique_request_id``) and is set back on every output.
+  ``sampling_params_list=None`` means the defaults coerced to DELTA
+  (``resolve_sampling_params_list(allow_delta_coercion=True)``); a list must have one entry per
+  stage. Closing the generator (GeneratorExit / CancelledError) or an error aborts the internal
+  request; errors are re-raised.
+* ``abort(request_id)`` takes the caller's id and aborts every internal request made from it.
+* ``default_sampling_params_list`` (stage 0 talker, stage 1 Code2Wav; vLLM's default output
+  kind is CUMULATIVE), ``model_config`` (``async_chunk``, ``hf_config.talker_config`` with
+  ``spk_id`` / ``codec_language_id``), ``check_health()``, ``errored``, ``shutdown()``.
+
+Output shapes per output kind (vLLM-Omni after PR #2911):
+
+* DELTA: each output carries only the new chunk as a bare array; the finished output carries
+  the accumulated list of all chunks (``end2end.py main_streaming`` saves that list as the
+  whole file), which is why the serving code counts a bare chunk as one list entry.
+* CUMULATIVE: every output carries the list of all chunks so far.
+* FINAL_ONLY: one finished output with the list of all chunks.
+
+Test knobs (engine kwargs that only the stand-in knows): ``output_mode`` forces one of
+``delta``/``cumulative``/``final_only`` whatever the params say (older engines streamed
+cumulative lists regardless); ``chunk_samples``; ``channels`` (2 gives ``[2, T]``: left is the
+voice, right the voice at half level); ``sr_format`` (``int``, ``list`` or ``tensor`` = 0-d
+array); ``fail_after_chunks`` (raise from the generator, as a dead stage does);
+``error_output_after`` (yield an ``OmniRequestOutput.from_error``); ``chunk_delay_s``.
+Calls are recorded in ``submitted`` and ``aborted`` for the tests.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import uuid
+from pathlib import Path
+from types import SimpleNamespace
+from typing import Any
+
+import numpy as np
+
+from vllm_omni.entrypoints.utils import coerce_param_message_types
+from vllm_omni.outputs import CompletionOutput, OmniRequestOutput
+from vllm_omni.sampling_params import RequestOutputKind, SamplingParams
+
+_REAL_ENGINE_KWARGS = {
+    "stage_configs_path",
+    "deploy_config",
+    "log_stats",
+    "stage_init_timeout",
+    "init_timeout",
+    "batch_timeout",
+    "shm_threshold_bytes",
+    "worker_backend",
+    "async_chunk",
+    "output_modalities",
+    "tts_max_instructions_length",
+    "enforce_eager",
+    "trust_remote_code",
+    "gpu_memory_utilization",
+}
+_STANDIN_KWARGS = {
+    "output_mode",
+    "chunk_samples",
+    "channels",
+    "sr_format",
+    "fail_after_chunks",
+    "error_output_after",
+    "chunk_delay_s",
+}
+_MODES = {
+    RequestOutputKind.DELTA: "delta",
+    RequestOutputKind.CUMULATIVE: "cumulative",
+    RequestOutputKind.FINAL_ONLY: "final_only",
+}
+
+
+def _load_piper(model_dir: Path):
+    from piper import PiperVoice
+
+    onnx = sorted(model_dir.glob("*.onnx"))
+    if not onnx:
+        raise FileNotFoundError(f"stand-in engine: no Piper *.onnx voice in {model_dir}")
+    return PiperVoice.load(str(onnx[0]), config_path=f"{onnx[0]}.json")
+
+
+class AsyncOmni:
+    def __init__(self, *args: Any, model: str = "", **kwargs: Any) -> None:
+        unknown = set(kwargs) - _REAL_ENGINE_KWARGS - _STANDIN_KWARGS
+        if unknown:
+            raise TypeError(f"unexpected engine argument(s): {', '.join(sorted(unknown))}")
+        self.model = model
+        self.engine_kwargs = {k: v for k, v in kwargs.items() if k in _REAL_ENGINE_KWARGS}
+        self.output_mode = kwargs.get("output_mode")
+        self.chunk_samples = int(kwargs.get("chunk_samples", 4096))
+        self.channels = int(kwargs.get("channels", 1))
+        self.sr_format = kwargs.get("sr_format", "int")
+        self.fail_after_chunks = kwargs.get("fail_after_chunks")
+        self.error_output_after = kwargs.get("error_output_after")
+        self.chunk_delay_s = float(kwargs.get("chunk_delay_s", 0.0))
+        self._voice = _load_piper(Path(model))
+        self.sample_rate = int(self._voice.config.sample_rate)
+        talker = SimpleNamespace(
+            spk_id={"vivian": 3065, "ryan": 3061, "aiden": 2861},
+            codec_language_id={"chinese": 2055, "english": 2050, "german": 2053},
+            spk_is_dialect={},
+        )
+        self.model_config = SimpleNamespace(
+            model=model,
+            async_chunk=bool(kwargs.get("async_chunk", True)),
+            hf_config=SimpleNamespace(talker_config=talker),
+        )
+        self.default_sampling_params_list = [
+            SamplingParams(temperature=0.9, top_k=50, max_tokens=4096),
+            SamplingParams(temperature=0.0, max_tokens=65536),
+        ]
+        self.request_states: dict[str, str] = {}
+        """internal request id -> the caller's id (``ClientRequestState.external_request_id``)."""
+        self.submitted: list[dict[str, Any]] = []
+        self.aborted: list[str] = []
+        self.stopped = False
+
+    @property
+    def num_stages(self) -> int:
+        return len(self.default_sampling_params_list)
+
+    @property
+    def errored(self) -> bool:
+        return self.stopped
+
+    async def check_health(self) -> None:
+        if self.stopped:
+            raise RuntimeError("Orchestrator process is not alive")
+
+    def shutdown(self, timeout: float | None = None) -> None:
+        self.stopped = True
+
+    async def abort(self, request_id) -> None:
+        ids = [request_id] if isinstance(request_id, str) else list(request_id)
+        self.aborted.extend(ids)
+        for internal in [i for i, ext in self.request_states.items() if ext in ids]:
+            self.request_states.pop(internal, None)
+
+    # -- generation
+
+    def _resolve_params(self, sampling_params_list):
+        if sampling_params_list is None:
+            return coerce_param_message_types(list(self.default_sampling_params_list), True)
+        if len(sampling_params_list) != self.num_stages:
+            raise ValueError(
+                f"Expected {self.num_stages} sampling params, got {len(sampling_params_list)}"
+            )
+        return list(sampling_params_list)
+
+    @staticmethod
+    def _check_prompt(prompt: Any) -> dict[str, list[Any]]:
+        """What the Qwen3-TTS talker needs: placeholder ids and one-item-list conditioning."""
+        if not isinstance(prompt, dict) or not isinstance(
+            prompt.get("additional_information"), dict
+        ):
+            raise ValueError("Qwen3-TTS prompt needs 'additional_information'")
+        ids = prompt.get("prompt_token_ids")
+        if not isinstance(ids, list) or not ids:
+            raise ValueError("Qwen3-TTS prompt needs placeholder 'prompt_token_ids'")
+        info = prompt["additional_information"]
+        for key, value in info.items():
+            if not isinstance(value, list) or len(value) != 1:
+                raise ValueError(f"additional_information[{key!r}] must be a one-item list")
+        if not isinstance(info.get("text", [None])[0], str):
+            raise ValueError("additional_information['text'] is required")
+        return info
+
+    def _synthesize(self, text: str) -> np.ndarray:
+        from piper import SynthesisConfig
+
+        cfg = SynthesisConfig(normalize_audio=False, noise_scale=0.0, noise_w_scale=0.0)
+        audio = np.concatenate(
+            [c.audio_float_array for c in self._voice.synthesize(text, syn_config=cfg)]
+        )
+        if self.channels == 2:
+            return np.stack([audio, audio * np.float32(0.5)])
+        return audio
+
+    def _sr(self, n_chunks: int) -> Any:
+        if self.sr_format == "list":
+            return [self.sample_rate] * max(1, n_chunks)
+        if self.sr_format == "tensor":
+            return np.array(self.sample_rate)
+        return self.sample_rate
+
+    def _output(
+        self, request_id: str, audio: Any, n_chunks: int, finished: bool
+    ) -> OmniRequestOutput:
+        mm = {"audio": audio, "sr": self._sr(n_chunks)}
+        completion = CompletionOutput(
+            finish_reason="stop" if finished else None, multimodal_output=mm
+        )
+        return OmniRequestOutput(
+            request_id=request_id,
+            outputs=[completion],
+            finished=finished,
+            stage_id=1,
+            final_output_type="audio",
+        )
+
+    async def generate(
+        self,
+        prompt: Any,
+        sampling_params: Any = None,
+        request_id: str = "",
+        *,
+        prompt_text: str | None = None,
+        lora_request: Any = None,
+        tokenization_kwargs: dict[str, Any] | None = None,
+        sampling_params_list: Any = None,
+        output_modalities: list[str] | None = None,
+        trace_headers: Any = None,
+        priority: int = 0,
+        data_parallel_rank: int | None = None,
+        reasoning_ended: bool | None = None,
+        reasoning_parser_kwargs: dict[str, Any] | None = None,
+    ):
+        external = request_id
+        internal = f"{external}-{uuid.uuid4().hex[:8]}" if external else uuid.uuid4().hex[:8]
+        try:
+            params = self._resolve_params(sampling_params_list)
+            info = self._check_prompt(prompt)
+            self.request_states[internal] = external
+            self.submitted.append(
+                {
+                    "request_id": external,
+                    "prompt": prompt,
+                    "params": params,
+                    "modalities": output_modalities,
+                }
+            )
+            mode = self.output_mode or _MODES[params[0].output_kind]
+            audio = await asyncio.to_thread(self._synthesize, info["text"][0])
+            n = audio.shape[-1]
+            chunks = [
+                audio[..., i : i + self.chunk_samples] for i in range(0, n, self.chunk_samples)
+            ]
+            emitted: list[np.ndarray] = []
+            for i, chunk in enumerate(chunks):
+                if internal not in self.request_states:  # aborted
+                    return
+                if self.fail_after_chunks is not None and i == int(self.fail_after_chunks):
+                    raise RuntimeError("stand-in engine: stage-1 Code2Wav worker died")
+                if self.error_output_after is not None and i == int(self.error_output_after):
+                    yield OmniRequestOutput.from_error(
+                        external, "stand-in engine: codec token budget exhausted", status_code=500
+                    )
+                    return
+                if self.chunk_delay_s:
+                    await asyncio.sleep(self.chunk_delay_s)
+                emitted.append(chunk)
+                last = i == len(chunks) - 1
+                if mode == "final_only" and not last:
+                    continue
+                if mode == "delta" and not last:
+                    payload: Any = chunk
+                else:
+                    payload = list(emitted)
+                yield self._output(external, payload, len(emitted), last)
+            self.request_states.pop(internal, None)
+        except (asyncio.CancelledError, GeneratorExit):
+            self.request_states.pop(internal, None)
+            raise
+        except Exception:
+            self.request_states.pop(internal, None)
+            raise
