@@ -8,12 +8,14 @@ the profile's rate and channels, and its audio must equal the profile's direct o
 from __future__ import annotations
 
 import asyncio
+import io
 import sys
 from pathlib import Path
 
 import httpx
 import numpy as np
 import pytest
+import soundfile as sf
 
 import backends.profile  # noqa: F401  (registers the wrapper)
 from backends.base import SpeechRequest
@@ -70,6 +72,19 @@ def test_profile_round_trip_all_modes(piper_det, name, extra):
             profile.sample_rate,
             profile.channels,
         )
+
+        # Non-streaming: one WAV file at the profile's rate and channels, same samples.
+        r = httpx.post(
+            url + "/v1/audio/speech",
+            json={"input": TEXT, "response_format": "wav"},
+            timeout=60,
+            trust_env=False,
+        )
+        assert r.status_code == 200, r.text
+        whole, sr = sf.read(io.BytesIO(r.content), dtype="int16", always_2d=True)
+        assert (sr, whole.shape[1]) == (profile.sample_rate, profile.channels)
+        assert whole.shape == expected.shape
+        assert np.abs(whole.astype(np.int32) - expected.astype(np.int32)).max() <= 4
 
         async def through(mode: str, fmt: str):
             remote = load_backend(f"vllm-omni+{url}?mode={mode}&format={fmt}")
