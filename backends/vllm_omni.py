@@ -52,6 +52,7 @@ import logging
 import math
 import os
 import re
+import sys
 from collections.abc import AsyncIterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -182,6 +183,17 @@ def resolve_model(model: str) -> Path:
             f"weights: fetch it first (huggingface-cli download {model}) or pass model=/local/path"
         )
     raise ModelUnavailable(f"model path {model!r} does not exist (expected a model directory)")
+
+
+def _force_offline() -> None:
+    """No hub access from the engine or its spawned workers: a missing file fails, never hangs.
+
+    ``huggingface_hub`` reads the variable at import, so an already imported copy is set too.
+    """
+    os.environ["HF_HUB_OFFLINE"] = "1"
+    os.environ["TRANSFORMERS_OFFLINE"] = "1"
+    if (constants := sys.modules.get("huggingface_hub.constants")) is not None:
+        constants.HF_HUB_OFFLINE = True
 
 
 def _variant_from_path(path: Path) -> str | None:
@@ -402,9 +414,8 @@ class VllmOmniBackend(Backend):
         async with self._start_lock:
             if self._engine is not None:
                 return
-            os.environ.setdefault("VLLM_WORKER_MULTIPROC_METHOD", "spawn")
-            os.environ.setdefault("HF_HUB_OFFLINE", "1")
-            os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+            os.environ.setdefault("VLLM_WORKER_MULTIPROC_METHOD", "spawn")  # as end2end.py
+            _force_offline()
             _import_vllm_omni()
             _require_accelerator()
             from vllm_omni import AsyncOmni
@@ -477,8 +488,8 @@ class VllmOmniBackend(Backend):
         return QWEN3_SPEAKERS
 
     async def voices(self) -> list[Voice]:
-        if self.defaults.task_type != "CustomVoice":
-            return []
+        if self.defaults.task_type not in (None, "CustomVoice"):
+            return []  # Base clones from a clip; VoiceDesign describes the voice in words
         return [
             Voice(s, "builtin", description="Qwen3-TTS CustomVoice preset")
             for s in self._speakers()
@@ -496,10 +507,12 @@ class VllmOmniBackend(Backend):
     # -- request mapping
 
     def _task_for(self, request: SpeechRequest) -> str:
-        task = request.extra.get("task_type") or self.defaults.task_type
-        if request.ref_audio is not None or request.ref_text is not None:
-            task = request.extra.get("task_type") or "Base"
-        task = task or "CustomVoice"
+        cloning = request.ref_audio is not None or request.ref_text is not None
+        task = (
+            request.extra.get("task_type")
+            or ("Base" if cloning else self.defaults.task_type)
+            or "CustomVoice"
+        )
         if task not in TASK_TYPES:
             raise InvalidRequest(f"task_type must be one of {', '.join(TASK_TYPES)}, got {task!r}")
         variant = self.defaults.task_type
@@ -533,8 +546,11 @@ class VllmOmniBackend(Backend):
         if voice == "default":
             voice = None
         if task == "CustomVoice":
-            voice = voice or self.defaults.voice or "vivian"
-            if voice not in self._speakers():
+            speakers = self._speakers()
+            voice = (
+                voice or self.defaults.voice or ("vivian" if "vivian" in speakers else speakers[0])
+            )
+            if voice not in speakers:
                 raise UnknownVoice(
                     f"unknown voice {voice!r}; available: {', '.join(self._speakers())}"
                 )

@@ -56,6 +56,14 @@ def standin(monkeypatch):
     """Make ``import vllm_omni`` find the stand-in for this test only, then remove it again."""
     for name in [m for m in sys.modules if m == "vllm_omni" or m.startswith("vllm_omni.")]:
         monkeypatch.delitem(sys.modules, name)
+    # starting the engine forces Hugging Face offline mode; keep that inside the test too
+    for var in ("HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE", "VLLM_WORKER_MULTIPROC_METHOD"):
+        monkeypatch.delenv(var, raising=False)
+    import huggingface_hub.constants
+
+    monkeypatch.setattr(
+        huggingface_hub.constants, "HF_HUB_OFFLINE", huggingface_hub.constants.HF_HUB_OFFLINE
+    )
     monkeypatch.syspath_prepend(str(STANDIN))
     module = importlib.import_module("vllm_omni")
     assert Path(module.__file__).is_relative_to(STANDIN)
@@ -223,11 +231,17 @@ def test_model_not_on_disk_fails_fast_without_downloading(standin, monkeypatch, 
 
 
 async def test_engine_runs_offline(standin, monkeypatch):
-    monkeypatch.delenv("HF_HUB_OFFLINE", raising=False)
-    backend = await started()
+    """The engine gets the resolved local directory and Hugging Face offline mode, even where
+    the environment said otherwise."""
     import os
 
-    assert os.environ["HF_HUB_OFFLINE"] == "1"
+    import huggingface_hub.constants
+
+    monkeypatch.setenv("HF_HUB_OFFLINE", "0")
+    monkeypatch.setattr(huggingface_hub.constants, "HF_HUB_OFFLINE", False)
+    backend = await started()
+    assert os.environ["HF_HUB_OFFLINE"] == "1" and os.environ["TRANSFORMERS_OFFLINE"] == "1"
+    assert huggingface_hub.constants.HF_HUB_OFFLINE is True
     assert backend.engine.model == str(_voice_dir().resolve())
 
 
