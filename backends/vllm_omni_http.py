@@ -655,9 +655,12 @@ class VllmOmniHttpBackend(Backend):
             body["sample_rate"] = self.options.sample_rate
         return body
 
-    def _fallback_format(self, channels: int | None = None) -> tuple[int, int]:
+    async def _fallback_format(self, what: str, channels: int | None = None) -> tuple[int, int]:
         """Rate/channels when the stream does not state them: pinned, model card, table."""
         o = self.options
+        if self._card is None and not o.sample_rate:
+            with contextlib.suppress(BackendError):
+                await self.refresh()
         table = table_format(o.model or self._served_model)
         card = (self._card or {}).get("listenlab") or {}
         ch = channels or card.get("channels") or (table[1] if table else 1)
@@ -668,7 +671,7 @@ class VllmOmniHttpBackend(Backend):
         if table:
             return table[0], int(ch)
         raise BackendError(
-            f"the server does not announce the sample rate of {o.format} audio and model "
+            f"the server does not announce the sample rate of {what} and model "
             f"{o.model or self._served_model or '(unnamed)'!r} is not in the rate table; "
             "use format=wav or pin sample_rate=…"
         )
@@ -684,9 +687,6 @@ class VllmOmniHttpBackend(Backend):
     async def _stream_http(self, request: SpeechRequest) -> AsyncIterator[AudioChunk]:
         import httpx
 
-        if self._card is None and self.options.format == "pcm" and not self.options.sample_rate:
-            with contextlib.suppress(BackendError):
-                await self.refresh()
         clock = _Clock(self.options)
         body = self._http_body(request)
         client = self._http()
@@ -741,13 +741,13 @@ class VllmOmniHttpBackend(Backend):
 
     async def _parse_raw(self, reader: _Reader, *, wav: bool) -> AsyncIterator[AudioChunk]:
         framer = _Framer()
-        if not wav:
-            framer.sample_rate, framer.channels = self._fallback_format()
         header = b""
         while True:
             data = await reader.next()
             if data is None:
                 break
+            if not wav and not framer.known:
+                framer.sample_rate, framer.channels = await self._fallback_format("raw pcm audio")
             if wav and not framer.known:
                 header += data
                 fmt = parse_wav_header(header)
@@ -784,7 +784,7 @@ class VllmOmniHttpBackend(Backend):
 
     async def _parse_sse(self, reader: _Reader) -> AsyncIterator[AudioChunk]:
         parser = SseParser()
-        framer = _Framer(min_bytes_ms=0.0)
+        framer = _Framer()
         header = b""
         fmt_name: str | None = None
         while True:
@@ -835,7 +835,9 @@ class VllmOmniHttpBackend(Backend):
                             framer.sample_rate, framer.channels = wf.sample_rate, wf.channels
                             raw = header[wf.data_offset :]
                         else:
-                            framer.sample_rate, framer.channels = self._fallback_format()
+                            framer.sample_rate, framer.channels = await self._fallback_format(
+                                "pcm SSE audio"
+                            )
                     framer.feed(raw)
                     chunk = framer.take()
                     if chunk is not None:
@@ -894,9 +896,6 @@ class VllmOmniHttpBackend(Backend):
         from websockets.asyncio.client import connect
         from websockets.exceptions import ConnectionClosed, InvalidHandshake, InvalidStatus
 
-        if self._card is None and not self.options.sample_rate:
-            with contextlib.suppress(BackendError):
-                await self.refresh()
         clock = _Clock(self.options)
         url = self._ws_url("/v1/audio/speech/stream")
         try:
@@ -919,7 +918,7 @@ class VllmOmniHttpBackend(Backend):
             ) from None
         except (OSError, InvalidHandshake) as e:
             raise BackendError(f"cannot open {url}: {e!r}") from None
-        framer = _Framer(min_bytes_ms=0.0)
+        framer = _Framer()
         stream_audio = self.options.format == "pcm"
         started = done = False
         try:
@@ -963,7 +962,9 @@ class VllmOmniHttpBackend(Backend):
                             self._check_rate(sr)
                             framer.sample_rate, framer.channels = sr, int(ch or 1)
                         else:
-                            framer.sample_rate, framer.channels = self._fallback_format(ch)
+                            framer.sample_rate, framer.channels = await self._fallback_format(
+                                "WebSocket audio (audio.start has no sample_rate)", ch
+                            )
                 elif kind == "audio.done":
                     if m.get("error"):
                         raise BackendError(
