@@ -1,0 +1,349 @@
+"""``listenlab serve``: one FastAPI app on one port, the Gradio Playground mounted on it.
+
+Why one app: a Hugging Face Space exposes a single port, and the player must reach its PCM
+WebSocket on the *same origin* as the page (no CORS, no second server). So the raw-PCM route
+(``/ll/ws``), the small JSON API the page uses (``/ll/api/...``) and the player's static files
+(``/ll/static/...``) are plain FastAPI routes, and Gradio is mounted at ``/`` after them.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import logging
+import os
+from collections.abc import Callable, Mapping, Sequence
+from contextlib import asynccontextmanager
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from fastapi import FastAPI, File, Form, HTTPException, Request, UploadFile, WebSocket
+from fastapi.responses import FileResponse, JSONResponse
+from fastapi.staticfiles import StaticFiles
+
+from app.gate import Gate
+from backends.base import Backend, InvalidRequest, ListenlabError
+from evaluation.takes import Take
+
+log = logging.getLogger("listenlab.app")
+
+STATIC = Path(__file__).parent / "static"
+ASSETS = Path(__file__).resolve().parent.parent / "assets"
+DEFAULT_DB = "data/listenlab.db"
+DEFAULT_CONCURRENCY = 2
+
+
+@dataclass
+class BackendEntry:
+    label: str
+    backend: Backend
+    gate: Gate
+
+    @property
+    def spec(self) -> str:
+        return self.backend.describe()
+
+
+Detector = Callable[[Take], list[dict[str, Any]] | None]
+
+
+def default_detector(take: Take) -> list[dict[str, Any]] | None:
+    """Automatic glitch findings from ``evaluation.glitches``, or None while it is not installed."""
+    try:
+        from evaluation import glitches
+    except ImportError:
+        return None
+    fn = next(
+        (
+            getattr(glitches, n)
+            for n in ("analyze_take", "detect", "find_glitches")
+            if callable(getattr(glitches, n, None))
+        ),
+        None,
+    )
+    if fn is None:
+        return None
+    found = fn(take)
+    found = getattr(found, "findings", found)
+    out = []
+    for f in found:
+        d = f if isinstance(f, dict) else (f.to_dict() if hasattr(f, "to_dict") else asdict(f))
+        out.append(
+            {
+                "kind": d.get("kind"),
+                "time_s": d.get("time_s"),
+                "boundary_index": d.get("boundary_index"),
+                "severity": d.get("severity"),
+                "detail": d.get("detail") or d.get("message") or "",
+            }
+        )
+    return out
+
+
+@dataclass
+class AppState:
+    """Everything the routes share. Per-page state lives in ``stream_routes.Session``."""
+
+    backends: dict[str, BackendEntry]
+    default: str
+    store: Any  # evaluation.store.Store
+    library: Any  # voices.library.VoiceLibrary
+    detector: Detector = default_detector
+    examples: list[dict[str, str]] = field(default_factory=list)
+
+    def save_take(self, entry: BackendEntry, take: Take) -> None:
+        from evaluation.store import System
+
+        self.store.add_system(System(entry.label, backend=entry.spec, label=entry.label))
+        self.store.save_take(take, system_id=entry.label)
+
+    def detect(self, take: Take) -> list[dict[str, Any]] | None:
+        found = self.detector(take)
+        if found is not None:
+            with contextlib.suppress(ListenlabError):
+                self.store.add_auto_findings(take.take_id, found)
+        return found
+
+
+def load_examples() -> list[dict[str, str]]:
+    """Example texts from ``assets/prompts/*.txt`` (first line is the title)."""
+    out = []
+    for p in sorted((ASSETS / "prompts").glob("*.txt")):
+        lines = p.read_text(encoding="utf-8").strip().splitlines()
+        if len(lines) >= 2:
+            out.append({"title": lines[0].strip(), "text": " ".join(lines[1:]).strip()})
+    return out
+
+
+def parse_backend_args(specs: Sequence[str]) -> list[tuple[str, str]]:
+    """``SPEC`` or ``LABEL=SPEC`` -> [(label, spec)]; labels are unique."""
+    out: list[tuple[str, str]] = []
+    for s in specs:
+        label, _, spec = s.partition("=") if "=" in s.split("?")[0] else ("", "", s)
+        label = label.strip() or spec.split("?")[0].split("+")[0]
+        base, n = label, 2
+        while label in {lbl for lbl, _ in out}:
+            label, n = f"{base}-{n}", n + 1
+        out.append((label, spec.strip()))
+    return out
+
+
+async def _caps_json(entry: BackendEntry) -> dict[str, Any]:
+    caps = entry.backend.capabilities
+    try:
+        voices = await asyncio.wait_for(entry.backend.voices(), 5.0)
+        voice_error = None
+    except Exception as e:  # a remote server being down must not break the page
+        voices, voice_error = [], str(e)
+    can_clone = caps.cloning or caps.voice_library
+    return {
+        "label": entry.label,
+        "spec": entry.spec,
+        "capabilities": asdict(caps),
+        "voices": [asdict(v) for v in voices if v.name.lower() != "default"],
+        "voice_error": voice_error,
+        "can_clone": can_clone,
+        "clone_note": None
+        if can_clone
+        else f"cloning is unavailable on {entry.label}: this backend cannot clone voices",
+        "queued": entry.gate.queued,
+        "active": entry.gate.active,
+        "limit": entry.gate.limit,
+    }
+
+
+def create_app(
+    backends: Mapping[str, Backend | str] | Sequence[str],
+    db_path: str | Path = DEFAULT_DB,
+    *,
+    voices_dir: str | Path | None = None,
+    concurrency: int | Mapping[str, int] = DEFAULT_CONCURRENCY,
+    default: str | None = None,
+    detector: Detector | None = None,
+    warm: bool = True,
+    mount_ui: bool = True,
+) -> FastAPI:
+    """Build the app. ``backends`` maps a UI label to a Backend (or spec), or lists specs."""
+    from backends.registry import load_backend
+    from evaluation.store import Store
+    from voices.library import VoiceLibrary
+
+    if isinstance(backends, Mapping):
+        pairs = list(backends.items())
+    else:
+        pairs = parse_backend_args(list(backends))
+    if not pairs:
+        raise InvalidRequest("at least one backend is needed")
+    entries: dict[str, BackendEntry] = {}
+    for label, b in pairs:
+        be = load_backend(b) if isinstance(b, str) else b
+        limit = (
+            concurrency.get(label, DEFAULT_CONCURRENCY)
+            if isinstance(concurrency, Mapping)
+            else concurrency
+        )
+        entries[label] = BackendEntry(label, be, Gate(int(limit)))
+    if warm:
+        for e in entries.values():
+            if callable(getattr(e.backend, "warm_up", None)):
+                e.backend.warm_up()  # first click must not pay for loading the voice
+    db_path = Path(db_path)
+    store = Store.open(db_path)
+    lib = VoiceLibrary(voices_dir or db_path.parent / "voices")
+    state = AppState(
+        backends=entries,
+        default=default or next(iter(entries)),
+        store=store,
+        library=lib,
+        detector=detector or default_detector,
+        examples=load_examples(),
+    )
+
+    @asynccontextmanager
+    async def lifespan(_app: FastAPI):
+        yield
+        for e in entries.values():
+            with contextlib.suppress(Exception):
+                await e.backend.aclose()
+        store.close()
+
+    app = FastAPI(title="listenlab", lifespan=lifespan)
+    app.state.listenlab = state
+    app.mount("/ll/static", StaticFiles(directory=STATIC), name="ll-static")
+
+    @app.exception_handler(ListenlabError)
+    async def _ll_error(_req: Request, exc: ListenlabError):
+        code = 404 if type(exc).__name__ in {"VoiceNotFound", "UnknownItem"} else 400
+        return JSONResponse(
+            {"error": str(exc)}, status_code=code if isinstance(exc, ValueError) else 502
+        )
+
+    @app.get("/ll/health")
+    async def health() -> dict[str, Any]:
+        return {"status": "ok", "backends": list(entries)}
+
+    @app.get("/ll/api/config")
+    async def config() -> dict[str, Any]:
+        from voices.clips import MAX_SECONDS, MAX_UPLOAD_BYTES, MIN_SECONDS
+
+        systems = await asyncio.gather(*(_caps_json(e) for e in entries.values()))
+        return {
+            "default": state.default,
+            "backends": systems,
+            "examples": state.examples,
+            "library": [v.to_dict() for v in lib.list()],
+            "limits": {"min_s": MIN_SECONDS, "max_s": MAX_SECONDS, "max_bytes": MAX_UPLOAD_BYTES},
+        }
+
+    @app.websocket("/ll/ws")
+    async def ws(websocket: WebSocket) -> None:
+        from app.stream_routes import serve_session
+
+        await serve_session(websocket, state)
+
+    @app.get("/ll/api/takes/{take_id}.wav")
+    async def take_wav(take_id: str):
+        if not take_id.isalnum():
+            raise HTTPException(404, "no such take")
+        path = store.audio_path(take_id)
+        return FileResponse(path, media_type="audio/wav", filename=f"{take_id}.wav")
+
+    # -- voice library
+
+    @app.get("/ll/api/voices")
+    async def list_voices() -> dict[str, Any]:
+        return {"voices": [v.to_dict() for v in lib.list()]}
+
+    @app.post("/ll/api/voices")
+    async def add_voice(
+        file: UploadFile = File(...),
+        name: str = Form(""),
+        ref_text: str = Form(""),
+        consent: str = Form(""),
+    ) -> dict[str, Any]:
+        from voices.clips import MAX_UPLOAD_BYTES, ClipError, prepare_clip
+
+        data = await file.read(MAX_UPLOAD_BYTES + 1)
+        await file.close()
+        if len(data) > MAX_UPLOAD_BYTES:
+            raise ClipError(f"the clip is over the {MAX_UPLOAD_BYTES // 2**20} MB limit")
+        clip = await asyncio.to_thread(prepare_clip, data, file.filename)
+        agreed = consent.lower() in {"1", "true", "yes", "on"}
+        v = lib.add(
+            name or Path(file.filename or "voice").stem, clip, ref_text=ref_text, consent=agreed
+        )
+        return {
+            "voice": v.to_dict(),
+            "clip": {
+                "duration_s": clip.duration_s,
+                "trimmed_s": clip.trimmed_s,
+                "sample_rate": clip.sample_rate,
+                "source_format": clip.source_format,
+            },
+        }
+
+    @app.post("/ll/api/voices/{voice_id}/rename")
+    async def rename_voice(voice_id: str, payload: dict[str, Any]) -> dict[str, Any]:
+        return {"voice": lib.rename(voice_id, str(payload.get("name", ""))).to_dict()}
+
+    @app.delete("/ll/api/voices/{voice_id}")
+    async def delete_voice(voice_id: str) -> dict[str, Any]:
+        v = lib.delete(voice_id)
+        for label, remote in v.synced.items():
+            e = entries.get(label)
+            if e is not None:
+                with contextlib.suppress(Exception):
+                    await e.backend.delete_voice(remote)
+        return {"deleted": v.voice_id}
+
+    @app.get("/ll/api/voices/{voice_id}.wav")
+    async def voice_wav(voice_id: str):
+        lib.get(voice_id)
+        return FileResponse(lib.root / f"{voice_id}.wav", media_type="audio/wav")
+
+    if mount_ui:
+        import gradio as gr
+
+        from app.ui import CSS, build_ui
+
+        app = gr.mount_gradio_app(app, build_ui(state), path="/", css=CSS)
+        app.state.listenlab = state
+    return app
+
+
+# --------------------------------------------------------------------------- CLI
+
+
+def add_cli(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("serve", help="start the Playground (Gradio UI + streaming player)")
+    p.add_argument(
+        "--backend",
+        action="append",
+        dest="backends",
+        metavar="SPEC",
+        help="backend spec, or LABEL=SPEC; repeat for several (default: piper)",
+    )
+    p.add_argument("--host", default=None, help="default $GRADIO_SERVER_NAME or 127.0.0.1")
+    p.add_argument("--port", type=int, default=None, help="default $GRADIO_SERVER_PORT or 7860")
+    p.add_argument("--db", default=os.environ.get("LISTENLAB_DB", DEFAULT_DB), help="SQLite store")
+    p.add_argument("--voices", default=None, help="voice library folder (default: next to --db)")
+    p.add_argument(
+        "--concurrency", type=int, default=DEFAULT_CONCURRENCY, help="streams per backend at once"
+    )
+    p.set_defaults(func=_run_serve)
+
+
+def _run_serve(args: argparse.Namespace) -> int:
+    import uvicorn
+
+    os.environ.setdefault("GRADIO_ANALYTICS_ENABLED", "False")
+    host = args.host or os.environ.get("GRADIO_SERVER_NAME") or "127.0.0.1"
+    port = args.port or int(os.environ.get("GRADIO_SERVER_PORT") or 7860)
+    app = create_app(
+        args.backends or ["piper"], args.db, voices_dir=args.voices, concurrency=args.concurrency
+    )
+    print(f"listenlab Playground on http://{host}:{port}/", flush=True)
+    uvicorn.run(app, host=host, port=port, log_level="warning")
+    return 0

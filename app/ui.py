@@ -1,0 +1,46 @@
+"""The Gradio Playground page.
+
+The controls, player and metrics card are one ``gr.HTML`` block whose ``js_on_load`` runs
+``static/player.js``. That keeps Speak -> first sound off Gradio's queue round trip (~130 ms)
+and off its HLS/AAC audio path (~1.4 s); Gradio provides the page, theme and layout.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from app.server import STATIC
+
+if TYPE_CHECKING:
+    import gradio as gr
+
+    from app.server import AppState
+
+CSS = (STATIC / "player.css").read_text(encoding="utf-8")
+
+
+def player_html(base: str = "/") -> str:
+    return (STATIC / "player.html").read_text(encoding="utf-8").replace("__BASE__", base)
+
+
+def player_js() -> str:
+    return (STATIC / "player.js").read_text(encoding="utf-8")
+
+
+def build_ui(state: AppState, base: str = "/") -> gr.Blocks:
+    import gradio as gr
+
+    labels = ", ".join(state.backends)
+    with gr.Blocks(title="listenlab Playground", analytics_enabled=False) as demo:
+        gr.Markdown(
+            "## listenlab Playground\n"
+            f"Stream speech from **{labels}** into a raw-PCM Web Audio player. "
+            "Press **G** (or the Glitch button) whenever you hear a glitch."
+        )
+        gr.HTML(
+            player_html(base),
+            js_on_load=player_js(),
+            apply_default_css=False,
+            elem_id="ll-player",
+        )
+    return demo

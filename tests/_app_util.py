@@ -1,0 +1,120 @@
+"""Helpers for the app tests: a real uvicorn server in a thread, and headless Debian Chromium."""
+
+from __future__ import annotations
+
+import base64
+import contextlib
+import socket
+import tempfile
+import threading
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import uvicorn
+
+CHROMIUM = "/usr/bin/chromium"
+CHROMIUM_FLAGS = [
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-quic",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+]
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@dataclass
+class Live:
+    url: str
+    app: Any
+    port: int
+
+    @property
+    def state(self):
+        return self.app.state.listenlab
+
+
+@contextlib.contextmanager
+def live_server(app) -> Iterator[Live]:
+    """Serve ``app`` with uvicorn on a free 127.0.0.1 port in a thread, until the block exits."""
+    port = free_port()
+    server = uvicorn.Server(
+        uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning", lifespan="on")
+    )
+    th = threading.Thread(target=server.run, daemon=True)
+    th.start()
+    deadline = time.monotonic() + 30
+    while not server.started:
+        if time.monotonic() > deadline or not th.is_alive():
+            raise RuntimeError("uvicorn did not start")
+        time.sleep(0.05)
+    try:
+        yield Live(f"http://127.0.0.1:{port}/", app, port)
+    finally:
+        server.should_exit = True
+        th.join(15)
+
+
+@contextlib.contextmanager
+def chromium(extra_args: list[str] | None = None, **kw) -> Iterator[Any]:
+    """A persistent context in a fresh user-data-dir (never ``playwright install``)."""
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as p, tempfile.TemporaryDirectory(prefix="ll-chromium-") as d:
+        ctx = p.chromium.launch_persistent_context(
+            d,
+            executable_path=CHROMIUM,
+            headless=True,
+            args=CHROMIUM_FLAGS + (extra_args or []),
+            **kw,
+        )
+        try:
+            yield ctx
+        finally:
+            ctx.close()
+
+
+def open_playground(ctx, url: str, timeout_ms: float = 30_000):
+    page = ctx.new_page()
+    page.goto(url)
+    page.wait_for_selector("#ll-root[data-ready='1']", timeout=timeout_ms)
+    return page
+
+
+def wait_finished(page, timeout_ms: float = 60_000) -> dict[str, Any]:
+    """Wait until the current generation finished playing; return its JSON-safe summary."""
+    page.wait_for_function(
+        "window.listenlab.last && window.listenlab.last.finished", timeout=timeout_ms
+    )
+    return page.evaluate(
+        """() => { const g = window.listenlab.last;
+        return {token: g.token, status: g.status, state: g.state, takeId: g.takeId, sr: g.sr,
+          ch: g.ch, frames: g.framesRecv, chunks: g.chunks.length, underruns: g.underruns,
+          firstScheduledMs: g.firstScheduledMs, firstSoundMs: g.firstSoundMs,
+          firstAudibleMs: g.firstAudibleMs, prebufferMs: g.prebufferMs, error: g.error,
+          summary: g.summary, chunkList: g.chunks.map(c => ({index: c.index, frames: c.frames,
+            arrivalMs: c.arrivalMs, deadlineMs: c.deadlineMs, serverMs: c.serverMs})),
+          ctxState: window.listenlab.ctx.state, ctxRate: window.listenlab.ctx.sampleRate}; }"""
+    )
+
+
+def page_pcm(page) -> np.ndarray:
+    """The int16 samples the page received and scheduled for playback (interleaved)."""
+    b64 = page.evaluate("window.listenlab.pcmBase64(window.listenlab.last)")
+    return np.frombuffer(base64.b64decode(b64), dtype="<i2")
+
+
+def tmp_db() -> Path:
+    return Path(tempfile.mkdtemp(prefix="ll-app-")) / "listenlab.db"

@@ -1,0 +1,147 @@
+"""Browser tests of the Playground's streaming player: real server, real Piper, real Chromium."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from app.server import create_app
+from tests._app_util import (
+    chromium,
+    live_server,
+    open_playground,
+    page_pcm,
+    tmp_db,
+    wait_finished,
+)
+
+pytestmark = pytest.mark.browser
+
+PARAGRAPH = (
+    "The old lighthouse keeper climbed the stairs every evening. At the top, he wiped the salt "
+    "from the lens, lit the lamp, and watched the beam sweep the water."
+)
+ASSETS = Path(__file__).resolve().parent.parent / "assets"
+
+
+@pytest.fixture(scope="module")
+def server():
+    db = tmp_db()
+    app = create_app(
+        {
+            "piper": "piper?deterministic=1",
+            # 1.5x slower than real time, Piper audio re-cut into 1 s chunks
+            "slow": "piper?deterministic=1&profile=custom&rate=22050&channels=1"
+            "&first_frames=1&chunk_frames=1&frame_hz=1&pace=0.67",
+            # a forced 1.2 s stall after chunk 2 on a backend otherwise 3x faster than real time
+            "stall": "piper?deterministic=1&profile=custom&rate=22050&channels=1"
+            "&first_frames=1&chunk_frames=1&frame_hz=2&pace=3&stall=2:1.2",
+            "qwen": "piper?deterministic=1&profile=qwen3-tts",
+        },
+        db,
+    )
+    with live_server(app) as live:
+        yield live
+
+
+@pytest.fixture(scope="module")
+def browser():
+    with chromium() as ctx:
+        yield ctx
+
+
+def speak(page, text: str, backend: str = "piper") -> None:
+    page.select_option("#ll-backend", backend)
+    page.fill("#ll-text", text)
+    page.click("#ll-speak")
+
+
+def test_speak_plays_the_takes_exact_pcm(server, browser):
+    page = open_playground(browser, server.url)
+    speak(page, PARAGRAPH)
+    g = wait_finished(page)
+    assert g["status"] == "ok" and g["state"] == "ended", g
+    take = server.state.store.load_take(g["takeId"])
+    assert take.status == "ok" and len(take.chunks) >= 3
+    # the samples the page scheduled are exactly the take's audio
+    pcm = page_pcm(page)
+    assert pcm.shape[0] == take.audio.size
+    assert np.array_equal(pcm, take.audio.reshape(-1))
+    assert g["sr"] == take.sample_rate == 22050 and g["ctxRate"] == 22050
+    # the chunk count is shown, and a sound started (analyser on the output saw signal)
+    assert page.inner_text("#ll-m-chunks") == str(len(take.chunks))
+    assert g["chunks"] == len(take.chunks)
+    assert g["ctxState"] == "running"
+    assert g["firstAudibleMs"] is not None and g["firstAudibleMs"] > 0
+    assert "Done" in page.inner_text("#ll-status")
+    # Piper is faster than real time: no stalls, and the stall report was stored with the take
+    assert g["underruns"]["count"] == 0
+    page.wait_for_function("window.listenlab.underrunsSaved >= 1")
+    row = server.state.store.db.execute(
+        "SELECT count, stall_ms FROM underruns WHERE take_id=?", [g["takeId"]]
+    ).fetchone()
+    assert row == (0, 0.0)
+    # Replay and Download are offered; the download is the same PCM as a WAV
+    assert page.is_enabled("#ll-replay")
+    with page.expect_download() as dl:
+        page.click("#ll-download")
+    import soundfile as sf
+
+    wav, sr = sf.read(dl.value.path(), dtype="int16")
+    assert sr == 22050 and np.array_equal(wav, take.audio.reshape(-1))
+    ASSETS.mkdir(exist_ok=True)
+    page.set_viewport_size({"width": 1100, "height": 1500})
+    page.screenshot(path=str(ASSETS / "playground.png"), full_page=True)
+    page.close()
+
+
+def test_qwen3_schedule_80ms_then_2s_does_not_stall(server, browser):
+    page = open_playground(browser, server.url)
+    speak(page, PARAGRAPH, "qwen")
+    g = wait_finished(page, 90_000)
+    assert g["status"] == "ok"
+    assert g["sr"] == 24000
+    first = g["chunkList"][0]
+    assert first["frames"] == 1920  # 80 ms at 24 kHz
+    # the prebuffer waited for the 2 s chunk instead of playing 80 ms and stalling ~920 ms
+    assert g["underruns"]["count"] == 0, g["underruns"]
+    assert g["firstScheduledMs"] >= g["chunkList"][1]["arrivalMs"] - 1
+    page.close()
+
+
+def test_slow_backend_prebuffers_and_stalls_at_most_once(server, browser):
+    page = open_playground(browser, server.url)
+    speak(page, PARAGRAPH, "slow")
+    g = wait_finished(page, 120_000)
+    assert g["status"] == "ok"
+    chunks = g["chunkList"]
+    assert len(chunks) >= 6
+    # the prebuffer waited beyond the first chunk's arrival
+    assert g["prebufferMs"] > 500, g
+    assert g["underruns"]["count"] <= 1, g["underruns"]
+    page.close()
+
+
+def test_forced_stall_is_detected_reported_and_stored(server, browser):
+    page = open_playground(browser, server.url)
+    speak(page, PARAGRAPH, "stall")
+    g = wait_finished(page, 90_000)
+    assert g["status"] == "ok"
+    u = g["underruns"]
+    assert u["count"] >= 1 and u["stallMs"] > 300, u
+    # the stall position is where the audio ran out: at a chunk start near 1.5 s (3 x 0.5 s)
+    assert any(abs(p - 1500) < 60 for p in u["positions"]), u
+    page.wait_for_function("window.listenlab.underrunsSaved >= 1")
+    row = server.state.store.db.execute(
+        "SELECT count, stall_ms, positions_ms FROM underruns WHERE take_id=?", [g["takeId"]]
+    ).fetchone()
+    assert row[0] == u["count"] and abs(row[1] - u["stallMs"]) < 1
+    assert json.loads(row[2]) == pytest.approx(u["positions"])
+    t = server.state.store.db.execute(
+        "SELECT underrun_count FROM takes WHERE take_id=?", [g["takeId"]]
+    ).fetchone()
+    assert t[0] == u["count"]
+    page.close()

@@ -1,0 +1,185 @@
+"""The voice library: cloned voices saved on the server, listed, used, renamed, deleted.
+
+Each voice is ``<id>.wav`` + ``<id>.json`` in one folder, where ``<id>`` is a random hex id the
+server made. The user's name is only metadata (sanitised, unique case-insensitively), so no
+name or path from a user ever reaches the filesystem.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import threading
+import unicodedata
+import uuid
+from dataclasses import asdict, dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+
+from backends.base import Backend, InvalidRequest, Unsupported, Voice
+from voices.clips import Clip
+
+MAX_NAME = 48
+_ID_RE = re.compile(r"^[0-9a-f]{32}$")
+_NAME_BAD = re.compile(r"[^\w .\-']+", re.UNICODE)
+
+
+class VoiceNotFound(InvalidRequest):
+    pass
+
+
+def sanitize_name(name: str) -> str:
+    """Letters, digits, space, ``_ . - '``; no leading dots; at most 48 characters."""
+    if not isinstance(name, str):
+        raise InvalidRequest("a voice name must be text")
+    s = unicodedata.normalize("NFC", name)
+    s = _NAME_BAD.sub(" ", s)
+    s = re.sub(r"\s+", " ", s).strip().lstrip(".").strip()
+    s = s[:MAX_NAME].strip()
+    if not s:
+        raise InvalidRequest("the voice needs a name (letters or digits)")
+    return s
+
+
+@dataclass(frozen=True)
+class SavedVoice:
+    voice_id: str
+    name: str
+    ref_text: str
+    consent: str
+    sample_rate: int
+    duration_s: float
+    created_at: str = field(default_factory=lambda: datetime.now(UTC).isoformat(timespec="seconds"))
+    synced: dict[str, str] = field(default_factory=dict)
+    """Backend label -> name under which the voice was uploaded there."""
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+
+class VoiceLibrary:
+    """Folder-backed library. Thread-safe; every method re-reads the folder (no cached state)."""
+
+    def __init__(self, root: str | Path):
+        self.root = Path(root)
+        self.root.mkdir(parents=True, exist_ok=True)
+        self._lock = threading.Lock()
+
+    def _meta_path(self, voice_id: str) -> Path:
+        if not _ID_RE.match(voice_id or ""):
+            raise VoiceNotFound(f"no voice with id {voice_id!r}")
+        return self.root / f"{voice_id}.json"
+
+    def list(self) -> list[SavedVoice]:
+        out = []
+        for p in sorted(self.root.glob("*.json")):
+            try:
+                out.append(SavedVoice(**json.loads(p.read_text(encoding="utf-8"))))
+            except (ValueError, TypeError):
+                continue  # a half-written or foreign file is not a voice
+        return sorted(out, key=lambda v: v.name.lower())
+
+    def get(self, voice_id: str) -> SavedVoice:
+        p = self._meta_path(voice_id)
+        if not p.is_file():
+            raise VoiceNotFound(f"no voice with id {voice_id!r}")
+        return SavedVoice(**json.loads(p.read_text(encoding="utf-8")))
+
+    def wav(self, voice_id: str) -> bytes:
+        self.get(voice_id)
+        return (self.root / f"{voice_id}.wav").read_bytes()
+
+    def _check_unique(self, name: str, except_id: str | None = None) -> None:
+        for v in self.list():
+            if v.name.lower() == name.lower() and v.voice_id != except_id:
+                raise InvalidRequest(f"a voice named {v.name!r} already exists; pick another name")
+
+    def _write(self, v: SavedVoice) -> None:
+        p = self._meta_path(v.voice_id)
+        tmp = p.with_name(f".{p.name}.tmp")
+        tmp.write_text(json.dumps(v.to_dict(), indent=1), encoding="utf-8")
+        tmp.replace(p)
+
+    def add(self, name: str, clip: Clip, *, ref_text: str, consent: bool | str) -> SavedVoice:
+        """Save a validated clip. A transcript and the speaker's consent are required."""
+        if not consent:
+            raise InvalidRequest(
+                "tick the consent box: the speaker must agree to having their voice cloned"
+            )
+        ref_text = (ref_text or "").strip()
+        if not ref_text:
+            raise InvalidRequest("add the transcript of the clip (what is said in it)")
+        name = sanitize_name(name)
+        with self._lock:
+            self._check_unique(name)
+            v = SavedVoice(
+                voice_id=uuid.uuid4().hex,
+                name=name,
+                ref_text=ref_text[:1000],
+                consent=consent if isinstance(consent, str) else "consent given in the UI",
+                sample_rate=clip.sample_rate,
+                duration_s=clip.duration_s,
+            )
+            wav = self.root / f"{v.voice_id}.wav"
+            tmp = wav.with_name(f".{wav.name}.tmp")
+            tmp.write_bytes(clip.wav)
+            tmp.replace(wav)
+            self._write(v)
+        return v
+
+    def rename(self, voice_id: str, new_name: str) -> SavedVoice:
+        name = sanitize_name(new_name)
+        with self._lock:
+            v = self.get(voice_id)
+            self._check_unique(name, except_id=voice_id)
+            v = SavedVoice(**{**v.to_dict(), "name": name, "synced": {}})
+            self._write(v)
+        return v
+
+    def mark_synced(self, voice_id: str, backend_label: str, remote_name: str) -> SavedVoice:
+        with self._lock:
+            v = self.get(voice_id)
+            v = SavedVoice(**{**v.to_dict(), "synced": {**v.synced, backend_label: remote_name}})
+            self._write(v)
+        return v
+
+    def delete(self, voice_id: str) -> SavedVoice:
+        with self._lock:
+            v = self.get(voice_id)
+            (self.root / f"{voice_id}.wav").unlink(missing_ok=True)
+            self._meta_path(voice_id).unlink(missing_ok=True)
+        return v
+
+
+def remote_name(v: SavedVoice) -> str:
+    """Name used on a server's ``/v1/audio/voices``: no ``/ \\`` or NUL, lower-case, unique."""
+    base = re.sub(r"[^a-z0-9_-]+", "_", v.name.lower()).strip("_") or "voice"
+    return f"ll_{base}_{v.voice_id[:6]}"
+
+
+async def sync_voice(backend: Backend, label: str, lib: VoiceLibrary, voice_id: str) -> str:
+    """Upload a library voice to a backend's own voice store; return the name to use there.
+
+    Raises :class:`Unsupported` for backends without a voice library (they clone inline).
+    """
+    v = lib.get(voice_id)
+    if not backend.capabilities.voice_library:
+        raise Unsupported(f"the {label} backend has no voice library to sync to")
+    if label in v.synced:
+        return v.synced[label]
+    name = remote_name(v)
+    stored: Voice = await backend.add_voice(
+        name, lib.wav(voice_id), ref_text=v.ref_text, consent=v.consent
+    )
+    lib.mark_synced(voice_id, label, stored.name or name)
+    return stored.name or name
+
+
+__all__ = [
+    "SavedVoice",
+    "VoiceLibrary",
+    "VoiceNotFound",
+    "remote_name",
+    "sanitize_name",
+    "sync_voice",
+]
