@@ -426,6 +426,10 @@ def create_api_app(
     async def _api_error(_req, e: ApiError):
         return err_response(e)
 
+    @app.exception_handler(InvalidRequest)
+    async def _invalid(_req, e: InvalidRequest):
+        return err_response(ApiError(str(e), 400))
+
     @app.exception_handler(RequestValidationError)
     async def _validation_error(_req, e: RequestValidationError):
         # vLLM answers body validation errors with 400 and the OpenAI shape.

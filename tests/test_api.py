@@ -1,0 +1,578 @@
+"""``listenlab api`` over the real Piper voice, spoken to as a vLLM-Omni client would.
+
+Real uvicorn on 127.0.0.1, real httpx / websockets / openai clients. Wire details (event
+framing, the 44-byte streaming WAV header, error shapes and statuses) are checked byte by byte
+against the reference (``shared/reference/vllm-omni-speech-api.md``).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import io
+import json
+import struct
+import time
+
+import httpx
+import numpy as np
+import pytest
+import soundfile as sf
+from websockets.asyncio.client import connect
+
+from app.api import create_api_app
+from backends.base import Backend, SpeechRequest
+from tests._remote_util import ServerThread, serve_app
+
+pytestmark = pytest.mark.timeout(90)
+
+TEXT = "Hello from the speech server. It streams, one clause at a time."
+
+
+@pytest.fixture(scope="module")
+def direct(piper_det) -> np.ndarray:
+    return asyncio.run(piper_det.synthesize(SpeechRequest(TEXT))).samples
+
+
+@pytest.fixture(scope="module")
+def api(piper_det):
+    app = create_api_app(piper_det, config_timeout=1.0, idle_timeout=1.5)
+    srv = ServerThread(app).start()
+    yield srv
+    srv.stop()
+
+
+def post(srv, body: dict, **kw) -> httpx.Response:
+    return httpx.post(srv.url + "/v1/audio/speech", json=body, timeout=60, trust_env=False, **kw)
+
+
+def assert_error(r: httpx.Response, status: int, type_: str, needle: str) -> None:
+    assert r.status_code == status, r.text
+    e = r.json()["error"]
+    assert e["type"] == type_ and e["code"] == status and "param" in e
+    assert needle in e["message"], e["message"]
+
+
+# --------------------------------------------------------------------------- non-streaming
+
+
+@pytest.mark.parametrize("fmt", ["wav", "flac"])
+def test_whole_file_equals_direct_take(api, direct, fmt):
+    r = post(api, {"input": TEXT, "response_format": fmt, "model": "piper", "voice": "joe"})
+    assert r.status_code == 200 and r.headers["content-type"] == f"audio/{fmt}"
+    x, sr = sf.read(io.BytesIO(r.content), dtype="int16", always_2d=True)
+    assert sr == 22050
+    np.testing.assert_array_equal(x, direct)
+
+
+def test_pcm_is_headerless_s16le(api, direct):
+    r = post(api, {"input": TEXT, "response_format": "pcm"})
+    assert r.headers["content-type"] == "audio/pcm"
+    np.testing.assert_array_equal(np.frombuffer(r.content, "<i2"), direct[:, 0])
+
+
+def test_mp3_if_libsndfile_writes_it(api, direct):
+    from app.api import mp3_available
+
+    r = post(api, {"input": TEXT, "response_format": "mp3"})
+    if not mp3_available():
+        assert_error(r, 400, "BadRequestError", "mp3")
+        return
+    assert r.status_code == 200 and r.headers["content-type"] == "audio/mpeg"
+    x, sr = sf.read(io.BytesIO(r.content), dtype="float32")
+    assert sr == 22050 and abs(len(x) - len(direct)) < 0.1 * sr
+
+
+def test_opus_needs_an_opus_rate(api, direct):
+    assert_error(
+        post(api, {"input": TEXT, "response_format": "opus"}),
+        400,
+        "BadRequestError",
+        "Opus sample rate",
+    )
+    r = post(api, {"input": TEXT, "response_format": "opus", "sample_rate": 24000})
+    assert r.status_code == 200 and r.headers["content-type"] == "audio/ogg"
+    x, sr = sf.read(io.BytesIO(r.content))
+    assert sr == 24000 and abs(len(x) / sr - len(direct) / 22050) < 0.1
+
+
+def test_sample_rate_resamples(api, direct):
+    r = post(api, {"input": TEXT, "response_format": "wav", "sample_rate": 16000})
+    x, sr = sf.read(io.BytesIO(r.content), dtype="int16")
+    assert sr == 16000
+    assert abs(len(x) - len(direct) * 16000 / 22050) <= 2
+
+
+def test_speaker_alias_voice_id_and_default(api, direct):
+    for voice in ({"speaker": "JOE"}, {"voice": {"id": "joe"}}, {"voice": "default"}):
+        r = post(api, {"input": TEXT, "response_format": "pcm", **voice})
+        assert r.status_code == 200, (voice, r.text)
+        np.testing.assert_array_equal(np.frombuffer(r.content, "<i2"), direct[:, 0])
+
+
+# --------------------------------------------------------------------------- validation
+
+
+def test_validation_errors_match_the_reference(api):
+    assert_error(post(api, {"input": "   "}), 400, "BadRequestError", "Input text cannot be empty")
+    r = post(api, {"input": TEXT, "stream": True, "response_format": "mp3"})
+    assert_error(
+        r,
+        400,
+        "BadRequestError",
+        "Streaming (stream=true, stream_format='audio', or stream_format='sse') requires "
+        "response_format='pcm' or 'wav'. Got response_format='mp3'.",
+    )
+    assert_error(post(api, {"input": TEXT, "speed": 5}), 400, "BadRequestError", "speed")
+    assert_error(
+        post(api, {"input": TEXT, "response_format": "aac"}),
+        400,
+        "BadRequestError",
+        "response_format",
+    )
+    r = post(api, {"input": TEXT, "model": "tts-1"})
+    assert_error(r, 404, "NotFoundError", "The model `tts-1` does not exist.")
+    assert r.json()["error"]["param"] == "model"
+    assert_error(
+        post(api, {"input": TEXT, "voice": "nobody"}),
+        400,
+        "BadRequestError",
+        "unknown voice 'nobody'",
+    )
+    assert_error(
+        post(api, {"input": TEXT, "word_timestamps": True}),
+        400,
+        "BadRequestError",
+        "--forced-aligner",
+    )
+    assert_error(
+        post(api, {"input": TEXT, "instructions": "x" * 501}),
+        400,
+        "BadRequestError",
+        "maximum is 500",
+    )
+    r = httpx.post(
+        api.url + "/v1/audio/speech", content=b"input=hi", headers={"content-type": "text/plain"}
+    )
+    assert_error(r, 400, "BadRequestError", "Only 'application/json' is allowed")
+    clip = io.BytesIO()
+    sf.write(clip, np.zeros(22050 * 2), 22050, format="WAV")
+    ref = "data:audio/wav;base64," + base64.b64encode(clip.getvalue()).decode()
+    r = post(api, {"input": TEXT, "ref_audio": ref, "ref_text": "hi"})
+    assert_error(r, 400, "BadRequestError", "cannot clone voices")
+    assert_error(
+        post(api, {"input": TEXT, "ref_audio": "https://example.com/a.wav"}),
+        400,
+        "BadRequestError",
+        "scheme",
+    )
+    short = io.BytesIO()
+    sf.write(short, np.zeros(4410), 22050, format="WAV")
+    r = post(
+        api,
+        {
+            "input": TEXT,
+            "ref_audio": "data:audio/wav;base64," + base64.b64encode(short.getvalue()).decode(),
+        },
+    )
+    assert_error(r, 400, "BadRequestError", "Reference audio too short (0.20s)")
+    assert api.server.config.app.state.api.requests == {}
+
+
+def test_unknown_fields_are_ignored(api, direct):
+    r = post(api, {"input": TEXT, "response_format": "pcm", "temperature": 0.1, "frobnicate": True})
+    assert r.status_code == 200
+    np.testing.assert_array_equal(np.frombuffer(r.content, "<i2"), direct[:, 0])
+
+
+# --------------------------------------------------------------------------- streaming
+
+
+def test_raw_wav_stream_header_then_pcm(api, direct):
+    with httpx.stream(
+        "POST",
+        api.url + "/v1/audio/speech",
+        json={"input": TEXT, "stream_format": "audio", "response_format": "wav"},
+        timeout=60,
+        trust_env=False,
+    ) as r:
+        assert r.status_code == 200 and r.headers["content-type"] == "audio/wav"
+        assert "content-length" not in r.headers
+        body = r.read()
+    fields = struct.unpack("<4sI4s4sIHHIIHH4sI", body[:44])
+    assert fields == (
+        b"RIFF",
+        0xFFFFFFFF,
+        b"WAVE",
+        b"fmt ",
+        16,
+        1,
+        1,
+        22050,
+        44100,
+        2,
+        16,
+        b"data",
+        0xFFFFFFFF,
+    )
+    np.testing.assert_array_equal(np.frombuffer(body[44:], "<i2"), direct[:, 0])
+
+
+def test_raw_pcm_stream(api, direct):
+    r = post(
+        api, {"input": TEXT, "stream": True, "stream_format": "audio", "response_format": "pcm"}
+    )
+    assert r.headers["content-type"] == "audio/pcm"
+    np.testing.assert_array_equal(np.frombuffer(r.content, "<i2"), direct[:, 0])
+
+
+@pytest.mark.parametrize("how", [{"stream": True}, {"stream_format": "sse"}])
+def test_sse_events_exactly_as_the_reference(api, direct, how):
+    r = post(api, {"input": TEXT, "response_format": "wav", **how})
+    assert r.status_code == 200
+    assert r.headers["content-type"].startswith("text/event-stream")
+    text = r.text
+    assert "[DONE]" not in text and "\nid:" not in text and text.endswith("\n\n")
+    blocks = text.split("\n\n")[:-1]
+    events = []
+    for b in blocks:
+        lines = b.split("\n")
+        assert len(lines) == 2 and lines[0].startswith("event: ") and lines[1].startswith("data: ")
+        payload = json.loads(lines[1][6:])
+        assert lines[1][6:] == json.dumps(payload, separators=(",", ":"))
+        assert payload["type"] == lines[0][7:]
+        events.append(payload)
+    assert [e["type"] for e in events[:-1]] == ["speech.audio.delta"] * (len(events) - 1)
+    assert events[-1]["type"] == "speech.audio.done" and "usage" in events[-1]
+    first = base64.b64decode(events[0]["audio"])
+    assert len(first) == 44 and first[:4] == b"RIFF"  # the header is its own delta
+    assert all(e["response_format"] == "wav" for e in events[:-1])
+    pcm = b"".join(base64.b64decode(e["audio"]) for e in events[1:-1])
+    np.testing.assert_array_equal(np.frombuffer(pcm, "<i2"), direct[:, 0])
+
+
+def test_streaming_speed(api, direct):
+    # Piper changes speed natively, so speed != 1 may stream (capabilities.speed_streaming).
+    r = post(api, {"input": TEXT, "stream_format": "audio", "response_format": "pcm", "speed": 1.5})
+    assert r.status_code == 200
+    n = len(r.content) // 2
+    assert 0.55 * len(direct) < n < 0.8 * len(direct)
+
+
+class _NoStreamSpeed(Backend):
+    """The real Piper voice, declaring no streaming speed control (as most vLLM-Omni models)."""
+
+    name = "piper-nss"
+
+    def __init__(self, inner):
+        self.inner = inner
+
+    @classmethod
+    def from_params(cls, params, target=None):  # pragma: no cover - not registered
+        raise NotImplementedError
+
+    @property
+    def capabilities(self):
+        from dataclasses import replace
+
+        return replace(self.inner.capabilities, speed_streaming=False)
+
+    def stream(self, request):
+        return self.inner.stream(request)
+
+
+def test_speed_with_streaming_is_400_unless_the_backend_supports_it(piper_det):
+    with serve_app(create_api_app(_NoStreamSpeed(piper_det))) as url:
+        r = httpx.post(
+            url + "/v1/audio/speech",
+            json={"input": TEXT, "stream": True, "response_format": "pcm", "speed": 1.5},
+            timeout=30,
+        )
+        assert_error(
+            r,
+            400,
+            "BadRequestError",
+            "Speed adjustment (speed=1.5) is not supported with streaming",
+        )
+        r = httpx.post(
+            url + "/v1/audio/speech", json={"input": "Hi there.", "speed": 1.5}, timeout=30
+        )
+        assert r.status_code == 200  # non-streaming is fine
+
+
+# --------------------------------------------------------------------------- cancellation
+
+
+class _Watched(Backend):
+    """The real Piper voice, recording how many chunks each stream produced and whether it closed."""
+
+    name = "piper-watched"
+
+    def __init__(self, inner):
+        self.inner = inner
+        self.log: list[tuple[int, bool]] = []
+
+    @classmethod
+    def from_params(cls, params, target=None):  # pragma: no cover - not registered
+        raise NotImplementedError
+
+    @property
+    def capabilities(self):
+        return self.inner.capabilities
+
+    async def stream(self, request):
+        n, finished = 0, False
+        try:
+            async for c in self.inner.stream(request):
+                n += 1
+                yield c
+            finished = True
+        finally:
+            self.log.append((n, finished))
+
+
+LONG = " ".join(f"This is sentence number {i}, spoken slowly to take a while." for i in range(30))
+
+
+@pytest.mark.parametrize(
+    "body", [{"stream_format": "audio", "response_format": "pcm"}, {"stream": True}]
+)
+async def test_client_disconnect_cancels_generation(piper_det, body):
+    be = _Watched(piper_det)
+    app = create_api_app(be)
+    with serve_app(app) as url:
+        async with (
+            httpx.AsyncClient(timeout=30, trust_env=False) as client,
+            client.stream("POST", url + "/v1/audio/speech", json={"input": LONG, **body}) as r,
+        ):
+            assert r.status_code == 200
+            async for _ in r.aiter_raw():
+                break
+        deadline = time.monotonic() + 15
+        while not be.log and time.monotonic() < deadline:
+            await asyncio.sleep(0.05)
+        assert be.log, "the backend stream was never closed"
+        n, finished = be.log[0]
+        assert not finished and n < 20  # LONG has 60 pieces
+        assert app.state.api.requests == {}
+
+
+async def test_ws_disconnect_cancels_generation(piper_det):
+    be = _Watched(piper_det)
+    app = create_api_app(be)
+    with serve_app(app) as url:
+        async with connect(url.replace("http", "ws") + "/v1/audio/speech/stream") as ws:
+            await ws.send(
+                json.dumps(
+                    {"type": "session.config", "response_format": "pcm", "stream_audio": True}
+                )
+            )
+            await ws.send(json.dumps({"type": "input.text", "text": LONG}))
+            await ws.send(json.dumps({"type": "input.done"}))
+            start = json.loads(await ws.recv())
+            assert start["type"] == "audio.start"
+            assert isinstance(await ws.recv(), bytes)
+        deadline = time.monotonic() + 15
+        while not be.log and time.monotonic() < deadline:
+            await asyncio.sleep(0.05)
+        assert be.log and not be.log[0][1] and be.log[0][0] < 20
+        assert app.state.api.requests == {}
+
+
+# --------------------------------------------------------------------------- websocket
+
+
+def ws_url(srv) -> str:
+    return f"ws://127.0.0.1:{srv.port}/v1/audio/speech/stream"
+
+
+async def test_ws_stream_audio_two_utterances_on_one_socket(api, direct):
+    async with connect(ws_url(api)) as ws:
+        await ws.send(
+            json.dumps({"type": "session.config", "response_format": "pcm", "stream_audio": True})
+        )
+        for u in range(2):
+            await ws.send(json.dumps({"type": "input.text", "text": TEXT[:20]}))
+            await ws.send(json.dumps({"type": "input.text", "text": TEXT[20:]}))
+            await ws.send(json.dumps({"type": "input.done"}))
+            start = json.loads(await ws.recv())
+            assert start == {
+                "type": "audio.start",
+                "utterance_index": u,
+                "sentence_index": 0,
+                "sentence_text": TEXT,
+                "format": "pcm",
+                "sample_rate": 22050,
+                "channels": 1,
+            }
+            pcm = b""
+            while isinstance(m := await ws.recv(), bytes):
+                pcm += m
+            done = json.loads(m)
+            assert done == {
+                "type": "audio.done",
+                "utterance_index": u,
+                "sentence_index": 0,
+                "total_bytes": len(pcm),
+                "error": False,
+            }
+            assert json.loads(await ws.recv()) == {
+                "type": "session.done",
+                "utterance_index": u,
+                "total_sentences": 1,
+            }
+            np.testing.assert_array_equal(np.frombuffer(pcm, "<i2"), direct[:, 0])
+        await ws.send(json.dumps({"type": "session.close"}))
+        with pytest.raises(Exception):  # noqa: B017 - the server closes the socket
+            await asyncio.wait_for(ws.recv(), 5)
+
+
+async def test_ws_whole_file_per_unit_and_sentence_split(api):
+    async with connect(ws_url(api)) as ws:
+        cfg = {"type": "session.config", "response_format": "wav", "split_granularity": "sentence"}
+        await ws.send(json.dumps(cfg))
+        await ws.send(json.dumps({"type": "input.text", "text": "First sentence here. Second one"}))
+        start = json.loads(await ws.recv())  # the finished sentence is synthesized at once
+        assert start["sentence_text"] == "First sentence here." and "sample_rate" not in start
+        wav = await ws.recv()
+        x, sr = sf.read(io.BytesIO(wav), dtype="int16")
+        assert sr == 22050 and len(x) > 0.5 * sr
+        assert json.loads(await ws.recv())["type"] == "audio.done"
+        await ws.send(json.dumps({"type": "input.done"}))
+        start = json.loads(await ws.recv())
+        assert (start["sentence_index"], start["sentence_text"]) == (1, "Second one")
+        assert isinstance(await ws.recv(), bytes)
+        assert json.loads(await ws.recv())["type"] == "audio.done"
+        assert json.loads(await ws.recv()) == {
+            "type": "session.done",
+            "utterance_index": 0,
+            "total_sentences": 2,
+        }
+
+
+async def _first_error(srv, *messages: str, raw: bool = False) -> tuple[dict, bool]:
+    async with connect(ws_url(srv)) as ws:
+        for m in messages:
+            await ws.send(m)
+        err = json.loads(await asyncio.wait_for(ws.recv(), 10))
+        try:
+            await asyncio.wait_for(ws.recv(), 3)
+            closed = False
+        except Exception:
+            closed = True
+        return err, closed
+
+
+async def test_ws_errors_as_the_reference(api):
+    cfg = json.dumps({"type": "session.config", "response_format": "pcm", "stream_audio": True})
+    err, closed = await _first_error(api, json.dumps({"type": "input.text", "text": "hi"}))
+    assert (
+        err == {"type": "error", "message": "Expected session.config, got: input.text"} and closed
+    )
+    err, closed = await _first_error(api, "{nope")
+    assert err["message"] == "Invalid JSON message" and closed
+    err, closed = await _first_error(api, "[1, 2]")
+    assert err["message"] == "WebSocket messages must be JSON objects" and closed
+    err, closed = await _first_error(
+        api, json.dumps({"type": "session.config", "stream_audio": True})
+    )
+    assert (
+        err["message"].startswith("Invalid session config:")
+        and "response_format='pcm'" in err["message"]
+    )
+    assert closed
+    err, closed = await _first_error(api, json.dumps({"type": "session.config", "model": "qwen"}))
+    assert err["message"] == "The model `qwen` does not exist." and closed
+    err, closed = await _first_error(api, cfg, json.dumps({"type": "frobnicate"}))
+    assert err["message"] == "Unknown message type: frobnicate" and not closed
+    err, closed = await _first_error(api, cfg, json.dumps({"type": "input.text", "text": 5}))
+    assert err["message"] == "input.text requires a string value" and not closed
+    err, closed = await _first_error(
+        api, cfg, json.dumps({"type": "input.text", "text": "open"}), cfg
+    )
+    assert err["message"].startswith(
+        "session.config cannot be applied while an utterance is in progress"
+    )
+
+
+async def test_ws_config_and_idle_timeouts(api):
+    t0 = time.monotonic()
+    err, closed = await _first_error(api)
+    assert err["message"] == "Timeout waiting for session.config" and closed
+    assert time.monotonic() - t0 < 8
+    err, closed = await _first_error(api, json.dumps({"type": "session.config"}))
+    assert err["message"] == "Idle timeout: no message received" and closed
+
+
+async def test_ws_generation_failure_message(api):
+    cfg = json.dumps(
+        {
+            "type": "session.config",
+            "response_format": "pcm",
+            "stream_audio": True,
+            "voice": "nobody",
+        }
+    )
+    async with connect(ws_url(api)) as ws:
+        await ws.send(cfg)
+        await ws.send(json.dumps({"type": "input.text", "text": "hello"}))
+        await ws.send(json.dumps({"type": "input.done"}))
+        msgs = [json.loads(await ws.recv()) for _ in range(4)]
+    assert [m["type"] for m in msgs] == ["audio.start", "error", "audio.done", "session.done"]
+    assert msgs[1]["message"].startswith(
+        "Generation failed for utterance 0, sentence 0: unknown voice 'nobody'"
+    )
+    assert "partial_audio" not in msgs[1]
+    assert msgs[2]["error"] is True and msgs[2]["total_bytes"] == 0
+
+
+# --------------------------------------------------------------------------- other routes
+
+
+def test_voices_models_health(api):
+    r = httpx.get(api.url + "/v1/audio/voices")
+    assert r.json() == {"voices": ["default", "joe"], "uploaded_voices": []}
+    clip = io.BytesIO()
+    sf.write(clip, np.zeros(22050 * 2), 22050, format="WAV")
+    r = httpx.post(
+        api.url + "/v1/audio/voices",
+        data={"name": "me", "consent": "yes"},
+        files={"audio_sample": ("me.wav", clip.getvalue(), "audio/wav")},
+    )
+    assert_error(
+        r, 400, "BadRequestError", "cannot clone voices, so voice uploads are not supported"
+    )
+    r = httpx.delete(api.url + "/v1/audio/voices/me")
+    assert_error(r, 400, "BadRequestError", "cannot store cloned voices")
+    models = httpx.get(api.url + "/v1/models").json()
+    assert models["object"] == "list"
+    card = models["data"][0]
+    assert card["id"] == "piper" and card["object"] == "model"
+    assert card["listenlab"]["sample_rate"] == 22050 and card["listenlab"]["cloning"] is False
+    assert httpx.get(api.url + "/health").json() == {"status": "healthy"}
+
+
+# --------------------------------------------------------------------------- openai SDK
+
+
+async def test_openai_sdk_streaming_response(api, direct):
+    from openai import AsyncOpenAI
+
+    client = AsyncOpenAI(base_url=api.url + "/v1", api_key="unused", max_retries=0)
+    async with client.audio.speech.with_streaming_response.create(
+        model="piper", voice="joe", input=TEXT, response_format="pcm", stream_format="audio"
+    ) as resp:
+        assert resp.headers["content-type"] == "audio/pcm"
+        pcm = b"".join([b async for b in resp.iter_bytes()])
+    np.testing.assert_array_equal(np.frombuffer(pcm, "<i2"), direct[:, 0])
+    async with client.audio.speech.with_streaming_response.create(
+        model="piper", voice="joe", input=TEXT, response_format="wav"
+    ) as resp:
+        x, sr = sf.read(io.BytesIO(await resp.read()), dtype="int16", always_2d=True)
+    assert sr == 22050
+    np.testing.assert_array_equal(x, direct)
+    from openai import BadRequestError
+
+    with pytest.raises(BadRequestError, match="Input text cannot be empty"):
+        await client.audio.speech.create(model="piper", voice="joe", input=" ")
+    await client.close()
