@@ -131,6 +131,10 @@ def parse_backend_args(specs: Sequence[str]) -> list[tuple[str, str]]:
 
 
 async def _caps_json(entry: BackendEntry) -> dict[str, Any]:
+    refresh = getattr(entry.backend, "refresh", None)
+    if callable(refresh):  # remote engines learn their capabilities from the server
+        with contextlib.suppress(Exception):
+            await asyncio.wait_for(refresh(), 5.0)
     caps = entry.backend.capabilities
     try:
         voices = await asyncio.wait_for(entry.backend.voices(), 5.0)

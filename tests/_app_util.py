@@ -118,3 +118,52 @@ def page_pcm(page) -> np.ndarray:
 
 def tmp_db() -> Path:
     return Path(tempfile.mkdtemp(prefix="ll-app-")) / "listenlab.db"
+
+
+class TrackingBackend:
+    """Delegates to a real backend and records whether each stream was closed before its end.
+
+    Not a fake: the audio is the inner backend's. It only lets a test see, on the server side,
+    that Stop in the page really closed the backend stream.
+    """
+
+    def __new__(cls, inner):
+        from backends.base import Backend
+
+        class _Tracking(Backend):
+            name = "tracking"
+
+            def __init__(self):
+                self.inner = inner
+                self.events: list[tuple[str, int]] = []
+                self.spec = f"tracking:{inner.describe()}"
+
+            @classmethod
+            def from_params(cls, params, target=None):  # pragma: no cover - never from a spec
+                raise NotImplementedError
+
+            @property
+            def capabilities(self):
+                return self.inner.capabilities
+
+            def warm_up(self):
+                if callable(getattr(self.inner, "warm_up", None)):
+                    self.inner.warm_up()
+
+            async def voices(self):
+                return await self.inner.voices()
+
+            async def stream(self, request):
+                n = 0
+                finished = False
+                s = self.inner.stream(request)
+                try:
+                    async for c in s:
+                        n += 1
+                        yield c
+                    finished = True
+                finally:
+                    await s.aclose()
+                    self.events.append(("finished" if finished else "closed", n))
+
+        return _Tracking()

@@ -504,7 +504,7 @@
     const j = await r.json().catch(() => ({ error: 'the server answered ' + r.status }));
     if (!r.ok) { vmsg('Rejected: ' + (j.error || j.detail || r.status), 'error'); return; }
     vmsg('Saved voice "' + j.voice.name + '" (' + j.clip.duration_s.toFixed(2) + ' s after trimming ' + j.clip.trimmed_s.toFixed(2) + ' s of silence).', 'ok');
-    $('ll-clip').value = ''; recBlob = null;
+    $('ll-clip').value = ''; recBlob = null; $('ll-consent').checked = false; $('ll-vname').value = ''; $('ll-vtext').value = '';
     await refreshLibrary(j.voice.voice_id);
   }
 
