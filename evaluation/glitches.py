@@ -1,0 +1,760 @@
+"""Automatic glitch detection on a streamed take: the signatures of streaming-TTS bugs.
+
+Input: a :class:`~evaluation.takes.Take` (audio, chunk boundaries, arrival times) and,
+optionally, a *reference* take of the same request (non-streamed, or streamed solo with no
+load). Output: :class:`Finding` objects, each with a kind, a time, the nearest chunk seam, a
+severity and the evidence behind it. The detector only looks at the signal and the timeline, so
+it works the same on real vLLM-Omni streams as on anything else.
+
+Kinds (thresholds live in :class:`DetectorConfig`; the README lists them):
+
+``click``
+    A waveform discontinuity at a seam. The statistic is how badly short-term linear prediction
+    fails at the seam, from both sides (fit on the 12 ms before, predict forward; fit on the
+    12 ms after, predict backward), over the in-window prediction error. Speech is predictable
+    sample to sample; a seam that jumps is not, in either direction. A seam is flagged when it
+    scores above ``click_min_score`` and also above ``click_ref_factor`` times the 99.9th
+    percentile of the same statistic at random non-seam points of the same take.
+``replay``
+    The audio starting at a seam repeats audio heard earlier (cumulative-vs-delta bugs, restart
+    from the beginning, doubled generations). Found by normalised cross-correlation (level
+    independent), searched at a low rate and confirmed at the full rate.
+``gap``
+    A silence at a seam that the speech does not explain: the speech on both sides is cut
+    abruptly, or the pause is longer than any natural pause, or (with a reference) it is longer
+    than the aligned pause in the reference.
+``underrun``
+    Playback of the arrival timeline is simulated with a prebuffer; every stall is reported with
+    its length.
+``truncation``
+    The take failed or was cancelled, or is far shorter than the reference or than its text
+    predicts, or ends abruptly mid-speech.
+``duration``
+    The take is much longer than the reference (about 2x: duplicated generations) or than its
+    text predicts (runaway generation).
+``crosstalk``
+    With a reference: the onset's spectra do not match the reference's onset although the rest
+    of the take does (another request's voice or content at the start).
+
+Everything is vectorised with numpy/scipy: a 10 s take is analysed in a few milliseconds.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import asdict, dataclass, field, fields, replace
+from typing import Any
+
+import numpy as np
+from numpy.lib.stride_tricks import sliding_window_view
+from scipy import signal
+
+from evaluation.takes import Take
+
+KINDS = ("click", "replay", "gap", "underrun", "truncation", "duration", "crosstalk")
+DETECTOR_VERSION = "glitches/1"
+
+
+@dataclass(frozen=True)
+class DetectorConfig:
+    """Every threshold the detector uses. Defaults are tuned so clean Piper takes are silent."""
+
+    # -- levels
+    frame_ms: float = 10.0
+    """Analysis frame for levels and silences."""
+    silence_rel_db: float = -40.0
+    """A frame is silent below the take's speech level (95th percentile frame level) plus this."""
+    silence_floor_db: float = -60.0
+    """... and always below this absolute level (dBFS)."""
+
+    # -- click
+    click_min_score: float = 12.0
+    """Prediction-error ratio at a seam (both directions) that counts as a discontinuity."""
+    click_ref_factor: float = 2.0
+    """The seam must also beat this times the 99.9th percentile at non-seam points."""
+    click_ref_points: int = 1000
+    click_min_amp: float = 0.01
+    """Smallest jump (full scale = 1) worth reporting (-40 dBFS)."""
+    click_window_ms: float = 12.0
+    click_order: int = 16
+    click_search_samples: int = 2
+    """A seam's discontinuity may sit this many samples either side of the recorded offset."""
+
+    # -- replay
+    replay_rate_hz: int = 4000
+    replay_query_s: float = 0.6
+    replay_min_query_s: float = 0.25
+    replay_min_ncc: float = 0.9
+    """Normalised correlation (at the search rate and again at the full rate) to call a repeat."""
+    replay_min_active_s: float = 0.2
+    """The query must hold at least this much non-silent audio (silence matches silence)."""
+    replay_max_lookback_s: float = 120.0
+    replay_block_s: float = 0.1
+    """Block length used to measure how long a repeat goes on."""
+
+    # -- gap
+    gap_min_s: float = 0.15
+    gap_long_s: float = 1.0
+    """A pause at a seam at least this long (divided by the request's speed when < 1) is a gap."""
+    gap_edge_db: float = -24.0
+    """'Abrupt' stop: the 20 ms before the silence are within this of the speech level (natural
+    pauses fade out: their last 20 ms sit 28 dB or more below it)."""
+    gap_extra_s: float = 0.25
+    """With a reference: a seam pause this much longer than the aligned reference pause."""
+    gap_align_tol_s: float = 0.5
+    """Reference pauses this close (in speech time or in time) count as the same pause."""
+
+    # -- underrun
+    prebuffer_ms: float = 200.0
+    """Audio the simulated player buffers before it starts (and resumes at once after a stall)."""
+    underrun_min_ms: float = 20.0
+
+    # -- truncation / duration
+    chars_per_s: float = 15.0
+    """Speaking rate at speed 1 used to predict duration from text (Piper joe: ~17)."""
+    overhead_s: float = 0.5
+    """Leading + trailing silence added to the text prediction."""
+    min_predicted_s: float = 3.0
+    """Text-based checks only when the text predicts at least this much audio."""
+    truncation_ratio: float = 0.6
+    """Shorter than this fraction of the reference (active speech time) is truncation."""
+    truncation_text_ratio: float = 0.5
+    tail_abrupt_db: float = -30.0
+    """Last 20 ms within this of speech level: the take stops mid-sound (every TTS voice ends
+    in at least ~50 ms of silence; Piper: 60 ms or more)."""
+    duration_ratio: float = 1.6
+    """Longer than this multiple of the reference: duplicated output."""
+    duration_text_ratio: float = 3.0
+    duration_min_excess_s: float = 2.0
+
+    # -- crosstalk
+    crosstalk_onset_s: float = 1.2
+    crosstalk_min_dist: float = 0.15
+    """DTW cost (cosine distance of log band energies per step) between the take's onset and the
+    reference's that counts as foreign audio (same text and voice: <= 0.09 on Piper)."""
+    crosstalk_ratio: float = 2.0
+    """... and it must be this many times the cost of the audio after the onset."""
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> DetectorConfig:
+        known = {f.name for f in fields(cls)}
+        bad = set(d) - known
+        if bad:
+            raise ValueError(f"unknown detector setting(s): {', '.join(sorted(bad))}")
+        return replace(cls(), **{k: type(getattr(cls(), k))(v) for k, v in d.items()})
+
+
+@dataclass(frozen=True)
+class Finding:
+    kind: str
+    time_s: float
+    """Where in the take's audio (seconds from its start)."""
+    boundary_index: int | None
+    """Nearest seam: index into ``Take.boundaries`` (seam k is where chunk k+1 starts)."""
+    severity: float
+    """How far past its threshold (1.0 = just at it)."""
+    evidence: dict[str, Any] = field(default_factory=dict)
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    def __str__(self) -> str:
+        b = "-" if self.boundary_index is None else str(self.boundary_index)
+        ev = ", ".join(f"{k}={_fmt(v)}" for k, v in self.evidence.items())
+        return (
+            f"{self.time_s:8.3f}s  {self.kind:<10} seam {b:>3}  severity {self.severity:5.2f}  {ev}"
+        )
+
+
+def _fmt(v: Any) -> str:
+    if isinstance(v, float):
+        return f"{v:.3g}"
+    return str(v)
+
+
+@dataclass(frozen=True)
+class Stall:
+    position_ms: float
+    """Audio time at which playback stopped (the start of the late chunk)."""
+    wall_ms: float
+    """When it stopped, from the request."""
+    stall_ms: float
+    chunk_index: int
+
+
+@dataclass(frozen=True)
+class Analysis:
+    findings: list[Finding]
+    metrics: dict[str, Any]
+    """Per-take columns (listening-tests.md §6.3): duration, chunk count, max silence, ..."""
+
+
+# --------------------------------------------------------------------------- helpers
+
+
+class _Signal:
+    """Mono float32 audio plus frame levels, computed once per take."""
+
+    def __init__(self, take: Take, cfg: DetectorConfig):
+        self.sr = int(take.sample_rate) or 1
+        x = take.audio
+        if x.ndim == 2 and x.shape[1] > 1:
+            x = x.astype(np.float32).mean(axis=1)
+        else:
+            x = x.reshape(-1).astype(np.float32)
+        self.x = x * np.float32(1 / 32768)
+        self.n = len(self.x)
+        self.hop = max(1, int(round(self.sr * cfg.frame_ms / 1000)))
+        nf = self.n // self.hop
+        fr = self.x[: nf * self.hop].reshape(nf, self.hop)
+        ms = np.einsum("ij,ij->i", fr, fr) / self.hop
+        self.db = 10 * np.log10(ms + 1e-12)
+        self.level = float(np.percentile(self.db, 95)) if nf else -120.0
+        # silent: below the speech level + silence_rel_db, and always below the absolute floor
+        self.thresh = max(self.level + cfg.silence_rel_db, cfg.silence_floor_db)
+        self.silent = self.db < self.thresh
+        self.boundaries = np.asarray(take.boundaries, dtype=np.int64)
+        self.frame_s = self.hop / self.sr
+
+    def silent_runs(self) -> np.ndarray:
+        """``(start_frame, end_frame)`` of every silent run (end exclusive)."""
+        d = np.diff(np.r_[0, self.silent.astype(np.int8), 0])
+        return np.stack([np.flatnonzero(d == 1), np.flatnonzero(d == -1)], axis=1)
+
+    def active_s(self) -> float:
+        return float((~self.silent).sum()) * self.frame_s
+
+    def first_active_frame(self) -> int:
+        a = np.flatnonzero(~self.silent)
+        return int(a[0]) if len(a) else 0
+
+
+def _nearest(boundaries_s: np.ndarray, t: float) -> tuple[int | None, float | None]:
+    if not len(boundaries_s):
+        return None, None
+    i = int(np.argmin(np.abs(boundaries_s - t)))
+    return i, float(t - boundaries_s[i])
+
+
+# --------------------------------------------------------------------------- click
+
+
+def _lpc_scores(
+    x: np.ndarray, pts: np.ndarray, w: int, p: int, floor: float
+) -> tuple[np.ndarray, np.ndarray]:
+    """Symmetric short-term prediction failure at each point ``t`` (a seam between t-1 and t).
+
+    Returns ``(score, jump)``: score = min(forward, backward) residual over in-window residual
+    RMS; jump = the smaller of the two absolute residuals (what would be heard).
+    """
+    if not len(pts):
+        return np.zeros(0), np.zeros(0)
+    k = 2
+    win = np.hanning(w + p).astype(np.float32)
+    lags = np.abs(np.arange(p)[:, None] - np.arange(p)[None, :])
+
+    def one_side(seg: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        fit = seg[:, : w + p] * win
+        r = np.stack(
+            [np.einsum("ij,ij->i", fit[:, : w + p - j], fit[:, j:]) for j in range(p + 1)], 1
+        )
+        r[:, 0] = r[:, 0] * (1 + 1e-4) + 1e-10  # a little white-noise conditioning
+        a = np.linalg.solve(r[:, lags], r[:, 1:, None])[:, :, 0]
+        lagged = sliding_window_view(seg, p + 1, axis=1)  # (n, w + k, p + 1): x[j-p .. j]
+        pred = np.einsum("nwk,nk->nw", lagged[:, :, -2::-1], a)
+        e = lagged[:, :, -1] - pred
+        sig = np.sqrt(np.mean(e[:, w // 2 : w] ** 2, axis=1))
+        out = np.abs(e[:, w:]).max(axis=1)
+        return out / np.maximum(sig, floor), out
+
+    fwd_idx = pts[:, None] + np.arange(-w - p, k)[None, :]
+    bwd_idx = pts[:, None] - 1 - np.arange(-w - p, k)[None, :]
+    sf_, jf = one_side(x[fwd_idx])
+    sb_, jb = one_side(x[bwd_idx])
+    return np.minimum(sf_, sb_), np.minimum(jf, jb)
+
+
+def _clicks(s: _Signal, cfg: DetectorConfig) -> list[Finding]:
+    w = max(32, int(s.sr * cfg.click_window_ms / 1000))
+    p = cfg.click_order
+    margin = w + p + 4 + cfg.click_search_samples
+    b = s.boundaries[(s.boundaries >= margin) & (s.boundaries <= s.n - margin)]
+    if not len(b):
+        return []
+    floor = max(3e-4, 10 ** ((s.level - 60) / 20))
+    off = np.arange(-cfg.click_search_samples, cfg.click_search_samples + 1)
+    pts = (b[:, None] + off[None, :]).reshape(-1)
+    score, jump = _lpc_scores(s.x, pts, w, p, floor)
+    score = score.reshape(len(b), -1)
+    jump = jump.reshape(len(b), -1)
+    best = score.argmax(axis=1)
+    bs = score[np.arange(len(b)), best]
+    bj = jump[np.arange(len(b)), best]
+    cand = (bs >= cfg.click_min_score) & (bj >= cfg.click_min_amp)
+    if not cand.any():
+        return []
+    # Only now (rarely) look at the same statistic away from the seams of this take.
+    rng = np.random.default_rng(s.n)
+    ref = rng.integers(margin, s.n - margin, size=cfg.click_ref_points * 2)
+    near = np.abs(ref[:, None] - s.boundaries[None, :]).min(axis=1) <= w
+    ref = ref[~near][: cfg.click_ref_points]
+    ref_score, _ = _lpc_scores(s.x, ref, w, p, floor)
+    q = float(np.quantile(ref_score, 0.999)) if len(ref_score) else 0.0
+    need = max(cfg.click_min_score, cfg.click_ref_factor * q)
+    all_b = s.boundaries.tolist()
+    out = []
+    for i in np.flatnonzero(cand & (bs >= need)):
+        t = int(b[i] + off[best[i]])
+        out.append(
+            Finding(
+                "click",
+                t / s.sr,
+                all_b.index(int(b[i])),
+                float(bs[i] / need),
+                {"score": float(bs[i]), "jump": float(bj[i]), "nonseam_p999": q, "threshold": need},
+            )
+        )
+    return out
+
+
+# --------------------------------------------------------------------------- replay
+
+
+def _ncc_search(region: np.ndarray, q: np.ndarray) -> np.ndarray:
+    """Normalised cross-correlation of ``q`` at every position of ``region`` ('valid')."""
+    L = len(q)
+    qn = q - q.mean()
+    qe = float(np.sqrt(np.dot(qn, qn)))
+    if qe == 0 or len(region) < L:
+        return np.zeros(0)
+    num = signal.fftconvolve(region, qn[::-1], mode="valid")
+    c1 = np.cumsum(np.r_[0.0, region.astype(np.float64)])
+    c2 = np.cumsum(np.r_[0.0, region.astype(np.float64) ** 2])
+    ssum = c1[L:] - c1[:-L]
+    var = np.maximum(c2[L:] - c2[:-L] - ssum * ssum / L, 1e-12)
+    return num / (qe * np.sqrt(var))
+
+
+def _ncc(a: np.ndarray, b: np.ndarray) -> float:
+    a = a - a.mean()
+    b = b - b.mean()
+    d = float(np.sqrt(np.dot(a, a) * np.dot(b, b)))
+    return float(np.dot(a, b) / d) if d > 0 else 0.0
+
+
+def _replays(s: _Signal, cfg: DetectorConfig, duration_s: float) -> list[Finding]:
+    q = max(1, int(round(s.sr / cfg.replay_rate_hz)))
+    m = s.n // q
+    if m < 8:
+        return []
+    y = s.x[: m * q].reshape(m, q).mean(axis=1)
+    rate = s.sr / q
+    starts = s.boundaries
+    if not len(starts):  # no timeline (a bare file): look at every pause-to-speech onset
+        runs = s.silent_runs()
+        starts = runs[:, 1][runs[:, 1] < len(s.silent)] * s.hop
+    out: list[Finding] = []
+    bounds_s = s.boundaries / s.sr
+    skip_until = -1
+    starts = np.asarray(starts, dtype=np.int64)
+    ends = np.r_[starts[1:], s.n]
+    for b, b_end in zip(starts, ends, strict=True):
+        if b < skip_until:
+            continue
+        # start the query at the first active frame after the seam (silence matches silence)
+        f0 = -(-int(b) // s.hop)
+        act = np.flatnonzero(~s.silent[f0 : f0 + int(0.5 / s.frame_s)])
+        if not len(act):
+            continue
+        qs = (f0 + int(act[0])) * s.hop
+        # the query stays inside this chunk (a repeated chunk is followed by new audio)
+        L_s = min(
+            cfg.replay_query_s, qs / s.sr, (max(b_end, qs + 1) - qs) / s.sr, (s.n - qs) / s.sr
+        )
+        if L_s < cfg.replay_min_query_s:
+            continue
+        qf = slice(qs // s.hop, (qs + int(L_s * s.sr)) // s.hop)
+        if (~s.silent[qf]).sum() * s.frame_s < cfg.replay_min_active_s:
+            continue
+        i0, L = qs // q, int(L_s * rate)
+        lo = max(0, i0 - int(cfg.replay_max_lookback_s * rate))
+        region = y[lo:i0]  # earlier audio only: a match must end before the query starts
+        c = _ncc_search(region, y[i0 : i0 + L])
+        if not len(c):
+            continue
+        j = int(np.argmax(c))
+        if c[j] < cfg.replay_min_ncc:
+            continue
+        # confirm at the full rate (refine the lag within one decimation step)
+        src0 = (lo + j) * q
+        Lf = L * q
+        best, src = -1.0, src0
+        for d in range(-q, q + 1):
+            st = src0 + d
+            if st < 0 or st + Lf > qs:
+                continue
+            v = _ncc(s.x[st : st + Lf], s.x[qs : qs + Lf])
+            if v > best:
+                best, src = v, st
+        if best < cfg.replay_min_ncc:
+            continue
+        # how long does the repeat go on? compare successive blocks at the same lag
+        blk = max(1, int(cfg.replay_block_s * s.sr))
+        length = Lf
+        lag = qs - src
+        while qs + length + blk <= s.n:
+            a = s.x[src + length : src + length + blk]
+            bb = s.x[qs + length : qs + length + blk]
+            if np.dot(a, a) < 1e-9 and np.dot(bb, bb) < 1e-9:
+                length += blk  # shared silence continues the repeat
+                continue
+            if _ncc(a, bb) < cfg.replay_min_ncc:
+                break
+            length += blk
+        skip_until = qs + length
+        t = qs / s.sr
+        bi, dist = _nearest(bounds_s, b / s.sr)
+        out.append(
+            Finding(
+                "replay",
+                t,
+                bi,
+                float(best / cfg.replay_min_ncc),
+                {
+                    "ncc": float(best),
+                    "source_s": src / s.sr,
+                    "lag_s": lag / s.sr,
+                    "length_s": length / s.sr,
+                    "from_start": bool(src / s.sr <= s.first_active_frame() * s.frame_s + 0.15),
+                    "share_of_take": length / s.sr / duration_s if duration_s else 0.0,
+                },
+            )
+        )
+    return out
+
+
+# --------------------------------------------------------------------------- gap
+
+
+def _pauses(s: _Signal) -> np.ndarray:
+    """Interior silent runs as ``(start_frame, end_frame, speech_frames_before)``."""
+    runs = s.silent_runs()
+    if not len(runs):
+        return np.zeros((0, 3), np.int64)
+    runs = runs[(runs[:, 0] > 0) & (runs[:, 1] < len(s.silent))]
+    active_before = np.cumsum(np.r_[0, (~s.silent).astype(np.int64)])
+    return (
+        np.column_stack([runs, active_before[runs[:, 0]]])
+        if len(runs)
+        else np.zeros((0, 3), np.int64)
+    )
+
+
+def _gaps(s: _Signal, cfg: DetectorConfig, speed: float, ref: _Signal | None) -> list[Finding]:
+    if not len(s.boundaries):
+        return []
+    pauses = _pauses(s)
+    if not len(pauses):
+        return []
+    ref_pauses = _pauses(ref) if ref is not None else None
+    long_s = cfg.gap_long_s / min(1.0, max(speed, 0.25))
+    edge = max(1, int(round(0.02 / s.frame_s)))
+    out = []
+    for k, b in enumerate(s.boundaries):
+        bf = b / s.hop
+        hit = np.flatnonzero((pauses[:, 0] - 1 <= bf) & (bf <= pauses[:, 1] + 1))
+        if not len(hit):
+            continue
+        st, en, before = (int(v) for v in pauses[hit[0]])
+        length = (en - st) * s.frame_s
+        if length < cfg.gap_min_s:
+            continue
+        pre = float(np.mean(s.db[max(0, st - edge) : st]))
+        post = float(np.mean(s.db[en : en + edge]))
+        abrupt = pre >= s.level + cfg.gap_edge_db
+        ev: dict[str, Any] = {
+            "pause_s": length,
+            "edge_before_db": pre - s.level,
+            "edge_after_db": post - s.level,
+        }
+        speech_before = before * s.frame_s
+        if (
+            ref is not None
+            and ref_pauses is not None
+            and speech_before <= ref.active_s() + cfg.gap_align_tol_s
+        ):
+            # the reference's pause after the same amount of speech, or at the same time
+            if len(ref_pauses):
+                d1 = np.abs(ref_pauses[:, 2] * ref.frame_s - speech_before)
+                d2 = np.abs(ref_pauses[:, 0] * ref.frame_s - st * s.frame_s)
+                j = np.flatnonzero(np.minimum(d1, d2) <= cfg.gap_align_tol_s)
+            else:
+                j = np.zeros(0, np.int64)
+            ref_len = (
+                float(((ref_pauses[j, 1] - ref_pauses[j, 0]) * ref.frame_s).max())
+                if len(j)
+                else 0.0
+            )
+            extra = length - ref_len
+            ev["reference_pause_s"] = ref_len
+            flagged, sev = extra >= cfg.gap_extra_s, extra / cfg.gap_extra_s
+        else:
+            flagged = abrupt or length >= long_s
+            sev = max(length / long_s, length / cfg.gap_min_s if abrupt else 0.0)
+            ev["abrupt"] = abrupt
+        if flagged:
+            out.append(Finding("gap", st * s.frame_s, k, float(sev), ev))
+    return out
+
+
+# --------------------------------------------------------------------------- underrun
+
+
+def simulate_playback(take: Take, prebuffer_ms: float = 200.0) -> list[Stall]:
+    """Play the arrival timeline: start once ``prebuffer_ms`` of audio is in (or the stream has
+    ended), play in real time, stall whenever the next chunk is not there yet, resume as soon as
+    it arrives. Returns every stall (length > 0)."""
+    if not take.chunks or not take.sample_rate:
+        return []
+    sr = take.sample_rate
+    arr = np.array([c.arrival_ms for c in take.chunks], dtype=np.float64)
+    start = np.array([c.offset for c in take.chunks], dtype=np.float64) * 1000 / sr
+    end = start + np.array([c.frames for c in take.chunks], dtype=np.float64) * 1000 / sr
+    ready = np.flatnonzero(end >= prebuffer_ms)
+    j = int(ready[0]) if len(ready) else len(arr) - 1
+    t0 = float(arr[: j + 1].max())  # playback starts when enough audio is buffered
+    late = arr - (t0 + start)  # how late chunk i is against a player that never stalled
+    cum = np.maximum.accumulate(np.maximum(late, 0.0))  # total stall time up to chunk i
+    stall = np.diff(np.r_[0.0, cum])
+    idx = np.flatnonzero(stall > 0)
+    return [
+        Stall(float(start[i]), float(t0 + start[i] + cum[i] - stall[i]), float(stall[i]), int(i))
+        for i in idx
+    ]
+
+
+def _underruns(take: Take, cfg: DetectorConfig) -> list[Finding]:
+    out = []
+    for st in simulate_playback(take, cfg.prebuffer_ms):
+        if st.stall_ms < cfg.underrun_min_ms:
+            continue
+        out.append(
+            Finding(
+                "underrun",
+                st.position_ms / 1000,
+                st.chunk_index - 1 if st.chunk_index > 0 else None,
+                st.stall_ms / cfg.underrun_min_ms,
+                {"stall_ms": st.stall_ms, "wall_ms": st.wall_ms, "prebuffer_ms": cfg.prebuffer_ms},
+            )
+        )
+    return out
+
+
+# --------------------------------------------------------------------------- durations
+
+
+def predicted_duration_s(text: str, speed: float, cfg: DetectorConfig) -> float:
+    return cfg.overhead_s + len(text) / (cfg.chars_per_s * max(speed, 0.25))
+
+
+def _durations(
+    take: Take, s: _Signal, cfg: DetectorConfig, ref: _Signal | None, ref_take: Take | None
+) -> list[Finding]:
+    out: list[Finding] = []
+    dur = s.n / s.sr
+    bounds_s = s.boundaries / s.sr
+    end_b = len(bounds_s) - 1 if len(bounds_s) else None
+    if take.status != "ok":
+        out.append(
+            Finding(
+                "truncation", dur, end_b, 1.0, {"status": take.status, "error": take.error or ""}
+            )
+        )
+    if s.n == 0:
+        if take.status == "ok":
+            out.append(Finding("truncation", 0.0, None, 1.0, {"empty": True}))
+        return out
+    act = s.active_s()
+    text = take.request.text or ""
+    speed = float(take.request.speed or 1.0)
+    pred = predicted_duration_s(text, speed, cfg)
+    cut = False
+    if ref is not None and ref.n:
+        ra = ref.active_s()
+        ratio = act / ra if ra else math.inf
+        ev = {"active_s": act, "reference_active_s": ra, "ratio": ratio, "duration_s": dur}
+        if ratio < cfg.truncation_ratio:
+            cut = True
+            out.append(
+                Finding("truncation", dur, end_b, cfg.truncation_ratio / max(ratio, 1e-6), ev)
+            )
+        elif ratio > cfg.duration_ratio:
+            out.append(Finding("duration", dur, end_b, ratio / cfg.duration_ratio, ev))
+    else:
+        ev = {"duration_s": dur, "predicted_s": pred, "ratio": dur / pred}
+        if pred - cfg.overhead_s >= cfg.min_predicted_s and dur < cfg.truncation_text_ratio * pred:
+            cut = True
+            out.append(
+                Finding(
+                    "truncation", dur, end_b, cfg.truncation_text_ratio * pred / max(dur, 1e-6), ev
+                )
+            )
+        elif dur > cfg.duration_text_ratio * pred and dur - pred >= cfg.duration_min_excess_s:
+            out.append(Finding("duration", dur, end_b, dur / (cfg.duration_text_ratio * pred), ev))
+    # stops mid-speech: the last 20 ms are still near speech level
+    tail = max(1, int(round(0.02 / s.frame_s)))
+    if not cut and len(s.db) > tail:
+        t_db = float(np.mean(s.db[-tail:]))
+        if t_db >= s.level + cfg.tail_abrupt_db:
+            out.append(
+                Finding(
+                    "truncation",
+                    dur,
+                    end_b,
+                    float(10 ** ((t_db - s.level - cfg.tail_abrupt_db) / 20)),
+                    {"abrupt_end_db": t_db - s.level, "duration_s": dur},
+                )
+            )
+    del ref_take
+    return out
+
+
+# --------------------------------------------------------------------------- crosstalk
+
+
+def _spectra(x: np.ndarray, sr: int, frame_s: float = 0.02) -> np.ndarray:
+    """Log band energies per frame (24 bands up to 7 kHz), mean-removed: a voice + content print."""
+    n = max(64, int(sr * frame_s))
+    nfft = 1 << (n - 1).bit_length()
+    m = len(x) // n
+    if m < 2:
+        return np.zeros((0, 24))
+    fr = x[: m * n].reshape(m, n) * np.hanning(n).astype(np.float32)
+    p = np.abs(np.fft.rfft(fr, nfft, axis=1)) ** 2
+    freqs = np.fft.rfftfreq(nfft, 1 / sr)
+    edges = np.geomspace(100, min(7000, sr / 2 - 1), 25)
+    band = np.digitize(freqs, edges) - 1
+    ok = (band >= 0) & (band < 24)
+    e = np.zeros((m, 24))
+    np.add.at(e.T, band[ok], p[:, ok].T)
+    f = np.log(e + 1e-9)
+    return f - f.mean(axis=0, keepdims=True)
+
+
+def _dtw_cost(a: np.ndarray, b: np.ndarray) -> float:
+    """Dynamic-time-warping cost (cosine frame distance, per path step) between two prints.
+
+    Same words in the same voice align cheaply even when timing differs (~0.01-0.09 for two
+    Piper renditions of one text); other words or another voice do not (>= 0.2).
+    """
+    if not len(a) or not len(b):
+        return 1.0
+    an = a / (np.linalg.norm(a, axis=1, keepdims=True) + 1e-9)
+    bn = b / (np.linalg.norm(b, axis=1, keepdims=True) + 1e-9)
+    c = 1 - an @ bn.T
+    n, m = c.shape
+    prev = np.full(m + 1, np.inf)
+    prev[0] = 0.0
+    for i in range(n):
+        down = np.minimum(prev[1:], prev[:-1]) + c[i]  # from (i-1, j) or (i-1, j-1)
+        row = np.empty(m + 1)
+        row[0] = np.inf
+        acc = np.inf
+        ci = c[i]
+        for j in range(m):  # the (i, j-1) step is a running recursion along the row
+            acc = min(down[j], acc + ci[j])
+            row[j + 1] = acc
+        prev = row
+    return float(prev[m] / (n + m))
+
+
+def _crosstalk(s: _Signal, ref: _Signal, cfg: DetectorConfig) -> list[Finding]:
+    fs = 0.02
+    on_s = cfg.crosstalk_onset_s
+
+    def window(sig: _Signal, t0: float, length: float) -> np.ndarray:
+        a = int(t0 * sig.sr)
+        return _spectra(sig.x[a : a + int(length * sig.sr)], sig.sr, fs)
+
+    t_on = s.first_active_frame() * s.frame_s
+    r_on = ref.first_active_frame() * ref.frame_s
+    if (s.n / s.sr) - t_on < on_s * 0.8 or (ref.n / ref.sr) - r_on < on_s * 0.8:
+        return []
+    onset = _dtw_cost(window(s, t_on, on_s), window(ref, r_on, on_s))
+    body_len = min(on_s, s.n / s.sr - t_on - on_s, ref.n / ref.sr - r_on - on_s)
+    body = (
+        _dtw_cost(window(s, t_on + on_s, body_len), window(ref, r_on + on_s, body_len))
+        if body_len >= 0.5
+        else None
+    )
+    ev = {"onset_dist": onset, "body_dist": body}
+    if onset >= cfg.crosstalk_min_dist and (body is None or onset >= cfg.crosstalk_ratio * body):
+        bi, _ = _nearest(s.boundaries / s.sr, t_on)
+        return [Finding("crosstalk", t_on, bi, onset / cfg.crosstalk_min_dist, ev)]
+    return []
+
+
+# --------------------------------------------------------------------------- entry points
+
+
+def analyze(
+    take: Take, reference: Take | None = None, config: DetectorConfig | None = None
+) -> Analysis:
+    """Run every detector on ``take`` (and compare with ``reference`` when given)."""
+    cfg = config or DetectorConfig()
+    s = _Signal(take, cfg)
+    ref = _Signal(reference, cfg) if reference is not None and reference.frames else None
+    dur = s.n / s.sr
+    findings: list[Finding] = []
+    if s.n:
+        findings += _clicks(s, cfg)
+        findings += _replays(s, cfg, dur)
+        findings += _gaps(s, cfg, float(take.request.speed or 1.0), ref)
+        if ref is not None:
+            findings += _crosstalk(s, ref, cfg)
+    findings += _underruns(take, cfg)
+    findings += _durations(take, s, cfg, ref, reference)
+    findings.sort(key=lambda f: (f.time_s, KINDS.index(f.kind)))
+    runs = s.silent_runs() if s.n else np.zeros((0, 2))
+    stalls = simulate_playback(take, cfg.prebuffer_ms)
+    metrics = {
+        "take_id": take.take_id,
+        "duration_s": dur,
+        "chunk_count": len(take.chunks),
+        "ttfa_ms": take.ttfa_ms,
+        "rtf": take.rtf,
+        "speech_level_db": s.level if s.n else None,
+        "active_s": s.active_s() if s.n else 0.0,
+        "max_silence_ms": float((runs[:, 1] - runs[:, 0]).max() * s.frame_s * 1000)
+        if len(runs)
+        else 0.0,
+        "stall_count": len(stalls),
+        "stall_ms": float(sum(st.stall_ms for st in stalls)),
+        "reference_duration_s": reference.duration_s if reference is not None else None,
+        "duration_ratio_vs_reference": (dur / reference.duration_s)
+        if reference is not None and reference.duration_s
+        else None,
+        "findings": len(findings),
+    }
+    return Analysis(findings, metrics)
+
+
+def detect(
+    take: Take, reference: Take | None = None, config: DetectorConfig | None = None
+) -> list[Finding]:
+    """The findings of :func:`analyze`, sorted by time."""
+    return analyze(take, reference, config).findings
+
+
+__all__ = [
+    "DETECTOR_VERSION",
+    "KINDS",
+    "Analysis",
+    "DetectorConfig",
+    "Finding",
+    "Stall",
+    "analyze",
+    "detect",
+    "predicted_duration_s",
+    "simulate_playback",
+]
