@@ -25,7 +25,9 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from backends.base import SpeechRequest  # noqa: E402
+import numpy as np  # noqa: E402
+
+from backends.base import AudioChunk, Backend, Capabilities, SpeechRequest  # noqa: E402
 from backends.piper import PiperBackend, PiperOptions  # noqa: E402
 from backends.registry import load_backend  # noqa: E402
 from evaluation.takes import record  # noqa: E402
@@ -89,10 +91,73 @@ async def _measure(runs: int, warmup: int, text: str, url: str) -> dict:
             "ttfa_ms_max": round(max(r["ttfa_ms"] for r in rows), 2),
             "total_ms_median": round(statistics.median(r["total_ms"] for r in rows), 2),
             "added_ttfa_ms": round(ttfa - base, 2),
+            # same round, remote minus direct: less sensitive to drift on a shared machine
+            "added_ttfa_ms_paired_median": round(
+                statistics.median(
+                    r["ttfa_ms"] - d["ttfa_ms"]
+                    for r, d in zip(rows, samples["direct"], strict=True)
+                ),
+                2,
+            ),
             "ttfa_ratio": round(ttfa / base, 3),
             "runs": [{k: round(v, 2) for k, v in r.items()} for r in rows],
         }
     return out
+
+
+class _Instant(Backend):
+    """Yields ready-made audio at once, so a remote TTFA over it is the hop alone."""
+
+    name = "instant"
+
+    def __init__(self) -> None:
+        self.pcm = np.zeros(441, np.int16)
+
+    @classmethod
+    def from_params(cls, params, target=None):  # pragma: no cover - never registered
+        return cls()
+
+    @property
+    def capabilities(self) -> Capabilities:
+        return Capabilities(sample_rate=22050)
+
+    async def stream(self, request):
+        for i in range(3):
+            yield AudioChunk(self.pcm, 22050, 1, i)
+
+
+async def _hop_only(runs: int, warmup: int) -> dict:
+    """Protocol cost alone: the api server runs in a thread of this process (an upper bound,
+    since client and server share one interpreter)."""
+    import threading
+
+    import uvicorn
+
+    from app.api import create_api_app
+
+    port = _free_port()
+    server = uvicorn.Server(
+        uvicorn.Config(create_api_app(_Instant()), host="127.0.0.1", port=port, log_level="warning")
+    )
+    th = threading.Thread(target=server.run, daemon=True)
+    th.start()
+    while not server.started:
+        await asyncio.sleep(0.02)
+    direct = _Instant()
+    remotes = {m: load_backend(f"vllm-omni+http://127.0.0.1:{port}?mode={m}") for m in MODES}
+    rows: dict[str, list[float]] = {k: [] for k in ("direct", *MODES)}
+    try:
+        for i in range(warmup + runs):
+            for name, be in {"direct": direct, **remotes}.items():
+                t = await record(be, SpeechRequest("hop"))
+                if i >= warmup:
+                    rows[name].append(t.ttfa_ms)
+    finally:
+        for be in remotes.values():
+            await be.aclose()
+        server.should_exit = True
+        th.join(5)
+    return {k: round(statistics.median(v), 2) for k, v in rows.items()}
 
 
 def main() -> int:
@@ -111,6 +176,7 @@ def main() -> int:
     finally:
         proc.terminate()
         proc.wait(10)
+    hop = asyncio.run(_hop_only(max(args.runs, 15), args.warmup))
     report = {
         "benchmark": "remote_overhead",
         "what": "TTFA of listenlab api + remote backend (127.0.0.1) vs the same Piper voice in-process",
@@ -125,6 +191,8 @@ def main() -> int:
         },
         "note": "server in a child process; client, server and other work share this machine's cores",
         "results": results,
+        "hop_only_ttfa_ms_median": hop,
+        "hop_only_note": "a backend with audio ready at once, served in-process: the protocol cost alone",
     }
     out = Path(args.out)
     out.parent.mkdir(parents=True, exist_ok=True)
@@ -132,11 +200,18 @@ def main() -> int:
     print(f"TTFA, median of {args.runs} warm runs ({spec}):")
     for name, r in results.items():
         extra = (
-            "" if name == "direct" else f"  +{r['added_ttfa_ms']:.1f} ms  x{r['ttfa_ratio']:.3f}"
+            ""
+            if name == "direct"
+            else f"  ratio x{r['ttfa_ratio']:.3f}  added {r['added_ttfa_ms']:+.1f} ms"
+            f" (paired {r['added_ttfa_ms_paired_median']:+.1f} ms)"
         )
         print(
             f"  {name:>6}: {r['ttfa_ms_median']:7.1f} ms (min {r['ttfa_ms_min']:.1f}, max {r['ttfa_ms_max']:.1f}){extra}"
         )
+    print(
+        "Hop alone (instant backend, median TTFA ms): "
+        + ", ".join(f"{k} {v:.2f}" for k, v in hop.items())
+    )
     print(f"-> {out}")
     return 0
 
