@@ -34,6 +34,7 @@ def sanitize_name(name: str) -> str:
         raise InvalidRequest("a voice name must be text")
     s = unicodedata.normalize("NFC", name)
     s = _NAME_BAD.sub(" ", s)
+    s = re.sub(r"\.{2,}", " ", s)  # no ".." anywhere, even though names are never paths
     s = re.sub(r"\s+", " ", s).strip().lstrip(".").strip()
     s = s[:MAX_NAME].strip()
     if not s:
