@@ -11,6 +11,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import json
 import logging
 import os
 from collections.abc import Callable, Mapping, Sequence
@@ -70,13 +71,14 @@ def default_detector(take: Take) -> list[dict[str, Any]] | None:
     out = []
     for f in found:
         d = f if isinstance(f, dict) else (f.to_dict() if hasattr(f, "to_dict") else asdict(f))
+        evidence = json.loads(json.dumps(d.get("evidence") or {}, default=float))
         out.append(
             {
                 "kind": d.get("kind"),
-                "time_s": d.get("time_s"),
+                "time_s": None if d.get("time_s") is None else float(d["time_s"]),
                 "boundary_index": d.get("boundary_index"),
-                "severity": d.get("severity"),
-                "detail": d.get("detail") or d.get("message") or "",
+                "severity": None if d.get("severity") is None else float(d["severity"]),
+                "evidence": evidence,
             }
         )
     return out

@@ -90,7 +90,7 @@ class Session:
             if isinstance(m, bytes):
                 await self.ws.send_bytes(m)
             else:
-                await self.ws.send_text(json.dumps(m))
+                await self.ws.send_text(json.dumps(m, default=float))
 
     # -- page messages
 

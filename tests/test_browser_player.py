@@ -144,4 +144,15 @@ def test_forced_stall_is_detected_reported_and_stored(server, browser):
         "SELECT underrun_count FROM takes WHERE take_id=?", [g["takeId"]]
     ).fetchone()
     assert t[0] == u["count"]
+    # the automatic findings arrive, are stored with the take, and are listed in the card
+    page.wait_for_function("window.listenlab.last.findings", timeout=30_000)
+    f = page.evaluate("window.listenlab.last.findings")
+    assert f["available"] is True
+    stored = server.state.store.db.execute(
+        "SELECT kind, time_s FROM auto_findings WHERE take_id=? ORDER BY time_s", [g["takeId"]]
+    ).fetchall()
+    assert [r[0] for r in stored] == [x["kind"] for x in f["findings"]]
+    text = page.inner_text("#ll-findings")
+    assert text.startswith("Automatic glitch findings")
+    assert all(x["kind"] in text for x in f["findings"])
     page.close()
