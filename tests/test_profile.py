@@ -1,7 +1,10 @@
 """Wire profiles on the real Piper voice: format, chunk schedule, content, pacing, cancellation.
 
 Timing assertions are one-sided where the code guarantees it (a chunk is never sent before its
-due time) and generous where the shared 2-core machine may add delay (lateness).
+due time) and generous where the shared 2-core machine may add delay (lateness). Schedule tests
+feed the wrapper a *recorded* real Piper take (:class:`PiperTake`), so that they measure the
+profile's pacing and not how fast Piper happens to run while other engineers' tests load the
+machine; the live voice is covered by the content, lifecycle and live-pacing tests.
 """
 
 from __future__ import annotations
@@ -24,7 +27,7 @@ from evaluation.takes import record
 TEXT = "Hello there. This is a test of the wire profile, with a longer second sentence."
 SHORT = "One two three four five."
 EARLY_S = 0.003  # clock granularity: a chunk may not arrive earlier than this before it is due
-LATE_S = 0.35  # generous: the machine is shared
+LATE_S = 0.5  # generous: the machine is shared
 
 
 async def collect(backend: Backend, text: str = TEXT) -> tuple[float, list[AudioChunk]]:
@@ -57,6 +60,37 @@ def direct_takes(piper_det) -> dict[str, np.ndarray]:
 def wrap(piper_det, name: str, **knobs: object) -> ProfileBackend:
     params = {"profile": name, **{k: str(v) for k, v in knobs.items()}}
     return ProfileBackend(piper_det, profile_from_params(params))
+
+
+class PiperTake(Backend):
+    """A real Piper take, recorded once, played back in ``piece_s`` pieces.
+
+    With ``piece_delay`` each piece is released that long after the previous one (a slow
+    voice); ``released`` keeps the release times to check that nothing is sent before its audio.
+    """
+
+    name = "piper-take"
+
+    def __init__(self, takes: dict[str, np.ndarray], piece_s: float = 0.25, piece_delay=0.0):
+        self.takes, self.piece = takes, int(22050 * piece_s)
+        self.piece_delay = piece_delay
+        self.released: list[float] = []
+
+    @classmethod
+    def from_params(cls, params, target=None):  # pragma: no cover - not used via specs
+        raise NotImplementedError
+
+    @property
+    def capabilities(self) -> Capabilities:
+        return Capabilities(sample_rate=22050, channels=1)
+
+    async def stream(self, request: SpeechRequest) -> AsyncIterator[AudioChunk]:
+        x = self.takes[request.text]
+        for i, start in enumerate(range(0, len(x), self.piece)):
+            if self.piece_delay:
+                await asyncio.sleep(self.piece_delay)
+            self.released.append(time.monotonic())
+            yield AudioChunk(x[start : start + self.piece].copy(), 22050, 1, i)
 
 
 # --------------------------------------------------------------------------- format and schedule
@@ -182,7 +216,9 @@ async def test_profile_on_a_profile_keeps_stereo(piper_det, direct_takes):
 # --------------------------------------------------------------------------- pacing
 
 
-def assert_on_schedule(p: WireProfile, t0: float, chunks: list[AudioChunk], jitter=None):
+def assert_on_schedule(
+    p: WireProfile, t0: float, chunks: list[AudioChunk], jitter=None, late: float = LATE_S
+):
     sizes = [c.frames for c in chunks]
     planned = p.planned_offsets(sizes)
     if jitter is not None:
@@ -190,43 +226,69 @@ def assert_on_schedule(p: WireProfile, t0: float, chunks: list[AudioChunk], jitt
     for c, due in zip(chunks, planned, strict=True):
         at = c.arrived - t0
         assert at >= due - EARLY_S, f"chunk {c.index} came {1000 * (due - at):.0f} ms early"
-        assert at <= due + LATE_S, f"chunk {c.index} came {1000 * (at - due):.0f} ms late"
+        assert at <= due + late, f"chunk {c.index} came {1000 * (at - due):.0f} ms late"
     arrived = [c.arrived for c in chunks]
     assert arrived == sorted(arrived)
 
 
 @pytest.mark.parametrize("name", [n for n in PROFILES])
-async def test_profile_pacing(piper_det, name):
+async def test_profile_pacing(direct_takes, name):
     """At pace 4 each chunk arrives when the schedule says: produced audio / 4 after start."""
-    p = profile_from_params({"profile": name, "pace": "4", "ttfa_ms": "400"})
-    t0, chunks = await collect(ProfileBackend(piper_det, p))
+    p = profile_from_params({"profile": name, "pace": "4", "ttfa_ms": "100"})
+    t0, chunks = await collect(ProfileBackend(PiperTake(direct_takes), p))
     assert_on_schedule(p, t0, chunks)
-    # The whole stream takes about duration / 4 (+ the 400 ms latency), not Piper's speed.
+    # The whole stream takes duration / 4 (+ the 100 ms latency), whatever the voice's speed.
     total = sum(c.frames for c in chunks) / p.sample_rate
     span = chunks[-1].arrived - t0
-    assert 0.4 + total / 4 - EARLY_S <= span <= 0.4 + total / 4 + LATE_S
+    assert 0.1 + total / 4 - EARLY_S <= span <= 0.1 + total / 4 + LATE_S
+    gaps = np.diff([c.arrived for c in chunks])
+    due = np.diff(p.planned_offsets([c.frames for c in chunks]))
+    assert np.median(np.abs(gaps - due)) < 0.05, "typical gaps follow the schedule"
 
 
-async def test_qwen3_default_pace_reproduces_the_anchor_stall(piper_det):
+async def test_live_piper_is_paced_and_never_early(piper_det):
+    """With the live voice: nothing before its due time, and the end is not before duration/2."""
+    p = PROFILES["fish-speech"]
+    t0, chunks = await collect(ProfileBackend(piper_det, p))
+    assert_on_schedule(p, t0, chunks, late=30.0)  # lateness depends on the machine's load
+    total = sum(c.frames for c in chunks) / p.sample_rate
+    assert chunks[-1].arrived - t0 >= total / p.pace - EARLY_S
+
+
+async def test_never_sent_before_the_voice_made_it(direct_takes):
+    """A voice slower than the schedule: each chunk waits for the inner audio it carries."""
+    inner = PiperTake(direct_takes, piece_s=0.25, piece_delay=0.15)  # 0.25 s audio per 0.15 s
+    p = profile_from_params({"profile": "qwen3-tts", "pace": "8"})  # wants 0.25 s per 31 ms
+    _, chunks = await collect(ProfileBackend(inner, p), SHORT)
+    end = 0
+    for c in chunks[:-1]:
+        end += c.frames
+        needed = end * 22050 / p.sample_rate - 2  # input samples this chunk's audio comes from
+        piece = int(needed // inner.piece)
+        assert c.arrived >= inner.released[piece], f"chunk {c.index} before its audio"
+    assert chunks[-1].arrived >= inner.released[-1]
+
+
+async def test_qwen3_default_pace_reproduces_the_anchor_stall(direct_takes):
     """Default pace 2: 80 ms of audio, then the next chunk ~1.04 s later (a ~920 ms hole)."""
     p = PROFILES["qwen3-tts"]
     assert p.pace == 2.0
-    t0, chunks = await collect(ProfileBackend(piper_det, p))
+    t0, chunks = await collect(ProfileBackend(PiperTake(direct_takes), p))
     assert chunks[0].duration == pytest.approx(0.08)
     gap = chunks[1].arrived - chunks[0].arrived
     # due gap = 2.0 s / 2 = 1.0 s; chunk 0 may be late (Piper's first piece), never early
-    assert 1.0 - LATE_S <= gap <= 1.0 + EARLY_S + 0.05
+    assert 1.0 - LATE_S <= gap <= 1.0 + LATE_S
     hole = gap - chunks[0].duration
     assert hole > 0.6, "a player starting on chunk 0 runs dry"
     assert_on_schedule(p, t0, chunks)
 
 
-async def test_slow_pace_timeline(piper_det):
+async def test_slow_pace_timeline(direct_takes):
     """pace 0.67: every chunk of d seconds arrives d / 0.67 after the previous one."""
     p = profile_from_params(
         {"profile": "custom", "first_frames": "5", "chunk_frames": "5", "pace": "0.67"}
     )
-    t0, chunks = await collect(ProfileBackend(piper_det, p), SHORT)
+    t0, chunks = await collect(ProfileBackend(PiperTake(direct_takes), p), SHORT)
     assert len(chunks) >= 3
     assert_on_schedule(p, t0, chunks)
     for a, b in zip(chunks[:-1], chunks[1:], strict=False):
@@ -238,7 +300,7 @@ async def test_slow_pace_timeline(piper_det):
     assert np.median(steady) > 0.4 * 1.2  # 400 ms chunks
 
 
-async def test_stall_gap_timeline(piper_det):
+async def test_stall_gap_timeline(direct_takes):
     """stall=5:1.0 -> a 1 s hole between chunks 5 and 6; later chunks shift by 1 s."""
     p = profile_from_params(
         {
@@ -251,11 +313,11 @@ async def test_stall_gap_timeline(piper_det):
         }
     )
     assert p.stall_before(5) == 0 and p.stall_before(6) == 1.0
-    t0, chunks = await collect(ProfileBackend(piper_det, p), SHORT)
+    t0, chunks = await collect(ProfileBackend(PiperTake(direct_takes), p), SHORT)
     assert len(chunks) > 8
     assert_on_schedule(p, t0, chunks)
     gaps = np.diff([c.arrived for c in chunks])
-    assert 1.0 + 0.04 - EARLY_S <= gaps[5] <= 1.0 + 0.04 + LATE_S
+    assert 1.0 <= gaps[5] <= 1.0 + 0.04 + LATE_S
     others = np.delete(gaps, 5)
     assert np.median(others) < 0.2
 
@@ -267,7 +329,7 @@ def test_stall_spec_parsing():
     assert "stall=12:1.4,3:0.5" in p.assumptions
 
 
-async def test_jitter_is_seeded_late_never_early(piper_det):
+async def test_jitter_is_seeded_late_never_early(direct_takes):
     p = profile_from_params(
         {
             "profile": "custom",
@@ -279,7 +341,7 @@ async def test_jitter_is_seeded_late_never_early(piper_det):
             "ttfa_ms": "300",
         }
     )
-    t0, chunks = await collect(ProfileBackend(piper_det, p), SHORT)
+    t0, chunks = await collect(ProfileBackend(PiperTake(direct_takes), p), SHORT)
     rng = random.Random(7)
     jitter = [rng.uniform(0, 150) / 1000 for _ in chunks]
     assert max(jitter) > 0.05
