@@ -410,6 +410,9 @@ def create_api_app(
 
     @contextlib.asynccontextmanager
     async def lifespan(_app):
+        # A remote backend learns its capabilities (cloning, rate) from its server's model card.
+        with contextlib.suppress(Exception):
+            await asyncio.wait_for(backend.health(), 5)
         try:
             yield
         finally:
@@ -748,6 +751,10 @@ def create_api_app(
         speaker_description: str | None = Form(None),
     ):
         caps = backend.capabilities
+        refresh = getattr(backend, "refresh", None)
+        if not caps.cloning and callable(refresh):
+            with contextlib.suppress(Exception):
+                caps = await refresh()
         if not caps.cloning:
             raise ApiError(
                 f"the {backend.describe()} backend cannot clone voices, so voice uploads are not supported"

@@ -714,7 +714,7 @@ class VllmOmniHttpBackend(Backend):
                     error_message(content, resp.status_code), status=resp.status_code
                 )
             ctype = resp.headers.get("content-type", "").split(";")[0].strip().lower()
-            reader = _Reader(resp.aiter_raw(), clock)
+            reader = _Reader(resp.aiter_bytes(), clock)
             if ctype == "text/event-stream":
                 gen = self._parse_sse(reader)
             elif ctype in ("audio/wav", "audio/x-wav", "audio/wave", "audio/vnd.wave"):
@@ -787,9 +787,12 @@ class VllmOmniHttpBackend(Backend):
         framer = _Framer()
         header = b""
         fmt_name: str | None = None
+        finished = False
         while True:
             data = await reader.next()
             if data is None:
+                if finished and not parser.pending:
+                    return
                 if parser.pending:
                     raise BackendError(
                         "the SSE stream was cut in the middle of an event (malformed or truncated SSE)",
@@ -801,6 +804,12 @@ class VllmOmniHttpBackend(Backend):
                     partial=framer.index > 0,
                 )
             for ev in parser.feed(data):
+                if finished:
+                    raise BackendError(
+                        f"the SSE stream sent {ev.event!r} after speech.audio.done "
+                        "(exactly one terminal event is allowed)",
+                        partial=True,
+                    )
                 try:
                     payload = json.loads(ev.data)
                 except ValueError:
@@ -843,6 +852,9 @@ class VllmOmniHttpBackend(Backend):
                     if chunk is not None:
                         yield chunk
                 elif kind == "speech.audio.done":
+                    chunk = framer.take(final=True)
+                    if chunk is not None:
+                        yield chunk
                     if framer.leftover():
                         raise BackendError(
                             f"the SSE audio ended mid-frame ({framer.leftover()} stray bytes)",
@@ -852,7 +864,7 @@ class VllmOmniHttpBackend(Backend):
                         raise BackendError(
                             "the server finished (speech.audio.done) without any audio"
                         )
-                    return
+                    finished = True  # read on to EOF: nothing may follow the terminal event
                 elif kind == "speech.audio.error":
                     err = payload.get("error") if isinstance(payload.get("error"), dict) else {}
                     msg = str(err.get("message") or payload.get("error") or "unknown error")
@@ -971,6 +983,9 @@ class VllmOmniHttpBackend(Backend):
                             "the server reported a failed utterance (audio.done error:true)"
                         )
                 elif kind == "session.done":
+                    chunk = framer.take(final=True)
+                    if chunk is not None:
+                        yield chunk
                     if framer.leftover():
                         raise BackendError(
                             f"the WebSocket audio ended mid-frame ({framer.leftover()} stray bytes)",

@@ -16,6 +16,7 @@ HTTP ``/v1/audio/speech`` faults (each honours the requested SSE/raw mode and wa
 ``error_event``    SSE: audio, then ``speech.audio.error`` with ``partial_audio``
 ``malformed``      SSE: ``kind`` = json | base64 | noaudio | truncated
 ``no_terminal``    SSE: audio, then a clean EOF without done/error
+``two_terminal``   SSE: a delta after ``speech.audio.done``
 ``drip``           1 byte per second
 ``hang``           accept, then never send the response headers
 ``hang_body``      send 200 headers, then nothing
@@ -295,6 +296,8 @@ def create_fault_app() -> FastAPI:
                 await asyncio.sleep(0.01)
             if f.name != "no_terminal":
                 yield DONE
+            if f.name == "two_terminal":
+                yield delta(audio[0], fmt)
 
         if f.name == "hang_body":
             return StreamingResponse(

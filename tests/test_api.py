@@ -576,3 +576,155 @@ async def test_openai_sdk_streaming_response(api, direct):
     with pytest.raises(BadRequestError, match="Input text cannot be empty"):
         await client.audio.speech.create(model="piper", voice="joe", input=" ")
     await client.close()
+
+
+# --------------------------------------------------------------------------- failures mid-stream
+
+
+@pytest.fixture(scope="module")
+def faults():
+    from tests.fault_server import create_fault_app
+
+    srv = ServerThread(create_fault_app()).start()
+    yield srv
+    srv.stop()
+
+
+def _over_faults(faults, fault: str) -> ServerThread:
+    """listenlab api over a remote backend pointed at the fault server (a real chain)."""
+    from backends.registry import load_backend
+
+    inner = load_backend(f"vllm-omni+http://127.0.0.1:{faults.port}/{fault}?mode=sse&format=pcm")
+    return ServerThread(create_api_app(inner, own_backend=True)).start()
+
+
+def test_failure_after_200_cuts_a_raw_stream(faults):
+    srv = _over_faults(faults, "cut,after=2")
+    try:
+        with (
+            pytest.raises(httpx.RemoteProtocolError),
+            httpx.stream(
+                "POST",
+                srv.url + "/v1/audio/speech",
+                json={"input": TEXT, "stream_format": "audio", "response_format": "pcm"},
+                timeout=30,
+            ) as r,
+        ):
+            assert r.status_code == 200
+            for _ in r.iter_raw():
+                pass
+    finally:
+        srv.stop()
+
+
+def test_failure_after_200_is_one_sse_error_event(faults):
+    srv = _over_faults(faults, "error_event,after=2")
+    try:
+        r = httpx.post(
+            srv.url + "/v1/audio/speech", json={"input": TEXT, "stream": True}, timeout=30
+        )
+        blocks = [json.loads(b.split("\n")[1][6:]) for b in r.text.split("\n\n") if b]
+        assert [b["type"] for b in blocks[:-1]] == ["speech.audio.delta"] * (len(blocks) - 1)
+        last = blocks[-1]
+        assert last["type"] == "speech.audio.error"
+        assert last["partial_audio"] is True and last["action"] == "discard"
+        assert last["error"]["type"] == "server_error" and last["error"]["code"] == 500
+        assert "did not emit codec EOS" in last["error"]["message"]
+    finally:
+        srv.stop()
+
+
+def test_error_before_audio_keeps_the_upstream_status(faults):
+    srv = _over_faults(faults, "http500")
+    try:
+        r = httpx.post(
+            srv.url + "/v1/audio/speech", json={"input": TEXT, "stream": True}, timeout=30
+        )
+        assert_error(r, 500, "server_error", "engine exploded")
+    finally:
+        srv.stop()
+
+
+async def test_ws_failure_mid_stream(faults):
+    srv = _over_faults(faults, "cut,after=2")
+    try:
+        async with connect(ws_url(srv)) as ws:
+            await ws.send(
+                json.dumps(
+                    {"type": "session.config", "response_format": "pcm", "stream_audio": True}
+                )
+            )
+            await ws.send(json.dumps({"type": "input.text", "text": TEXT}))
+            await ws.send(json.dumps({"type": "input.done"}))
+            msgs = []
+            while True:
+                m = await asyncio.wait_for(ws.recv(), 20)
+                msgs.append(m if isinstance(m, bytes) else json.loads(m))
+                if isinstance(msgs[-1], dict) and msgs[-1]["type"] == "session.done":
+                    break
+        kinds = [m if isinstance(m, dict) else "bin" for m in msgs]
+        assert kinds[0]["type"] == "audio.start" and kinds[0]["sample_rate"] == 24000
+        err = next(m for m in msgs if isinstance(m, dict) and m["type"] == "error")
+        assert err["message"].startswith("Generation failed for utterance 0, sentence 0:")
+        assert (
+            "cut" in err["message"] and err["partial_audio"] is True and err["action"] == "discard"
+        )
+        done = next(m for m in msgs if isinstance(m, dict) and m["type"] == "audio.done")
+        assert done["error"] is True and done["total_bytes"] > 0
+    finally:
+        srv.stop()
+
+
+def test_voice_upload_and_delete_through_a_cloning_backend(faults):
+    srv = _over_faults(faults, "ok")
+    try:
+        clip = io.BytesIO()
+        sf.write(clip, np.sin(np.arange(16000 * 3) / 10) * 0.3, 16000, format="WAV")
+        r = httpx.post(
+            srv.url + "/v1/audio/voices",
+            data={
+                "name": "Narrator",
+                "consent": "user-7",
+                "ref_text": "words",
+                "speaker_description": "warm",
+            },
+            files={"audio_sample": ("n.wav", clip.getvalue(), "audio/wav")},
+            timeout=30,
+        )
+        assert r.status_code == 200, r.text
+        v = r.json()["voice"]
+        assert r.json()["success"] is True
+        assert (v["name"], v["consent"], v["ref_text"], v["speaker_description"]) == (
+            "narrator",
+            "user-7",
+            "words",
+            "warm",
+        )
+        listed = httpx.get(srv.url + "/v1/audio/voices").json()
+        assert "narrator" in listed["voices"] and "default" in listed["voices"]
+        up = {u["name"]: u for u in listed["uploaded_voices"]}
+        assert up["narrator"]["consent"] == "user-7" and up["narrator"]["ref_text"] == "words"
+        bad = httpx.post(
+            srv.url + "/v1/audio/voices",
+            data={"name": "x", "consent": "y"},
+            files={"audio_sample": ("x.txt", b"hello", "text/plain")},
+        )
+        assert_error(bad, 400, "BadRequestError", "Unsupported audio MIME type 'text/plain'")
+        short = io.BytesIO()
+        sf.write(short, np.zeros(800), 16000, format="WAV")
+        bad = httpx.post(
+            srv.url + "/v1/audio/voices",
+            data={"name": "x", "consent": "y"},
+            files={"audio_sample": ("x.wav", short.getvalue(), "audio/wav")},
+        )
+        assert_error(bad, 400, "BadRequestError", "Reference audio too short")
+        r = httpx.delete(srv.url + "/v1/audio/voices/narrator")
+        assert r.json() == {"success": True, "message": "Voice 'narrator' deleted successfully"}
+        assert_error(
+            httpx.delete(srv.url + "/v1/audio/voices/narrator"),
+            404,
+            "NotFoundError",
+            "Voice 'narrator' not found",
+        )
+    finally:
+        srv.stop()

@@ -194,6 +194,19 @@ async def test_sse_eof_without_terminal_event_is_a_failure(fault_server):
     assert len(e.take.chunks) == 3  # all the audio came, and it still is not a success
 
 
+async def test_sse_event_after_the_terminal_event_is_a_failure(fault_server):
+    e, _ = await failure(fault_server, "two_terminal", mode="sse")
+    assert "after speech.audio.done (exactly one terminal event is allowed)" in str(e)
+
+
+@pytest.mark.parametrize("mode", ["sse", "audio", "ws"])
+async def test_tiny_chunks_are_all_delivered(fault_server, mode):
+    """Chunks shorter than the 10 ms minimum are joined, and the tail is flushed at the end."""
+    t = await take(fault_server, "ok,ms=3,chunks=7", mode=mode, format="pcm")
+    assert t.ok
+    np.testing.assert_array_equal(t.audio, expected(24000, 1, chunks=7, ms=3))
+
+
 async def test_json_body_instead_of_audio(fault_server):
     e, _ = await failure(fault_server, "json200", mode="sse")
     assert "unexpected 200 response of type application/json" in str(e)
