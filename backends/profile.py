@@ -35,7 +35,6 @@ from dataclasses import dataclass, field, replace
 import numpy as np
 
 from backends.base import (
-    Audio,
     AudioChunk,
     Backend,
     BackendError,
@@ -490,7 +489,11 @@ class _Converter:
 
 
 class ProfileBackend(Backend):
-    """Any backend, re-emitted on the wire as ``profile`` (see the module docstring)."""
+    """Any backend, re-emitted on the wire as ``profile`` (see the module docstring).
+
+    ``synthesize`` is the base class's join of the stream, so a non-streaming answer comes when
+    the simulated server would have finished.
+    """
 
     name = "profile"
 
@@ -524,7 +527,8 @@ class ProfileBackend(Backend):
         )
 
     def describe(self) -> str:
-        return self.spec or f"{self.inner.describe()}&profile={self.profile.name}"
+        inner = self.inner.describe()
+        return self.spec or f"{inner}{'&' if '?' in inner else '?'}profile={self.profile.name}"
 
     async def voices(self) -> list[Voice]:
         return await self.inner.voices()
@@ -544,9 +548,12 @@ class ProfileBackend(Backend):
     async def aclose(self) -> None:
         await self.inner.aclose()
 
-    async def synthesize(self, request: SpeechRequest) -> Audio:
-        """A non-streaming answer arrives when the simulated server would have finished."""
-        return await super().synthesize(request)
+    async def refresh(self) -> Capabilities:
+        """Let a remote inner engine learn its capabilities; the format stays the profile's."""
+        refresh = getattr(self.inner, "refresh", None)
+        if callable(refresh):
+            await refresh()
+        return self.capabilities
 
     async def stream(self, request: SpeechRequest) -> AsyncIterator[AudioChunk]:
         p = self.profile
