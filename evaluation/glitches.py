@@ -83,10 +83,12 @@ class DetectorConfig:
     # -- replay
     replay_rate_hz: int = 4000
     replay_query_s: float = 0.6
-    replay_min_query_s: float = 0.25
+    replay_min_query_s: float = 0.2
     replay_min_ncc: float = 0.9
     """Normalised correlation (at the search rate and again at the full rate) to call a repeat."""
-    replay_min_active_s: float = 0.2
+    replay_coarse_ncc: float = 0.6
+    """Candidate threshold at the search rate (sub-sample misalignment lowers the peak there)."""
+    replay_min_active_s: float = 0.15
     """The query must hold at least this much non-silent audio (silence matches silence)."""
     replay_max_lookback_s: float = 120.0
     replay_block_s: float = 0.1
@@ -96,9 +98,9 @@ class DetectorConfig:
     gap_min_s: float = 0.15
     gap_long_s: float = 1.0
     """A pause at a seam at least this long (divided by the request's speed when < 1) is a gap."""
-    gap_edge_db: float = -24.0
+    gap_edge_db: float = -20.0
     """'Abrupt' stop: the 20 ms before the silence are within this of the speech level (natural
-    pauses fade out: their last 20 ms sit 28 dB or more below it)."""
+    pauses fade out: on Piper their last 20 ms sit 24 dB or more below it)."""
     gap_extra_s: float = 0.25
     """With a reference: a seam pause this much longer than the aligned reference pause."""
     gap_align_tol_s: float = 0.5
@@ -132,8 +134,11 @@ class DetectorConfig:
     crosstalk_min_dist: float = 0.15
     """DTW cost (cosine distance of log band energies per step) between the take's onset and the
     reference's that counts as foreign audio (same text and voice: <= 0.09 on Piper)."""
+    crosstalk_voice_dist: float = 0.6
+    """RMS difference (natural-log units per band) between the onset's long-term spectrum and
+    the reference onset's that counts as another voice (same voice: <= 0.35 on Piper)."""
     crosstalk_ratio: float = 2.0
-    """... and it must be this many times the cost of the audio after the onset."""
+    """... and either distance must be this many times the same distance after the onset."""
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> DetectorConfig:
@@ -310,7 +315,7 @@ def _clicks(s: _Signal, cfg: DetectorConfig) -> list[Finding]:
                 "click",
                 t / s.sr,
                 all_b.index(int(b[i])),
-                float(bs[i] / need),
+                float(bs[i] / need) if need else float("inf"),
                 {"score": float(bs[i]), "jump": float(bj[i]), "nonseam_p999": q, "threshold": need},
             )
         )
@@ -383,7 +388,7 @@ def _replays(s: _Signal, cfg: DetectorConfig, duration_s: float) -> list[Finding
         if not len(c):
             continue
         j = int(np.argmax(c))
-        if c[j] < cfg.replay_min_ncc:
+        if c[j] < cfg.replay_coarse_ncc:
             continue
         # confirm at the full rate (refine the lag within one decimation step)
         src0 = (lo + j) * q
@@ -405,7 +410,9 @@ def _replays(s: _Signal, cfg: DetectorConfig, duration_s: float) -> list[Finding
         while qs + length + blk <= s.n:
             a = s.x[src + length : src + length + blk]
             bb = s.x[qs + length : qs + length + blk]
-            if np.dot(a, a) < 1e-9 and np.dot(bb, bb) < 1e-9:
+            fa, fb = (src + length) // s.hop, (qs + length) // s.hop
+            nfr = max(1, blk // s.hop)
+            if s.silent[fa : fa + nfr].all() and s.silent[fb : fb + nfr].all():
                 length += blk  # shared silence continues the repeat
                 continue
             if _ncc(a, bb) < cfg.replay_min_ncc:
@@ -622,8 +629,8 @@ def _durations(
 # --------------------------------------------------------------------------- crosstalk
 
 
-def _spectra(x: np.ndarray, sr: int, frame_s: float = 0.02) -> np.ndarray:
-    """Log band energies per frame (24 bands up to 7 kHz), mean-removed: a voice + content print."""
+def _band_energies(x: np.ndarray, sr: int, frame_s: float = 0.02) -> np.ndarray:
+    """Band energies per frame (24 log-spaced bands, 100 Hz to 7 kHz)."""
     n = max(64, int(sr * frame_s))
     nfft = 1 << (n - 1).bit_length()
     m = len(x) // n
@@ -637,8 +644,25 @@ def _spectra(x: np.ndarray, sr: int, frame_s: float = 0.02) -> np.ndarray:
     ok = (band >= 0) & (band < 24)
     e = np.zeros((m, 24))
     np.add.at(e.T, band[ok], p[:, ok].T)
+    return e
+
+
+def _spectra(e: np.ndarray) -> np.ndarray:
+    """Log band energies with the mean removed: a content print (the words, not the channel)."""
+    if not len(e):
+        return e
     f = np.log(e + 1e-9)
     return f - f.mean(axis=0, keepdims=True)
+
+
+def _ltas(e: np.ndarray) -> np.ndarray:
+    """Long-term spectrum of the louder frames, level removed: a voice print."""
+    if not len(e):
+        return np.zeros(24)
+    tot = e.sum(axis=1)
+    loud = tot >= np.percentile(tot, 30)
+    f = np.log(e[loud].mean(axis=0) + 1e-12)
+    return f - f.mean()
 
 
 def _dtw_cost(a: np.ndarray, b: np.ndarray) -> float:
@@ -674,23 +698,38 @@ def _crosstalk(s: _Signal, ref: _Signal, cfg: DetectorConfig) -> list[Finding]:
 
     def window(sig: _Signal, t0: float, length: float) -> np.ndarray:
         a = int(t0 * sig.sr)
-        return _spectra(sig.x[a : a + int(length * sig.sr)], sig.sr, fs)
+        return _band_energies(sig.x[a : a + int(length * sig.sr)], sig.sr, fs)
 
     t_on = s.first_active_frame() * s.frame_s
     r_on = ref.first_active_frame() * ref.frame_s
     if (s.n / s.sr) - t_on < on_s * 0.8 or (ref.n / ref.sr) - r_on < on_s * 0.8:
         return []
-    onset = _dtw_cost(window(s, t_on, on_s), window(ref, r_on, on_s))
+    e_on, r_e_on = window(s, t_on, on_s), window(ref, r_on, on_s)
+    onset = _dtw_cost(_spectra(e_on), _spectra(r_e_on))
+    voice = float(np.sqrt(np.mean((_ltas(e_on) - _ltas(r_e_on)) ** 2)))
     body_len = min(on_s, s.n / s.sr - t_on - on_s, ref.n / ref.sr - r_on - on_s)
-    body = (
-        _dtw_cost(window(s, t_on + on_s, body_len), window(ref, r_on + on_s, body_len))
-        if body_len >= 0.5
-        else None
+    body = body_voice = None
+    if body_len >= 0.5:
+        e_b, r_e_b = window(s, t_on + on_s, body_len), window(ref, r_on + on_s, body_len)
+        body = _dtw_cost(_spectra(e_b), _spectra(r_e_b))
+        body_voice = float(np.sqrt(np.mean((_ltas(e_b) - _ltas(r_e_b)) ** 2)))
+    ev = {
+        "onset_dist": onset,
+        "body_dist": body,
+        "onset_voice_dist": voice,
+        "body_voice_dist": body_voice,
+    }
+    content = onset >= cfg.crosstalk_min_dist and (
+        body is None or onset >= cfg.crosstalk_ratio * body
     )
-    ev = {"onset_dist": onset, "body_dist": body}
-    if onset >= cfg.crosstalk_min_dist and (body is None or onset >= cfg.crosstalk_ratio * body):
+    other_voice = voice >= cfg.crosstalk_voice_dist and (
+        body_voice is None or voice >= cfg.crosstalk_ratio * body_voice
+    )
+    if content or other_voice:
         bi, _ = _nearest(s.boundaries / s.sr, t_on)
-        return [Finding("crosstalk", t_on, bi, onset / cfg.crosstalk_min_dist, ev)]
+        sev = max(onset / cfg.crosstalk_min_dist, voice / cfg.crosstalk_voice_dist)
+        ev["foreign"] = "content" if content else "voice"
+        return [Finding("crosstalk", t_on, bi, float(sev), ev)]
     return []
 
 
