@@ -1,0 +1,202 @@
+"""Click -> first audio in headless Chromium: listenlab's PCM player vs stock ``gr.Audio(streaming=True)``.
+
+For each page, 10 fresh page loads, one click each. The figure is *click -> first buffer
+scheduled, minus the server's TTFA* (the player's own overhead: WebSocket hop, prebuffer
+decision, scheduling), with the click time taken by the same capture-phase listener on both
+pages. Stock Gradio's "first buffer" is the audio element's first ``playing`` event (HLS/AAC
+path); its TTFA is measured in the handler, as the time to the backend's first chunk. Both pages
+are fed by the same backend instance in the same run. Stalls are counted while the backend is
+faster than real time (Piper, and the Qwen3-TTS wire profile at 2x: 80 ms then 2 s chunks).
+
+Run: ``.venv/bin/python benchmarks/browser_latency.py [--runs 10] [--backend piper?deterministic=1]``
+Writes ``benchmarks/results/browser_latency.json`` and ``assets/playground.png``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import statistics
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from tests._app_util import chromium, live_server, open_playground, tmp_db  # noqa: E402
+
+TEXT = "Hello there. This is a quick latency test of the streaming player."
+CLICK_PROBE = """
+window.__ll_click = null; window.__ll_playing = null; window.__ll_waiting = 0;
+document.addEventListener('click', (e) => {
+  if (e.target.closest && e.target.closest('#ll-speak, #stock-speak')) window.__ll_click = performance.now();
+}, true);
+document.addEventListener('playing', () => { if (window.__ll_playing == null) window.__ll_playing = performance.now(); }, true);
+document.addEventListener('waiting', () => { if (window.__ll_playing != null) window.__ll_waiting += 1; }, true);
+"""
+
+
+def stock_app(backend, ttfa_log: list[float]):
+    """A stock Gradio page: Button + gr.Audio(streaming=True, autoplay=True), same backend."""
+    import gradio as gr
+    from fastapi import FastAPI
+
+    from backends.base import SpeechRequest
+
+    async def speak(text: str):
+        t0 = time.monotonic()
+        first = True
+        async for c in backend.stream(SpeechRequest(text=text)):
+            if first:
+                ttfa_log.append((time.monotonic() - t0) * 1000)
+                first = False
+            yield (c.sample_rate, c.pcm.reshape(-1, c.channels) if c.channels > 1 else c.pcm)
+
+    with gr.Blocks(analytics_enabled=False) as demo:
+        text = gr.Textbox(TEXT, elem_id="stock-text")
+        btn = gr.Button("Speak", elem_id="stock-speak")
+        out = gr.Audio(streaming=True, autoplay=True, elem_id="stock-audio")
+        btn.click(speak, text, out)
+    return gr.mount_gradio_app(FastAPI(), demo, path="/")
+
+
+def median(xs):
+    return round(statistics.median(xs), 1) if xs else None
+
+
+def run_listenlab(ctx, live, backend_label: str, runs: int, shot: Path | None) -> dict:
+    overheads, totals, ttfas, stalls, stall_ms, first_sound = [], [], [], [], [], []
+    for i in range(runs + 1):  # the first load warms caches and is not counted
+        page = open_playground(ctx, live.url)
+        page.select_option("#ll-backend", backend_label)
+        page.fill("#ll-text", TEXT)
+        page.click("#ll-speak")
+        page.wait_for_function(
+            "window.listenlab.last && window.listenlab.last.finished", timeout=90_000
+        )
+        r = page.evaluate(
+            """() => { const g = window.listenlab.last;
+            return {click: window.__ll_click, clickT: g.clickT, sched: g.firstScheduledMs,
+              sound: g.firstSoundMs, ttfa: g.summary && g.summary.ttfa_ms, status: g.status,
+              under: g.underruns.count, stall: g.underruns.stallMs}; }"""
+        )
+        if r["status"] != "ok":
+            raise RuntimeError(f"run {i} failed: {r}")
+        sched_abs = r["clickT"] + r["sched"]
+        total = sched_abs - r["click"]
+        if i > 0:
+            totals.append(total)
+            ttfas.append(r["ttfa"])
+            overheads.append(total - r["ttfa"])
+            first_sound.append(r["sound"] + (r["clickT"] - r["click"]))
+            stalls.append(r["under"])
+            stall_ms.append(r["stall"])
+        if shot is not None and i == runs:
+            page.set_viewport_size({"width": 1100, "height": 1500})
+            page.screenshot(path=str(shot), full_page=True)
+        page.close()
+    return {
+        "click_to_first_buffer_ms_median": median(totals),
+        "server_ttfa_ms_median": median(ttfas),
+        "overhead_ms_median": median(overheads),
+        "overhead_ms_all": [round(x, 1) for x in overheads],
+        "click_to_first_sound_ms_median": median(first_sound),
+        "stalls_total": sum(stalls),
+        "stall_ms_total": round(sum(stall_ms), 1),
+        "runs": len(overheads),
+    }
+
+
+def run_stock(ctx, url: str, ttfa_log: list[float], runs: int) -> dict:
+    overheads, totals, ttfas, waits = [], [], [], []
+    for i in range(runs + 1):
+        page = ctx.new_page()
+        page.goto(url)
+        page.wait_for_selector("#stock-speak")
+        n = len(ttfa_log)
+        page.click("#stock-speak")
+        page.wait_for_function("window.__ll_playing != null", timeout=60_000)
+        r = page.evaluate("({click: window.__ll_click, playing: window.__ll_playing})")
+        deadline = time.monotonic() + 10
+        while len(ttfa_log) <= n and time.monotonic() < deadline:
+            time.sleep(0.02)
+        page.wait_for_function(
+            "(() => { const a = document.querySelector('#stock-audio audio'); return a && a.ended; })()",
+            timeout=60_000,
+        )
+        waiting = page.evaluate("window.__ll_waiting")
+        total = r["playing"] - r["click"]
+        if i > 0:
+            totals.append(total)
+            ttfas.append(ttfa_log[n])
+            overheads.append(total - ttfa_log[n])
+            waits.append(waiting)
+        page.close()
+    return {
+        "click_to_first_buffer_ms_median": median(totals),
+        "server_ttfa_ms_median": median(ttfas),
+        "overhead_ms_median": median(overheads),
+        "overhead_ms_all": [round(x, 1) for x in overheads],
+        "stalls_total": sum(waits),
+        "runs": len(overheads),
+    }
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--runs", type=int, default=10)
+    ap.add_argument("--backend", default="piper?deterministic=1")
+    ap.add_argument("--out", default=str(ROOT / "benchmarks/results/browser_latency.json"))
+    ap.add_argument("--screenshot", default=str(ROOT / "assets/playground.png"))
+    args = ap.parse_args()
+
+    from app.server import create_app
+    from backends.registry import load_backend
+
+    backend = load_backend(args.backend)
+    backend.warm_up()
+    qwen = load_backend(args.backend + ("&" if "?" in args.backend else "?") + "profile=qwen3-tts")
+    app = create_app({"piper": backend, "qwen3-profile": qwen}, tmp_db())
+    ttfa_log: list[float] = []
+    stock = stock_app(backend, ttfa_log)
+    with live_server(app) as live, live_server(stock) as slive, chromium() as ctx:
+        ctx.add_init_script(CLICK_PROBE)
+        ours = run_listenlab(ctx, live, "piper", args.runs, Path(args.screenshot))
+        theirs = run_stock(ctx, slive.url, ttfa_log, args.runs)
+        qwen_res = run_listenlab(ctx, live, "qwen3-profile", max(3, args.runs // 2), None)
+    result = {
+        "benchmark": "browser_latency",
+        "backend": args.backend,
+        "text": TEXT,
+        "metric": "click -> first buffer scheduled (stock: first 'playing') minus server TTFA, "
+        "median of fresh page loads",
+        "listenlab": ours,
+        "stock_gradio_audio_streaming": theirs,
+        "ratio_stock_over_listenlab": round(
+            theirs["overhead_ms_median"] / max(1e-9, ours["overhead_ms_median"]), 1
+        )
+        if ours["overhead_ms_median"]
+        else None,
+        "qwen3_profile_faster_than_real_time": {
+            "stalls_total": qwen_res["stalls_total"],
+            "stall_ms_total": qwen_res["stall_ms_total"],
+            "click_to_first_buffer_ms_median": qwen_res["click_to_first_buffer_ms_median"],
+            "server_ttfa_ms_median": qwen_res["server_ttfa_ms_median"],
+            "runs": qwen_res["runs"],
+        },
+        "target": "overhead <= 50 ms, 0 stalls when the backend is faster than real time",
+        "machine": "2-core x86_64, headless Debian Chromium, loopback",
+        "when": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+    }
+    out = Path(args.out)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(json.dumps(result, indent=1) + "\n")
+    print(json.dumps(result, indent=1))
+    asyncio.run(backend.aclose())
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
