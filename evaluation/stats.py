@@ -1,0 +1,531 @@
+"""Statistics for listening tests and glitch reports (pandas + scipy; Bradley–Terry via evalica).
+
+Every function takes the DataFrames that :class:`evaluation.store.Store` returns (``mos_frame``,
+``ab_frame``, ``glitch_frame``, ``findings_frame``, ``takes_frame``, ``frame("assignments")``)
+and returns a DataFrame, so a notebook, the report and the tests all use the same numbers.
+
+* :func:`mos_table` — MOS per system (or system × prompt) with a Student-t 95 % interval.
+* :func:`add_z_scores` — per-rater z-normalised scores (a robustness column; raw stays primary).
+* :func:`screen_raters` / :func:`usable_ratings` — P.808-style screening: failed gold or trap
+  items, near-zero rating variance (straight-lining), unplayed items.
+* :func:`ab_table` — per system pair: preference share with a Wilson interval, a two-sided
+  binomial sign test on the decisive votes (ties reported separately), CMOS with a t interval,
+  all with the sign corrected for presentation order; plus the first-position bias.
+* :func:`bt_leaderboard` — Bradley–Terry ratings (evalica) with bootstrap 95 % intervals,
+  sorted by the lower bound, with a minimum-votes threshold.
+* :func:`glitch_rates`, :func:`glitches_by_seam` — rater glitch reports per minute of audio and
+  per chunk seam, per system.
+* :func:`agreement` — rater marks vs automatic findings, matched within a tolerance.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import evalica
+import numpy as np
+import pandas as pd
+from scipy import stats
+
+# --------------------------------------------------------------------------- MOS
+
+
+def t_interval(values: np.ndarray, confidence: float = 0.95) -> tuple[float, float]:
+    """Student-t interval of the mean (NaN for fewer than two values)."""
+    v = np.asarray(values, dtype=float)
+    v = v[~np.isnan(v)]
+    if len(v) < 2:
+        return (float("nan"), float("nan"))
+    sem = stats.sem(v)
+    if sem == 0:
+        return (float(v.mean()), float(v.mean()))
+    lo, hi = stats.t.interval(confidence, len(v) - 1, loc=v.mean(), scale=sem)
+    return float(lo), float(hi)
+
+
+def mos_table(
+    ratings: pd.DataFrame,
+    by: tuple[str, ...] | list[str] = ("system_id",),
+    score: str = "score",
+    confidence: float = 0.95,
+) -> pd.DataFrame:
+    """Mean opinion score per group: n, mean, sd, sem, ci_low, ci_high (t interval)."""
+    by = list(by)
+    cols = [*by, "n", "mean", "sd", "sem", "ci_low", "ci_high"]
+    if ratings.empty:
+        return pd.DataFrame(columns=cols)
+    rows = []
+    for key, g in ratings.groupby(by, dropna=False, sort=True):
+        v = g[score].astype(float).to_numpy()
+        lo, hi = t_interval(v, confidence)
+        key = key if isinstance(key, tuple) else (key,)
+        rows.append(
+            [
+                *key,
+                len(v),
+                float(v.mean()),
+                float(v.std(ddof=1)) if len(v) > 1 else float("nan"),
+                float(stats.sem(v)) if len(v) > 1 else float("nan"),
+                lo,
+                hi,
+            ]
+        )
+    return pd.DataFrame(rows, columns=cols).sort_values("mean", ascending=False, ignore_index=True)
+
+
+def add_z_scores(
+    ratings: pd.DataFrame, rater: str = "rater_id", score: str = "score"
+) -> pd.DataFrame:
+    """Copy with a ``z`` column: each rater's scores minus their mean over their sd.
+
+    Raters with one rating or zero variance get z = 0 (they carry no ranking information).
+    """
+    out = ratings.copy()
+    g = out.groupby(rater)[score]
+    mean = g.transform("mean")
+    sd = g.transform(lambda s: s.std(ddof=1) if len(s) > 1 else np.nan)
+    out["z"] = ((out[score] - mean) / sd).where(sd > 0, 0.0).fillna(0.0)
+    return out
+
+
+# --------------------------------------------------------------------------- screening
+
+
+@dataclass(frozen=True)
+class ScreeningRules:
+    """P.808-style rules (``listening-tests.md`` §3.2)."""
+
+    gold_tolerance: float = 1.0
+    """A gold item passes if the score is within this of the expected score (P.808: ±1)."""
+    max_gold_failures: int = 0
+    max_trap_failures: int = 0
+    """A trap ("select 2") passes only with exactly the expected answer."""
+    min_variance: float = 0.1
+    """Rating variance below this over ``min_items_for_variance`` items is straight-lining."""
+    min_items_for_variance: int = 4
+    min_played_fraction: float = 0.95
+    """An item counts as played if the player played at least this share of the clip."""
+    max_unplayed_share: float = 0.2
+    """Raters who left more of their items unplayed than this are excluded."""
+
+
+def _unplayed(ratings: pd.DataFrame, frac: float) -> pd.Series:
+    if "played_ms" not in ratings or "duration_s" not in ratings:
+        return pd.Series(False, index=ratings.index)
+    played = ratings["played_ms"].astype(float)
+    need = ratings["duration_s"].astype(float) * 1000 * frac
+    return played.notna() & need.notna() & (played < need)
+
+
+def screen_raters(ratings: pd.DataFrame, rules: ScreeningRules = ScreeningRules()) -> pd.DataFrame:
+    """One row per rater: items, gold/trap failures, variance, unplayed items, excluded, reasons."""
+    cols = [
+        "rater_id",
+        "items",
+        "gold",
+        "gold_failed",
+        "trap",
+        "trap_failed",
+        "variance",
+        "unplayed",
+    ]
+    if ratings.empty:
+        return pd.DataFrame(columns=[*cols, "excluded", "reasons"])
+    r = ratings.copy()
+    if "role" not in r:
+        r["role"] = "item"
+    r["_unplayed"] = _unplayed(r, rules.min_played_fraction)
+    rows = []
+    for rater, g in r.groupby("rater_id", sort=True):
+        items = g[g["role"] == "item"]
+        gold = g[g["role"] == "gold"]
+        trap = g[g["role"] == "trap"]
+        gold_failed = int(((gold["score"] - gold["expected"]).abs() > rules.gold_tolerance).sum())
+        trap_failed = int((trap["score"] != trap["expected"]).sum())
+        var = float(items["score"].var(ddof=1)) if len(items) > 1 else float("nan")
+        unplayed = int(items["_unplayed"].sum())
+        reasons = []
+        if gold_failed > rules.max_gold_failures:
+            reasons.append(f"gold failed x{gold_failed}")
+        if trap_failed > rules.max_trap_failures:
+            reasons.append(f"trap failed x{trap_failed}")
+        if len(items) >= rules.min_items_for_variance and var < rules.min_variance:
+            reasons.append(f"variance {var:.2f} < {rules.min_variance}")
+        if len(items) and unplayed / len(items) > rules.max_unplayed_share:
+            reasons.append(f"{unplayed}/{len(items)} items not played")
+        rows.append(
+            [
+                rater,
+                len(items),
+                len(gold),
+                gold_failed,
+                len(trap),
+                trap_failed,
+                var,
+                unplayed,
+                bool(reasons),
+                "; ".join(reasons),
+            ]
+        )
+    return pd.DataFrame(rows, columns=[*cols, "excluded", "reasons"])
+
+
+def usable_ratings(ratings: pd.DataFrame, rules: ScreeningRules = ScreeningRules()) -> pd.DataFrame:
+    """The ratings to analyse: real items (not gold/trap), played, from raters who passed."""
+    if ratings.empty:
+        return ratings
+    scr = screen_raters(ratings, rules)
+    keep = set(scr.loc[~scr["excluded"], "rater_id"])
+    role = ratings["role"] if "role" in ratings else pd.Series("item", index=ratings.index)
+    mask = (
+        ratings["rater_id"].isin(keep)
+        & (role == "item")
+        & ~_unplayed(ratings, rules.min_played_fraction)
+    )
+    return ratings[mask].copy()
+
+
+# --------------------------------------------------------------------------- A/B and CMOS
+
+
+def wilson(k: int, n: int, confidence: float = 0.95) -> tuple[float, float]:
+    if n == 0:
+        return (float("nan"), float("nan"))
+    ci = stats.binomtest(k, n).proportion_ci(confidence_level=confidence, method="wilson")
+    return float(ci.low), float(ci.high)
+
+
+def oriented_votes(votes: pd.DataFrame) -> pd.DataFrame:
+    """Votes re-expressed for the canonical pair ``x < y`` (system ids sorted).
+
+    Adds ``x``, ``y``, ``winner`` (``x``/``y``/``tie``), ``cmos_y`` (how much better y is than x,
+    the presentation order undone) and ``first_won`` (the clip played first won).
+    """
+    v = votes.copy()
+    if v.empty:
+        return v.assign(x=[], y=[], winner=[], cmos_y=[], first_won=[])
+    a, b = v["system_a"].astype(str), v["system_b"].astype(str)
+    swap = a > b
+    v["x"] = np.where(swap, b, a)
+    v["y"] = np.where(swap, a, b)
+    ch = v["choice"]
+    v["winner"] = np.select(
+        [ch == "tie", (ch == "a") ^ swap],
+        ["tie", "x"],
+        default="y",
+    )
+    cm = v["cmos"].astype(float) if "cmos" in v else pd.Series(np.nan, index=v.index)
+    v["cmos_y"] = np.where(swap, -cm, cm)
+    v["first_won"] = np.where(ch == "tie", np.nan, (ch == "a").astype(float))
+    return v
+
+
+def ab_table(votes: pd.DataFrame, confidence: float = 0.95) -> pd.DataFrame:
+    """Per system pair (x < y): wins, ties, preference share of x among decisive votes with a
+    Wilson interval, two-sided sign-test p, CMOS (y vs x) mean with t interval."""
+    cols = [
+        "x",
+        "y",
+        "n",
+        "x_wins",
+        "y_wins",
+        "ties",
+        "x_share",
+        "x_share_low",
+        "x_share_high",
+        "p_sign",
+        "cmos_n",
+        "cmos_y",
+        "cmos_low",
+        "cmos_high",
+    ]
+    v = oriented_votes(votes)
+    if v.empty:
+        return pd.DataFrame(columns=cols)
+    rows = []
+    for (x, y), g in v.groupby(["x", "y"], sort=True):
+        xw, yw = int((g["winner"] == "x").sum()), int((g["winner"] == "y").sum())
+        ties = int((g["winner"] == "tie").sum())
+        dec = xw + yw
+        lo, hi = wilson(xw, dec, confidence)
+        p = (
+            float(stats.binomtest(xw, dec, 0.5, alternative="two-sided").pvalue)
+            if dec
+            else float("nan")
+        )
+        cm = g["cmos_y"].dropna().to_numpy(dtype=float)
+        clo, chi = t_interval(cm, confidence)
+        rows.append(
+            [
+                x,
+                y,
+                len(g),
+                xw,
+                yw,
+                ties,
+                xw / dec if dec else float("nan"),
+                lo,
+                hi,
+                p,
+                len(cm),
+                float(cm.mean()) if len(cm) else float("nan"),
+                clo,
+                chi,
+            ]
+        )
+    return pd.DataFrame(rows, columns=cols)
+
+
+def order_bias(votes: pd.DataFrame) -> dict[str, float]:
+    """Share of decisive votes won by the clip played first, and its two-sided binomial p."""
+    v = oriented_votes(votes)
+    fw = v["first_won"].dropna() if not v.empty else pd.Series(dtype=float)
+    n, k = len(fw), int(fw.sum())
+    return {
+        "decisive": n,
+        "first_share": k / n if n else float("nan"),
+        "p": float(stats.binomtest(k, n).pvalue) if n else float("nan"),
+    }
+
+
+def preference_matrix(votes: pd.DataFrame) -> pd.DataFrame:
+    """``M[i, j]`` = share of decisive i-vs-j votes won by i (NaN where they never met)."""
+    v = oriented_votes(votes)
+    systems = sorted(set(v["x"]) | set(v["y"])) if not v.empty else []
+    m = pd.DataFrame(np.nan, index=systems, columns=systems)
+    for _, r in ab_table(votes).iterrows():
+        dec = r["x_wins"] + r["y_wins"]
+        if dec:
+            m.loc[r["x"], r["y"]] = r["x_wins"] / dec
+            m.loc[r["y"], r["x"]] = r["y_wins"] / dec
+    return m
+
+
+# --------------------------------------------------------------------------- Bradley–Terry
+
+
+def _bt_fit(
+    x: np.ndarray, y: np.ndarray, w: np.ndarray, systems: list[str], prior: float
+) -> np.ndarray:
+    """log-strengths (mean 0 over ``systems``) from evalica's Bradley–Terry fit.
+
+    ``prior`` virtual games per system, half won and half lost, against a phantom average
+    opponent (TTS Arena V3's regularisation), so an undefeated system stays finite.
+    """
+    winners = [
+        evalica.Winner.X if s == "x" else evalica.Winner.Y if s == "y" else evalica.Winner.Draw
+        for s in w
+    ]
+    xs, ys = list(x), list(y)
+    weights = [1.0] * len(xs)
+    if prior > 0:
+        phantom = "\x00prior"
+        for s in systems:
+            xs += [s, s]
+            ys += [phantom, phantom]
+            winners += [evalica.Winner.X, evalica.Winner.Y]
+            weights += [prior / 2, prior / 2]
+    index = pd.Index([*systems, "\x00prior"] if prior > 0 else systems)
+    r = evalica.bradley_terry(
+        xs, ys, winners, index=index, weights=weights, tolerance=1e-10, limit=10000
+    )
+    sc = r.scores.reindex(systems).to_numpy(dtype=float)
+    ls = np.log(np.maximum(sc, 1e-300))
+    return ls - ls.mean()
+
+
+def bt_leaderboard(
+    votes: pd.DataFrame,
+    *,
+    min_votes: int = 0,
+    n_boot: int = 200,
+    seed: int = 0,
+    prior: float = 2.0,
+    confidence: float = 0.95,
+    scale: float = 400 / np.log(10),
+    base: float = 1500.0,
+) -> pd.DataFrame:
+    """Bradley–Terry ratings on an Elo-like scale (``base + scale * log-strength``), with
+    percentile bootstrap intervals over resampled votes, sorted by the interval's lower bound.
+
+    Systems with fewer than ``min_votes`` votes are still fitted (their games inform the others)
+    but flagged ``listed = False`` and put at the bottom.
+    """
+    cols = [
+        "system",
+        "rating",
+        "ci_low",
+        "ci_high",
+        "votes",
+        "wins",
+        "losses",
+        "ties",
+        "listed",
+        "rank",
+    ]
+    v = oriented_votes(votes)
+    if v.empty:
+        return pd.DataFrame(columns=cols)
+    systems = sorted(set(v["x"]) | set(v["y"]))
+    x, y, w = v["x"].to_numpy(), v["y"].to_numpy(), v["winner"].to_numpy()
+    point = _bt_fit(x, y, w, systems, prior)
+    rng = np.random.default_rng(seed)
+    boots = np.empty((n_boot, len(systems)))
+    for i in range(n_boot):
+        idx = rng.integers(0, len(v), len(v))
+        boots[i] = _bt_fit(x[idx], y[idx], w[idx], systems, prior)
+    alpha = (1 - confidence) / 2
+    lo, hi = np.quantile(boots, [alpha, 1 - alpha], axis=0) if n_boot else (point, point)
+    rows = []
+    for i, s in enumerate(systems):
+        mine = (x == s) | (y == s)
+        won = ((x == s) & (w == "x")) | ((y == s) & (w == "y"))
+        tie = mine & (w == "tie")
+        n = int(mine.sum())
+        rows.append(
+            [
+                s,
+                base + scale * point[i],
+                base + scale * lo[i],
+                base + scale * hi[i],
+                n,
+                int(won.sum()),
+                int(n - won.sum() - tie.sum()),
+                int(tie.sum()),
+                n >= min_votes,
+            ]
+        )
+    df = pd.DataFrame(rows, columns=cols[:-1])
+    df = df.sort_values(
+        ["listed", "ci_low", "rating"], ascending=[False, False, False], ignore_index=True
+    )
+    df["rank"] = np.where(df["listed"], np.arange(1, len(df) + 1), 0)
+    return df
+
+
+# --------------------------------------------------------------------------- glitch reports
+
+
+def glitch_rates(
+    reports: pd.DataFrame,
+    takes: pd.DataFrame,
+    listened: pd.DataFrame | None = None,
+    seam_tolerance_ms: float = 300.0,
+) -> pd.DataFrame:
+    """Per system: reports, minutes of audio listened, reports per minute, seams listened,
+    reports within ``seam_tolerance_ms`` of a seam, and those per seam.
+
+    ``listened`` has one row per (rater_id, take_id) that was played for glitch marking (e.g.
+    the glitch-test assignments); without it every take counts as listened to once.
+    """
+    cols = ["system_id", "reports", "minutes", "per_minute", "seams", "at_seam", "per_seam"]
+    if takes.empty:
+        return pd.DataFrame(columns=cols)
+    t = takes.set_index("take_id")
+    if listened is None or listened.empty:
+        lst = pd.DataFrame({"take_id": t.index})
+    else:
+        lst = listened[["take_id"]]
+    lst = lst.join(t[["system_id", "duration_s", "chunk_count"]], on="take_id")
+    agg = lst.groupby("system_id").agg(
+        minutes=("duration_s", lambda s: s.sum() / 60), chunks=("chunk_count", "sum")
+    )
+    agg["seams"] = (
+        lst.assign(seams=(lst["chunk_count"] - 1).clip(lower=0)).groupby("system_id")["seams"].sum()
+    )
+    r = reports.copy()
+    if "system_id" not in r and not r.empty:
+        r = r.join(t[["system_id"]], on="take_id")
+    counts = r.groupby("system_id").size() if not r.empty else pd.Series(dtype=int)
+    near = r[r["distance_ms"].abs() <= seam_tolerance_ms] if not r.empty else r
+    at = near.groupby("system_id").size() if not near.empty else pd.Series(dtype=int)
+    out = agg.assign(
+        reports=counts.reindex(agg.index).fillna(0).astype(int),
+        at_seam=at.reindex(agg.index).fillna(0).astype(int),
+    )
+    out["per_minute"] = out["reports"] / out["minutes"].replace(0, np.nan)
+    out["per_seam"] = out["at_seam"] / out["seams"].replace(0, np.nan)
+    return out.reset_index()[cols]
+
+
+def glitches_by_seam(reports: pd.DataFrame, seam_tolerance_ms: float = 300.0) -> pd.DataFrame:
+    """Counts of seam-near reports per system × boundary index (rows: systems)."""
+    if reports.empty:
+        return pd.DataFrame()
+    near = reports[reports["distance_ms"].abs() <= seam_tolerance_ms]
+    if near.empty:
+        return pd.DataFrame()
+    return (
+        near.assign(boundary_index=near["boundary_index"].astype(int))
+        .pivot_table(
+            index="system_id",
+            columns="boundary_index",
+            values="report_id",
+            aggfunc="count",
+            fill_value=0,
+        )
+        .sort_index(axis=1)
+    )
+
+
+def agreement(
+    reports: pd.DataFrame, findings: pd.DataFrame, tolerance_ms: float = 300.0
+) -> dict[str, float]:
+    """Rater glitch marks vs automatic findings on the takes raters marked.
+
+    Each finding matches at most one mark (and vice versa) within ``tolerance_ms``, closest
+    first. precision = matched findings / findings; recall = matched marks / marks.
+    """
+    marks = (
+        reports[["take_id", "position_ms"]]
+        if not reports.empty
+        else pd.DataFrame(columns=["take_id", "position_ms"])
+    )
+    takes = set(marks["take_id"])
+    f = findings[findings["take_id"].isin(takes)] if not findings.empty else findings
+    matched = 0
+    for tid in takes:
+        m = np.sort(marks.loc[marks["take_id"] == tid, "position_ms"].to_numpy(dtype=float))
+        a = (
+            np.sort(f.loc[f["take_id"] == tid, "time_s"].to_numpy(dtype=float) * 1000)
+            if len(f)
+            else np.zeros(0)
+        )
+        if not len(m) or not len(a):
+            continue
+        d = np.abs(m[:, None] - a[None, :])
+        pairs = sorted(zip(*np.nonzero(d <= tolerance_ms), strict=True), key=lambda ij: d[ij])
+        used_m, used_a = set(), set()
+        for i, j in pairs:
+            if i not in used_m and j not in used_a:
+                used_m.add(i)
+                used_a.add(j)
+        matched += len(used_m)
+    nm, nf = len(marks), len(f)
+    return {
+        "marks": nm,
+        "findings": nf,
+        "matched": matched,
+        "precision": matched / nf if nf else float("nan"),
+        "recall": matched / nm if nm else float("nan"),
+        "tolerance_ms": tolerance_ms,
+    }
+
+
+__all__ = [
+    "ScreeningRules",
+    "ab_table",
+    "add_z_scores",
+    "agreement",
+    "bt_leaderboard",
+    "glitch_rates",
+    "glitches_by_seam",
+    "mos_table",
+    "order_bias",
+    "oriented_votes",
+    "preference_matrix",
+    "screen_raters",
+    "t_interval",
+    "usable_ratings",
+    "wilson",
+]
