@@ -1,0 +1,319 @@
+"""The HTML report and CSV export of a listenlab store.
+
+:func:`compute_tables` turns a :class:`~evaluation.store.Store` into named DataFrames (the
+statistics of :mod:`evaluation.stats`); :func:`write_report` renders them with matplotlib plots
+embedded as PNG into one self-contained HTML file, and :func:`export_csv` writes the raw tables
+and the computed ones as CSV files.
+"""
+
+from __future__ import annotations
+
+import base64
+import html
+import io
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from evaluation import stats
+from evaluation.store import Store
+
+RAW_TABLES = (
+    "systems",
+    "prompts",
+    "takes",
+    "chunks",
+    "underruns",
+    "raters",
+    "tests",
+    "assignments",
+    "mos_ratings",
+    "ab_votes",
+    "glitch_reports",
+    "auto_findings",
+)
+
+
+@dataclass(frozen=True)
+class ReportOptions:
+    min_votes: int = 0
+    """Bradley–Terry: systems with fewer votes are listed as preliminary."""
+    n_boot: int = 200
+    seed: int = 0
+    seam_tolerance_ms: float = 300.0
+    agreement_tolerance_ms: float = 300.0
+    rules: stats.ScreeningRules = field(default_factory=stats.ScreeningRules)
+
+
+def compute_tables(store: Store, opts: ReportOptions = ReportOptions()) -> dict[str, pd.DataFrame]:
+    """Every computed table of the report, by name."""
+    mos = store.mos_frame()
+    usable = stats.usable_ratings(mos, opts.rules)
+    ab = store.ab_frame()
+    reports = store.glitch_frame()
+    findings = store.findings_frame()
+    takes = store.takes_frame()
+    assignments = store.frame("assignments")
+    tests = store.frame("tests")
+    glitch_tests = (
+        set(tests.loc[tests["kind"] == "glitch", "test_id"]) if not tests.empty else set()
+    )
+    listened = (
+        assignments[assignments["test_id"].isin(glitch_tests)] if not assignments.empty else None
+    )
+
+    out: dict[str, pd.DataFrame] = {}
+    out["screening"] = stats.screen_raters(mos, opts.rules)
+    mt = stats.mos_table(usable)
+    if not usable.empty:
+        z = stats.mos_table(stats.add_z_scores(usable), score="z")[["system_id", "mean"]]
+        mt = mt.merge(z.rename(columns={"mean": "mean_z"}), on="system_id", how="left")
+    out["mos"] = mt
+    out["mos_by_prompt"] = stats.mos_table(usable, by=("system_id", "prompt_id"))
+    out["ab"] = stats.ab_table(ab)
+    out["preference_matrix"] = stats.preference_matrix(ab)
+    ob = stats.order_bias(ab)
+    out["order_bias"] = pd.DataFrame([ob])
+    out["leaderboard"] = stats.bt_leaderboard(
+        ab, min_votes=opts.min_votes, n_boot=opts.n_boot, seed=opts.seed
+    )
+    out["glitch_rates"] = stats.glitch_rates(reports, takes, listened, opts.seam_tolerance_ms)
+    out["glitches_by_seam"] = stats.glitches_by_seam(reports, opts.seam_tolerance_ms)
+    if not findings.empty:
+        fk = findings.pivot_table(
+            index="system_id", columns="kind", values="finding_id", aggfunc="count", fill_value=0
+        )
+        out["findings_by_kind"] = fk.reset_index()
+        seam = findings.dropna(subset=["boundary_index"])
+        out["findings_by_seam"] = (
+            seam.assign(boundary_index=seam["boundary_index"].astype(int)).pivot_table(
+                index="system_id",
+                columns="boundary_index",
+                values="finding_id",
+                aggfunc="count",
+                fill_value=0,
+            )
+            if not seam.empty
+            else pd.DataFrame()
+        )
+    else:
+        out["findings_by_kind"] = pd.DataFrame()
+        out["findings_by_seam"] = pd.DataFrame()
+    out["agreement"] = pd.DataFrame(
+        [stats.agreement(reports, findings, opts.agreement_tolerance_ms)]
+    )
+    if not takes.empty:
+        cols = [
+            "take_id",
+            "system_id",
+            "prompt_id",
+            "status",
+            "duration_s",
+            "chunk_count",
+            "ttfa_ms",
+            "rtf",
+        ]
+        cols += ["underrun_count", "underrun_stall_ms"]
+        t = takes[cols].copy()
+        nf = findings.groupby("take_id").size() if not findings.empty else pd.Series(dtype=int)
+        t["auto_findings"] = t["take_id"].map(nf).fillna(0).astype(int)
+        nr = reports.groupby("take_id").size() if not reports.empty else pd.Series(dtype=int)
+        t["glitch_reports"] = t["take_id"].map(nr).fillna(0).astype(int)
+        out["takes"] = t
+    else:
+        out["takes"] = pd.DataFrame()
+    return out
+
+
+# --------------------------------------------------------------------------- plots
+
+
+def _png(fig) -> str:
+    import matplotlib.pyplot as plt
+
+    buf = io.BytesIO()
+    fig.savefig(buf, format="png", dpi=100, bbox_inches="tight")
+    plt.close(fig)
+    return base64.b64encode(buf.getvalue()).decode("ascii")
+
+
+def _plots(t: dict[str, pd.DataFrame]) -> dict[str, str]:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    out: dict[str, str] = {}
+    mos = t["mos"]
+    if not mos.empty:
+        fig, ax = plt.subplots(figsize=(6, 0.5 + 0.4 * len(mos)))
+        m = mos.iloc[::-1]
+        err = np.vstack([m["mean"] - m["ci_low"], m["ci_high"] - m["mean"]])
+        ax.errorbar(
+            m["mean"], m["system_id"].astype(str), xerr=np.nan_to_num(err), fmt="o", capsize=4
+        )
+        ax.set_xlim(1, 5)
+        ax.set_xlabel("MOS (95% t interval)")
+        ax.grid(axis="x", alpha=0.3)
+        out["mos"] = _png(fig)
+    pm = t["preference_matrix"]
+    if not pm.empty:
+        fig, ax = plt.subplots(figsize=(1.5 + 0.7 * len(pm), 1.2 + 0.6 * len(pm)))
+        im = ax.imshow(pm.to_numpy(dtype=float), vmin=0, vmax=1, cmap="RdBu")
+        ax.set_xticks(range(len(pm)), pm.columns, rotation=45, ha="right")
+        ax.set_yticks(range(len(pm)), pm.index)
+        for i in range(len(pm)):
+            for j in range(len(pm)):
+                v = pm.iat[i, j]
+                if not np.isnan(v):
+                    ax.text(j, i, f"{v:.2f}", ha="center", va="center", fontsize=8)
+        ax.set_title("share of decisive votes won by row vs column")
+        fig.colorbar(im, ax=ax, shrink=0.8)
+        out["ab"] = _png(fig)
+    lb = t["leaderboard"]
+    if not lb.empty:
+        fig, ax = plt.subplots(figsize=(6, 0.5 + 0.4 * len(lb)))
+        m = lb.iloc[::-1]
+        err = np.vstack([m["rating"] - m["ci_low"], m["ci_high"] - m["rating"]])
+        for i, (_, r) in enumerate(m.iterrows()):
+            ax.errorbar(
+                [r["rating"]],
+                [str(r["system"])],
+                xerr=err[:, i : i + 1],
+                fmt="o",
+                capsize=4,
+                color="C0" if r["listed"] else "0.6",
+            )
+        ax.set_xlabel("Bradley–Terry rating (95% bootstrap interval; grey = below min votes)")
+        ax.grid(axis="x", alpha=0.3)
+        out["leaderboard"] = _png(fig)
+    gs, fs = t["glitches_by_seam"], t["findings_by_seam"]
+    if not gs.empty or not fs.empty:
+        fig, ax = plt.subplots(figsize=(7, 3))
+        for df, label, style in ((gs, "rater reports", "-o"), (fs, "automatic findings", "--x")):
+            for sys_id, row in df.iterrows():
+                ax.plot(row.index.astype(int), row.to_numpy(), style, label=f"{sys_id}: {label}")
+        ax.set_xlabel("chunk seam index (seam k: start of chunk k+1)")
+        ax.set_ylabel("count")
+        ax.legend(fontsize=7)
+        ax.grid(alpha=0.3)
+        out["glitches"] = _png(fig)
+    return out
+
+
+# --------------------------------------------------------------------------- HTML
+
+
+def _table(df: pd.DataFrame, index: bool = False) -> str:
+    if df is None or df.empty:
+        return "<p><em>no data</em></p>"
+    return df.to_html(
+        index=index, float_format=lambda v: f"{v:.3f}", na_rep="–", border=0, classes="t"
+    )
+
+
+def render_html(store: Store, t: dict[str, pd.DataFrame], plots: dict[str, str]) -> str:
+    def img(name: str) -> str:
+        return (
+            f'<img alt="{name}" src="data:image/png;base64,{plots[name]}">' if name in plots else ""
+        )
+
+    counts = {name: len(store.frame(name)) for name in RAW_TABLES}
+    summary = ", ".join(f"{v} {k.replace('_', ' ')}" for k, v in counts.items())
+    sections = [
+        ("Raters (P.808-style screening)", _table(t["screening"])),
+        (
+            "MOS per system (screened raters, 95% t interval; mean_z = per-rater z-scores)",
+            img("mos") + _table(t["mos"]),
+        ),
+        ("MOS per system × prompt", _table(t["mos_by_prompt"])),
+        (
+            "A/B preference (x vs y; share of decisive votes for x, Wilson interval; sign test; "
+            "CMOS = how much better y is, presentation order corrected)",
+            img("ab") + _table(t["ab"]) + "<h3>First-position bias</h3>" + _table(t["order_bias"]),
+        ),
+        (
+            "Bradley–Terry leaderboard (sorted by the lower bound)",
+            img("leaderboard") + _table(t["leaderboard"]),
+        ),
+        (
+            "Glitch reports",
+            img("glitches")
+            + _table(t["glitch_rates"])
+            + "<h3>Rater reports by seam</h3>"
+            + _table(t["glitches_by_seam"], index=True),
+        ),
+        (
+            "Automatic findings",
+            _table(t["findings_by_kind"])
+            + "<h3>By seam</h3>"
+            + _table(t["findings_by_seam"], index=True)
+            + "<h3>Agreement with rater marks</h3>"
+            + _table(t["agreement"]),
+        ),
+        ("Takes", _table(t["takes"])),
+    ]
+    body = "\n".join(f"<h2>{html.escape(h)}</h2>\n{c}" for h, c in sections)
+    return f"""<!doctype html>
+<html lang="en"><head><meta charset="utf-8"><title>listenlab report</title>
+<style>
+body {{ font-family: system-ui, sans-serif; margin: 2em; max-width: 1100px; }}
+table.t {{ border-collapse: collapse; font-size: 13px; margin: 0.5em 0 1.5em; }}
+table.t th, table.t td {{ padding: 3px 8px; border-bottom: 1px solid #ddd; text-align: right; }}
+img {{ display: block; margin: 0.5em 0; max-width: 100%; }}
+</style></head><body>
+<h1>listenlab report</h1>
+<p>{html.escape(str(store.path.name))}: {html.escape(summary)}.</p>
+{body}
+</body></html>
+"""
+
+
+def export_csv(
+    store: Store, directory: str | Path, tables: dict[str, pd.DataFrame] | None = None
+) -> list[Path]:
+    """Write every raw table and every computed table as ``<name>.csv``; returns the paths."""
+    d = Path(directory)
+    d.mkdir(parents=True, exist_ok=True)
+    written = []
+    for name in RAW_TABLES:
+        p = d / f"{name}.csv"
+        store.frame(name).to_csv(p, index=False)
+        written.append(p)
+    for name, df in (tables if tables is not None else compute_tables(store)).items():
+        p = d / f"stats_{name}.csv"
+        idx = name in {"preference_matrix", "glitches_by_seam", "findings_by_seam"}
+        df.to_csv(p, index=idx)
+        written.append(p)
+    return written
+
+
+def write_report(
+    store: Store,
+    out: str | Path,
+    csv_dir: str | Path | None = None,
+    opts: ReportOptions = ReportOptions(),
+) -> Path:
+    """Write the HTML report (and the CSVs, into ``csv_dir`` when given)."""
+    t = compute_tables(store, opts)
+    page = render_html(store, t, _plots(t))
+    out = Path(out)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    tmp = out.with_name(f".{out.name}.tmp")
+    tmp.write_text(page, encoding="utf-8")
+    tmp.replace(out)
+    if csv_dir is not None:
+        export_csv(store, csv_dir, t)
+    return out
+
+
+__all__ = [
+    "RAW_TABLES",
+    "ReportOptions",
+    "compute_tables",
+    "export_csv",
+    "render_html",
+    "write_report",
+]
