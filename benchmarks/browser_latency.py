@@ -93,10 +93,9 @@ def run_listenlab(ctx, live, backend_label: str, runs: int, shot: Path | None) -
             first_sound.append(r["sound"] + (r["clickT"] - r["click"]))
             stalls.append(r["under"])
             stall_ms.append(r["stall"])
-        if shot is not None and i == runs:
-            page.set_viewport_size({"width": 1100, "height": 1500})
-            page.screenshot(path=str(shot), full_page=True)
         page.close()
+    if shot is not None:
+        screenshot(ctx, live, backend_label, shot)
     return {
         "click_to_first_buffer_ms_median": median(totals),
         "server_ttfa_ms_median": median(ttfas),
@@ -107,6 +106,32 @@ def run_listenlab(ctx, live, backend_label: str, runs: int, shot: Path | None) -
         "stall_ms_total": round(sum(stall_ms), 1),
         "runs": len(overheads),
     }
+
+
+PARAGRAPH = (
+    "The old lighthouse keeper climbed the spiral stairs every evening. At the top, he wiped "
+    "the salt from the great lens, lit the lamp, and watched the beam sweep across the water."
+)
+
+
+def screenshot(ctx, live, backend_label: str, path: Path) -> None:
+    """The Playground after a paragraph, with one glitch mark, for the README."""
+    page = open_playground(ctx, live.url)
+    page.set_viewport_size({"width": 1100, "height": 1400})
+    page.select_option("#ll-backend", backend_label)
+    page.fill("#ll-text", PARAGRAPH)
+    page.click("#ll-speak")
+    page.wait_for_function("window.listenlab.positionMs() > 2500", timeout=60_000)
+    page.select_option("#ll-glitch-kind", "click")
+    page.locator("body").press("g")
+    page.wait_for_function(
+        "window.listenlab.last && window.listenlab.last.finished", timeout=90_000
+    )
+    page.wait_for_function("window.listenlab.last.findings", timeout=30_000)
+    page.wait_for_timeout(300)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    page.screenshot(path=str(path), full_page=True)
+    page.close()
 
 
 def run_stock(ctx, url: str, ttfa_log: list[float], runs: int) -> dict:

@@ -86,11 +86,16 @@ def setup(api_server):
         {
             "piper": "piper?deterministic=1",
             "slow": slow,
-            "remote": f"vllm-omni+http://127.0.0.1:{port}?mode=sse",
+            "remote": f"vllm-omni+http://127.0.0.1:{port}?mode=sse&speed_streaming=0",
         },
         tmp_db(),
     )
-    with live_server(app) as live, chromium() as browser:
+    fake_mic = [
+        "--use-fake-ui-for-media-stream",
+        "--use-fake-device-for-media-stream",
+        f"--use-file-for-fake-audio-capture={ASSETS / 'reference_joe.wav'}",
+    ]
+    with live_server(app) as live, chromium(fake_mic, permissions=["microphone"]) as browser:
         yield live, browser, slow
 
 
@@ -110,7 +115,11 @@ def test_stop_cancels_the_backend_stream(setup):
         time.sleep(0.05)
     kind, produced = slow.events[-1]
     assert kind == "closed", slow.events
-    assert live.state.backends["slow"].gate.active == 0
+    gate = live.state.backends["slow"].gate
+    deadline = time.monotonic() + 10
+    while gate.active and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert gate.active == 0
     # the partial take is kept, marked cancelled (never ok)
     take_id = g["takeId"]
     deadline = time.monotonic() + 10
@@ -191,8 +200,16 @@ def test_clone_upload_wav_and_mp3_then_remote_says_cloning_unavailable(setup):
     lib = live.state.library.list()
     assert {v.name for v in lib} == {"Joe wav", "Joe mp3"}
     assert all(3.5 < v.duration_s < 5.5 for v in lib)
+    # controls follow the capabilities: Piper has no seed/instructions, speed works streaming
+    assert page.is_hidden("#ll-seed-wrap") and page.is_hidden("#ll-instructions-wrap")
+    assert page.is_enabled("#ll-speed")
     # the remote server (listenlab api over Piper) cannot clone: the UI says so
     page.select_option("#ll-backend", "remote")
+    assert page.is_hidden("#ll-seed-wrap")  # the api server reports Piper's capabilities
+    assert page.is_disabled("#ll-speed")  # speed_streaming=0: speed only for whole files
+    page.uncheck("#ll-streaming")
+    assert page.is_enabled("#ll-speed")
+    page.check("#ll-streaming")
     note = page.inner_text("#ll-clone-note")
     assert "cloning is unavailable" in note.lower() and "remote" in note
     disabled = page.evaluate(
@@ -250,3 +267,38 @@ def test_bad_files_get_a_clear_error(setup, tmp_path):
     assert "consent" in msg.lower() and msg.startswith("Rejected:"), msg
     assert len(live.state.library.list()) == before
     page.close()
+
+
+def test_recording_has_processing_off_and_becomes_a_voice(setup):
+    """The recorder asks for raw audio (no echo cancellation, noise suppression or AGC)."""
+    live, ctx, _ = setup
+    page = open_playground(ctx, live.url)
+    page.evaluate(
+        """() => { const gum = navigator.mediaDevices.getUserMedia.bind(navigator.mediaDevices);
+        navigator.mediaDevices.getUserMedia = async (c) => { window.__constraints = c;
+          const s = await gum(c); window.__settings = s.getAudioTracks()[0].getSettings();
+          return s; }; }"""
+    )
+    page.click("#ll-rec")
+    page.wait_for_function("document.querySelector('#ll-rec').textContent.includes('Stop')")
+    page.wait_for_timeout(2500)
+    page.click("#ll-rec")
+    page.wait_for_function(
+        "document.querySelector('#ll-rec-status').textContent.startsWith('Recorded')"
+    )
+    c = page.evaluate("window.__constraints.audio")
+    assert c["echoCancellation"] is False
+    assert c["noiseSuppression"] is False and c["autoGainControl"] is False
+    st = page.evaluate("window.__settings")
+    assert st.get("echoCancellation") is False and st.get("autoGainControl") is False
+    page.fill("#ll-vname", "Recorded")
+    page.fill("#ll-vtext", "The quick brown fox.")
+    page.check("#ll-consent")
+    page.click("#ll-vsave")
+    page.wait_for_function(
+        "!document.querySelector('#ll-vmsg').className.includes('busy')", timeout=30_000
+    )
+    msg = page.inner_text("#ll-vmsg")
+    assert msg.startswith('Saved voice "Recorded"'), msg
+    v = next(v for v in live.state.library.list() if v.name == "Recorded")
+    assert 1.0 <= v.duration_s <= 3.5

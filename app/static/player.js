@@ -446,19 +446,32 @@
   }
 
   function drawTimeline(g) {
+    // x: audio position; y: ms since the click. Per chunk, its arrival (orange) and its
+    // playback deadline (green); the vertical gap between them is the buffer margin.
     const cv = $('ll-timeline'); if (!g.chunks.length) return;
-    const w = cv.width = cv.clientWidth || 760, h = cv.height = 140, c = cv.getContext('2d');
+    const w = cv.width = cv.clientWidth || 760, h = cv.height = 150, c = cv.getContext('2d');
     const pts = g.chunks.filter((x) => x.deadlineMs != null);
-    const maxT = Math.max(...g.chunks.map((x) => x.arrivalMs), ...pts.map((x) => x.deadlineMs), 1);
-    const X = (frames) => 30 + (frames / g.framesRecv) * (w - 40), Y = (ms) => h - 15 - (ms / maxT) * (h - 25);
-    c.clearRect(0, 0, w, h); c.font = '10px sans-serif'; c.fillStyle = '#444';
-    c.fillText('ms since click', 2, 10); c.fillText('audio position →', w - 90, h - 2);
-    c.strokeStyle = '#2a9d4b'; c.beginPath();
-    pts.forEach((p, i) => { i ? c.lineTo(X(p.offset), Y(p.deadlineMs)) : c.moveTo(X(p.offset), Y(p.deadlineMs)); }); c.stroke();
+    const maxT = Math.max(...g.chunks.map((x) => x.arrivalMs), ...pts.map((x) => x.deadlineMs + (x.frames / g.sr) * 1000), 1);
+    const L = 44, R = 10, T = 18, B = 18;
+    const X = (frames) => L + (frames / g.framesRecv) * (w - L - R), Y = (ms) => h - B - (ms / maxT) * (h - T - B);
+    c.clearRect(0, 0, w, h); c.font = '10px sans-serif'; c.fillStyle = '#556'; c.strokeStyle = '#ccd';
+    c.beginPath(); c.moveTo(L, T); c.lineTo(L, h - B); c.lineTo(w - R, h - B); c.stroke();
+    c.fillText(Math.round(maxT) + ' ms', 2, T + 4); c.fillText('0', L - 10, h - B);
+    c.fillText('audio position → ' + (g.framesRecv / g.sr).toFixed(2) + ' s', w - R - 130, h - 4);
+    c.strokeStyle = '#2a9d4b'; c.lineWidth = 2; c.beginPath();
+    pts.forEach((p) => { c.moveTo(X(p.offset), Y(p.deadlineMs)); c.lineTo(X(p.offset + p.frames), Y(p.deadlineMs + (p.frames / g.sr) * 1000)); });
+    c.stroke(); c.lineWidth = 1;
+    for (const p of pts) {
+      const margin = p.deadlineMs - p.arrivalMs;
+      c.strokeStyle = margin >= 0 ? 'rgba(42,157,75,.35)' : 'rgba(200,30,30,.7)';
+      c.beginPath(); c.moveTo(X(p.offset), Y(p.arrivalMs)); c.lineTo(X(p.offset), Y(p.deadlineMs)); c.stroke();
+    }
     c.fillStyle = '#d05020';
-    for (const p of g.chunks) c.fillRect(X(p.offset) - 2, Y(p.arrivalMs) - 2, 5, 5);
-    c.fillStyle = '#2a9d4b'; c.fillText('— playback deadline', 40, 12); c.fillStyle = '#d05020'; c.fillText('■ chunk arrival', 160, 12);
-    const margins = pts.map((p) => p.deadlineMs - p.arrivalMs);
+    for (const p of g.chunks) c.fillRect(X(p.offset) - 3, Y(p.arrivalMs) - 3, 6, 6);
+    c.fillStyle = '#2a9d4b'; c.fillText('— playback deadline', L + 8, 11); c.fillStyle = '#d05020'; c.fillText('■ chunk arrival', L + 120, 11);
+    c.fillStyle = '#556'; c.fillText('gap = buffer margin', L + 210, 11);
+    const later = pts.length > 1 ? pts.slice(1) : pts;   // chunk 0's margin is just the start lead
+    const margins = later.map((p) => p.deadlineMs - p.arrivalMs);
     if (margins.length) setMetric('ll-m-margin', Math.round(Math.min(...margins)) + ' ms');
   }
 
