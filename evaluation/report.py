@@ -191,14 +191,24 @@ def _plots(t: dict[str, pd.DataFrame]) -> dict[str, str]:
         out["leaderboard"] = _png(fig)
     gs, fs = t["glitches_by_seam"], t["findings_by_seam"]
     if not gs.empty or not fs.empty:
+        from matplotlib.ticker import MaxNLocator
+
         fig, ax = plt.subplots(figsize=(7, 3))
-        for df, label, style in ((gs, "rater reports", "-o"), (fs, "automatic findings", "--x")):
-            for sys_id, row in df.iterrows():
-                ax.plot(row.index.astype(int), row.to_numpy(), style, label=f"{sys_id}: {label}")
+        series = [(f"{sid}: rater reports", row) for sid, row in gs.iterrows()]
+        series += [(f"{sid}: automatic findings", row) for sid, row in fs.iterrows()]
+        width = 0.8 / max(1, len(series))
+        for n, (label, row) in enumerate(series):
+            x = row.index.astype(int).to_numpy() + (n - (len(series) - 1) / 2) * width
+            ax.bar(x, row.to_numpy(), width=width, label=label)
+        seams = sorted({int(k) for _, row in series for k in row.index})
+        if len(seams) <= 30:
+            ax.set_xticks(seams)
+        else:
+            ax.xaxis.set_major_locator(MaxNLocator(integer=True))
         ax.set_xlabel("chunk seam index (seam k: start of chunk k+1)")
         ax.set_ylabel("count")
         ax.legend(fontsize=7)
-        ax.grid(alpha=0.3)
+        ax.grid(axis="y", alpha=0.3)
         out["glitches"] = _png(fig)
     return out
 
