@@ -33,6 +33,24 @@ log = logging.getLogger("listenlab.app")
 STATIC = Path(__file__).parent / "static"
 ASSETS = Path(__file__).resolve().parent.parent / "assets"
 DEFAULT_DB = "data/listenlab.db"
+NETWORK_STORAGE = ("/data",)
+"""Paths under these are network storage on HF Spaces: WAL is unsafe there (journal DELETE)."""
+
+
+def default_db() -> str:
+    """``$LISTENLAB_DB``, else ``$LISTENLAB_DATA/listenlab.db``, else ``data/listenlab.db``."""
+    if os.environ.get("LISTENLAB_DB"):
+        return os.environ["LISTENLAB_DB"]
+    if os.environ.get("LISTENLAB_DATA"):
+        return str(Path(os.environ["LISTENLAB_DATA"]) / "listenlab.db")
+    return DEFAULT_DB
+
+
+def journal_mode_for(path: str | Path) -> str:
+    p = str(Path(path).resolve())
+    return "delete" if any(p == n or p.startswith(n + "/") for n in NETWORK_STORAGE) else "wal"
+
+
 DEFAULT_CONCURRENCY = 2
 
 
@@ -112,7 +130,11 @@ class AppState:
 def load_examples() -> list[dict[str, str]]:
     """Example texts from ``assets/prompts/*.txt`` (first line is the title)."""
     out = []
-    for p in sorted((ASSETS / "prompts").glob("*.txt")):
+    folder = next(
+        (d for d in (ASSETS / "prompts", Path.cwd() / "assets" / "prompts") if d.is_dir()),
+        ASSETS / "prompts",
+    )  # an installed (non-editable) package has no assets/ beside it: use the working dir
+    for p in sorted(folder.glob("*.txt")):
         lines = p.read_text(encoding="utf-8").strip().splitlines()
         if len(lines) >= 2:
             out.append({"title": lines[0].strip(), "text": " ".join(lines[1:]).strip()})
@@ -170,6 +192,7 @@ def create_app(
     detector: Detector | None = None,
     warm: bool = True,
     mount_ui: bool = True,
+    journal_mode: str | None = None,
 ) -> FastAPI:
     """Build the app. ``backends`` maps a UI label to a Backend (or spec), or lists specs."""
     from backends.registry import load_backend
@@ -196,7 +219,7 @@ def create_app(
             if callable(getattr(e.backend, "warm_up", None)):
                 e.backend.warm_up()  # first click must not pay for loading the voice
     db_path = Path(db_path)
-    store = Store.open(db_path)
+    store = Store.open(db_path, journal_mode=journal_mode or journal_mode_for(db_path))
     lib = VoiceLibrary(voices_dir or db_path.parent / "voices")
     state = AppState(
         backends=entries,
@@ -333,7 +356,18 @@ def add_cli(sub: argparse._SubParsersAction) -> None:
     )
     p.add_argument("--host", default=None, help="default $GRADIO_SERVER_NAME or 127.0.0.1")
     p.add_argument("--port", type=int, default=None, help="default $GRADIO_SERVER_PORT or 7860")
-    p.add_argument("--db", default=os.environ.get("LISTENLAB_DB", DEFAULT_DB), help="SQLite store")
+    p.add_argument(
+        "--db",
+        default=None,
+        help="SQLite store (default $LISTENLAB_DB, $LISTENLAB_DATA/listenlab.db or "
+        "data/listenlab.db)",
+    )
+    p.add_argument(
+        "--journal-mode",
+        choices=["wal", "delete"],
+        default=None,
+        help="SQLite journal (default: wal; delete for a DB under /data, network storage)",
+    )
     p.add_argument("--voices", default=None, help="voice library folder (default: next to --db)")
     p.add_argument(
         "--concurrency", type=int, default=DEFAULT_CONCURRENCY, help="streams per backend at once"
@@ -348,7 +382,11 @@ def _run_serve(args: argparse.Namespace) -> int:
     host = args.host or os.environ.get("GRADIO_SERVER_NAME") or "127.0.0.1"
     port = args.port or int(os.environ.get("GRADIO_SERVER_PORT") or 7860)
     app = create_app(
-        args.backends or ["piper"], args.db, voices_dir=args.voices, concurrency=args.concurrency
+        args.backends or ["piper"],
+        args.db or default_db(),
+        voices_dir=args.voices,
+        concurrency=args.concurrency,
+        journal_mode=args.journal_mode,
     )
     print(f"listenlab Playground on http://{host}:{port}/", flush=True)
     uvicorn.run(app, host=host, port=port, log_level="warning")

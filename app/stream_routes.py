@@ -246,6 +246,7 @@ class Session:
 
         take: Take | None = None
         status_msg: dict[str, Any]
+        self._cancelled = None
         self.mine.add(req.request_id)
         if self.current and self.current.token == token:
             self.current.take_id = req.request_id
@@ -288,6 +289,14 @@ class Session:
                 return
         if take is not None and take.chunks:
             await self._save(entry, take)
+        for m in self.pending.pop(req.request_id, []):  # no audio, so nothing to attach them to
+            self.send(
+                {
+                    "type": "error",
+                    "take_id": req.request_id,
+                    "message": f"{m['type']} report not stored: the take has no audio",
+                }
+            )
         status_msg.update(self._summary(take))
         self.send(status_msg)
         if take is not None and take.chunks:

@@ -419,3 +419,18 @@ def test_serve_works_offline(tmp_path):
     assert r.returncode == 0, r.stderr[-3000:]
     status, kind, frames = json.loads(r.stdout.strip().splitlines()[-1])
     assert status == 200 and kind == "done" and frames >= 1
+
+
+def test_db_defaults_and_journal_mode(monkeypatch, tmp_path):
+    from app.server import default_db, journal_mode_for
+
+    monkeypatch.delenv("LISTENLAB_DB", raising=False)
+    monkeypatch.delenv("LISTENLAB_DATA", raising=False)
+    assert default_db() == "data/listenlab.db"
+    monkeypatch.setenv("LISTENLAB_DATA", str(tmp_path))
+    assert default_db() == str(tmp_path / "listenlab.db")
+    monkeypatch.setenv("LISTENLAB_DB", "/x/y.db")
+    assert default_db() == "/x/y.db"
+    assert journal_mode_for("/data/listenlab.db") == "delete"
+    assert journal_mode_for("/database/listenlab.db") == "wal"
+    assert journal_mode_for(tmp_path / "a.db") == "wal"
