@@ -47,7 +47,7 @@ from typing import Any
 
 import numpy as np
 from numpy.lib.stride_tricks import sliding_window_view
-from scipy import signal
+from scipy import fft as sp_fft
 
 from evaluation.takes import Take
 
@@ -77,16 +77,17 @@ class DetectorConfig:
     """Smallest jump (full scale = 1) worth reporting (-40 dBFS)."""
     click_window_ms: float = 12.0
     click_order: int = 16
-    click_search_samples: int = 2
+    click_search_samples: int = 1
     """A seam's discontinuity may sit this many samples either side of the recorded offset."""
 
     # -- replay
-    replay_rate_hz: int = 4000
+    replay_rate_hz: int = 2000
+    """Search rate (block means); candidates are confirmed at the full rate."""
     replay_query_s: float = 0.6
     replay_min_query_s: float = 0.2
     replay_min_ncc: float = 0.9
     """Normalised correlation (at the search rate and again at the full rate) to call a repeat."""
-    replay_coarse_ncc: float = 0.6
+    replay_coarse_ncc: float = 0.5
     """Candidate threshold at the search rate (sub-sample misalignment lowers the peak there)."""
     replay_min_active_s: float = 0.15
     """The query must hold at least this much non-silent audio (silence matches silence)."""
@@ -325,18 +326,26 @@ def _clicks(s: _Signal, cfg: DetectorConfig) -> list[Finding]:
 # --------------------------------------------------------------------------- replay
 
 
-def _ncc_search(region: np.ndarray, q: np.ndarray) -> np.ndarray:
-    """Normalised cross-correlation of ``q`` at every position of ``region`` ('valid')."""
+def _ncc_search(
+    y: np.ndarray, c1: np.ndarray, c2: np.ndarray, lo: int, hi: int, q: np.ndarray
+) -> np.ndarray:
+    """Normalised cross-correlation of ``q`` at every start in ``y[lo:hi]`` where it fits.
+
+    ``c1``/``c2`` are the running sums of ``y`` and ``y**2`` (computed once per take), so each
+    query costs three float32 FFTs of the region's length.
+    """
     L = len(q)
+    region = y[lo:hi]
     qn = q - q.mean()
     qe = float(np.sqrt(np.dot(qn, qn)))
     if qe == 0 or len(region) < L:
         return np.zeros(0)
-    num = signal.fftconvolve(region, qn[::-1], mode="valid")
-    c1 = np.cumsum(np.r_[0.0, region.astype(np.float64)])
-    c2 = np.cumsum(np.r_[0.0, region.astype(np.float64) ** 2])
-    ssum = c1[L:] - c1[:-L]
-    var = np.maximum(c2[L:] - c2[:-L] - ssum * ssum / L, 1e-12)
+    n = sp_fft.next_fast_len(len(region) + L - 1, real=True)
+    num = sp_fft.irfft(sp_fft.rfft(region, n) * np.conj(sp_fft.rfft(qn, n)), n)[
+        : len(region) - L + 1
+    ]
+    ssum = c1[lo + L : hi + 1] - c1[lo : hi - L + 1]
+    var = np.maximum(c2[lo + L : hi + 1] - c2[lo : hi - L + 1] - ssum * ssum / L, 1e-12)
     return num / (qe * np.sqrt(var))
 
 
@@ -352,7 +361,10 @@ def _replays(s: _Signal, cfg: DetectorConfig, duration_s: float) -> list[Finding
     m = s.n // q
     if m < 8:
         return []
-    y = s.x[: m * q].reshape(m, q).mean(axis=1)
+    y = s.x[: m * q].reshape(m, q).mean(axis=1, dtype=np.float32)
+    y64 = y.astype(np.float64)
+    c1 = np.r_[0.0, np.cumsum(y64)]
+    c2 = np.r_[0.0, np.cumsum(y64 * y64)]
     rate = s.sr / q
     starts = s.boundaries
     if not len(starts):  # no timeline (a bare file): look at every pause-to-speech onset
@@ -383,8 +395,8 @@ def _replays(s: _Signal, cfg: DetectorConfig, duration_s: float) -> list[Finding
             continue
         i0, L = qs // q, int(L_s * rate)
         lo = max(0, i0 - int(cfg.replay_max_lookback_s * rate))
-        region = y[lo:i0]  # earlier audio only: a match must end before the query starts
-        c = _ncc_search(region, y[i0 : i0 + L])
+        # earlier audio only: a match must end before the query starts
+        c = _ncc_search(y, c1, c2, lo, i0, y[i0 : i0 + L])
         if not len(c):
             continue
         j = int(np.argmax(c))
@@ -641,10 +653,8 @@ def _band_energies(x: np.ndarray, sr: int, frame_s: float = 0.02) -> np.ndarray:
     freqs = np.fft.rfftfreq(nfft, 1 / sr)
     edges = np.geomspace(100, min(7000, sr / 2 - 1), 25)
     band = np.digitize(freqs, edges) - 1
-    ok = (band >= 0) & (band < 24)
-    e = np.zeros((m, 24))
-    np.add.at(e.T, band[ok], p[:, ok].T)
-    return e
+    onehot = (band[:, None] == np.arange(24)[None, :]).astype(p.dtype)  # bins -> bands
+    return p @ onehot
 
 
 def _spectra(e: np.ndarray) -> np.ndarray:
@@ -681,14 +691,11 @@ def _dtw_cost(a: np.ndarray, b: np.ndarray) -> float:
     prev[0] = 0.0
     for i in range(n):
         down = np.minimum(prev[1:], prev[:-1]) + c[i]  # from (i-1, j) or (i-1, j-1)
-        row = np.empty(m + 1)
-        row[0] = np.inf
-        acc = np.inf
-        ci = c[i]
-        for j in range(m):  # the (i, j-1) step is a running recursion along the row
-            acc = min(down[j], acc + ci[j])
-            row[j + 1] = acc
-        prev = row
+        # the (i, j-1) step: row[j] = min(down[j], row[j-1] + c[i, j]) is a min-plus prefix
+        # scan, i.e. C[j] + min_{k<=j}(down[k] - C[k]) with C the running sum of c[i]
+        cs = np.cumsum(c[i])
+        prev[1:] = cs + np.minimum.accumulate(down - cs)
+        prev[0] = np.inf
     return float(prev[m] / (n + m))
 
 
