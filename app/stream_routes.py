@@ -7,7 +7,9 @@ Wire protocol (``/ll/ws``), per generation token chosen by the page:
   positions_ms, browser}, ``glitch`` {report_id, take_id, position_ms, kind}.
 * server -> page JSON: ``queued`` {position}, ``generating``, ``start`` {sample_rate,
   channels, take_id}, ``done`` {ttfa_ms, rtf, ...}, ``error`` {message, partial},
-  ``cancelled``, ``findings``, ``glitch_saved``, ``underruns_saved``.
+  ``cancelled``, ``findings``, ``glitch_saved``, ``underruns_saved``; ``report_error``
+  {take_id, message} for a report that could not be stored (it carries no generation token,
+  so it can never end a playing stream).
 * server -> page binary: a 12-byte little-endian header ``<u32 token, u32 chunk index,
   f32 server arrival ms>`` then the chunk's int16 interleaved PCM.
 
@@ -108,7 +110,7 @@ class Session:
         elif kind in {"glitch", "underruns"}:
             take_id = str(msg.get("take_id") or "")
             if take_id not in self.mine:
-                self.send({"type": "error", "token": msg.get("token"), "message": "unknown take"})
+                self.send({"type": "report_error", "take_id": take_id, "message": "unknown take"})
                 return
             if take_id in self.saved:
                 await self.write_report(msg)
@@ -172,7 +174,9 @@ class Session:
                 )
                 self.send({"type": "underruns_saved", "take_id": take_id})
         except (ListenlabError, ValueError, TypeError, KeyError) as e:
-            self.send({"type": "error", "take_id": take_id, "message": f"report not saved: {e}"})
+            self.send(
+                {"type": "report_error", "take_id": take_id, "message": f"report not saved: {e}"}
+            )
 
     # -- generation
 
@@ -374,7 +378,9 @@ class Session:
             await asyncio.to_thread(self.state.save_take, entry, take)
         except Exception as e:  # the stream itself was fine; say the take was not kept
             log.exception("saving take failed")
-            self.send({"type": "error", "take_id": take.take_id, "message": f"take not saved: {e}"})
+            self.send(
+                {"type": "report_error", "take_id": take.take_id, "message": f"take not saved: {e}"}
+            )
             return
         self.saved.add(take.take_id)
         for m in self.pending.pop(take.take_id, []):

@@ -272,7 +272,7 @@ async def test_glitch_and_underrun_reports_wait_for_the_take(server):
         await p.until(lambda m: m["type"] == "underruns_saved")
         # a report for someone else's take is refused
         await ws.send(json.dumps({"type": "glitch", "take_id": "f" * 32, "position_ms": 1.0}))
-        err = await p.until(lambda m: m["type"] == "error")
+        err = await p.until(lambda m: m["type"] == "report_error")
     assert err["message"] == "unknown take"
     assert any(m["type"] == "done" for m in p.json)
     take = server.state.store.load_take(tid)

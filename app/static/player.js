@@ -154,6 +154,7 @@
     if (m.type === 'hello') { api.session = m.session; return; }
     if (m.type === 'glitch_saved') { onGlitchSaved(m); return; }
     if (m.type === 'underruns_saved') { api.underrunsSaved = (api.underrunsSaved || 0) + 1; return; }
+    if (m.type === 'report_error') { $('ll-glitch-log').textContent = m.message; return; }
     const g = gen;
     if (!g || m.token === undefined || m.token !== g.token) {
       if (m.type === 'error' && m.token == null) status(m.message, 'error');
