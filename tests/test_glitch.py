@@ -269,7 +269,13 @@ def test_crosstalk_other_request_at_onset(det, variants):
         f = detect(inject_crosstalk(t, other, 1.2), reference=ref[t.request.text])
         x = [y for y in f if y.kind == "crosstalk"]
         assert x, [str(y) for y in f]
-        assert x[0].time_s < 0.2 and x[0].evidence["onset_dist"] > 2 * x[0].evidence["body_dist"]
+        ev = x[0].evidence
+        assert x[0].time_s < 0.2 and x[0].severity >= 1.0
+        # whichever print gave it away, the onset is far worse than the rest of the take
+        assert (
+            ev["onset_dist"] > 1.5 * ev["body_dist"]
+            or ev["onset_voice_dist"] > 2 * ev["body_voice_dist"]
+        )
 
 
 def test_crosstalk_other_voice_same_words(det):
