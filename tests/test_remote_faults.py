@@ -8,6 +8,7 @@ that it came within its timeout, and that the take is never marked ok.
 from __future__ import annotations
 
 import base64
+import contextlib
 import io
 import time
 from urllib.parse import urlencode
@@ -408,3 +409,34 @@ def test_sse_parser_line_endings_and_multiline_data():
     assert p.feed(b"\r") == []  # a trailing \r may be half of \r\n: wait for the next byte
     evs = p.feed(b"\r\n")
     assert [(e.event, e.data) for e in evs] == [("b", "2")]
+
+
+@pytest.mark.parametrize("mode", ["sse", "ws"])
+async def test_connect_timeout(mode):
+    """A listening socket whose accept queue is full: the TCP connect itself never completes."""
+    import socket
+
+    srv = socket.socket()
+    srv.bind(("127.0.0.1", 0))
+    srv.listen(0)
+    port = srv.getsockname()[1]
+    fill = []
+    for _ in range(3):
+        c = socket.socket()
+        c.setblocking(False)
+        with contextlib.suppress(BlockingIOError):
+            c.connect(("127.0.0.1", port))
+        fill.append(c)
+    be = load_backend(f"vllm-omni+http://127.0.0.1:{port}?mode={mode}&connect_timeout=1")
+    t0 = time.monotonic()
+    try:
+        with pytest.raises(TakeFailed) as ei:
+            await record(be, SpeechRequest(TEXT))
+        assert isinstance(ei.value.cause, StreamTimeout)
+        assert "connect_timeout" in str(ei.value)
+        assert time.monotonic() - t0 < 8
+    finally:
+        await be.aclose()
+        for c in fill:
+            c.close()
+        srv.close()
