@@ -25,6 +25,7 @@ HTTP ``/v1/audio/speech`` faults (each honours the requested SSE/raw mode and wa
 ``old_server``     ignores ``stream_format``: raw pcm for ``stream:true`` (pre-#4679)
 ``sse_only``       always SSE, whatever was asked (post-#4679 with stream_format ignored)
 ``json200``        200 with a JSON body instead of audio
+``whole``          a whole FLAC file whatever was asked (pure-diffusion servers)
 ``slow``           ``chunks`` chunks ``gap`` s apart; logs when the client goes away
 =================  ==============================================================
 
@@ -195,6 +196,15 @@ def create_fault_app() -> FastAPI:
                 },
                 status_code=422,
             )
+        if f.name == "whole":  # pure-diffusion servers ignore streaming flags
+            import io
+
+            import soundfile as sf
+
+            buf = io.BytesIO()
+            x = np.concatenate([np.frombuffer(a, "<i2") for a in audio]).reshape(-1, ch)
+            sf.write(buf, x, rate, format="FLAC", subtype="PCM_16")
+            return Response(buf.getvalue(), media_type="audio/flac")
         if f.name == "json200":
             return JSONResponse({"hello": "not audio"})
         if f.name == "hang":

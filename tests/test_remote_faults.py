@@ -116,6 +116,13 @@ async def test_sse_answer_to_raw_request_is_parsed_as_sse(fault_server):
     np.testing.assert_array_equal(t.audio, expected(24000, 1))
 
 
+@pytest.mark.parametrize("mode", ["sse", "audio"])
+async def test_whole_file_answer_to_a_stream_request(fault_server, mode):
+    t = await take(fault_server, "whole,rate=44100,ch=2", mode=mode)
+    assert t.ok and (t.sample_rate, t.channels) == (44100, 2) and len(t.chunks) == 1
+    np.testing.assert_array_equal(t.audio, expected(44100, 2))
+
+
 async def test_stream_format_always_sent(fault_server):
     reqs = fault_server.server.config.app.state.faults.requests
     await take(fault_server, "ok", mode="sse")
