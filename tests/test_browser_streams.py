@@ -29,6 +29,8 @@ def setup():
                 "stereo48": "piper?deterministic=1&profile=custom&rate=48000&channels=2"
                 "&first_frames=2&chunk_frames=4&frame_hz=4&pace=3",
                 "cut": f"vllm-omni+http://{fault[7:]}/cut,after=3,chunks=6?mode=sse",
+                "slow": "piper?deterministic=1&profile=custom&rate=22050&channels=1"
+                "&first_frames=1&chunk_frames=1&frame_hz=4&pace=0.8",
             },
             tmp_db(),
         )
@@ -93,3 +95,30 @@ def test_two_users_at_once_each_hear_their_own_take(setup):
     assert ta.meta["session"] == sa and tb.meta["session"] == sb
     a.close()
     b.close()
+
+
+def test_speaking_again_drops_the_old_generation(setup):
+    """A second Speak mid-stream: nothing of the first generation is played after it."""
+    live, browser = setup
+    page = open_playground(browser, live.url)
+    page.select_option("#ll-backend", "slow")
+    page.fill("#ll-text", TEXT + " " + TEXT)
+    page.click("#ll-speak")
+    page.wait_for_function("window.listenlab.last.chunks.length >= 2", timeout=30_000)
+    first = page.evaluate("window.listenlab.last.takeId")
+    page.select_option("#ll-backend", "piper")
+    page.fill("#ll-text", "Something else now.")
+    page.click("#ll-speak")
+    g = wait_finished(page)
+    assert g["status"] == "ok" and g["takeId"] != first
+    take = live.state.store.load_take(g["takeId"])
+    assert take.request.text == "Something else now."
+    assert np.array_equal(page_pcm(page), take.audio.reshape(-1))
+    old = page.evaluate(
+        "(({state, token, framesRecv}) => ({state, token, framesRecv}))(window.listenlab.gens[0])"
+    )
+    assert old["state"] == "stopped" and old["token"] != g["token"]
+    page.wait_for_timeout(1500)  # late frames of the first token would arrive now
+    assert page.evaluate("window.listenlab.gens[0].framesRecv") == old["framesRecv"]
+    assert np.array_equal(page_pcm(page), take.audio.reshape(-1))
+    page.close()
