@@ -289,6 +289,28 @@ def test_crosstalk_other_voice_same_words(det):
         assert "crosstalk" in kinds(f), [str(y) for y in f]
 
 
+@pytest.mark.parametrize("sr", [16000, 24000, 48000])
+def test_other_sample_rates(det, sr):
+    """vLLM-Omni models stream 24 kHz (Qwen3-TTS) or other rates: same results."""
+    for t in multi(det, 2)[:4]:
+        f = sr / t.sample_rate
+        y = soxr.resample(t.audio[:, 0].astype(np.float32), t.sample_rate, sr)
+        y = np.clip(y, -32768, 32767).astype(np.int16)[:, None]
+        offs = [int(round(c.offset * f)) for c in t.chunks] + [len(y)]
+        chunks = [
+            ChunkRecord(c.index, c.arrival_ms, offs[i], offs[i + 1] - offs[i])
+            for i, c in enumerate(t.chunks)
+        ]
+        r = replace(t, audio=y, sample_rate=sr, chunks=chunks)
+        assert detect(r) == []
+        k = len(r.boundaries) // 2
+        assert [(x.kind, x.boundary_index) for x in detect(inject_click(r, k, "step", 0.1))] == [
+            ("click", k)
+        ]
+        rep = [x for x in detect(inject_replay(r, k, "restart")) if x.kind == "replay"]
+        assert [x.boundary_index for x in rep] == [k]
+
+
 def test_config_is_configurable(det):
     t = multi(det, 1)[0]
     g = inject_gap(t, 0, 0.6)

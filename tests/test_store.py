@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import sqlite3
 import threading
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -182,8 +183,15 @@ def test_assignment_role_flows_into_rating(store, takes):
     assert [a.assignment_id for a in store.assignments("mos1", "r1")] == ["as1"]
 
 
-def test_twenty_threads_lose_nothing_duplicate_nothing(store, takes):
+@pytest.mark.parametrize("journal_mode", ["wal", "delete"])
+def test_twenty_threads_lose_nothing_duplicate_nothing(tmp_path, takes, journal_mode):
     """20 writers at once, each re-sending every vote twice; every vote lands exactly once."""
+    store = Store.open(tmp_path / "lab.db", journal_mode=journal_mode)
+    store.add_system(System("piper", "piper?deterministic=1"))
+    for t in takes:
+        store.save_take(t, system_id="piper")
+    store.add_test(ListeningTest("mos1", "mos"))
+    store.add_test(ListeningTest("ab1", "ab"))
     a, b = takes[0].take_id, takes[1].take_id
     store.add_test(ListeningTest("mos2", "mos"))
     errors: list[BaseException] = []
@@ -218,6 +226,41 @@ def test_twenty_threads_lose_nothing_duplicate_nothing(store, takes):
     con = sqlite3.connect(store.path)
     assert con.execute("SELECT count(*) FROM mos_ratings").fetchone()[0] == 80
     con.close()
+    store.close()
+
+
+WRITER = """
+import sys
+from evaluation.store import Store, MosRating
+s = Store.open(sys.argv[1])
+me, a, b = sys.argv[2:5]
+for i in range(60):
+    for rep in range(2):  # every vote is sent twice
+        s.add_mos_rating(MosRating(f"shared-{i}", "mos1", f"r{i}", (a, b)[i % 2], 1 + i % 5))
+        s.add_mos_rating(MosRating(f"{me}-{i}", "mos1", f"{me}-r{i}", a, 3))
+s.close()
+"""
+
+
+def test_two_processes_write_at_once(store, takes):
+    """Two app worker processes: the same 60 votes from both (client ids), plus 60 own each."""
+    import subprocess
+    import sys
+
+    root = Path(__file__).resolve().parents[1]
+    procs = [
+        subprocess.Popen(
+            [sys.executable, "-c", WRITER, str(store.path), me, takes[0].take_id, takes[1].take_id],
+            cwd=root,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        for me in ("w1", "w2")
+    ]
+    errs = [p.communicate(timeout=120)[1] for p in procs]
+    assert [p.returncode for p in procs] == [0, 0], errs
+    mos = store.frame("mos_ratings")
+    assert len(mos) == 60 + 2 * 60 and mos["rating_id"].is_unique
 
 
 def test_glitch_report_nearest_boundary(store, takes):
