@@ -163,3 +163,11 @@ def test_cli_report_and_export(lab, tmp_path):
     cli("export", db, "--csv", str(tmp_path / "x"))
     assert len(pd.read_csv(tmp_path / "x" / "ab_votes.csv")) == 8
     assert cli("report", str(tmp_path / "missing.db"), check=False).returncode == 2
+
+
+def test_empty_store_reports(tmp_path):
+    Store.open(tmp_path / "e.db").close()
+    cli("report", str(tmp_path / "e.db"), "-o", str(tmp_path / "e.html"))
+    page = (tmp_path / "e.html").read_text(encoding="utf-8")
+    assert "no data" in page and "data:image/png" not in page
+    assert (tmp_path / "e_csv" / "takes.csv").is_file()
