@@ -434,3 +434,17 @@ def test_db_defaults_and_journal_mode(monkeypatch, tmp_path):
     assert journal_mode_for("/data/listenlab.db") == "delete"
     assert journal_mode_for("/database/listenlab.db") == "wal"
     assert journal_mode_for(tmp_path / "a.db") == "wal"
+
+
+async def test_closing_the_page_stops_its_generation(server):
+    n = len(server.tracked.events)
+    async with websockets.connect(ws_url(server)) as ws:
+        p = Page(ws)
+        await p.speak(1, text=TEXT * 2, backend="slow")
+        await p.until(lambda m: m["type"] == "start")
+    for _ in range(200):
+        if len(server.tracked.events) > n and server.state.backends["slow"].gate.active == 0:
+            break
+        await asyncio.sleep(0.05)
+    assert server.tracked.events[n][0] == "closed"
+    assert server.state.backends["slow"].gate.active == 0
