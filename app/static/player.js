@@ -480,7 +480,8 @@
     const m = g.findings, box = $('ll-findings');
     if (!m.available) box.textContent = 'Automatic glitch findings: ' + (m.note || 'not available');
     else if (!m.findings.length) box.textContent = 'Automatic glitch findings: none';
-    else box.textContent = 'Automatic glitch findings (red on the waveform): ' + m.findings.map((f) => f.kind + ' @ ' + (f.time_s != null ? f.time_s.toFixed(2) + ' s' : '?') + (f.boundary_index != null ? ' (seam #' + (f.boundary_index + 1) + ')' : '')).join(', ');
+    else box.textContent = 'Automatic glitch findings (red on the waveform): ' + m.findings.map((f) => f.kind + ' @ ' + (f.time_s != null ? f.time_s.toFixed(2) + ' s' : '?') + (f.boundary_index != null ? ' (seam #' + (f.boundary_index + 1) + ')' : '') +
+      (f.kind === 'underrun' && f.evidence && f.evidence.prebuffer_ms != null ? ' [simulated player with a ' + Math.round(f.evidence.prebuffer_ms) + ' ms prebuffer, not this one]' : '')).join(', ');
     if (g.finished) drawWave(g);
   }
 
