@@ -42,6 +42,7 @@ Everything is vectorised with numpy/scipy: a 10 s take is analysed in a few mill
 from __future__ import annotations
 
 import math
+import re
 from dataclasses import asdict, dataclass, field, fields, replace
 from typing import Any
 
@@ -92,6 +93,9 @@ class DetectorConfig:
     replay_min_active_s: float = 0.15
     """The query must hold at least this much non-silent audio (silence matches silence)."""
     replay_max_lookback_s: float = 120.0
+    replay_text_factor: float = 1.5
+    """Texts that say a word sequence twice: a repeat no longer than this times its predicted
+    duration (+0.5 s) is taken as the content (with a reference, also one the reference has)."""
     replay_block_s: float = 0.1
     """Block length used to measure how long a repeat goes on."""
 
@@ -356,7 +360,103 @@ def _ncc(a: np.ndarray, b: np.ndarray) -> float:
     return float(np.dot(a, b) / d) if d > 0 else 0.0
 
 
-def _replays(s: _Signal, cfg: DetectorConfig, duration_s: float) -> list[Finding]:
+def repeated_text_s(text: str, cfg: DetectorConfig, speed: float = 1.0) -> float:
+    """Predicted duration of the longest run of sentences/clauses that the text says twice.
+
+    Deterministic engines render a repeated sentence or clause ("The end. The end.") as
+    identical audio: that is the content, not a replay bug. Replays no longer than about this
+    are not reported. Repeated words inside different sentences do not count: in another
+    context they do not come out identical.
+    """
+    units = [" ".join(re.findall(r"[\w']+", u)) for u in re.split(r"[.!?;:,\n…]+", text.lower())]
+    units = [u for u in units if u][:400]
+
+    def repeats(k: int) -> int:
+        """Characters of a repeated run of k units (0 if none)."""
+        seen: set[tuple[str, ...]] = set()
+        for i in range(len(units) - k + 1):
+            g = tuple(units[i : i + k])
+            if g in seen:
+                return sum(len(u) + 2 for u in g)
+            seen.add(g)
+        return 0
+
+    lo, hi, chars = 0, len(units), 0  # the largest k with a repeat (monotone in k)
+    while lo < hi:
+        mid = (lo + hi + 1) // 2
+        c = repeats(mid)
+        if c:
+            lo, chars = mid, c
+        else:
+            hi = mid - 1
+    return chars / (cfg.chars_per_s * max(speed, 0.25))
+
+
+def _replays(
+    s: _Signal,
+    cfg: DetectorConfig,
+    duration_s: float,
+    text: str = "",
+    speed: float = 1.0,
+    ref: _Signal | None = None,
+) -> list[Finding]:
+    found = _replay_scan(s, cfg, duration_s)
+    if not found:
+        return found
+    rep_s = repeated_text_s(text, cfg, speed) if text else 0.0
+    if rep_s:
+        found = [f for f in found if f.evidence["length_s"] > cfg.replay_text_factor * rep_s + 0.5]
+    if found and ref is not None:
+        # the reference repeats itself the same way: the repetition is in the content
+        own = [f.evidence["lag_s"] for f in _replay_scan(ref, cfg, ref.n / ref.sr)]
+        found = [f for f in found if not any(abs(f.evidence["lag_s"] - lag) <= 0.15 for lag in own)]
+    return found
+
+
+def _peaks(c: np.ndarray, floor: float, sep: int, most: int = 4) -> list[int]:
+    """Indices of up to ``most`` best local maxima of ``c`` above ``floor``, ``sep`` apart."""
+    idx = np.flatnonzero(c >= floor)
+    out: list[int] = []
+    for j in idx[np.argsort(c[idx])[::-1]]:
+        if all(abs(int(j) - k) >= sep for k in out):
+            out.append(int(j))
+            if len(out) == most:
+                break
+    return out
+
+
+def _refine(x: np.ndarray, src0: int, qs: int, n: int, q: int) -> tuple[float, int]:
+    """Best full-rate NCC (and source start) within one decimation step of ``src0``."""
+    best, src = -1.0, src0
+    for d in range(-q, q + 1):
+        st = src0 + d
+        if st < 0 or st + n > qs:
+            continue
+        v = _ncc(x[st : st + n], x[qs : qs + n])
+        if v > best:
+            best, src = v, st
+    return best, src
+
+
+def _repeat_length(s: _Signal, src: int, qs: int, start: int, blk: int, min_ncc: float) -> int:
+    """How long the audio from ``qs`` keeps repeating the audio from ``src`` (block by block)."""
+    length = voiced = start
+    nfr = max(1, blk // s.hop)
+    while qs + length + blk <= s.n:
+        fa, fb = (src + length) // s.hop, (qs + length) // s.hop
+        if s.silent[fa : fa + nfr].all() and s.silent[fb : fb + nfr].all():
+            length += blk  # shared silence continues the repeat (but does not end it)
+            continue
+        a = s.x[src + length : src + length + blk]
+        b = s.x[qs + length : qs + length + blk]
+        if _ncc(a, b) < min_ncc:
+            break
+        length += blk
+        voiced = length
+    return voiced
+
+
+def _replay_scan(s: _Signal, cfg: DetectorConfig, duration_s: float) -> list[Finding]:
     q = max(1, int(round(s.sr / cfg.replay_rate_hz)))
     m = s.n // q
     if m < 8:
@@ -376,14 +476,14 @@ def _replays(s: _Signal, cfg: DetectorConfig, duration_s: float) -> list[Finding
     starts = np.asarray(starts, dtype=np.int64)
     ends = np.r_[starts[1:], s.n]
     for b, b_end in zip(starts, ends, strict=True):
-        if b < skip_until:
-            continue
         # start the query at the first active frame after the seam (silence matches silence)
         f0 = -(-int(b) // s.hop)
         act = np.flatnonzero(~s.silent[f0 : f0 + int(0.5 / s.frame_s)])
         if not len(act):
             continue
         qs = (f0 + int(act[0])) * s.hop
+        if qs < skip_until:  # still inside a repeat already reported
+            continue
         # the query stays inside this chunk (a repeated chunk is followed by new audio)
         L_s = min(
             cfg.replay_query_s, qs / s.sr, (max(b_end, qs + 1) - qs) / s.sr, (s.n - qs) / s.sr
@@ -399,37 +499,24 @@ def _replays(s: _Signal, cfg: DetectorConfig, duration_s: float) -> list[Finding
         c = _ncc_search(y, c1, c2, lo, i0, y[i0 : i0 + L])
         if not len(c):
             continue
-        j = int(np.argmax(c))
-        if c[j] < cfg.replay_coarse_ncc:
+        if c.max() < cfg.replay_coarse_ncc:
             continue
-        # confirm at the full rate (refine the lag within one decimation step)
-        src0 = (lo + j) * q
+        # Several earlier places may match about as well (the text repeats itself, or the
+        # audio was repeated more than once): keep the one whose repeat goes on longest.
+        top = _peaks(c, max(cfg.replay_coarse_ncc, float(c.max()) - 0.1), L)
         Lf = L * q
-        best, src = -1.0, src0
-        for d in range(-q, q + 1):
-            st = src0 + d
-            if st < 0 or st + Lf > qs:
-                continue
-            v = _ncc(s.x[st : st + Lf], s.x[qs : qs + Lf])
-            if v > best:
-                best, src = v, st
-        if best < cfg.replay_min_ncc:
-            continue
-        # how long does the repeat go on? compare successive blocks at the same lag
         blk = max(1, int(cfg.replay_block_s * s.sr))
-        length = Lf
-        lag = qs - src
-        while qs + length + blk <= s.n:
-            a = s.x[src + length : src + length + blk]
-            bb = s.x[qs + length : qs + length + blk]
-            fa, fb = (src + length) // s.hop, (qs + length) // s.hop
-            nfr = max(1, blk // s.hop)
-            if s.silent[fa : fa + nfr].all() and s.silent[fb : fb + nfr].all():
-                length += blk  # shared silence continues the repeat
+        best = src = length = None
+        for j in top:
+            v, st = _refine(s.x, (lo + j) * q, qs, Lf, q)
+            if v < cfg.replay_min_ncc:
                 continue
-            if _ncc(a, bb) < cfg.replay_min_ncc:
-                break
-            length += blk
+            n_ = _repeat_length(s, st, qs, Lf, blk, cfg.replay_min_ncc)
+            if length is None or n_ > length:
+                best, src, length = v, st, n_
+        if length is None:
+            continue
+        lag = qs - src
         skip_until = qs + length
         t = qs / s.sr
         bi, dist = _nearest(bounds_s, b / s.sr)
@@ -754,7 +841,9 @@ def analyze(
     findings: list[Finding] = []
     if s.n:
         findings += _clicks(s, cfg)
-        findings += _replays(s, cfg, dur)
+        findings += _replays(
+            s, cfg, dur, take.request.text or "", float(take.request.speed or 1.0), ref
+        )
         findings += _gaps(s, cfg, float(take.request.speed or 1.0), ref)
         if ref is not None:
             findings += _crosstalk(s, ref, cfg)
