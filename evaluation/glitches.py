@@ -88,6 +88,8 @@ class DetectorConfig:
     replay_min_query_s: float = 0.2
     replay_min_ncc: float = 0.9
     """Normalised correlation (at the search rate and again at the full rate) to call a repeat."""
+    replay_envelope_ncc: float = 0.85
+    """Pre-check on the 10 ms level envelope; seams below it are not searched further."""
     replay_coarse_ncc: float = 0.5
     """Candidate threshold at the search rate (sub-sample misalignment lowers the peak there)."""
     replay_min_active_s: float = 0.15
@@ -466,6 +468,11 @@ def _replay_scan(s: _Signal, cfg: DetectorConfig, duration_s: float) -> list[Fin
     c1 = np.r_[0.0, np.cumsum(y64)]
     c2 = np.r_[0.0, np.cumsum(y64 * y64)]
     rate = s.sr / q
+    # level envelope (dB per 10 ms frame, floored at the silence threshold) for a cheap
+    # pre-check: a repeat has the same envelope too, so most seams never need the search
+    env = np.maximum(s.db, s.thresh).astype(np.float64)
+    e1 = np.r_[0.0, np.cumsum(env)]
+    e2 = np.r_[0.0, np.cumsum(env * env)]
     starts = s.boundaries
     if not len(starts):  # no timeline (a bare file): look at every pause-to-speech onset
         runs = s.silent_runs()
@@ -495,6 +502,11 @@ def _replay_scan(s: _Signal, cfg: DetectorConfig, duration_s: float) -> list[Fin
             continue
         i0, L = qs // q, int(L_s * rate)
         lo = max(0, i0 - int(cfg.replay_max_lookback_s * rate))
+        f_lo, f_q = lo * q // s.hop, qf.start
+        eq = env[qf]
+        ce = _ncc_search(env, e1, e2, f_lo, f_q, eq) if len(eq) >= 4 else np.zeros(0)
+        if not len(ce) or ce.max() < cfg.replay_envelope_ncc:
+            continue
         # earlier audio only: a match must end before the query starts
         c = _ncc_search(y, c1, c2, lo, i0, y[i0 : i0 + L])
         if not len(c):
