@@ -125,7 +125,7 @@ class DetectorConfig:
     """Leading + trailing silence added to the text prediction."""
     min_predicted_s: float = 3.0
     """Text-based checks only when the text predicts at least this much audio."""
-    truncation_ratio: float = 0.6
+    truncation_ratio: float = 0.7
     """Shorter than this fraction of the reference (active speech time) is truncation."""
     truncation_text_ratio: float = 0.5
     tail_abrupt_db: float = -30.0

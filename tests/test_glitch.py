@@ -273,7 +273,7 @@ def test_truncation(det):
         assert "truncation" in kinds(f), t.request.text
         f = detect(inject_truncation(t, 0.55), reference=t)
         tr = [x for x in f if x.kind == "truncation"]
-        assert tr and tr[0].evidence["ratio"] < 0.6
+        assert tr and tr[0].evidence["ratio"] < 0.7
     failed = replace(long[0], status="error", error="server closed the stream")
     f = [x for x in detect(failed) if x.kind == "truncation"]
     assert f and f[0].evidence["status"] == "error"
