@@ -43,7 +43,7 @@ from backends.base import (
 from evaluation.takes import ChunkRecord, Recorder, Take, TakeFailed
 
 if TYPE_CHECKING:
-    from app.server import AppState, BackendEntry
+    from app.state import AppState, BackendEntry
 
 log = logging.getLogger("listenlab.app")
 

@@ -9,12 +9,12 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from app.server import STATIC
+from app.state import STATIC
 
 if TYPE_CHECKING:
     import gradio as gr
 
-    from app.server import AppState
+    from app.state import AppState
 
 CSS = (STATIC / "player.css").read_text(encoding="utf-8")
 

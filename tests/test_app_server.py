@@ -23,7 +23,8 @@ import pytest
 import websockets
 
 from app.gate import Gate
-from app.server import create_app, parse_backend_args
+from app.server import create_app
+from app.state import parse_backend_args
 from tests._app_util import TrackingBackend, free_port, live_server, tmp_db
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -422,7 +423,7 @@ def test_serve_works_offline(tmp_path):
 
 
 def test_db_defaults_and_journal_mode(monkeypatch, tmp_path):
-    from app.server import default_db, journal_mode_for
+    from app.state import default_db, journal_mode_for
 
     monkeypatch.delenv("LISTENLAB_DB", raising=False)
     monkeypatch.delenv("LISTENLAB_DATA", raising=False)

@@ -1,0 +1,140 @@
+"""Who is the admin: one rule for every admin page and route (test designer, results, shared voices).
+
+Why one module: the listening tests, the voice library and the reports all need the same answer,
+and a public Space must never get it wrong in one place.
+
+* ``LISTENLAB_ADMIN_PASSWORD`` set: a request is admin when it carries the password
+  (``Authorization: Bearer PW`` or HTTP Basic with any user name) or the signed ``ll_admin``
+  cookie that :func:`login_cookie` makes after a correct password.
+* not set: only requests from the machine itself are admin (a loopback client with no
+  ``X-Forwarded-For``/``Forwarded`` header, so a reverse proxy on the same host does not make
+  every visitor an admin). Pages say so.
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import hmac
+import ipaddress
+import os
+import secrets
+import time
+from dataclasses import dataclass
+
+from fastapi import HTTPException, Request
+from starlette.requests import HTTPConnection
+
+ENV_PASSWORD = "LISTENLAB_ADMIN_PASSWORD"
+COOKIE = "ll_admin"
+COOKIE_MAX_AGE_S = 12 * 3600
+PROXY_HEADERS = ("x-forwarded-for", "forwarded", "x-real-ip")
+
+
+@dataclass(frozen=True)
+class AdminPolicy:
+    """The password (or None: localhost only) and the key that signs admin cookies.
+
+    The key is random per process unless ``LISTENLAB_SECRET_KEY`` is set, so cookies die with
+    a restart rather than outliving a changed password.
+    """
+
+    password: str | None
+    key: bytes
+
+    @classmethod
+    def from_env(cls) -> AdminPolicy:
+        pw = os.environ.get(ENV_PASSWORD) or None
+        key = os.environ.get("LISTENLAB_SECRET_KEY")
+        return cls(pw, key.encode() if key else secrets.token_bytes(32))
+
+    @property
+    def mode(self) -> str:
+        """``password`` or ``localhost``: what the admin pages tell the user."""
+        return "password" if self.password else "localhost"
+
+    def describe(self) -> str:
+        if self.password:
+            return "Admin pages need the password set in LISTENLAB_ADMIN_PASSWORD."
+        return (
+            "No LISTENLAB_ADMIN_PASSWORD is set: admin pages answer only requests from this "
+            "machine (localhost). Set it to administer a public deployment."
+        )
+
+    # -- checks
+
+    def password_ok(self, given: str | None) -> bool:
+        if not self.password or given is None:
+            return False
+        return hmac.compare_digest(given.encode(), self.password.encode())
+
+    def login_cookie(self, now: float | None = None) -> str:
+        """A cookie value that proves a correct password was given (expires, signed)."""
+        expires = int((now or time.time()) + COOKIE_MAX_AGE_S)
+        sig = self._sign(str(expires))
+        return f"{expires}.{sig}"
+
+    def cookie_ok(self, value: str | None, now: float | None = None) -> bool:
+        if not value or "." not in value:
+            return False
+        expires, _, sig = value.partition(".")
+        if not expires.isdigit() or int(expires) < (now or time.time()):
+            return False
+        return hmac.compare_digest(sig, self._sign(expires))
+
+    def is_admin(self, conn: HTTPConnection) -> bool:
+        """True when this request (or WebSocket) may use admin pages and routes."""
+        if self.password:
+            if self.password_ok(_presented_password(conn)):
+                return True
+            return self.cookie_ok(conn.cookies.get(COOKIE))
+        return is_local(conn)
+
+    def require(self, conn: HTTPConnection) -> None:
+        """Raise 403 (with the reason) unless the request is admin."""
+        if not self.is_admin(conn):
+            raise HTTPException(403, f"admin only. {self.describe()}")
+
+    def _sign(self, msg: str) -> str:
+        # the password is part of the key: changing it invalidates every cookie
+        key = self.key + (self.password or "").encode()
+        return hmac.new(key, msg.encode(), hashlib.sha256).hexdigest()
+
+
+def _presented_password(conn: HTTPConnection) -> str | None:
+    auth = conn.headers.get("authorization", "")
+    scheme, _, value = auth.partition(" ")
+    if scheme.lower() == "bearer":
+        return value.strip()
+    if scheme.lower() == "basic":
+        try:
+            decoded = base64.b64decode(value.strip(), validate=True).decode("utf-8")
+        except (ValueError, UnicodeDecodeError):
+            return None
+        return decoded.partition(":")[2]
+    return None
+
+
+def is_local(conn: HTTPConnection) -> bool:
+    """A direct loopback client, not one relayed by a proxy on this machine."""
+    if any(h in conn.headers for h in PROXY_HEADERS):
+        return False
+    host = conn.client.host if conn.client else ""
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return host == "testclient"  # starlette's TestClient
+
+
+def policy(request: Request | HTTPConnection) -> AdminPolicy:
+    """The app's policy (made at app creation), so tests can set the env per app."""
+    pol = getattr(request.app.state, "admin_policy", None)
+    if pol is None:
+        pol = AdminPolicy.from_env()
+        request.app.state.admin_policy = pol
+    return pol
+
+
+def require_admin(request: Request) -> None:
+    """FastAPI dependency: ``dependencies=[Depends(require_admin)]``."""
+    policy(request).require(request)

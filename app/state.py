@@ -1,0 +1,144 @@
+"""What every part of the app shares: the backends with their queues, the store, the voice
+library, the detector, and where data lives.
+
+Why a module of its own: the Playground, the player's WebSocket, the JSON routes and the
+listening tests all read this state; keeping it here lets each of them import it without
+importing the server that imports them.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+from collections.abc import Callable, Sequence
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from app.gate import Gate
+from backends.base import Backend, ListenlabError
+from evaluation.takes import Take
+
+STATIC = Path(__file__).parent / "static"
+ASSETS = Path(__file__).resolve().parent.parent / "assets"
+DEFAULT_DB = "data/listenlab.db"
+NETWORK_STORAGE = ("/data",)
+"""Paths under these are network storage on HF Spaces: WAL is unsafe there (journal DELETE)."""
+
+
+def default_db() -> str:
+    """``$LISTENLAB_DB``, else ``$LISTENLAB_DATA/listenlab.db``, else ``data/listenlab.db``."""
+    if os.environ.get("LISTENLAB_DB"):
+        return os.environ["LISTENLAB_DB"]
+    if os.environ.get("LISTENLAB_DATA"):
+        return str(Path(os.environ["LISTENLAB_DATA"]) / "listenlab.db")
+    return DEFAULT_DB
+
+
+def journal_mode_for(path: str | Path) -> str:
+    p = str(Path(path).resolve())
+    return "delete" if any(p == n or p.startswith(n + "/") for n in NETWORK_STORAGE) else "wal"
+
+
+DEFAULT_CONCURRENCY = 2
+
+
+@dataclass
+class BackendEntry:
+    label: str
+    backend: Backend
+    gate: Gate
+
+    @property
+    def spec(self) -> str:
+        return self.backend.describe()
+
+
+Detector = Callable[[Take], list[dict[str, Any]] | None]
+
+
+def default_detector(take: Take) -> list[dict[str, Any]] | None:
+    """Automatic glitch findings from ``evaluation.glitches``, or None while it is not installed."""
+    try:
+        from evaluation import glitches
+    except ImportError:
+        return None
+    fn = next(
+        (
+            getattr(glitches, n)
+            for n in ("analyze_take", "detect", "find_glitches")
+            if callable(getattr(glitches, n, None))
+        ),
+        None,
+    )
+    if fn is None:
+        return None
+    found = fn(take)
+    found = getattr(found, "findings", found)
+    out = []
+    for f in found:
+        d = f if isinstance(f, dict) else (f.to_dict() if hasattr(f, "to_dict") else asdict(f))
+        evidence = json.loads(json.dumps(d.get("evidence") or {}, default=float))
+        out.append(
+            {
+                "kind": d.get("kind"),
+                "time_s": None if d.get("time_s") is None else float(d["time_s"]),
+                "boundary_index": d.get("boundary_index"),
+                "severity": None if d.get("severity") is None else float(d["severity"]),
+                "evidence": evidence,
+            }
+        )
+    return out
+
+
+@dataclass
+class AppState:
+    """Everything the routes share. Per-page state lives in ``stream_routes.Session``."""
+
+    backends: dict[str, BackendEntry]
+    default: str
+    store: Any  # evaluation.store.Store
+    library: Any  # voices.library.VoiceLibrary
+    detector: Detector = default_detector
+    examples: list[dict[str, str]] = field(default_factory=list)
+
+    def save_take(self, entry: BackendEntry, take: Take) -> None:
+        from evaluation.store import System
+
+        self.store.add_system(System(entry.label, backend=entry.spec, label=entry.label))
+        self.store.save_take(take, system_id=entry.label)
+
+    def detect(self, take: Take) -> list[dict[str, Any]] | None:
+        found = self.detector(take)
+        if found is not None:
+            with contextlib.suppress(ListenlabError):
+                self.store.add_auto_findings(take.take_id, found)
+        return found
+
+
+def load_examples() -> list[dict[str, str]]:
+    """Example texts from ``assets/prompts/*.txt`` (first line is the title)."""
+    out = []
+    folder = next(
+        (d for d in (ASSETS / "prompts", Path.cwd() / "assets" / "prompts") if d.is_dir()),
+        ASSETS / "prompts",
+    )  # an installed (non-editable) package has no assets/ beside it: use the working dir
+    for p in sorted(folder.glob("*.txt")):
+        lines = p.read_text(encoding="utf-8").strip().splitlines()
+        if len(lines) >= 2:
+            out.append({"title": lines[0].strip(), "text": " ".join(lines[1:]).strip()})
+    return out
+
+
+def parse_backend_args(specs: Sequence[str]) -> list[tuple[str, str]]:
+    """``SPEC`` or ``LABEL=SPEC`` -> [(label, spec)]; labels are unique."""
+    out: list[tuple[str, str]] = []
+    for s in specs:
+        label, _, spec = s.partition("=") if "=" in s.split("?")[0] else ("", "", s)
+        label = label.strip() or spec.split("?")[0].split("+")[0]
+        base, n = label, 2
+        while label in {lbl for lbl, _ in out}:
+            label, n = f"{base}-{n}", n + 1
+        out.append((label, spec.strip()))
+    return out
