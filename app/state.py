@@ -11,7 +11,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
-from collections.abc import Callable, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -56,6 +56,8 @@ class BackendEntry:
 
 
 Detector = Callable[[Take], list[dict[str, Any]] | None]
+WsHandler = Callable[[Any, dict[str, Any]], Awaitable[None]]
+"""``async handler(session: app.stream_routes.Session, msg)`` for one ``/ll/ws`` message type."""
 
 
 def default_detector(take: Take) -> list[dict[str, Any]] | None:
@@ -102,6 +104,9 @@ class AppState:
     library: Any  # voices.library.VoiceLibrary
     detector: Detector = default_detector
     examples: list[dict[str, str]] = field(default_factory=list)
+    ws_handlers: dict[str, WsHandler] = field(default_factory=dict)
+    """Extra ``/ll/ws`` message types (``type`` -> ``async handler(session, msg)``), registered
+    by the parts of the app that need the player (listening tests, arena)."""
 
     def save_take(self, entry: BackendEntry, take: Take) -> None:
         from evaluation.store import System

@@ -27,6 +27,7 @@ import logging
 import struct
 import time
 import uuid
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -99,10 +100,7 @@ class Session:
     async def handle(self, msg: dict[str, Any]) -> None:
         kind = msg.get("type")
         if kind == "speak":
-            await self.stop()
-            token = int(msg.get("token", 0)) & 0xFFFFFFFF
-            task = asyncio.create_task(self.generate(token, msg))
-            self.current = Generation(token, task)
+            await self.begin(int(msg.get("token", 0)) & 0xFFFFFFFF, lambda t: self.generate(t, msg))
         elif kind == "stop":
             tok = msg.get("token")
             if self.current and (tok is None or int(tok) == self.current.token):
@@ -118,8 +116,19 @@ class Session:
                 self.pending.setdefault(take_id, []).append(msg)
         elif kind == "ping":
             self.send({"type": "pong", "t": msg.get("t")})
+        elif kind in self.state.ws_handlers:
+            await self.state.ws_handlers[kind](self, msg)
         else:
             self.send({"type": "error", "message": f"unknown message type {kind!r}"})
+
+    async def begin(self, token: int, work: Callable[[int], Awaitable[None]]) -> None:
+        """Run ``work(token)`` as this page's one generation; the previous one stops first.
+
+        The Playground's ``speak`` uses it, and so can a handler in ``AppState.ws_handlers``
+        (e.g. a listening-test stimulus that the server picks, so the page never names it).
+        """
+        await self.stop()
+        self.current = Generation(token, asyncio.create_task(work(token)))
 
     async def stop(self) -> None:
         """Cancel the running generation: the backend stream is closed, the take kept."""
@@ -244,6 +253,14 @@ class Session:
         except ListenlabError as e:
             self.send({"type": "error", "token": token, "message": str(e), "partial": False})
             return
+        await self.run(token, entry, req, mode)
+
+    async def run(self, token: int, entry: BackendEntry, req: SpeechRequest, mode: str) -> None:
+        """Queue for ``entry``, stream (or fetch whole) ``req`` to the page, save the take.
+
+        The page learns only the take id, never the backend: handlers for blind tests call this
+        with a system the server chose.
+        """
 
         def queued(pos: int) -> None:
             self.send({"type": "queued", "token": token, "position": pos})
