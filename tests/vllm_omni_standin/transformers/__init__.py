@@ -54,7 +54,7 @@ class StandInTokenizer:
         buf = bytearray()
         for i in ids:
             i = int(i)
-            if i >= BYTE_BASE:
+            if BYTE_BASE <= i < BYTE_BASE + 256 and i not in self.by_id:
                 buf.append(i - BYTE_BASE)
                 continue
             if buf:
