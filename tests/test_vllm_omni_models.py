@@ -241,6 +241,8 @@ async def test_reference_clip_rules_hold_after_loading(standin, models):
         await record(moss, SpeechRequest(TEXT, ref_audio=clip(0.5)))
     with pytest.raises(InvalidRequest, match="not a readable audio file"):
         await record(moss, SpeechRequest(TEXT, ref_audio=b"RIFF\x00\x00not audio"))
+    with pytest.raises(InvalidRequest, match="the limit is 16 MiB"):  # refused before decoding
+        await record(moss, SpeechRequest(TEXT, ref_audio=b"\0" * (17 * 1024 * 1024)))
     assert cosy.engine.submitted == [] and moss.engine.submitted == []
 
 
@@ -395,3 +397,18 @@ async def test_qwen3_from_its_model_directory(standin, models):
     assert info["task_type"] == ["CustomVoice"] and info["max_new_tokens"] == [2048]
     with pytest.raises(Unsupported, match="Base checkpoint"):
         await record(backend, SpeechRequest(TEXT, ref_audio=clip(), ref_text=REF_TEXT))
+
+
+@pytest.mark.parametrize("name", SEEDS)
+async def test_say_with_just_the_model_directory(standin, models, expected, name, tmp_path):
+    """``listenlab say --backend vllm-omni?model=/models/<seed model>``: the Python twin writes
+    the model's audio at the model's rate, with nothing but the directory in the spec."""
+    from evaluation.takes import say
+
+    kw = {"ref_audio": clip(), "ref_text": REF_TEXT} if name in CLONE_ONLY else {}
+    out = tmp_path / f"{name}.wav"
+    take = await say(TEXT, backend=f"vllm-omni?model={models[name]}", out=out, **kw)
+    assert take.status == "ok"
+    audio, sr = sf.read(out, dtype="int16")
+    assert sr == RATES[name]
+    np.testing.assert_array_equal(audio, expected[name])

@@ -93,8 +93,8 @@ def decode_ref_audio(wav: bytes) -> tuple[np.ndarray, int]:
 
     if len(wav) > MAX_REF_AUDIO_BYTES:
         raise InvalidRequest(
-            f"the reference clip is {len(wav) / 1e6:.1f} MB; the limit is "
-            f"{MAX_REF_AUDIO_BYTES / 1e6:.0f} MB"
+            f"the reference clip is {len(wav) / 2**20:.1f} MiB; the limit is "
+            f"{MAX_REF_AUDIO_BYTES // 2**20} MiB"
         )
     try:
         x, sr = sf.read(io.BytesIO(wav), dtype="float32", always_2d=True)
