@@ -412,3 +412,13 @@ async def test_say_with_just_the_model_directory(standin, models, expected, name
     audio, sr = sf.read(out, dtype="int16")
     assert sr == RATES[name]
     np.testing.assert_array_equal(audio, expected[name])
+
+
+def test_spec_voice_or_language_on_a_model_without_them(standin, models):
+    """They are refused at once instead of reaching AsyncOmni as unknown engine kwargs."""
+    with pytest.raises(UnknownVoice, match="no preset voices"):
+        load_backend(f"vllm-omni?model={models['fish_speech']}&voice=alice")
+    with pytest.raises(Unsupported, match="no language"):
+        load_backend(f"vllm-omni?model={models['voxcpm2']}&language=English")
+    backend = load_backend(f"vllm-omni?model={models['voxcpm2']}&voice=default")
+    assert "voice" not in backend.engine_kwargs

@@ -164,8 +164,12 @@ class ModelAdapter:
     """Folded directory-name substrings (vLLM-Omni matches deploy YAML stems the same way)."""
     sample_rate: ClassVar[int | None] = None
     channels: ClassVar[int] = 1
-    spec_options: ClassVar[frozenset[str]] = frozenset()
-    """Spec parameters this adapter consumes (besides the backend's own)."""
+    spec_options: ClassVar[frozenset[str]] = frozenset({"voice", "language"})
+    """Spec parameters this adapter consumes (besides the backend's own). ``voice`` and
+    ``language`` are taken by every adapter so they never reach ``AsyncOmni`` as engine
+    kwargs; models without them refuse them here."""
+    own_spec_options: ClassVar[frozenset[str]] = frozenset()
+    """The subset of ``spec_options`` the model really has (Qwen3-TTS: voice, language)."""
     prompt_extra: ClassVar[frozenset[str]] = frozenset({"max_new_tokens"})
     """``SpeechRequest.extra`` keys that are prompt fields, not stage-0 ``extra_args``."""
     final_only_without_async_chunk: ClassVar[bool] = False
@@ -175,6 +179,13 @@ class ModelAdapter:
     def __init__(self, ctx: AdapterContext, options: dict[str, str]):
         self.ctx = ctx
         self.options = dict(options)
+        if no_voice(options.get("voice")) is not None and "voice" not in self.own_spec_options:
+            raise UnknownVoice(
+                f"{self.title} has no preset voices (voice={options['voice']!r}); clone from a "
+                "reference clip instead"
+            )
+        if options.get("language") and "language" not in self.own_spec_options:
+            raise Unsupported(f"{self.title} takes no language option")
         self.default_max_new_tokens: int | None = None
         if "max_new_tokens" in options:
             self.default_max_new_tokens = max_new_tokens(

@@ -100,6 +100,7 @@ class Qwen3TTS(ModelAdapter):
     name_keys = ("qwen3tts",)
     sample_rate = None  # 24 kHz, but read from the stream (the stand-in and old builds differ)
     spec_options = frozenset({"task_type", "voice", "language"})
+    own_spec_options = frozenset({"voice", "language"})
     prompt_extra = frozenset(
         {
             "task_type",
