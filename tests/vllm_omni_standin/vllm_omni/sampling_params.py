@@ -2,7 +2,8 @@
 
 Real: ``vllm.sampling_params.SamplingParams`` and ``RequestOutputKind`` (CUMULATIVE = 0,
 DELTA = 1, FINAL_ONLY = 2). Only the attributes vLLM-Omni's speech serving reads or writes are
-here: ``temperature``, ``top_p``, ``top_k``, ``max_tokens``, ``seed``, ``extra_args``,
+here: ``temperature``, ``top_p``, ``top_k``, ``max_tokens``, ``min_tokens``,
+``repetition_penalty``, ``stop_token_ids``, ``seed``, ``extra_args``,
 ``output_kind``, ``skip_clone`` and ``clone()``. (In vLLM they live in the ``vllm`` package; the
 stand-in keeps them inside ``vllm_omni`` so that it never shadows a real ``vllm``.)
 """
@@ -27,6 +28,9 @@ class SamplingParams:
     top_p: float = 1.0
     top_k: int = 0
     max_tokens: int | None = 16
+    min_tokens: int = 0
+    repetition_penalty: float = 1.0
+    stop_token_ids: list[int] | None = None
     seed: int | None = None
     extra_args: dict[str, Any] | None = None
     output_kind: RequestOutputKind = RequestOutputKind.CUMULATIVE

