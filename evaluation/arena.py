@@ -231,7 +231,9 @@ def clean_battle_text(text: Any, limits: Limits) -> str:
     if len(t) < limits.min_chars:
         raise ArenaError("type a text to speak (or draw a random prompt)")
     if len(t) > limits.max_chars:
-        raise ArenaError(f"the text is {len(t)} characters; the arena's limit is {limits.max_chars}")
+        raise ArenaError(
+            f"the text is {len(t)} characters; the arena's limit is {limits.max_chars}"
+        )
     return t
 
 
@@ -462,7 +464,9 @@ class Arena:
             raise ArenaError(f"the vote must be one of {', '.join(CHOICES)}")
         bt = self.get(battle_id, owner)
         if bt.voted is None and not bt.both_played:
-            missing = [s.upper() for s, t in (("a", bt.played_a_ts), ("b", bt.played_b_ts)) if t is None]
+            missing = [
+                s.upper() for s, t in (("a", bt.played_a_ts), ("b", bt.played_b_ts)) if t is None
+            ]
             raise NotPlayed(
                 "vote refused: listen to both sides to the end first "
                 f"(not yet played: {', '.join(missing)})"

@@ -120,18 +120,21 @@ class ArenaService:
 
     # -- shared by the WebSocket and HTTP routes
 
-    async def board(self) -> dict[str, Any]:
-        n = await asyncio.to_thread(self.arena.vote_count)
-        key = (n, self.config.min_votes, self.config.n_boot)
-        if self._board is not None and self._board[0] == key:
-            return self._board[1]
-        votes = await asyncio.to_thread(self.arena.votes_frame)
-        data = await asyncio.to_thread(
-            leaderboard, votes, min_votes=self.config.min_votes, n_boot=self.config.n_boot
+    def board_data(self) -> dict[str, Any]:
+        """The leaderboard (cached until the next vote: the bootstrap is the costly part)."""
+        key = (self.arena.vote_count(), self.config.min_votes, self.config.n_boot)
+        cached = self._board
+        if cached is not None and cached[0] == key:
+            return cached[1]
+        data = leaderboard(
+            self.arena.votes_frame(), min_votes=self.config.min_votes, n_boot=self.config.n_boot
         )
         data["systems_configured"] = self.systems
         self._board = (key, data)
         return data
+
+    async def board(self) -> dict[str, Any]:
+        return await asyncio.to_thread(self.board_data)
 
     def random_prompt(self) -> str:
         if not self.prompts:
@@ -223,7 +226,9 @@ class ArenaService:
         try:
             if side not in SIDES:
                 raise ArenaError("side must be 'a' or 'b'")
-            bt = await asyncio.to_thread(self.arena.get, msg.get("battle_id"), self.ws_owner(session))
+            bt = await asyncio.to_thread(
+                self.arena.get, msg.get("battle_id"), self.ws_owner(session)
+            )
             entry = self.state.backends.get(bt.system(side))
             if entry is None:
                 raise ArenaError("that system is no longer configured on this server")
@@ -366,7 +371,7 @@ def install(app: FastAPI, state: AppState, *, mount_ui: bool = True) -> ArenaSer
     if mount_ui:
         import gradio as gr
 
-        from app.listening.arena_page import build_arena_ui
+        from app.listening.arena_page import ARENA_CSS, build_arena_ui
 
-        gr.mount_gradio_app(app, build_arena_ui(svc), path=PATH)
+        gr.mount_gradio_app(app, build_arena_ui(svc), path=PATH, css=ARENA_CSS)
     return svc
