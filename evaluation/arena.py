@@ -534,7 +534,7 @@ def leaderboard(
     for r in df.to_dict("records"):
         rows.append(
             {
-                "rank": int(r["rank"]),
+                "rank": int(r["rank"]) if r["listed"] else None,
                 "system": str(r["system"]),
                 "rating": round(float(r["rating"]), 1),
                 "ci_low": round(float(r["ci_low"]), 1),

@@ -97,7 +97,8 @@ def board_frames(data: dict[str, Any]) -> tuple[pd.DataFrame, pd.DataFrame]:
             else pd.DataFrame(columns=BOARD_COLUMNS)
         )
 
-    return frame(data["listed"]), frame(data["preliminary"])
+    prelim = frame(data["preliminary"]).drop(columns=["rank"])
+    return frame(data["listed"]), prelim
 
 
 def board_plot(data: dict[str, Any]):
@@ -108,7 +109,7 @@ def board_plot(data: dict[str, Any]):
     import matplotlib.pyplot as plt
 
     rows = data["listed"] + data["preliminary"]
-    fig, ax = plt.subplots(figsize=(6, 0.5 + 0.45 * max(1, len(rows))))
+    fig, ax = plt.subplots(figsize=(6, 1.2 + 0.5 * max(1, len(rows))))
     for i, r in enumerate(reversed(rows)):
         ax.errorbar(
             r["rating"],
@@ -129,8 +130,9 @@ def board_plot(data: dict[str, Any]):
 
 
 def board_summary(data: dict[str, Any]) -> str:
+    n = data["total_votes"]
     return (
-        f"**{data['total_votes']} votes.** {data['method']}. Ties: {data['ties']}. "
+        f"**{n} vote{'' if n == 1 else 's'}.** {data['method']}. Ties: {data['ties']}. "
         f"Systems with fewer than {data['min_votes']} votes are listed below as preliminary. "
         "JSON: `/ll/arena/api/leaderboard`."
     )
@@ -173,7 +175,7 @@ def build_arena_ui(svc: ArenaService) -> gr.Blocks:
             headers=BOARD_COLUMNS, interactive=False, label="Ranked", elem_id="arena-board"
         )
         prelim = gr.Dataframe(
-            headers=BOARD_COLUMNS,
+            headers=BOARD_COLUMNS[1:],
             interactive=False,
             label="Preliminary (too few votes to rank)",
             elem_id="arena-prelim",
