@@ -69,6 +69,10 @@ class NotPlayed(ArenaError):
     code, reason = 409, "not_played"
 
 
+class StillStreaming(NotPlayed):
+    """The stream's end is not recorded yet (it is written just after its last frame)."""
+
+
 class AlreadyVoted(ArenaError):
     code, reason = 409, "already_voted"
 
@@ -419,7 +423,7 @@ class Arena:
             raise NotPlayed(f"side {S} was not streamed to you with that take")
         status, duration_s, earliest, superseded = r
         if status == "streaming":
-            raise NotPlayed(f"side {S} is still streaming")
+            raise StillStreaming(f"side {S} is still streaming")
         if status != "ok" or earliest is None:
             raise NotPlayed(f"side {S}'s stream did not complete ({status}); play it again")
         slack = self.limits.play_slack_s

@@ -16,6 +16,17 @@ from app.server import create_app
 from tests._app_util import live_server, tmp_db
 
 TEXT = "The birch canoe slid on the smooth planks."
+TIMEOUT_S = 60.0  # the machine may be busy: a slow answer is not a wrong one
+
+
+def get(url: str, **kw) -> httpx.Response:
+    return httpx.get(url, timeout=TIMEOUT_S, **kw)
+
+
+def post(url: str, **kw) -> httpx.Response:
+    return httpx.post(url, timeout=TIMEOUT_S, **kw)
+
+
 SYSTEMS = {"piper": "piper?deterministic=1", "qwen": "piper?deterministic=1&profile=qwen3-tts"}
 
 
@@ -27,14 +38,14 @@ def server():
 
 
 def new_cookie(live) -> str:
-    r = httpx.post(live.url + "ll/arena/session")
+    r = post(live.url + "ll/arena/session")
     assert r.status_code == 200 and r.json()["ready"] is True
     cookie = r.cookies[COOKIE]
     assert len(cookie) == 32
     assert "httponly" in r.headers["set-cookie"].lower()
     assert "samesite=strict" in r.headers["set-cookie"].lower()
     # a valid cookie is kept, not replaced
-    again = httpx.post(live.url + "ll/arena/session", cookies={COOKIE: cookie})
+    again = post(live.url + "ll/arena/session", cookies={COOKIE: cookie})
     assert again.json()["new_session"] is False and COOKIE not in again.cookies
     return cookie
 
@@ -87,8 +98,10 @@ def page(live, cookie: str | None):
 
 
 def wait_until_heard(done: dict, t_sent: float) -> None:
-    """Sleep until the audio could have been heard to its end (as a real player would)."""
-    time.sleep(max(0.0, t_sent + done["duration_s"] + 0.1 - time.time()))
+    """Sleep until the audio could have been heard to its end, as a real player would: its
+    first chunk arrived ``ttfa_ms`` after the request, and then it plays for ``duration_s``."""
+    end = t_sent + done["ttfa_ms"] / 1000 + done["duration_s"] + 0.1
+    time.sleep(max(0.0, end - time.time()))
 
 
 def test_a_full_battle_blind_until_the_vote(server):
@@ -116,7 +129,7 @@ def test_a_full_battle_blind_until_the_vote(server):
         v = p.arena("arena_vote", battle_id=bid, choice="a")
         assert v["type"] == "arena_error" and v["reason"] == "not_played"
         assert "listen to both sides to the end first" in v["message"]
-        r = httpx.post(
+        r = post(
             f"{server.url}ll/arena/api/battles/{bid}/vote",
             json={"choice": "a"},
             cookies={COOKIE: cookie},
@@ -131,7 +144,8 @@ def test_a_full_battle_blind_until_the_vote(server):
             take_id=done_a["take_id"],
             played_ms=done_a["duration_s"] * 1000,
         )
-        assert ok["type"] == "arena_played" and ok["played"] == {"a": True, "b": False}
+        assert ok["type"] == "arena_played", ok
+        assert ok["played"] == {"a": True, "b": False}
         assert ok["ready"] is False and "systems" not in ok
         t = time.time()
         done_b = p.speak(bid, "b")
@@ -154,13 +168,13 @@ def test_a_full_battle_blind_until_the_vote(server):
         # re-sends count once, over both routes; a different choice is refused
         again = p.arena("arena_vote", battle_id=bid, choice="b")
         assert again["type"] == "arena_voted" and again["counted"] is False
-        r = httpx.post(
+        r = post(
             f"{server.url}ll/arena/api/battles/{bid}/vote",
             json={"choice": "b"},
             cookies={COOKIE: cookie},
         )
         assert r.status_code == 200 and r.json()["counted"] is False
-        r = httpx.post(
+        r = post(
             f"{server.url}ll/arena/api/battles/{bid}/vote",
             json={"choice": "a"},
             cookies={COOKIE: cookie},
@@ -173,7 +187,7 @@ def test_a_full_battle_blind_until_the_vote(server):
     assert takes.get(done_a["take_id"])["system_id"] == row["system_a"]
     assert takes.get(done_b["take_id"])["system_id"] == row["system_b"]
     # the board counts the vote: B's system won, A's lost
-    board = httpx.get(server.url + "ll/arena/api/leaderboard").json()
+    board = get(server.url + "ll/arena/api/leaderboard").json()
     rows = {r["system"]: r for r in board["listed"] + board["preliminary"]}
     assert rows[row["system_b"]]["wins"] >= 1 and rows[row["system_a"]]["losses"] >= 1
     assert board["total_votes"] == svc.arena.vote_count() >= 1
@@ -194,15 +208,15 @@ def test_another_session_cannot_touch_a_battle(server):
         q.send(type="arena_speak", token=5, battle_id=bid, side="a")
         err = q.until(lambda m: m.get("token") == 5)
         assert err["type"] == "error" and "another visitor" in err["message"]
-    r = httpx.get(f"{server.url}ll/arena/api/battles/{bid}", cookies={COOKIE: theirs})
+    r = get(f"{server.url}ll/arena/api/battles/{bid}", cookies={COOKIE: theirs})
     assert r.status_code == 403
-    r = httpx.post(
+    r = post(
         f"{server.url}ll/arena/api/battles/{bid}/vote",
         json={"choice": "a"},
         cookies={COOKIE: theirs},
     )
     assert r.status_code == 403 and "another visitor" in r.json()["error"]
-    r = httpx.get(f"{server.url}ll/arena/api/battles/{bid}", cookies={COOKIE: mine})
+    r = get(f"{server.url}ll/arena/api/battles/{bid}", cookies={COOKIE: mine})
     assert r.status_code == 200 and r.json()["voted"] is None and "systems" not in r.json()
     # no cookie at all: no battle
     with page(server, None) as anon:
@@ -270,10 +284,17 @@ def test_rate_limit_gives_a_clear_message(server):
 
 
 def test_prompt_and_board_routes(server):
-    r = httpx.get(server.url + "ll/arena/api/prompt")
+    r = get(server.url + "ll/arena/api/prompt")
     assert r.status_code == 200 and r.json()["text"] in server.app.state.arena.prompts
-    board = httpx.get(server.url + "ll/arena/api/leaderboard").json()
+    board = get(server.url + "ll/arena/api/leaderboard").json()
     assert set(board) >= {"listed", "preliminary", "min_votes", "total_votes", "method", "ties"}
     assert board["systems_configured"] == list(SYSTEMS)
-    r = httpx.post(f"{server.url}ll/arena/api/battles/{'0' * 32}/vote", content=b"not json")
+    r = post(f"{server.url}ll/arena/api/battles/{'0' * 32}/vote", content=b"not json")
     assert r.status_code == 400
+
+
+def test_votes_csv_is_admin_only(server):
+    r = get(server.url + "ll/arena/api/votes.csv")  # localhost, no password set: admin
+    assert r.status_code == 200 and r.text.startswith("battle_id,system_a,system_b,choice")
+    r = get(server.url + "ll/arena/api/votes.csv", headers={"X-Forwarded-For": "203.0.113.9"})
+    assert r.status_code == 403 and "admin" in r.text

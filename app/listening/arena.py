@@ -30,6 +30,7 @@ import contextlib
 import logging
 import os
 import secrets
+import threading
 import time
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -47,6 +48,7 @@ from evaluation.arena import (
     ArenaError,
     Limits,
     NotYours,
+    StillStreaming,
     clean_battle_text,
     leaderboard,
     owner_key,
@@ -61,6 +63,8 @@ COOKIE = "ll_arena"
 COOKIE_MAX_AGE_S = 30 * 24 * 3600
 PROMPTS_FILE = "arena-prompts.txt"
 PATH = "/arena"
+STILL_STREAMING_RETRIES = 30
+"""A play report that races the stream's last DB write waits up to 3 s (0.1 s steps)."""
 
 
 def _env_int(name: str, default: int) -> int:
@@ -108,6 +112,7 @@ class ArenaService:
             s for e in state.examples for s in [e["text"]] if len(s) <= self.config.limits.max_chars
         ]
         self._board: tuple[tuple[int, int, int], dict[str, Any]] | None = None
+        self._board_lock = threading.Lock()
 
     @property
     def systems(self) -> list[str]:
@@ -122,16 +127,19 @@ class ArenaService:
 
     def board_data(self) -> dict[str, Any]:
         """The leaderboard (cached until the next vote: the bootstrap is the costly part)."""
-        key = (self.arena.vote_count(), self.config.min_votes, self.config.n_boot)
-        cached = self._board
-        if cached is not None and cached[0] == key:
-            return cached[1]
-        data = leaderboard(
-            self.arena.votes_frame(), min_votes=self.config.min_votes, n_boot=self.config.n_boot
-        )
-        data["systems_configured"] = self.systems
-        self._board = (key, data)
-        return data
+        with self._board_lock:  # concurrent viewers wait for one fit instead of each running it
+            key = (self.arena.vote_count(), self.config.min_votes, self.config.n_boot)
+            cached = self._board
+            if cached is not None and cached[0] == key:
+                return cached[1]
+            data = leaderboard(
+                self.arena.votes_frame(),
+                min_votes=self.config.min_votes,
+                n_boot=self.config.n_boot,
+            )
+            data["systems_configured"] = self.systems
+            self._board = (key, data)
+            return data
 
     async def board(self) -> dict[str, Any]:
         return await asyncio.to_thread(self.board_data)
@@ -194,15 +202,23 @@ class ArenaService:
         session.send({"type": "arena_battle", **d, "req": req if isinstance(req, int) else None})
 
     async def ws_played(self, session: Any, msg: dict[str, Any]) -> None:
+        args = (
+            msg.get("battle_id"),
+            self.ws_owner(session),
+            msg.get("side"),
+            msg.get("take_id"),
+            msg.get("played_ms"),
+        )
         try:
-            bt = await asyncio.to_thread(
-                self.arena.played,
-                msg.get("battle_id"),
-                self.ws_owner(session),
-                msg.get("side"),
-                msg.get("take_id"),
-                msg.get("played_ms"),
-            )
+            for _ in range(STILL_STREAMING_RETRIES):
+                try:
+                    bt = await asyncio.to_thread(self.arena.played, *args)
+                    break
+                except StillStreaming:
+                    # the page sent ``done`` on; its row is written just after: wait for it
+                    await asyncio.sleep(0.1)
+            else:
+                bt = await asyncio.to_thread(self.arena.played, *args)
         except ArenaError as e:
             self._refuse(session, e, msg)
             return
