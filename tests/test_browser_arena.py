@@ -124,3 +124,31 @@ def test_arena_battle_locked_then_revealed_and_the_board_updates(server, browser
     api = server.app.state.arena.board_data()
     assert [r["system"] for r in api["listed"]] == [winner, loser]
     assert api["listed"][0]["wins"] == 1 and api["listed"][1]["losses"] == 1
+
+
+def test_arena_page_escapes_text_and_shows_the_rate_limit(server, browser):
+    svc = server.app.state.arena
+    old = svc.config.limits
+    page = open_arena(browser, server.url)
+    # one battle already made by this browser session in the test above (same cookie)
+    made = server.state.store.db.execute("SELECT count(*) FROM arena_battles").fetchone()[0]
+    svc.set_limits(battles_per_minute=made + 1)
+    try:
+        hostile = "<img src=x onerror=window.pwned=1>Hello <b>there</b>, arena."
+        page.fill("#ar-text", hostile)
+        page.click("#ar-start")
+        page.wait_for_function("window.listenlab.arena.battle !== null", timeout=30_000)
+        assert page.evaluate("window.listenlab.arena.battle.text") == hostile
+        assert page.evaluate("window.pwned === undefined")
+        assert page.query_selector_all("#ll-arena img, #ll-arena b") == []
+        # next battle over the limit: the page says why and when to come back
+        page.click("#ar-start")
+        page.wait_for_function(
+            "document.querySelector('#ar-status').textContent.includes('Slow down')",
+            timeout=30_000,
+        )
+        msg = page.inner_text("#ar-status")
+        assert f"at most {made + 1} battles per minute" in msg and "Try again in" in msg
+        assert not page.is_disabled("#ar-start")  # the visitor can retry later
+    finally:
+        svc.set_limits(battles_per_minute=old.battles_per_minute)
