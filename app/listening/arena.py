@@ -61,7 +61,7 @@ log = logging.getLogger("listenlab.arena")
 
 COOKIE = "ll_arena"
 COOKIE_MAX_AGE_S = 30 * 24 * 3600
-PROMPTS_FILE = "arena-prompts.txt"
+PROMPT_FILES = ("harvard/harvard.txt", "arena-prompts.txt")
 PATH = "/arena"
 STILL_STREAMING_RETRIES = 30
 """A play report that races the stream's last DB write waits up to 3 s (0.1 s steps)."""
@@ -91,12 +91,14 @@ class ArenaConfig:
 
 
 def load_prompts() -> list[str]:
-    """The bundled random prompts (Harvard sentences); the Playground examples as a fallback."""
+    """The random prompts: the listening tests' Harvard set (``assets/harvard/harvard.txt``)
+    when it is there, else the arena's own copy of lists 1-3 (``assets/arena-prompts.txt``)."""
     for folder in (ASSETS, Path.cwd() / "assets"):
-        p = folder / PROMPTS_FILE
-        if p.is_file():
-            lines = [ln.strip() for ln in p.read_text(encoding="utf-8").splitlines()]
-            return [ln for ln in lines if ln and not ln.startswith("#")]
+        for name in PROMPT_FILES:
+            p = folder / name
+            if p.is_file():
+                lines = [ln.strip() for ln in p.read_text(encoding="utf-8").splitlines()]
+                return [ln for ln in lines if ln and not ln.startswith("#")]
     return []
 
 
