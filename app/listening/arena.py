@@ -157,7 +157,13 @@ class ArenaService:
         t = clean_battle_text(text, self.config.limits)
         source = "prompt" if t in self.prompts else "typed"
         bt = await asyncio.to_thread(
-            self.arena.new_battle, owner, t, self.systems, self.rng, text_source=source
+            self.arena.new_battle,
+            owner,
+            t,
+            self.systems,
+            # a Generator of its own: self.rng is used only on the event loop (not thread-safe)
+            np.random.default_rng(int(self.rng.integers(2**63))),
+            text_source=source,
         )
         return bt.public()
 
