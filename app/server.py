@@ -246,6 +246,12 @@ def create_app(
         lib.get(voice_id)
         return FileResponse(lib.root / f"{voice_id}.wav", media_type="audio/wav")
 
+    # -- open arena (issue 9; app/listening/arena.py): routes + /arena page, before "/" --
+    from app.listening.arena import install as install_arena
+
+    install_arena(app, state, mount_ui=mount_ui)
+    # -- end open arena --
+
     if mount_ui:
         import gradio as gr
 

@@ -1,0 +1,1 @@
+"""Listening tests and the open arena: rater-facing pages on the one player."""

@@ -1,0 +1,300 @@
+"""The arena over its real routes: a real server on 127.0.0.1, two real Piper systems, and a raw
+WebSocket client that behaves like a page, or like an attacker who skips the page's rules."""
+
+from __future__ import annotations
+
+import json
+import time
+from contextlib import contextmanager
+
+import httpx
+import pytest
+from websockets.sync.client import connect
+
+from app.listening.arena import COOKIE
+from app.server import create_app
+from tests._app_util import live_server, tmp_db
+
+TEXT = "The birch canoe slid on the smooth planks."
+TIMEOUT_S = 60.0  # the machine may be busy: a slow answer is not a wrong one
+
+
+def get(url: str, **kw) -> httpx.Response:
+    return httpx.get(url, timeout=TIMEOUT_S, **kw)
+
+
+def post(url: str, **kw) -> httpx.Response:
+    return httpx.post(url, timeout=TIMEOUT_S, **kw)
+
+
+SYSTEMS = {"piper": "piper?deterministic=1", "qwen": "piper?deterministic=1&profile=qwen3-tts"}
+
+
+@pytest.fixture(scope="module")
+def server():
+    app = create_app(SYSTEMS, tmp_db(), mount_ui=False)
+    with live_server(app) as live:
+        yield live
+
+
+def new_cookie(live) -> str:
+    r = post(live.url + "ll/arena/session")
+    assert r.status_code == 200 and r.json()["ready"] is True
+    cookie = r.cookies[COOKIE]
+    assert len(cookie) == 32
+    assert "httponly" in r.headers["set-cookie"].lower()
+    assert "samesite=strict" in r.headers["set-cookie"].lower()
+    # a valid cookie is kept, not replaced
+    again = post(live.url + "ll/arena/session", cookies={COOKIE: cookie})
+    assert again.json()["new_session"] is False and COOKIE not in again.cookies
+    return cookie
+
+
+class Page:
+    """A raw ``/ll/ws`` client carrying an arena cookie; it records every text it received."""
+
+    def __init__(self, ws):
+        self.ws = ws
+        self.texts: list[str] = []
+        self.token = 100
+
+    def send(self, **msg) -> None:
+        self.ws.send(json.dumps(msg))
+
+    def until(self, pred, timeout: float = 60.0) -> dict:
+        deadline = time.monotonic() + timeout
+        while True:
+            raw = self.ws.recv(timeout=max(0.01, deadline - time.monotonic()))
+            if isinstance(raw, bytes):
+                continue
+            self.texts.append(raw)
+            m = json.loads(raw)
+            if pred(m):
+                return m
+
+    def arena(self, kind: str, **msg) -> dict:
+        """Send an arena message; return its reply (``arena_*``)."""
+        self.send(type=kind, **msg)
+        return self.until(lambda m: str(m.get("type", "")).startswith("arena_"))
+
+    def speak(self, battle_id: str, side: str) -> dict:
+        """Stream one side to its end; return the ``done`` summary (with the take id)."""
+        self.token += 1
+        tok = self.token
+        self.send(type="arena_speak", token=tok, battle_id=battle_id, side=side)
+        m = self.until(lambda m: m.get("token") == tok and m["type"] in {"done", "error"})
+        assert m["type"] == "done", m
+        return m
+
+
+@contextmanager
+def page(live, cookie: str | None):
+    headers = {"Cookie": f"{COOKIE}={cookie}"} if cookie else {}
+    url = live.url.replace("http", "ws") + "ll/ws"
+    with connect(url, additional_headers=headers, max_size=2**24) as ws:
+        p = Page(ws)
+        p.until(lambda m: m["type"] == "hello")
+        yield p
+
+
+def wait_until_heard(done: dict, t_sent: float) -> None:
+    """Sleep until the audio could have been heard to its end, as a real player would: its
+    first chunk arrived ``ttfa_ms`` after the request, and then it plays for ``duration_s``."""
+    end = t_sent + done["ttfa_ms"] / 1000 + done["duration_s"] + 0.1
+    time.sleep(max(0.0, end - time.time()))
+
+
+def test_a_full_battle_blind_until_the_vote(server):
+    svc = server.app.state.arena
+    cookie = new_cookie(server)
+    with page(server, cookie) as p:
+        b = p.arena("arena_new", text=f"  {TEXT}  ", req=7)
+        assert b["type"] == "arena_battle" and b["req"] == 7 and b["text"] == TEXT
+        assert "systems" not in b
+        bid = b["battle_id"]
+        row = server.state.store.db["arena_battles"].get(bid)
+        assert {row["system_a"], row["system_b"]} == set(SYSTEMS)
+        assert row["text_source"] == "prompt"  # a bundled Harvard sentence
+
+        t = time.time()
+        done_a = p.speak(bid, "a")
+        assert done_a["duration_s"] > 1.0 and done_a["chunks"] >= 1
+        # Piper is faster than real time: the page cannot have heard it to the end yet
+        early = p.arena(
+            "arena_played", battle_id=bid, side="a", take_id=done_a["take_id"], played_ms=99_999
+        )
+        assert early["type"] == "arena_error" and early["reason"] == "not_played"
+        assert "cannot have finished playing yet" in early["message"]
+        # the vote is refused by the server, over the WebSocket and over HTTP
+        v = p.arena("arena_vote", battle_id=bid, choice="a")
+        assert v["type"] == "arena_error" and v["reason"] == "not_played"
+        assert "listen to both sides to the end first" in v["message"]
+        r = post(
+            f"{server.url}ll/arena/api/battles/{bid}/vote",
+            json={"choice": "a"},
+            cookies={COOKIE: cookie},
+        )
+        assert r.status_code == 409 and "listen to both sides" in r.json()["error"]
+
+        wait_until_heard(done_a, t)
+        ok = p.arena(
+            "arena_played",
+            battle_id=bid,
+            side="a",
+            take_id=done_a["take_id"],
+            played_ms=done_a["duration_s"] * 1000,
+        )
+        assert ok["type"] == "arena_played", ok
+        assert ok["played"] == {"a": True, "b": False}
+        assert ok["ready"] is False and "systems" not in ok
+        t = time.time()
+        done_b = p.speak(bid, "b")
+        wait_until_heard(done_b, t)
+        ok = p.arena(
+            "arena_played",
+            battle_id=bid,
+            side="b",
+            take_id=done_b["take_id"],
+            played_ms=done_b["duration_s"] * 1000,
+        )
+        assert ok["ready"] is True
+        # the page learnt no system name before voting
+        before = "\n".join(p.texts)
+        assert "piper" not in before and "qwen" not in before
+
+        voted = p.arena("arena_vote", battle_id=bid, choice="b")
+        assert voted["type"] == "arena_voted" and voted["counted"] is True
+        assert voted["systems"] == {"a": row["system_a"], "b": row["system_b"]}
+        # re-sends count once, over both routes; a different choice is refused
+        again = p.arena("arena_vote", battle_id=bid, choice="b")
+        assert again["type"] == "arena_voted" and again["counted"] is False
+        r = post(
+            f"{server.url}ll/arena/api/battles/{bid}/vote",
+            json={"choice": "b"},
+            cookies={COOKIE: cookie},
+        )
+        assert r.status_code == 200 and r.json()["counted"] is False
+        r = post(
+            f"{server.url}ll/arena/api/battles/{bid}/vote",
+            json={"choice": "a"},
+            cookies={COOKIE: cookie},
+        )
+        assert r.status_code == 409 and r.json()["reason"] == "already_voted"
+    votes = list(server.state.store.db["arena_votes"].rows_where("battle_id = ?", [bid]))
+    assert len(votes) == 1 and votes[0]["choice"] == "b"
+    # the takes are stored under their systems, as any other take
+    takes = server.state.store.db["takes"]
+    assert takes.get(done_a["take_id"])["system_id"] == row["system_a"]
+    assert takes.get(done_b["take_id"])["system_id"] == row["system_b"]
+    # the board counts the vote: B's system won, A's lost
+    board = get(server.url + "ll/arena/api/leaderboard").json()
+    rows = {r["system"]: r for r in board["listed"] + board["preliminary"]}
+    assert rows[row["system_b"]]["wins"] >= 1 and rows[row["system_a"]]["losses"] >= 1
+    assert board["total_votes"] == svc.arena.vote_count() >= 1
+    assert "ci_low" in rows[row["system_a"]] and board["min_votes"] == svc.config.min_votes
+
+
+def test_another_session_cannot_touch_a_battle(server):
+    mine, theirs = new_cookie(server), new_cookie(server)
+    with page(server, mine) as p:
+        bid = p.arena("arena_new", text=TEXT)["battle_id"]
+    with page(server, theirs) as q:
+        for kind, extra in (
+            ("arena_vote", {"choice": "a"}),
+            ("arena_played", {"side": "a", "take_id": "0" * 32, "played_ms": 5000}),
+        ):
+            m = q.arena(kind, battle_id=bid, **extra)
+            assert m["type"] == "arena_error" and m["reason"] == "not_yours", m
+        q.send(type="arena_speak", token=5, battle_id=bid, side="a")
+        err = q.until(lambda m: m.get("token") == 5)
+        assert err["type"] == "error" and "another visitor" in err["message"]
+    r = get(f"{server.url}ll/arena/api/battles/{bid}", cookies={COOKIE: theirs})
+    assert r.status_code == 403
+    r = post(
+        f"{server.url}ll/arena/api/battles/{bid}/vote",
+        json={"choice": "a"},
+        cookies={COOKIE: theirs},
+    )
+    assert r.status_code == 403 and "another visitor" in r.json()["error"]
+    r = get(f"{server.url}ll/arena/api/battles/{bid}", cookies={COOKIE: mine})
+    assert r.status_code == 200 and r.json()["voted"] is None and "systems" not in r.json()
+    # no cookie at all: no battle
+    with page(server, None) as anon:
+        m = anon.arena("arena_new", text=TEXT)
+        assert m["type"] == "arena_error" and "no arena session" in m["message"]
+
+
+@pytest.mark.parametrize(
+    "msg, reason, words",
+    [
+        ({"type": "arena_new", "text": ""}, "invalid", "type a text"),
+        ({"type": "arena_new", "text": "x" * 301}, "invalid", "limit is 300"),
+        ({"type": "arena_new", "text": {"$gt": 1}}, "invalid", "must be a string"),
+        (
+            {"type": "arena_vote", "battle_id": "../" * 20, "choice": "a"},
+            "unknown_battle",
+            "malformed",
+        ),
+        ({"type": "arena_vote", "battle_id": "0" * 32, "choice": "a"}, "unknown_battle", "no such"),
+        ({"type": "arena_vote", "battle_id": None, "choice": "a"}, "unknown_battle", "malformed"),
+        ({"type": "arena_played", "battle_id": 5, "side": "c"}, "unknown_battle", "malformed"),
+    ],
+)
+def test_hostile_messages_get_clear_errors(server, msg, reason, words):
+    with page(server, new_cookie(server)) as p:
+        m = p.arena(msg.pop("type"), **msg)
+        assert m["type"] == "arena_error" and m["reason"] == reason and words in m["message"], m
+        assert p.arena("arena_new", text=TEXT)["type"] == "arena_battle"  # the socket still works
+
+
+def test_speaking_the_other_side_early_interrupts_the_first(server):
+    with page(server, new_cookie(server)) as p:
+        bid = p.arena("arena_new", text=TEXT)["battle_id"]
+        done_a = p.speak(bid, "a")
+        p.speak(bid, "b")  # asked for B while A could still be playing: A was cut off
+        time.sleep(done_a["duration_s"] + 0.2)
+        m = p.arena(
+            "arena_played",
+            battle_id=bid,
+            side="a",
+            take_id=done_a["take_id"],
+            played_ms=done_a["duration_s"] * 1000,
+        )
+        assert m["type"] == "arena_error" and "interrupted" in m["message"]
+        q = p.arena("arena_speak", token=1, battle_id=bid, side="x")
+        assert q["type"] == "arena_error" and "side must be" in q["message"]
+
+
+def test_rate_limit_gives_a_clear_message(server):
+    svc = server.app.state.arena
+    old = svc.config.limits
+    svc.set_limits(battles_per_minute=2)
+    try:
+        with page(server, new_cookie(server)) as p:
+            assert p.arena("arena_new", text=TEXT)["type"] == "arena_battle"
+            assert p.arena("arena_new", text=TEXT)["type"] == "arena_battle"
+            m = p.arena("arena_new", text=TEXT)
+            assert m["type"] == "arena_error" and m["reason"] == "rate_limited"
+            assert "at most 2 battles per minute" in m["message"] and "Try again in" in m["message"]
+            assert 1 <= m["retry_after_s"] <= 60
+        with page(server, new_cookie(server)) as other:  # another visitor is not affected
+            assert other.arena("arena_new", text=TEXT)["type"] == "arena_battle"
+    finally:
+        svc.set_limits(**{k: getattr(old, k) for k in ("battles_per_minute",)})
+
+
+def test_prompt_and_board_routes(server):
+    r = get(server.url + "ll/arena/api/prompt")
+    assert r.status_code == 200 and r.json()["text"] in server.app.state.arena.prompts
+    board = get(server.url + "ll/arena/api/leaderboard").json()
+    assert set(board) >= {"listed", "preliminary", "min_votes", "total_votes", "method", "ties"}
+    assert board["systems_configured"] == list(SYSTEMS)
+    r = post(f"{server.url}ll/arena/api/battles/{'0' * 32}/vote", content=b"not json")
+    assert r.status_code == 400
+
+
+def test_votes_csv_is_admin_only(server):
+    r = get(server.url + "ll/arena/api/votes.csv")  # localhost, no password set: admin
+    assert r.status_code == 200 and r.text.startswith("battle_id,system_a,system_b,choice")
+    r = get(server.url + "ll/arena/api/votes.csv", headers={"X-Forwarded-For": "203.0.113.9"})
+    assert r.status_code == 403 and "admin" in r.text
