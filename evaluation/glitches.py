@@ -112,6 +112,13 @@ class DetectorConfig:
     """With a reference: a seam pause this much longer than the aligned reference pause."""
     gap_align_tol_s: float = 0.5
     """Reference pauses this close (in speech time or in time) count as the same pause."""
+    dropout_min_s: float = 0.04
+    """A seam followed by at least this much near-silence, cut in from speech, is a gap (short
+    quiet gaps: a lost chunk or a stall padded with zeros or low noise)."""
+    dropout_drop_db: float = 25.0
+    """'Cut in': the 5 ms after the seam are this far below the 5 ms before it, and stay there."""
+    dropout_speech_db: float = -20.0
+    """... and the 5 ms before the seam are within this of the speech level (audible)."""
 
     # -- underrun
     prebuffer_ms: float = 200.0
@@ -195,10 +202,24 @@ class Stall:
 
 
 @dataclass(frozen=True)
+class Check:
+    """One check of the detector and whether it ran on this take (and why not)."""
+
+    name: str
+    ran: bool
+    why: str = ""
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"name": self.name, "ran": self.ran, "why": self.why}
+
+
+@dataclass(frozen=True)
 class Analysis:
     findings: list[Finding]
     metrics: dict[str, Any]
     """Per-take columns (listening-tests.md §6.3): duration, chunk count, max silence, ..."""
+    checks: list[Check] = field(default_factory=list)
+    """Which checks ran and which were skipped (no text, no reference, no timeline)."""
 
 
 # --------------------------------------------------------------------------- helpers
@@ -491,10 +512,12 @@ def _replay_scan(s: _Signal, cfg: DetectorConfig, duration_s: float) -> list[Fin
         qs = (f0 + int(act[0])) * s.hop
         if qs < skip_until:  # still inside a repeat already reported
             continue
-        # the query stays inside this chunk (a repeated chunk is followed by new audio)
-        L_s = min(
-            cfg.replay_query_s, qs / s.sr, (max(b_end, qs + 1) - qs) / s.sr, (s.n - qs) / s.sr
-        )
+        # The query stays inside this chunk when it is long enough (a re-sent chunk is followed
+        # by new audio); after a short chunk (80 ms codec frames) it runs on across the next
+        # seams for replay_min_query_s, since a replay is then sent as several short chunks.
+        room = min(cfg.replay_query_s, qs / s.sr, (s.n - qs) / s.sr)
+        chunk_s = (max(int(b_end), qs + 1) - qs) / s.sr
+        L_s = min(room, chunk_s if chunk_s >= cfg.replay_min_query_s else cfg.replay_min_query_s)
         if L_s < cfg.replay_min_query_s:
             continue
         qf = slice(qs // s.hop, (qs + int(L_s * s.sr)) // s.hop)
@@ -568,24 +591,83 @@ def _pauses(s: _Signal) -> np.ndarray:
     )
 
 
+def _dropouts(s: _Signal, cfg: DetectorConfig) -> list[tuple[int, int, float, float]]:
+    """Seams where near-silence is cut into speech: ``(seam, start, length, drop_db)``.
+
+    A dropout starts *at* the seam (a stream that lost or padded a chunk): the 5 ms before the
+    seam are speech, the 5 ms after it at least ``dropout_drop_db`` quieter, and the level stays
+    down for ``dropout_min_s`` or more. Natural pauses and stop closures fade over 10-30 ms, so
+    a random seam almost never sits at such a cliff. Zeros and low noise (-60..-45 dBFS)
+    count the same: the test is the drop, not an absolute silence level.
+    """
+    w = max(8, int(s.sr * 0.005))
+    b = s.boundaries[(s.boundaries >= w) & (s.boundaries <= s.n - w)]
+    if not len(b):
+        return []
+    x = s.x
+    pre = np.array([float(np.dot(x[i - w : i], x[i - w : i])) for i in b]) / w
+    post = np.array([float(np.dot(x[i : i + w], x[i : i + w])) for i in b]) / w
+    pre_db = 10 * np.log10(pre + 1e-12)
+    post_db = 10 * np.log10(post + 1e-12)
+    cand = np.flatnonzero(
+        (pre_db >= s.level + cfg.dropout_speech_db) & (post_db <= pre_db - cfg.dropout_drop_db)
+    )
+    out = []
+    max_frames = int(s.sr * 3.0) // w
+    for i in cand:
+        st = int(b[i])
+        lim = pre_db[i] - cfg.dropout_drop_db
+        seg = x[st : st + max_frames * w]
+        m = len(seg) // w
+        if m == 0:
+            continue
+        fr = seg[: m * w].reshape(m, w)
+        db = 10 * np.log10(np.einsum("ij,ij->i", fr, fr) / w + 1e-12)
+        loud = np.flatnonzero(db > lim)
+        n = int(loud[0]) if len(loud) else m
+        length = n * w / s.sr
+        if length >= cfg.dropout_min_s:
+            out.append((int(i), st, length, float(pre_db[i] - post_db[i])))
+    return out
+
+
 def _gaps(s: _Signal, cfg: DetectorConfig, speed: float, ref: _Signal | None) -> list[Finding]:
+    """Silences at seams the speech does not explain. Each pause is reported once, at the
+    first seam inside it; the reference is extra evidence, never the only rule."""
     if not len(s.boundaries):
         return []
+    all_b = s.boundaries.tolist()
+    out: list[Finding] = []
+    covered: list[tuple[float, float]] = []
+    for _, st, length, drop in _dropouts(s, cfg):
+        t0 = st / s.sr
+        covered.append((t0 - 0.02, t0 + length + 0.02))
+        out.append(
+            Finding(
+                "gap",
+                t0,
+                all_b.index(st),
+                float(length / cfg.dropout_min_s),
+                {"pause_s": length, "drop_db": drop, "abrupt": True, "cut_in": True},
+            )
+        )
     pauses = _pauses(s)
     if not len(pauses):
-        return []
+        return out
     ref_pauses = _pauses(ref) if ref is not None else None
     long_s = cfg.gap_long_s / min(1.0, max(speed, 0.25))
     edge = max(1, int(round(0.02 / s.frame_s)))
-    out = []
+    done: set[int] = set()
     for k, b in enumerate(s.boundaries):
         bf = b / s.hop
         hit = np.flatnonzero((pauses[:, 0] - 1 <= bf) & (bf <= pauses[:, 1] + 1))
-        if not len(hit):
+        if not len(hit) or int(hit[0]) in done:
             continue
+        done.add(int(hit[0]))
         st, en, before = (int(v) for v in pauses[hit[0]])
         length = (en - st) * s.frame_s
-        if length < cfg.gap_min_s:
+        t0 = st * s.frame_s
+        if length < cfg.gap_min_s or any(a <= t0 + 0.03 and t0 <= z for a, z in covered):
             continue
         pre = float(np.mean(s.db[max(0, st - edge) : st]))
         post = float(np.mean(s.db[en : en + edge]))
@@ -594,7 +676,10 @@ def _gaps(s: _Signal, cfg: DetectorConfig, speed: float, ref: _Signal | None) ->
             "pause_s": length,
             "edge_before_db": pre - s.level,
             "edge_after_db": post - s.level,
+            "abrupt": abrupt,
         }
+        flagged = abrupt or length >= long_s
+        sev = max(length / long_s, length / cfg.gap_min_s if abrupt else 0.0)
         speech_before = before * s.frame_s
         if (
             ref is not None
@@ -615,13 +700,11 @@ def _gaps(s: _Signal, cfg: DetectorConfig, speed: float, ref: _Signal | None) ->
             )
             extra = length - ref_len
             ev["reference_pause_s"] = ref_len
-            flagged, sev = extra >= cfg.gap_extra_s, extra / cfg.gap_extra_s
-        else:
-            flagged = abrupt or length >= long_s
-            sev = max(length / long_s, length / cfg.gap_min_s if abrupt else 0.0)
-            ev["abrupt"] = abrupt
+            if extra >= cfg.gap_extra_s:
+                flagged = True
+                sev = max(sev, extra / cfg.gap_extra_s)
         if flagged:
-            out.append(Finding("gap", st * s.frame_s, k, float(sev), ev))
+            out.append(Finding("gap", t0, k, float(sev), ev))
     return out
 
 
@@ -693,10 +776,10 @@ def _durations(
             out.append(Finding("truncation", 0.0, None, 1.0, {"empty": True}))
         return out
     act = s.active_s()
+    cut = take.status != "ok"
     text = take.request.text or ""
     speed = float(take.request.speed or 1.0)
     pred = predicted_duration_s(text, speed, cfg)
-    cut = False
     if ref is not None and ref.n:
         ra = ref.active_s()
         ratio = act / ra if ra else math.inf
@@ -708,7 +791,7 @@ def _durations(
             )
         elif ratio > cfg.duration_ratio:
             out.append(Finding("duration", dur, end_b, ratio / cfg.duration_ratio, ev))
-    else:
+    elif text.strip():  # without text (a bare file) there is no expected duration: no guess
         ev = {"duration_s": dur, "predicted_s": pred, "ratio": dur / pred}
         if pred - cfg.overhead_s >= cfg.min_predicted_s and dur < cfg.truncation_text_ratio * pred:
             cut = True
@@ -842,6 +925,65 @@ def _crosstalk(s: _Signal, ref: _Signal, cfg: DetectorConfig) -> list[Finding]:
 # --------------------------------------------------------------------------- entry points
 
 
+def _merge(findings: list[Finding]) -> list[Finding]:
+    """One finding per event: the same kind at the same place (within 50 ms; truncation and
+    duration once per take) is merged into the most severe one, keeping all evidence."""
+    out: list[Finding] = []
+    for f in sorted(findings, key=lambda f: (KINDS.index(f.kind), f.time_s)):
+        prev = out[-1] if out and out[-1].kind == f.kind else None
+        if prev is not None and (
+            f.kind in {"truncation", "duration"} or abs(f.time_s - prev.time_s) <= 0.05
+        ):
+            a, b = (prev, f) if prev.severity >= f.severity else (f, prev)
+            ev = {**b.evidence, **a.evidence}
+            ev["merged"] = int(prev.evidence.get("merged", 1)) + 1
+            out[-1] = replace(a, evidence=ev)
+        else:
+            out.append(f)
+    out.sort(key=lambda f: (f.time_s, KINDS.index(f.kind)))
+    return out
+
+
+def _has_timeline(take: Take) -> bool:
+    """A take recorded from a stream has arrival times; a bare file is one chunk at 0 ms."""
+    return len(take.chunks) > 1 or any(c.arrival_ms > 0 for c in take.chunks)
+
+
+def _checks(take: Take, ref: _Signal | None, cfg: DetectorConfig) -> list[Check]:
+    seams = bool(take.boundaries)
+    text = (take.request.text or "").strip()
+    speed = float(take.request.speed or 1.0)
+    no_seams = "no timeline (one chunk: no seams)"
+    text_ok = text and predicted_duration_s(text, speed, cfg) - cfg.overhead_s >= 0
+    return [
+        Check("click", seams, "" if seams else no_seams),
+        Check(
+            "replay",
+            bool(take.frames),
+            "" if take.frames else "no audio",
+        ),
+        Check("gap", seams, "" if seams else no_seams),
+        Check(
+            "gap vs reference",
+            seams and ref is not None,
+            "" if ref is not None and seams else ("no reference" if seams else no_seams),
+        ),
+        Check(
+            "underrun",
+            _has_timeline(take),
+            "" if _has_timeline(take) else "no timeline (no arrival times)",
+        ),
+        Check("truncation (status, abrupt end)", True),
+        Check(
+            "length vs text",
+            bool(text_ok) and ref is None,
+            "" if text_ok and ref is None else ("reference used instead" if text else "no text"),
+        ),
+        Check("length vs reference", ref is not None, "" if ref is not None else "no reference"),
+        Check("crosstalk", ref is not None, "" if ref is not None else "no reference"),
+    ]
+
+
 def analyze(
     take: Take, reference: Take | None = None, config: DetectorConfig | None = None
 ) -> Analysis:
@@ -859,11 +1001,12 @@ def analyze(
         findings += _gaps(s, cfg, float(take.request.speed or 1.0), ref)
         if ref is not None:
             findings += _crosstalk(s, ref, cfg)
-    findings += _underruns(take, cfg)
+    if _has_timeline(take):
+        findings += _underruns(take, cfg)
     findings += _durations(take, s, cfg, ref, reference)
-    findings.sort(key=lambda f: (f.time_s, KINDS.index(f.kind)))
+    findings = _merge(findings)
     runs = s.silent_runs() if s.n else np.zeros((0, 2))
-    stalls = simulate_playback(take, cfg.prebuffer_ms)
+    stalls = simulate_playback(take, cfg.prebuffer_ms) if _has_timeline(take) else []
     metrics = {
         "take_id": take.take_id,
         "duration_s": dur,
@@ -883,7 +1026,7 @@ def analyze(
         else None,
         "findings": len(findings),
     }
-    return Analysis(findings, metrics)
+    return Analysis(findings, metrics, _checks(take, ref, cfg))
 
 
 def detect(
@@ -897,6 +1040,7 @@ __all__ = [
     "DETECTOR_VERSION",
     "KINDS",
     "Analysis",
+    "Check",
     "DetectorConfig",
     "Finding",
     "Stall",

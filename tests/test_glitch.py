@@ -72,19 +72,21 @@ def kinds(findings):
 
 def test_clean_deterministic_takes_give_nothing(det):
     for t in det:
-        assert detect(t) == [], t.request.text
+        assert detect(with_timeline(t)) == [], t.request.text
 
 
 def test_clean_variants_give_nothing(det, variants):
+    """(Arrival times are replaced by a steady never-late timeline: a loaded test machine makes
+    the real voice really late, and that underrun would be right.)"""
     for name, takes in variants.items():
         for t in takes:
-            assert detect(t) == [], (name, t.request.text)
+            assert detect(with_timeline(t)) == [], (name, t.request.text)
 
 
 def test_clean_with_reference_gives_nothing(det, variants):
     ref = {t.request.text: t for t in det}
     for t in variants["nondet-1.0"]:
-        assert detect(t, reference=ref[t.request.text]) == [], t.request.text
+        assert detect(with_timeline(t), reference=ref[t.request.text]) == [], t.request.text
     for t in det[:6]:
         assert detect(t, reference=t) == []
 
