@@ -85,8 +85,8 @@ class DetectorConfig:
     replay_rate_hz: int = 2000
     """Search rate (block means); candidates are confirmed at the full rate."""
     replay_query_s: float = 0.6
-    replay_min_query_s: float = 0.2
-    replay_min_ncc: float = 0.9
+    replay_min_query_s: float = 0.15
+    replay_min_ncc: float = 0.97
     """Normalised correlation (at the search rate and again at the full rate) to call a repeat."""
     replay_envelope_ncc: float = 0.85
     """Pre-check on the 10 ms level envelope; seams below it are not searched further."""
@@ -95,9 +95,10 @@ class DetectorConfig:
     replay_min_active_s: float = 0.15
     """The query must hold at least this much non-silent audio (silence matches silence)."""
     replay_max_lookback_s: float = 120.0
-    replay_text_factor: float = 1.5
-    """Texts that say a word sequence twice: a repeat no longer than this times its predicted
-    duration (+0.5 s) is taken as the content (with a reference, also one the reference has)."""
+    replay_text_factor: float = 1.3
+    """Texts that say clauses twice: a repeat whose source and copy sit at the two occurrences
+    (mapped by the take's speaking rate) and that is no longer than this times the repeated
+    words (+0.3 s) is the content. With a reference, so is a repeat the reference has."""
     replay_block_s: float = 0.1
     """Block length used to measure how long a repeat goes on."""
 
@@ -105,11 +106,14 @@ class DetectorConfig:
     gap_min_s: float = 0.15
     gap_long_s: float = 1.0
     """A pause at a seam at least this long (divided by the request's speed when < 1) is a gap."""
-    gap_edge_db: float = -20.0
+    gap_edge_db: float = -15.0
     """'Abrupt' stop: the 20 ms before the silence are within this of the speech level (natural
     pauses fade out: on Piper their last 20 ms sit 24 dB or more below it)."""
     gap_extra_s: float = 0.25
-    """With a reference: a seam pause this much longer than the aligned reference pause."""
+    """With a reference: a seam pause this much longer than the aligned reference pause ..."""
+    gap_extra_ratio: float = 1.0
+    """... and longer by at least this fraction of it (independent renderings of one text
+    differ in pause length by up to ~80 %)."""
     gap_align_tol_s: float = 0.5
     """Reference pauses this close (in speech time or in time) count as the same pause."""
     dropout_min_s: float = 0.04
@@ -134,14 +138,14 @@ class DetectorConfig:
     """Text-based checks only when the text predicts at least this much audio."""
     truncation_ratio: float = 0.7
     """Shorter than this fraction of the reference (active speech time) is truncation."""
-    truncation_text_ratio: float = 0.5
+    truncation_text_ratio: float = 0.55
     tail_abrupt_db: float = -30.0
     """Last 20 ms within this of speech level: the take stops mid-sound (every TTS voice ends
     in at least ~50 ms of silence; Piper: 60 ms or more)."""
     duration_ratio: float = 1.6
     """Longer than this multiple of the reference: duplicated output."""
-    duration_text_ratio: float = 3.0
-    duration_min_excess_s: float = 2.0
+    duration_text_ratio: float = 1.5
+    duration_min_excess_s: float = 1.0
 
     # -- crosstalk
     crosstalk_onset_s: float = 1.2
@@ -415,6 +419,49 @@ def repeated_text_s(text: str, cfg: DetectorConfig, speed: float = 1.0) -> float
     return chars / (cfg.chars_per_s * max(speed, 0.25))
 
 
+def text_repeats(text: str) -> list[tuple[int, int, int]]:
+    """Where the text says a run of clauses twice: ``(first_char, second_char, run_chars)``.
+
+    Deterministic engines render a repeated sentence or clause ("The end. The end.") as
+    identical audio: that repeat is the content, not a replay bug, but only *there*.
+    """
+    spans = [
+        (m.start(), m.end(), " ".join(re.findall(r"[\w']+", m.group().lower())))
+        for m in re.finditer(r"[^.!?;:,\n…]+", text)
+    ]
+    spans = [x for x in spans if x[2]][:400]
+    units = [u for _, _, u in spans]
+    first: dict[str, list[int]] = {}
+    out = []
+    for j, u in enumerate(units):
+        for i in first.get(u, []):
+            m = 0
+            while j + m < len(units) and i + m < j and units[i + m] == units[j + m]:
+                m += 1
+            out.append((spans[i][0], spans[j][0], spans[j + m - 1][1] - spans[j][0]))
+        first.setdefault(u, []).append(j)
+    return out
+
+
+def _content_repeat(f: Finding, text: str, s: _Signal, cfg: DetectorConfig) -> bool:
+    """Is this repeat where the text repeats itself (source and copy at the two occurrences,
+    no longer than the repeated words)? Positions are mapped by the take's own speaking rate."""
+    reps = text_repeats(text)
+    act = np.flatnonzero(~s.silent)
+    if not reps or not len(act):
+        return False
+    t_on, t_off = act[0] * s.frame_s, (act[-1] + 1) * s.frame_s
+    rate = len(text) / max(t_off - t_on, 1e-3)  # characters per second of this take
+    tol = 0.1 * (t_off - t_on) + 0.3
+    src, dst, length = f.evidence["source_s"], f.time_s, f.evidence["length_s"]
+    return any(
+        abs(src - t_on - c1 / rate) <= tol
+        and abs(dst - t_on - c2 / rate) <= tol
+        and length <= cfg.replay_text_factor * n / rate + 0.3
+        for c1, c2, n in reps
+    )
+
+
 def _replays(
     s: _Signal,
     cfg: DetectorConfig,
@@ -426,13 +473,13 @@ def _replays(
     found = _replay_scan(s, cfg, duration_s)
     if not found:
         return found
-    rep_s = repeated_text_s(text, cfg, speed) if text else 0.0
-    if rep_s:
-        found = [f for f in found if f.evidence["length_s"] > cfg.replay_text_factor * rep_s + 0.5]
+    if text:
+        found = [f for f in found if not _content_repeat(f, text, s, cfg)]
     if found and ref is not None:
         # the reference repeats itself the same way: the repetition is in the content
         own = [f.evidence["lag_s"] for f in _replay_scan(ref, cfg, ref.n / ref.sr)]
         found = [f for f in found if not any(abs(f.evidence["lag_s"] - lag) <= 0.15 for lag in own)]
+    del speed
     return found
 
 
@@ -700,7 +747,7 @@ def _gaps(s: _Signal, cfg: DetectorConfig, speed: float, ref: _Signal | None) ->
             )
             extra = length - ref_len
             ev["reference_pause_s"] = ref_len
-            if extra >= cfg.gap_extra_s:
+            if extra >= max(cfg.gap_extra_s, cfg.gap_extra_ratio * ref_len):
                 flagged = True
                 sev = max(sev, extra / cfg.gap_extra_s)
         if flagged:
@@ -881,6 +928,11 @@ def _dtw_cost(a: np.ndarray, b: np.ndarray) -> float:
     return float(prev[m] / (n + m))
 
 
+def _last_active_s(sig: _Signal) -> float:
+    a = np.flatnonzero(~sig.silent)
+    return float((a[-1] + 1) * sig.frame_s) if len(a) else sig.n / sig.sr
+
+
 def _crosstalk(s: _Signal, ref: _Signal, cfg: DetectorConfig) -> list[Finding]:
     fs = 0.02
     on_s = cfg.crosstalk_onset_s
@@ -896,10 +948,14 @@ def _crosstalk(s: _Signal, ref: _Signal, cfg: DetectorConfig) -> list[Finding]:
     e_on, r_e_on = window(s, t_on, on_s), window(ref, r_on, on_s)
     onset = _dtw_cost(_spectra(e_on), _spectra(r_e_on))
     voice = float(np.sqrt(np.mean((_ltas(e_on) - _ltas(r_e_on)) ** 2)))
-    body_len = min(on_s, s.n / s.sr - t_on - on_s, ref.n / ref.sr - r_on - on_s)
+    # the rest of the take is compared at its end (end-aligned): foreign audio longer than
+    # the onset window must not leak into the comparison that says "the rest matches"
+    t_off = _last_active_s(s)
+    r_off = _last_active_s(ref)
+    body_len = min(on_s, t_off - t_on - on_s, r_off - r_on - on_s)
     body = body_voice = None
     if body_len >= 0.5:
-        e_b, r_e_b = window(s, t_on + on_s, body_len), window(ref, r_on + on_s, body_len)
+        e_b, r_e_b = window(s, t_off - body_len, body_len), window(ref, r_off - body_len, body_len)
         body = _dtw_cost(_spectra(e_b), _spectra(r_e_b))
         body_voice = float(np.sqrt(np.mean((_ltas(e_b) - _ltas(r_e_b)) ** 2)))
     ev = {
