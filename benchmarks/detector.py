@@ -226,9 +226,7 @@ def _append(t: Take, extra: np.ndarray, prof: WireProfile) -> Take:
         1, prof.chunk_end(len(prof.first_frames)) - prof.chunk_end(len(prof.first_frames) - 1)
     )
     new = [extra[i : i + step] for i in range(0, len(extra), step)]
-    last = arr[-1]
-    dt = step / t.sample_rate / 1.5 * 1000
-    return rebuild(t, pieces + new, arr + [last + dt * (i + 1) for i in range(len(new))])
+    return rebuild(t, pieces + new, arr + [arr[-1]] * len(new))  # sent at once: no stall
 
 
 def inject(

@@ -69,9 +69,9 @@ class DetectorConfig:
     """... and always below this absolute level (dBFS)."""
 
     # -- click
-    click_min_score: float = 12.0
+    click_min_score: float = 7.0
     """Prediction-error ratio at a seam (both directions) that counts as a discontinuity."""
-    click_ref_factor: float = 2.0
+    click_ref_factor: float = 1.8
     """The seam must also beat this times the 99.9th percentile at non-seam points."""
     click_ref_points: int = 1000
     click_min_amp: float = 0.01
@@ -90,8 +90,6 @@ class DetectorConfig:
     """Normalised correlation (at the search rate and again at the full rate) to call a repeat."""
     replay_envelope_ncc: float = 0.85
     """Pre-check on the 10 ms level envelope; seams below it are not searched further."""
-    replay_coarse_ncc: float = 0.5
-    """Candidate threshold at the search rate (sub-sample misalignment lowers the peak there)."""
     replay_min_active_s: float = 0.15
     """The query must hold at least this much non-silent audio (silence matches silence)."""
     replay_max_lookback_s: float = 120.0
@@ -357,29 +355,6 @@ def _clicks(s: _Signal, cfg: DetectorConfig) -> list[Finding]:
 # --------------------------------------------------------------------------- replay
 
 
-def _ncc_search(
-    y: np.ndarray, c1: np.ndarray, c2: np.ndarray, lo: int, hi: int, q: np.ndarray
-) -> np.ndarray:
-    """Normalised cross-correlation of ``q`` at every start in ``y[lo:hi]`` where it fits.
-
-    ``c1``/``c2`` are the running sums of ``y`` and ``y**2`` (computed once per take), so each
-    query costs three float32 FFTs of the region's length.
-    """
-    L = len(q)
-    region = y[lo:hi]
-    qn = q - q.mean()
-    qe = float(np.sqrt(np.dot(qn, qn)))
-    if qe == 0 or len(region) < L:
-        return np.zeros(0)
-    n = sp_fft.next_fast_len(len(region) + L - 1, real=True)
-    num = sp_fft.irfft(sp_fft.rfft(region, n) * np.conj(sp_fft.rfft(qn, n)), n)[
-        : len(region) - L + 1
-    ]
-    ssum = c1[lo + L : hi + 1] - c1[lo : hi - L + 1]
-    var = np.maximum(c2[lo + L : hi + 1] - c2[lo : hi - L + 1] - ssum * ssum / L, 1e-12)
-    return num / (qe * np.sqrt(var))
-
-
 def _ncc(a: np.ndarray, b: np.ndarray) -> float:
     a = a - a.mean()
     b = b - b.mean()
@@ -496,16 +471,62 @@ def _peaks(c: np.ndarray, floor: float, sep: int, most: int = 4) -> list[int]:
 
 
 def _refine(x: np.ndarray, src0: int, qs: int, n: int, q: int) -> tuple[float, int]:
-    """Best full-rate NCC (and source start) within one decimation step of ``src0``."""
-    best, src = -1.0, src0
-    for d in range(-q, q + 1):
-        st = src0 + d
-        if st < 0 or st + n > qs:
-            continue
-        v = _ncc(x[st : st + n], x[qs : qs + n])
-        if v > best:
-            best, src = v, st
-    return best, src
+    """Best full-rate NCC (and source start) within ``q`` samples of ``src0`` (one FFT)."""
+    lo, hi = max(0, src0 - q), min(src0 + q, qs - n)
+    if hi < lo:
+        return -1.0, src0
+    a = x[lo : hi + n].astype(np.float64)
+    b = x[qs : qs + n].astype(np.float64)
+    b = b - b.mean()
+    m = sp_fft.next_fast_len(len(a) + n - 1, real=True)
+    num = sp_fft.irfft(sp_fft.rfft(a, m) * np.conj(sp_fft.rfft(b, m)), m)[: hi - lo + 1]
+    c1 = np.r_[0.0, np.cumsum(a)]
+    c2 = np.r_[0.0, np.cumsum(a * a)]
+    ssum = c1[n:] - c1[:-n]
+    var = np.maximum(c2[n:] - c2[:-n] - ssum * ssum / n, 1e-30)
+    v = num / np.sqrt(var * max(float(b @ b), 1e-30))
+    j = int(np.argmax(v))
+    return float(v[j]), lo + j
+
+
+def _ncc_batch(y: np.ndarray, c1: np.ndarray, c2: np.ndarray, queries: np.ndarray) -> np.ndarray:
+    """NCC of each row of ``queries`` at every start in ``y`` (one batched FFT for all seams)."""
+    m, L = queries.shape
+    N = len(y)
+    qn = queries - queries.mean(axis=1, keepdims=True)
+    qe = np.sqrt(np.einsum("ij,ij->i", qn, qn))
+    n = sp_fft.next_fast_len(N + L - 1, real=True)
+    num = sp_fft.irfft(sp_fft.rfft(y, n)[None, :] * np.conj(sp_fft.rfft(qn, n, axis=1)), n, axis=1)
+    num = num[:, : N - L + 1]
+    ssum = c1[L : N + 1] - c1[: N - L + 1]
+    var = np.maximum(c2[L : N + 1] - c2[: N - L + 1] - ssum * ssum / L, 1e-12)
+    return num / (np.maximum(qe, 1e-12)[:, None] * np.sqrt(var)[None, :])
+
+
+def _envelope_precheck(
+    env: np.ndarray,
+    e1: np.ndarray,
+    e2: np.ndarray,
+    plan: list[tuple[int, int, int, int]],
+    floor: float,
+) -> dict[int, list[int]]:
+    """Best envelope NCC of each planned query ``(id, first_frame, lookback_frame, frames)`` against
+    the earlier envelope (queries of one length batched, 64 at a time: bounded memory). Returns
+    the frames of up to 4 best matches >= ``floor`` per query, best first."""
+    out: dict[int, list[int]] = {}
+    by_len: dict[int, list[tuple[int, int, int]]] = {}
+    for item in plan:
+        by_len.setdefault(item[3], []).append(item[:3])
+    for L, items in by_len.items():
+        for k in range(0, len(items), 64):
+            block = items[k : k + 64]
+            c = _ncc_batch(env, e1, e2, np.stack([env[f : f + L] for _, f, _ in block]))
+            for row, (i, f, f_lo) in zip(c, block, strict=True):
+                seg = row[f_lo : max(f_lo, f - L + 1)]  # earlier: the match ends before f
+                if len(seg) and seg.max() >= floor:
+                    top = max(floor, float(seg.max()) - 0.05)
+                    out[i] = [f_lo + j for j in _peaks(seg, top, L, most=3)]
+    return out
 
 
 def _repeat_length(s: _Signal, src: int, qs: int, start: int, blk: int, min_ncc: float) -> int:
@@ -531,10 +552,6 @@ def _replay_scan(s: _Signal, cfg: DetectorConfig, duration_s: float) -> list[Fin
     m = s.n // q
     if m < 8:
         return []
-    y = s.x[: m * q].reshape(m, q).mean(axis=1, dtype=np.float32)
-    y64 = y.astype(np.float64)
-    c1 = np.r_[0.0, np.cumsum(y64)]
-    c2 = np.r_[0.0, np.cumsum(y64 * y64)]
     rate = s.sr / q
     # level envelope (dB per 10 ms frame, floored at the silence threshold) for a cheap
     # pre-check: a repeat has the same envelope too, so most seams never need the search
@@ -547,9 +564,9 @@ def _replay_scan(s: _Signal, cfg: DetectorConfig, duration_s: float) -> list[Fin
         starts = runs[:, 1][runs[:, 1] < len(s.silent)] * s.hop
     out: list[Finding] = []
     bounds_s = s.boundaries / s.sr
-    skip_until = -1
     starts = np.asarray(starts, dtype=np.int64)
     ends = np.r_[starts[1:], s.n]
+    plans = []
     for b, b_end in zip(starts, ends, strict=True):
         # start the query at the first active frame after the seam (silence matches silence)
         f0 = -(-int(b) // s.hop)
@@ -557,8 +574,6 @@ def _replay_scan(s: _Signal, cfg: DetectorConfig, duration_s: float) -> list[Fin
         if not len(act):
             continue
         qs = (f0 + int(act[0])) * s.hop
-        if qs < skip_until:  # still inside a repeat already reported
-            continue
         # The query stays inside this chunk when it is long enough (a re-sent chunk is followed
         # by new audio); after a short chunk (80 ms codec frames) it runs on across the next
         # seams for replay_min_query_s, since a replay is then sent as several short chunks.
@@ -568,29 +583,35 @@ def _replay_scan(s: _Signal, cfg: DetectorConfig, duration_s: float) -> list[Fin
         if L_s < cfg.replay_min_query_s:
             continue
         qf = slice(qs // s.hop, (qs + int(L_s * s.sr)) // s.hop)
-        if (~s.silent[qf]).sum() * s.frame_s < cfg.replay_min_active_s:
+        if qf.stop - qf.start < 4 or (~s.silent[qf]).sum() * s.frame_s < cfg.replay_min_active_s:
             continue
         i0, L = qs // q, int(L_s * rate)
         lo = max(0, i0 - int(cfg.replay_max_lookback_s * rate))
-        f_lo, f_q = lo * q // s.hop, qf.start
-        eq = env[qf]
-        ce = _ncc_search(env, e1, e2, f_lo, f_q, eq) if len(eq) >= 4 else np.zeros(0)
-        if not len(ce) or ce.max() < cfg.replay_envelope_ncc:
+        plans.append((int(b), qs, i0, L, lo, lo * q // s.hop, qf))
+    # the envelope pre-check for every seam at once: a repeat has the same envelope too, so
+    # most seams never need the waveform search
+    pre = _envelope_precheck(
+        env,
+        e1,
+        e2,
+        [(n, p[6].start, p[5], p[6].stop - p[6].start) for n, p in enumerate(plans)],
+        cfg.replay_envelope_ncc,
+    )
+    skip_until = -1
+    blk = max(1, int(cfg.replay_block_s * s.sr))
+    for n, (b, qs, _i0, _L, _lo, _f_lo, qf) in enumerate(plans):
+        if qs < skip_until:  # still inside a repeat already reported
             continue
-        # earlier audio only: a match must end before the query starts
-        c = _ncc_search(y, c1, c2, lo, i0, y[i0 : i0 + L])
-        if not len(c):
+        peaks = pre.get(n, [])
+        if not peaks:
             continue
-        if c.max() < cfg.replay_coarse_ncc:
-            continue
-        # Several earlier places may match about as well (the text repeats itself, or the
-        # audio was repeated more than once): keep the one whose repeat goes on longest.
-        top = _peaks(c, max(cfg.replay_coarse_ncc, float(c.max()) - 0.1), L)
-        Lf = L * q
-        blk = max(1, int(cfg.replay_block_s * s.sr))
+        # Confirm each envelope match at the full rate within one frame of it. Several earlier
+        # places may match (the text repeats itself, or the audio was repeated more than
+        # once): keep the one whose repeat goes on longest.
+        Lf = (qf.stop - qf.start) * s.hop
         best = src = length = None
-        for j in top:
-            v, st = _refine(s.x, (lo + j) * q, qs, Lf, q)
+        for p in peaks:
+            v, st = _refine(s.x, p * s.hop, qs, Lf, s.hop)
             if v < cfg.replay_min_ncc:
                 continue
             n_ = _repeat_length(s, st, qs, Lf, blk, cfg.replay_min_ncc)
