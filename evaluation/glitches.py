@@ -117,9 +117,9 @@ class DetectorConfig:
     dropout_min_s: float = 0.04
     """A seam followed by at least this much near-silence, cut in from speech, is a gap (short
     quiet gaps: a lost chunk or a stall padded with zeros or low noise)."""
-    dropout_drop_db: float = 25.0
+    dropout_drop_db: float = 20.0
     """'Cut in': the 5 ms after the seam are this far below the 5 ms before it, and stay there."""
-    dropout_speech_db: float = -20.0
+    dropout_speech_db: float = -25.0
     """... and the 5 ms before the seam are within this of the speech level (audible)."""
 
     # -- underrun
@@ -599,7 +599,7 @@ def _replay_scan(s: _Signal, cfg: DetectorConfig, duration_s: float) -> list[Fin
     )
     skip_until = -1
     blk = max(1, int(cfg.replay_block_s * s.sr))
-    for n, (b, qs, _i0, _L, _lo, _f_lo, qf) in enumerate(plans):
+    for n, (_b, qs, _i0, _L, _lo, _f_lo, qf) in enumerate(plans):
         if qs < skip_until:  # still inside a repeat already reported
             continue
         peaks = pre.get(n, [])
@@ -621,8 +621,22 @@ def _replay_scan(s: _Signal, cfg: DetectorConfig, duration_s: float) -> list[Fin
             continue
         lag = qs - src
         skip_until = qs + length
-        t = qs / s.sr
-        bi, dist = _nearest(bounds_s, b / s.sr)
+        # the repeat may begin before the query did (with silence, or before a later seam's
+        # active onset): walk back 10 ms at a time while it still matches, up to 0.5 s
+        back, h = 0, s.hop
+        while back < int(0.5 * s.sr) and src - back - h >= 0 and qs - back - h > src:
+            fa, fb = (src - back - h) // h, (qs - back - h) // h
+            both_silent = s.silent[fa] and s.silent[fb]
+            a_ = s.x[src - back - h : src - back]
+            b_ = s.x[qs - back - h : qs - back]
+            if not (both_silent or _ncc(a_, b_) >= cfg.replay_min_ncc):
+                break
+            back += h
+        start = qs - back
+        length += back
+        src -= back
+        t = start / s.sr
+        bi, _ = _nearest(bounds_s, t)
         out.append(
             Finding(
                 "replay",
@@ -1005,6 +1019,9 @@ def _crosstalk(s: _Signal, ref: _Signal, cfg: DetectorConfig) -> list[Finding]:
 def _merge(findings: list[Finding]) -> list[Finding]:
     """One finding per event: the same kind at the same place (within 50 ms; truncation and
     duration once per take) is merged into the most severe one, keeping all evidence."""
+    # a word cut off by a gap is heard as one event: the jump into the silence is the gap's
+    gaps = {f.boundary_index: f for f in findings if f.kind == "gap" and f.evidence.get("cut_in")}
+    findings = [f for f in findings if not (f.kind == "click" and f.boundary_index in gaps)]
     out: list[Finding] = []
     for f in sorted(findings, key=lambda f: (KINDS.index(f.kind), f.time_s)):
         prev = out[-1] if out and out[-1].kind == f.kind else None
