@@ -88,6 +88,8 @@ class DetectorConfig:
     replay_min_query_s: float = 0.15
     replay_min_ncc: float = 0.97
     """Normalised correlation (at the search rate and again at the full rate) to call a repeat."""
+    replay_coarse_ncc: float = 0.5
+    """Threshold at the search rate for an envelope match to be confirmed at the full rate."""
     replay_envelope_ncc: float = 0.85
     """Pre-check on the 10 ms level envelope; seams below it are not searched further."""
     replay_min_active_s: float = 0.15
@@ -553,6 +555,7 @@ def _replay_scan(s: _Signal, cfg: DetectorConfig, duration_s: float) -> list[Fin
     if m < 8:
         return []
     rate = s.sr / q
+    y = s.x[: m * q].reshape(m, q).mean(axis=1, dtype=np.float32)  # the search rate
     # level envelope (dB per 10 ms frame, floored at the silence threshold) for a cheap
     # pre-check: a repeat has the same envelope too, so most seams never need the search
     env = np.maximum(s.db, s.thresh).astype(np.float64)
@@ -610,8 +613,24 @@ def _replay_scan(s: _Signal, cfg: DetectorConfig, duration_s: float) -> list[Fin
         # once): keep the one whose repeat goes on longest.
         Lf = (qf.stop - qf.start) * s.hop
         best = src = length = None
+        yq = y[qs // q : qs // q + Lf // q]
         for p in peaks:
-            v, st = _refine(s.x, p * s.hop, qs, Lf, s.hop)
+            # at the search rate first (one small matrix product), then at the full rate
+            # within one search-rate sample of the best lag (one FFT)
+            c0, d = p * s.hop // q, s.hop // q + 1
+            lo_, hi_ = max(0, c0 - d), min(c0 + d, qs // q - len(yq))
+            if hi_ < lo_ or len(yq) < 8:
+                continue
+            win = sliding_window_view(y[lo_ : hi_ + len(yq)], len(yq))
+            wc = win - win.mean(axis=1, keepdims=True)
+            qc = yq - yq.mean()
+            cc = (wc @ qc) / np.maximum(
+                np.sqrt(np.einsum("ij,ij->i", wc, wc) * float(qc @ qc)), 1e-12
+            )
+            j = int(np.argmax(cc))
+            if cc[j] < cfg.replay_coarse_ncc:
+                continue
+            v, st = _refine(s.x, (lo_ + j) * q, qs, Lf, q)
             if v < cfg.replay_min_ncc:
                 continue
             n_ = _repeat_length(s, st, qs, Lf, blk, cfg.replay_min_ncc)
