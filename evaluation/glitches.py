@@ -92,7 +92,7 @@ class DetectorConfig:
     """Threshold at the search rate for an envelope match to be confirmed at the full rate."""
     replay_envelope_ncc: float = 0.85
     """Pre-check on the 10 ms level envelope; seams below it are not searched further."""
-    replay_min_active_s: float = 0.15
+    replay_min_active_s: float = 0.1
     """The query must hold at least this much non-silent audio (silence matches silence)."""
     replay_max_lookback_s: float = 120.0
     replay_text_factor: float = 1.3
@@ -717,7 +717,7 @@ def _dropouts(s: _Signal, cfg: DetectorConfig) -> list[tuple[int, int, float, fl
     max_frames = int(s.sr * 3.0) // w
     for i in cand:
         st = int(b[i])
-        lim = pre_db[i] - cfg.dropout_drop_db
+        lim = pre_db[i] - cfg.dropout_drop_db / 2  # it stays down (low noise fluctuates)
         seg = x[st : st + max_frames * w]
         m = len(seg) // w
         if m == 0:
