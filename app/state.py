@@ -60,6 +60,13 @@ WsHandler = Callable[[Any, dict[str, Any]], Awaitable[None]]
 """``async handler(session: app.stream_routes.Session, msg)`` for one ``/ll/ws`` message type."""
 
 
+class FindingList(list):
+    """The detector's findings; ``checks`` says which checks ran and which were skipped (and
+    why: no text, no reference, no timeline), or is None when the detector does not say."""
+
+    checks: list[dict[str, Any]] | None = None
+
+
 def default_detector(take: Take) -> list[dict[str, Any]] | None:
     """Automatic glitch findings from ``evaluation.glitches``, or None while it is not installed."""
     try:
@@ -69,16 +76,21 @@ def default_detector(take: Take) -> list[dict[str, Any]] | None:
     fn = next(
         (
             getattr(glitches, n)
-            for n in ("analyze_take", "detect", "find_glitches")
+            for n in ("analyze", "analyze_take", "detect", "find_glitches")
             if callable(getattr(glitches, n, None))
         ),
         None,
     )
     if fn is None:
         return None
-    found = fn(take)
-    found = getattr(found, "findings", found)
-    out = []
+    result = fn(take)
+    found = getattr(result, "findings", result)
+    out = FindingList()
+    out.checks = (
+        [c.to_dict() if hasattr(c, "to_dict") else dict(c) for c in result.checks]
+        if hasattr(result, "checks")
+        else None
+    )
     for f in found:
         d = f if isinstance(f, dict) else (f.to_dict() if hasattr(f, "to_dict") else asdict(f))
         evidence = json.loads(json.dumps(d.get("evidence") or {}, default=float))

@@ -438,6 +438,7 @@ class Session:
                 "take_id": take.take_id,
                 "available": True,
                 "findings": found,
+                "checks": getattr(found, "checks", None),
             }
         )
 

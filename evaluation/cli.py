@@ -91,10 +91,15 @@ def _run_analyze(args: argparse.Namespace) -> int:
 
         with Store.open(db[0]) as store:
             store.add_auto_findings(take.take_id, result.findings)
+    checks = [c.to_dict() for c in result.checks]
     if args.json:
         print(
             json.dumps(
-                {"metrics": result.metrics, "findings": [f.to_dict() for f in result.findings]},
+                {
+                    "metrics": result.metrics,
+                    "findings": [f.to_dict() for f in result.findings],
+                    "checks": checks,
+                },
                 default=float,
             )
         )
@@ -104,6 +109,11 @@ def _run_analyze(args: argparse.Namespace) -> int:
             f"take {take.take_id}: {m['duration_s']:.2f} s, {m['chunk_count']} chunks"
             + (f", reference {ref.take_id} ({ref.duration_s:.2f} s)" if ref else "")
         )
+        ran = [c["name"] for c in checks if c["ran"]]
+        print("checks run: " + (", ".join(ran) or "none"))
+        for c in checks:
+            if not c["ran"]:
+                print(f"skipped: {c['name']} ({c['why']})")
         if not result.findings:
             print("no findings")
         for f in result.findings:

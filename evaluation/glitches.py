@@ -69,9 +69,9 @@ class DetectorConfig:
     """... and always below this absolute level (dBFS)."""
 
     # -- click
-    click_min_score: float = 12.0
+    click_min_score: float = 7.0
     """Prediction-error ratio at a seam (both directions) that counts as a discontinuity."""
-    click_ref_factor: float = 2.0
+    click_ref_factor: float = 1.8
     """The seam must also beat this times the 99.9th percentile at non-seam points."""
     click_ref_points: int = 1000
     click_min_amp: float = 0.01
@@ -85,19 +85,20 @@ class DetectorConfig:
     replay_rate_hz: int = 2000
     """Search rate (block means); candidates are confirmed at the full rate."""
     replay_query_s: float = 0.6
-    replay_min_query_s: float = 0.2
-    replay_min_ncc: float = 0.9
+    replay_min_query_s: float = 0.15
+    replay_min_ncc: float = 0.97
     """Normalised correlation (at the search rate and again at the full rate) to call a repeat."""
+    replay_coarse_ncc: float = 0.5
+    """Threshold at the search rate for an envelope match to be confirmed at the full rate."""
     replay_envelope_ncc: float = 0.85
     """Pre-check on the 10 ms level envelope; seams below it are not searched further."""
-    replay_coarse_ncc: float = 0.5
-    """Candidate threshold at the search rate (sub-sample misalignment lowers the peak there)."""
-    replay_min_active_s: float = 0.15
+    replay_min_active_s: float = 0.1
     """The query must hold at least this much non-silent audio (silence matches silence)."""
     replay_max_lookback_s: float = 120.0
-    replay_text_factor: float = 1.5
-    """Texts that say a word sequence twice: a repeat no longer than this times its predicted
-    duration (+0.5 s) is taken as the content (with a reference, also one the reference has)."""
+    replay_text_factor: float = 1.3
+    """Texts that say clauses twice: a repeat whose source and copy sit at the two occurrences
+    (mapped by the take's speaking rate) and that is no longer than this times the repeated
+    words (+0.3 s) is the content. With a reference, so is a repeat the reference has."""
     replay_block_s: float = 0.1
     """Block length used to measure how long a repeat goes on."""
 
@@ -105,13 +106,23 @@ class DetectorConfig:
     gap_min_s: float = 0.15
     gap_long_s: float = 1.0
     """A pause at a seam at least this long (divided by the request's speed when < 1) is a gap."""
-    gap_edge_db: float = -20.0
+    gap_edge_db: float = -15.0
     """'Abrupt' stop: the 20 ms before the silence are within this of the speech level (natural
     pauses fade out: on Piper their last 20 ms sit 24 dB or more below it)."""
     gap_extra_s: float = 0.25
-    """With a reference: a seam pause this much longer than the aligned reference pause."""
+    """With a reference: a seam pause this much longer than the aligned reference pause ..."""
+    gap_extra_ratio: float = 1.0
+    """... and longer by at least this fraction of it (independent renderings of one text
+    differ in pause length by up to ~80 %)."""
     gap_align_tol_s: float = 0.5
     """Reference pauses this close (in speech time or in time) count as the same pause."""
+    dropout_min_s: float = 0.04
+    """A seam followed by at least this much near-silence, cut in from speech, is a gap (short
+    quiet gaps: a lost chunk or a stall padded with zeros or low noise)."""
+    dropout_drop_db: float = 20.0
+    """'Cut in': the 5 ms after the seam are this far below the 5 ms before it, and stay there."""
+    dropout_speech_db: float = -25.0
+    """... and the 5 ms before the seam are within this of the speech level (audible)."""
 
     # -- underrun
     prebuffer_ms: float = 200.0
@@ -127,14 +138,14 @@ class DetectorConfig:
     """Text-based checks only when the text predicts at least this much audio."""
     truncation_ratio: float = 0.7
     """Shorter than this fraction of the reference (active speech time) is truncation."""
-    truncation_text_ratio: float = 0.5
+    truncation_text_ratio: float = 0.55
     tail_abrupt_db: float = -30.0
     """Last 20 ms within this of speech level: the take stops mid-sound (every TTS voice ends
     in at least ~50 ms of silence; Piper: 60 ms or more)."""
     duration_ratio: float = 1.6
     """Longer than this multiple of the reference: duplicated output."""
-    duration_text_ratio: float = 3.0
-    duration_min_excess_s: float = 2.0
+    duration_text_ratio: float = 1.5
+    duration_min_excess_s: float = 1.0
 
     # -- crosstalk
     crosstalk_onset_s: float = 1.2
@@ -195,10 +206,24 @@ class Stall:
 
 
 @dataclass(frozen=True)
+class Check:
+    """One check of the detector and whether it ran on this take (and why not)."""
+
+    name: str
+    ran: bool
+    why: str = ""
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"name": self.name, "ran": self.ran, "why": self.why}
+
+
+@dataclass(frozen=True)
 class Analysis:
     findings: list[Finding]
     metrics: dict[str, Any]
     """Per-take columns (listening-tests.md §6.3): duration, chunk count, max silence, ..."""
+    checks: list[Check] = field(default_factory=list)
+    """Which checks ran and which were skipped (no text, no reference, no timeline)."""
 
 
 # --------------------------------------------------------------------------- helpers
@@ -332,29 +357,6 @@ def _clicks(s: _Signal, cfg: DetectorConfig) -> list[Finding]:
 # --------------------------------------------------------------------------- replay
 
 
-def _ncc_search(
-    y: np.ndarray, c1: np.ndarray, c2: np.ndarray, lo: int, hi: int, q: np.ndarray
-) -> np.ndarray:
-    """Normalised cross-correlation of ``q`` at every start in ``y[lo:hi]`` where it fits.
-
-    ``c1``/``c2`` are the running sums of ``y`` and ``y**2`` (computed once per take), so each
-    query costs three float32 FFTs of the region's length.
-    """
-    L = len(q)
-    region = y[lo:hi]
-    qn = q - q.mean()
-    qe = float(np.sqrt(np.dot(qn, qn)))
-    if qe == 0 or len(region) < L:
-        return np.zeros(0)
-    n = sp_fft.next_fast_len(len(region) + L - 1, real=True)
-    num = sp_fft.irfft(sp_fft.rfft(region, n) * np.conj(sp_fft.rfft(qn, n)), n)[
-        : len(region) - L + 1
-    ]
-    ssum = c1[lo + L : hi + 1] - c1[lo : hi - L + 1]
-    var = np.maximum(c2[lo + L : hi + 1] - c2[lo : hi - L + 1] - ssum * ssum / L, 1e-12)
-    return num / (qe * np.sqrt(var))
-
-
 def _ncc(a: np.ndarray, b: np.ndarray) -> float:
     a = a - a.mean()
     b = b - b.mean()
@@ -394,6 +396,49 @@ def repeated_text_s(text: str, cfg: DetectorConfig, speed: float = 1.0) -> float
     return chars / (cfg.chars_per_s * max(speed, 0.25))
 
 
+def text_repeats(text: str) -> list[tuple[int, int, int]]:
+    """Where the text says a run of clauses twice: ``(first_char, second_char, run_chars)``.
+
+    Deterministic engines render a repeated sentence or clause ("The end. The end.") as
+    identical audio: that repeat is the content, not a replay bug, but only *there*.
+    """
+    spans = [
+        (m.start(), m.end(), " ".join(re.findall(r"[\w']+", m.group().lower())))
+        for m in re.finditer(r"[^.!?;:,\n…]+", text)
+    ]
+    spans = [x for x in spans if x[2]][:400]
+    units = [u for _, _, u in spans]
+    first: dict[str, list[int]] = {}
+    out = []
+    for j, u in enumerate(units):
+        for i in first.get(u, []):
+            m = 0
+            while j + m < len(units) and i + m < j and units[i + m] == units[j + m]:
+                m += 1
+            out.append((spans[i][0], spans[j][0], spans[j + m - 1][1] - spans[j][0]))
+        first.setdefault(u, []).append(j)
+    return out
+
+
+def _content_repeat(f: Finding, text: str, s: _Signal, cfg: DetectorConfig) -> bool:
+    """Is this repeat where the text repeats itself (source and copy at the two occurrences,
+    no longer than the repeated words)? Positions are mapped by the take's own speaking rate."""
+    reps = text_repeats(text)
+    act = np.flatnonzero(~s.silent)
+    if not reps or not len(act):
+        return False
+    t_on, t_off = act[0] * s.frame_s, (act[-1] + 1) * s.frame_s
+    rate = len(text) / max(t_off - t_on, 1e-3)  # characters per second of this take
+    tol = 0.1 * (t_off - t_on) + 0.3
+    src, dst, length = f.evidence["source_s"], f.time_s, f.evidence["length_s"]
+    return any(
+        abs(src - t_on - c1 / rate) <= tol
+        and abs(dst - t_on - c2 / rate) <= tol
+        and length <= cfg.replay_text_factor * n / rate + 0.3
+        for c1, c2, n in reps
+    )
+
+
 def _replays(
     s: _Signal,
     cfg: DetectorConfig,
@@ -405,13 +450,13 @@ def _replays(
     found = _replay_scan(s, cfg, duration_s)
     if not found:
         return found
-    rep_s = repeated_text_s(text, cfg, speed) if text else 0.0
-    if rep_s:
-        found = [f for f in found if f.evidence["length_s"] > cfg.replay_text_factor * rep_s + 0.5]
+    if text:
+        found = [f for f in found if not _content_repeat(f, text, s, cfg)]
     if found and ref is not None:
         # the reference repeats itself the same way: the repetition is in the content
         own = [f.evidence["lag_s"] for f in _replay_scan(ref, cfg, ref.n / ref.sr)]
         found = [f for f in found if not any(abs(f.evidence["lag_s"] - lag) <= 0.15 for lag in own)]
+    del speed
     return found
 
 
@@ -428,16 +473,62 @@ def _peaks(c: np.ndarray, floor: float, sep: int, most: int = 4) -> list[int]:
 
 
 def _refine(x: np.ndarray, src0: int, qs: int, n: int, q: int) -> tuple[float, int]:
-    """Best full-rate NCC (and source start) within one decimation step of ``src0``."""
-    best, src = -1.0, src0
-    for d in range(-q, q + 1):
-        st = src0 + d
-        if st < 0 or st + n > qs:
-            continue
-        v = _ncc(x[st : st + n], x[qs : qs + n])
-        if v > best:
-            best, src = v, st
-    return best, src
+    """Best full-rate NCC (and source start) within ``q`` samples of ``src0`` (one FFT)."""
+    lo, hi = max(0, src0 - q), min(src0 + q, qs - n)
+    if hi < lo:
+        return -1.0, src0
+    a = x[lo : hi + n].astype(np.float64)
+    b = x[qs : qs + n].astype(np.float64)
+    b = b - b.mean()
+    m = sp_fft.next_fast_len(len(a) + n - 1, real=True)
+    num = sp_fft.irfft(sp_fft.rfft(a, m) * np.conj(sp_fft.rfft(b, m)), m)[: hi - lo + 1]
+    c1 = np.r_[0.0, np.cumsum(a)]
+    c2 = np.r_[0.0, np.cumsum(a * a)]
+    ssum = c1[n:] - c1[:-n]
+    var = np.maximum(c2[n:] - c2[:-n] - ssum * ssum / n, 1e-30)
+    v = num / np.sqrt(var * max(float(b @ b), 1e-30))
+    j = int(np.argmax(v))
+    return float(v[j]), lo + j
+
+
+def _ncc_batch(y: np.ndarray, c1: np.ndarray, c2: np.ndarray, queries: np.ndarray) -> np.ndarray:
+    """NCC of each row of ``queries`` at every start in ``y`` (one batched FFT for all seams)."""
+    m, L = queries.shape
+    N = len(y)
+    qn = queries - queries.mean(axis=1, keepdims=True)
+    qe = np.sqrt(np.einsum("ij,ij->i", qn, qn))
+    n = sp_fft.next_fast_len(N + L - 1, real=True)
+    num = sp_fft.irfft(sp_fft.rfft(y, n)[None, :] * np.conj(sp_fft.rfft(qn, n, axis=1)), n, axis=1)
+    num = num[:, : N - L + 1]
+    ssum = c1[L : N + 1] - c1[: N - L + 1]
+    var = np.maximum(c2[L : N + 1] - c2[: N - L + 1] - ssum * ssum / L, 1e-12)
+    return num / (np.maximum(qe, 1e-12)[:, None] * np.sqrt(var)[None, :])
+
+
+def _envelope_precheck(
+    env: np.ndarray,
+    e1: np.ndarray,
+    e2: np.ndarray,
+    plan: list[tuple[int, int, int, int]],
+    floor: float,
+) -> dict[int, list[int]]:
+    """Best envelope NCC of each planned query ``(id, first_frame, lookback_frame, frames)`` against
+    the earlier envelope (queries of one length batched, 64 at a time: bounded memory). Returns
+    the frames of up to 4 best matches >= ``floor`` per query, best first."""
+    out: dict[int, list[int]] = {}
+    by_len: dict[int, list[tuple[int, int, int]]] = {}
+    for item in plan:
+        by_len.setdefault(item[3], []).append(item[:3])
+    for L, items in by_len.items():
+        for k in range(0, len(items), 64):
+            block = items[k : k + 64]
+            c = _ncc_batch(env, e1, e2, np.stack([env[f : f + L] for _, f, _ in block]))
+            for row, (i, f, f_lo) in zip(c, block, strict=True):
+                seg = row[f_lo : max(f_lo, f - L + 1)]  # earlier: the match ends before f
+                if len(seg) and seg.max() >= floor:
+                    top = max(floor, float(seg.max()) - 0.05)
+                    out[i] = [f_lo + j for j in _peaks(seg, top, L, most=3)]
+    return out
 
 
 def _repeat_length(s: _Signal, src: int, qs: int, start: int, blk: int, min_ncc: float) -> int:
@@ -463,11 +554,8 @@ def _replay_scan(s: _Signal, cfg: DetectorConfig, duration_s: float) -> list[Fin
     m = s.n // q
     if m < 8:
         return []
-    y = s.x[: m * q].reshape(m, q).mean(axis=1, dtype=np.float32)
-    y64 = y.astype(np.float64)
-    c1 = np.r_[0.0, np.cumsum(y64)]
-    c2 = np.r_[0.0, np.cumsum(y64 * y64)]
     rate = s.sr / q
+    y = s.x[: m * q].reshape(m, q).mean(axis=1, dtype=np.float32)  # the search rate
     # level envelope (dB per 10 ms frame, floored at the silence threshold) for a cheap
     # pre-check: a repeat has the same envelope too, so most seams never need the search
     env = np.maximum(s.db, s.thresh).astype(np.float64)
@@ -479,9 +567,9 @@ def _replay_scan(s: _Signal, cfg: DetectorConfig, duration_s: float) -> list[Fin
         starts = runs[:, 1][runs[:, 1] < len(s.silent)] * s.hop
     out: list[Finding] = []
     bounds_s = s.boundaries / s.sr
-    skip_until = -1
     starts = np.asarray(starts, dtype=np.int64)
     ends = np.r_[starts[1:], s.n]
+    plans = []
     for b, b_end in zip(starts, ends, strict=True):
         # start the query at the first active frame after the seam (silence matches silence)
         f0 = -(-int(b) // s.hop)
@@ -489,38 +577,60 @@ def _replay_scan(s: _Signal, cfg: DetectorConfig, duration_s: float) -> list[Fin
         if not len(act):
             continue
         qs = (f0 + int(act[0])) * s.hop
-        if qs < skip_until:  # still inside a repeat already reported
-            continue
-        # the query stays inside this chunk (a repeated chunk is followed by new audio)
-        L_s = min(
-            cfg.replay_query_s, qs / s.sr, (max(b_end, qs + 1) - qs) / s.sr, (s.n - qs) / s.sr
-        )
+        # The query stays inside this chunk when it is long enough (a re-sent chunk is followed
+        # by new audio); after a short chunk (80 ms codec frames) it runs on across the next
+        # seams for replay_min_query_s, since a replay is then sent as several short chunks.
+        room = min(cfg.replay_query_s, qs / s.sr, (s.n - qs) / s.sr)
+        chunk_s = (max(int(b_end), qs + 1) - qs) / s.sr
+        L_s = min(room, chunk_s if chunk_s >= cfg.replay_min_query_s else cfg.replay_min_query_s)
         if L_s < cfg.replay_min_query_s:
             continue
         qf = slice(qs // s.hop, (qs + int(L_s * s.sr)) // s.hop)
-        if (~s.silent[qf]).sum() * s.frame_s < cfg.replay_min_active_s:
+        if qf.stop - qf.start < 4 or (~s.silent[qf]).sum() * s.frame_s < cfg.replay_min_active_s:
             continue
         i0, L = qs // q, int(L_s * rate)
         lo = max(0, i0 - int(cfg.replay_max_lookback_s * rate))
-        f_lo, f_q = lo * q // s.hop, qf.start
-        eq = env[qf]
-        ce = _ncc_search(env, e1, e2, f_lo, f_q, eq) if len(eq) >= 4 else np.zeros(0)
-        if not len(ce) or ce.max() < cfg.replay_envelope_ncc:
+        plans.append((int(b), qs, i0, L, lo, lo * q // s.hop, qf))
+    # the envelope pre-check for every seam at once: a repeat has the same envelope too, so
+    # most seams never need the waveform search
+    pre = _envelope_precheck(
+        env,
+        e1,
+        e2,
+        [(n, p[6].start, p[5], p[6].stop - p[6].start) for n, p in enumerate(plans)],
+        cfg.replay_envelope_ncc,
+    )
+    skip_until = -1
+    blk = max(1, int(cfg.replay_block_s * s.sr))
+    for n, (_b, qs, _i0, _L, _lo, _f_lo, qf) in enumerate(plans):
+        if qs < skip_until:  # still inside a repeat already reported
             continue
-        # earlier audio only: a match must end before the query starts
-        c = _ncc_search(y, c1, c2, lo, i0, y[i0 : i0 + L])
-        if not len(c):
+        peaks = pre.get(n, [])
+        if not peaks:
             continue
-        if c.max() < cfg.replay_coarse_ncc:
-            continue
-        # Several earlier places may match about as well (the text repeats itself, or the
-        # audio was repeated more than once): keep the one whose repeat goes on longest.
-        top = _peaks(c, max(cfg.replay_coarse_ncc, float(c.max()) - 0.1), L)
-        Lf = L * q
-        blk = max(1, int(cfg.replay_block_s * s.sr))
+        # Confirm each envelope match at the full rate within one frame of it. Several earlier
+        # places may match (the text repeats itself, or the audio was repeated more than
+        # once): keep the one whose repeat goes on longest.
+        Lf = (qf.stop - qf.start) * s.hop
         best = src = length = None
-        for j in top:
-            v, st = _refine(s.x, (lo + j) * q, qs, Lf, q)
+        yq = y[qs // q : qs // q + Lf // q]
+        for p in peaks:
+            # at the search rate first (one small matrix product), then at the full rate
+            # within one search-rate sample of the best lag (one FFT)
+            c0, d = p * s.hop // q, s.hop // q + 1
+            lo_, hi_ = max(0, c0 - d), min(c0 + d, qs // q - len(yq))
+            if hi_ < lo_ or len(yq) < 8:
+                continue
+            win = sliding_window_view(y[lo_ : hi_ + len(yq)], len(yq))
+            wc = win - win.mean(axis=1, keepdims=True)
+            qc = yq - yq.mean()
+            cc = (wc @ qc) / np.maximum(
+                np.sqrt(np.einsum("ij,ij->i", wc, wc) * float(qc @ qc)), 1e-12
+            )
+            j = int(np.argmax(cc))
+            if cc[j] < cfg.replay_coarse_ncc:
+                continue
+            v, st = _refine(s.x, (lo_ + j) * q, qs, Lf, q)
             if v < cfg.replay_min_ncc:
                 continue
             n_ = _repeat_length(s, st, qs, Lf, blk, cfg.replay_min_ncc)
@@ -530,8 +640,22 @@ def _replay_scan(s: _Signal, cfg: DetectorConfig, duration_s: float) -> list[Fin
             continue
         lag = qs - src
         skip_until = qs + length
-        t = qs / s.sr
-        bi, dist = _nearest(bounds_s, b / s.sr)
+        # the repeat may begin before the query did (with silence, or before a later seam's
+        # active onset): walk back 10 ms at a time while it still matches, up to 0.5 s
+        back, h = 0, s.hop
+        while back < int(0.5 * s.sr) and src - back - h >= 0 and qs - back - h > src:
+            fa, fb = (src - back - h) // h, (qs - back - h) // h
+            both_silent = s.silent[fa] and s.silent[fb]
+            a_ = s.x[src - back - h : src - back]
+            b_ = s.x[qs - back - h : qs - back]
+            if not (both_silent or _ncc(a_, b_) >= cfg.replay_min_ncc):
+                break
+            back += h
+        start = qs - back
+        length += back
+        src -= back
+        t = start / s.sr
+        bi, _ = _nearest(bounds_s, t)
         out.append(
             Finding(
                 "replay",
@@ -568,24 +692,83 @@ def _pauses(s: _Signal) -> np.ndarray:
     )
 
 
+def _dropouts(s: _Signal, cfg: DetectorConfig) -> list[tuple[int, int, float, float]]:
+    """Seams where near-silence is cut into speech: ``(seam, start, length, drop_db)``.
+
+    A dropout starts *at* the seam (a stream that lost or padded a chunk): the 5 ms before the
+    seam are speech, the 5 ms after it at least ``dropout_drop_db`` quieter, and the level stays
+    down for ``dropout_min_s`` or more. Natural pauses and stop closures fade over 10-30 ms, so
+    a random seam almost never sits at such a cliff. Zeros and low noise (-60..-45 dBFS)
+    count the same: the test is the drop, not an absolute silence level.
+    """
+    w = max(8, int(s.sr * 0.005))
+    b = s.boundaries[(s.boundaries >= w) & (s.boundaries <= s.n - w)]
+    if not len(b):
+        return []
+    x = s.x
+    pre = np.array([float(np.dot(x[i - w : i], x[i - w : i])) for i in b]) / w
+    post = np.array([float(np.dot(x[i : i + w], x[i : i + w])) for i in b]) / w
+    pre_db = 10 * np.log10(pre + 1e-12)
+    post_db = 10 * np.log10(post + 1e-12)
+    cand = np.flatnonzero(
+        (pre_db >= s.level + cfg.dropout_speech_db) & (post_db <= pre_db - cfg.dropout_drop_db)
+    )
+    out = []
+    max_frames = int(s.sr * 3.0) // w
+    for i in cand:
+        st = int(b[i])
+        lim = pre_db[i] - cfg.dropout_drop_db / 2  # it stays down (low noise fluctuates)
+        seg = x[st : st + max_frames * w]
+        m = len(seg) // w
+        if m == 0:
+            continue
+        fr = seg[: m * w].reshape(m, w)
+        db = 10 * np.log10(np.einsum("ij,ij->i", fr, fr) / w + 1e-12)
+        loud = np.flatnonzero(db > lim)
+        n = int(loud[0]) if len(loud) else m
+        length = n * w / s.sr
+        if length >= cfg.dropout_min_s:
+            out.append((int(i), st, length, float(pre_db[i] - post_db[i])))
+    return out
+
+
 def _gaps(s: _Signal, cfg: DetectorConfig, speed: float, ref: _Signal | None) -> list[Finding]:
+    """Silences at seams the speech does not explain. Each pause is reported once, at the
+    first seam inside it; the reference is extra evidence, never the only rule."""
     if not len(s.boundaries):
         return []
+    all_b = s.boundaries.tolist()
+    out: list[Finding] = []
+    covered: list[tuple[float, float]] = []
+    for _, st, length, drop in _dropouts(s, cfg):
+        t0 = st / s.sr
+        covered.append((t0 - 0.02, t0 + length + 0.02))
+        out.append(
+            Finding(
+                "gap",
+                t0,
+                all_b.index(st),
+                float(length / cfg.dropout_min_s),
+                {"pause_s": length, "drop_db": drop, "abrupt": True, "cut_in": True},
+            )
+        )
     pauses = _pauses(s)
     if not len(pauses):
-        return []
+        return out
     ref_pauses = _pauses(ref) if ref is not None else None
     long_s = cfg.gap_long_s / min(1.0, max(speed, 0.25))
     edge = max(1, int(round(0.02 / s.frame_s)))
-    out = []
+    done: set[int] = set()
     for k, b in enumerate(s.boundaries):
         bf = b / s.hop
         hit = np.flatnonzero((pauses[:, 0] - 1 <= bf) & (bf <= pauses[:, 1] + 1))
-        if not len(hit):
+        if not len(hit) or int(hit[0]) in done:
             continue
+        done.add(int(hit[0]))
         st, en, before = (int(v) for v in pauses[hit[0]])
         length = (en - st) * s.frame_s
-        if length < cfg.gap_min_s:
+        t0 = st * s.frame_s
+        if length < cfg.gap_min_s or any(a <= t0 + 0.03 and t0 <= z for a, z in covered):
             continue
         pre = float(np.mean(s.db[max(0, st - edge) : st]))
         post = float(np.mean(s.db[en : en + edge]))
@@ -594,7 +777,10 @@ def _gaps(s: _Signal, cfg: DetectorConfig, speed: float, ref: _Signal | None) ->
             "pause_s": length,
             "edge_before_db": pre - s.level,
             "edge_after_db": post - s.level,
+            "abrupt": abrupt,
         }
+        flagged = abrupt or length >= long_s
+        sev = max(length / long_s, length / cfg.gap_min_s if abrupt else 0.0)
         speech_before = before * s.frame_s
         if (
             ref is not None
@@ -615,13 +801,11 @@ def _gaps(s: _Signal, cfg: DetectorConfig, speed: float, ref: _Signal | None) ->
             )
             extra = length - ref_len
             ev["reference_pause_s"] = ref_len
-            flagged, sev = extra >= cfg.gap_extra_s, extra / cfg.gap_extra_s
-        else:
-            flagged = abrupt or length >= long_s
-            sev = max(length / long_s, length / cfg.gap_min_s if abrupt else 0.0)
-            ev["abrupt"] = abrupt
+            if extra >= max(cfg.gap_extra_s, cfg.gap_extra_ratio * ref_len):
+                flagged = True
+                sev = max(sev, extra / cfg.gap_extra_s)
         if flagged:
-            out.append(Finding("gap", st * s.frame_s, k, float(sev), ev))
+            out.append(Finding("gap", t0, k, float(sev), ev))
     return out
 
 
@@ -693,10 +877,10 @@ def _durations(
             out.append(Finding("truncation", 0.0, None, 1.0, {"empty": True}))
         return out
     act = s.active_s()
+    cut = take.status != "ok"
     text = take.request.text or ""
     speed = float(take.request.speed or 1.0)
     pred = predicted_duration_s(text, speed, cfg)
-    cut = False
     if ref is not None and ref.n:
         ra = ref.active_s()
         ratio = act / ra if ra else math.inf
@@ -708,7 +892,7 @@ def _durations(
             )
         elif ratio > cfg.duration_ratio:
             out.append(Finding("duration", dur, end_b, ratio / cfg.duration_ratio, ev))
-    else:
+    elif text.strip():  # without text (a bare file) there is no expected duration: no guess
         ev = {"duration_s": dur, "predicted_s": pred, "ratio": dur / pred}
         if pred - cfg.overhead_s >= cfg.min_predicted_s and dur < cfg.truncation_text_ratio * pred:
             cut = True
@@ -798,6 +982,11 @@ def _dtw_cost(a: np.ndarray, b: np.ndarray) -> float:
     return float(prev[m] / (n + m))
 
 
+def _last_active_s(sig: _Signal) -> float:
+    a = np.flatnonzero(~sig.silent)
+    return float((a[-1] + 1) * sig.frame_s) if len(a) else sig.n / sig.sr
+
+
 def _crosstalk(s: _Signal, ref: _Signal, cfg: DetectorConfig) -> list[Finding]:
     fs = 0.02
     on_s = cfg.crosstalk_onset_s
@@ -813,10 +1002,14 @@ def _crosstalk(s: _Signal, ref: _Signal, cfg: DetectorConfig) -> list[Finding]:
     e_on, r_e_on = window(s, t_on, on_s), window(ref, r_on, on_s)
     onset = _dtw_cost(_spectra(e_on), _spectra(r_e_on))
     voice = float(np.sqrt(np.mean((_ltas(e_on) - _ltas(r_e_on)) ** 2)))
-    body_len = min(on_s, s.n / s.sr - t_on - on_s, ref.n / ref.sr - r_on - on_s)
+    # the rest of the take is compared at its end (end-aligned): foreign audio longer than
+    # the onset window must not leak into the comparison that says "the rest matches"
+    t_off = _last_active_s(s)
+    r_off = _last_active_s(ref)
+    body_len = min(on_s, t_off - t_on - on_s, r_off - r_on - on_s)
     body = body_voice = None
     if body_len >= 0.5:
-        e_b, r_e_b = window(s, t_on + on_s, body_len), window(ref, r_on + on_s, body_len)
+        e_b, r_e_b = window(s, t_off - body_len, body_len), window(ref, r_off - body_len, body_len)
         body = _dtw_cost(_spectra(e_b), _spectra(r_e_b))
         body_voice = float(np.sqrt(np.mean((_ltas(e_b) - _ltas(r_e_b)) ** 2)))
     ev = {
@@ -842,6 +1035,68 @@ def _crosstalk(s: _Signal, ref: _Signal, cfg: DetectorConfig) -> list[Finding]:
 # --------------------------------------------------------------------------- entry points
 
 
+def _merge(findings: list[Finding]) -> list[Finding]:
+    """One finding per event: the same kind at the same place (within 50 ms; truncation and
+    duration once per take) is merged into the most severe one, keeping all evidence."""
+    # a word cut off by a gap is heard as one event: the jump into the silence is the gap's
+    gaps = {f.boundary_index: f for f in findings if f.kind == "gap" and f.evidence.get("cut_in")}
+    findings = [f for f in findings if not (f.kind == "click" and f.boundary_index in gaps)]
+    out: list[Finding] = []
+    for f in sorted(findings, key=lambda f: (KINDS.index(f.kind), f.time_s)):
+        prev = out[-1] if out and out[-1].kind == f.kind else None
+        if prev is not None and (
+            f.kind in {"truncation", "duration"} or abs(f.time_s - prev.time_s) <= 0.05
+        ):
+            a, b = (prev, f) if prev.severity >= f.severity else (f, prev)
+            ev = {**b.evidence, **a.evidence}
+            ev["merged"] = int(prev.evidence.get("merged", 1)) + 1
+            out[-1] = replace(a, evidence=ev)
+        else:
+            out.append(f)
+    out.sort(key=lambda f: (f.time_s, KINDS.index(f.kind)))
+    return out
+
+
+def _has_timeline(take: Take) -> bool:
+    """A take recorded from a stream has arrival times; a bare file is one chunk at 0 ms."""
+    return len(take.chunks) > 1 or any(c.arrival_ms > 0 for c in take.chunks)
+
+
+def _checks(take: Take, ref: _Signal | None, cfg: DetectorConfig) -> list[Check]:
+    seams = bool(take.boundaries)
+    text = (take.request.text or "").strip()
+    speed = float(take.request.speed or 1.0)
+    no_seams = "no timeline (one chunk: no seams)"
+    text_ok = text and predicted_duration_s(text, speed, cfg) - cfg.overhead_s >= 0
+    return [
+        Check("click", seams, "" if seams else no_seams),
+        Check(
+            "replay",
+            bool(take.frames),
+            "" if take.frames else "no audio",
+        ),
+        Check("gap", seams, "" if seams else no_seams),
+        Check(
+            "gap vs reference",
+            seams and ref is not None,
+            "" if ref is not None and seams else ("no reference" if seams else no_seams),
+        ),
+        Check(
+            "underrun",
+            _has_timeline(take),
+            "" if _has_timeline(take) else "no timeline (no arrival times)",
+        ),
+        Check("truncation (status, abrupt end)", True),
+        Check(
+            "length vs text",
+            bool(text_ok) and ref is None,
+            "" if text_ok and ref is None else ("reference used instead" if text else "no text"),
+        ),
+        Check("length vs reference", ref is not None, "" if ref is not None else "no reference"),
+        Check("crosstalk", ref is not None, "" if ref is not None else "no reference"),
+    ]
+
+
 def analyze(
     take: Take, reference: Take | None = None, config: DetectorConfig | None = None
 ) -> Analysis:
@@ -859,11 +1114,12 @@ def analyze(
         findings += _gaps(s, cfg, float(take.request.speed or 1.0), ref)
         if ref is not None:
             findings += _crosstalk(s, ref, cfg)
-    findings += _underruns(take, cfg)
+    if _has_timeline(take):
+        findings += _underruns(take, cfg)
     findings += _durations(take, s, cfg, ref, reference)
-    findings.sort(key=lambda f: (f.time_s, KINDS.index(f.kind)))
+    findings = _merge(findings)
     runs = s.silent_runs() if s.n else np.zeros((0, 2))
-    stalls = simulate_playback(take, cfg.prebuffer_ms)
+    stalls = simulate_playback(take, cfg.prebuffer_ms) if _has_timeline(take) else []
     metrics = {
         "take_id": take.take_id,
         "duration_s": dur,
@@ -883,7 +1139,7 @@ def analyze(
         else None,
         "findings": len(findings),
     }
-    return Analysis(findings, metrics)
+    return Analysis(findings, metrics, _checks(take, ref, cfg))
 
 
 def detect(
@@ -897,6 +1153,7 @@ __all__ = [
     "DETECTOR_VERSION",
     "KINDS",
     "Analysis",
+    "Check",
     "DetectorConfig",
     "Finding",
     "Stall",

@@ -198,3 +198,67 @@ def with_timeline(take: Take, lead_ms: float = 100.0, rtf: float = 0.9) -> Take:
     sr = take.sample_rate
     chunks = [replace(c, arrival_ms=lead_ms + rtf * c.offset * 1000 / sr) for c in take.chunks]
     return replace(take, chunks=chunks)
+
+
+# --------------------------------------------------------------------------- wire-profile takes
+
+
+def on_profile(
+    take: Take, profile, pace: float = 1.5, jitter_ms: float = 0.0, seed: int = 0
+) -> Take:
+    """The take as a vLLM-Omni model's server would stream it: resampled to the profile's rate
+    and cut to its codec-frame chunk schedule (80 ms first chunks and all), with arrival times
+    of a server at ``pace`` x real time plus up to ``jitter_ms`` of random lateness."""
+    import soxr
+
+    sr = profile.sample_rate
+    x = take.audio[:, 0].astype(np.float32)
+    if sr != take.sample_rate:
+        x = soxr.resample(x, take.sample_rate, sr)
+    pcm = np.clip(np.round(x), -32768, 32767).astype(np.int16)[:, None]
+    sizes = profile.chunk_sizes(len(pcm))
+    ends = np.cumsum(sizes)
+    rng = np.random.default_rng(seed)
+    due = ends / sr / pace * 1000 if pace else 0.9 * (ends - np.asarray(sizes)) / sr * 1000
+    arr = 150.0 + due + rng.uniform(0, jitter_ms, len(sizes))
+    arr = np.maximum.accumulate(arr)
+    pieces = np.split(pcm, ends[:-1])
+    out = replace(take, sample_rate=sr, channels=1, audio=pcm)
+    return rebuild(out, pieces, [float(a) for a in arr])
+
+
+def insert_chunks(take: Take, k: int, audio: np.ndarray, chunk: int) -> Take:
+    """Insert ``audio`` at seam ``k`` as new chunks of ``chunk`` frames (as a server that sends
+    it would), arriving with chunk k."""
+    pieces, arr = pieces_of(take)
+    new = [audio[i : i + chunk] for i in range(0, len(audio), max(1, chunk))]
+    return rebuild(
+        take,
+        pieces[: k + 1] + new + pieces[k + 1 :],
+        arr[: k + 1] + [arr[k]] * len(new) + arr[k + 1 :],
+    )
+
+
+def inject_quiet_gap(take: Take, k: int, gap_s: float, level_dbfs: float | None, seed: int = 0):
+    """Near-silence inserted at seam ``k``: zeros (``level_dbfs=None``) or white noise at that
+    RMS level (a client padding a stall with low noise, or a decoder warming up)."""
+    n = int(gap_s * take.sample_rate)
+    if level_dbfs is None:
+        z = np.zeros((n, take.channels), np.int16)
+    else:
+        rng = np.random.default_rng(seed)
+        z = rng.normal(0, 32767 * 10 ** (level_dbfs / 20), (n, take.channels))
+        z = np.clip(np.round(z), -32768, 32767).astype(np.int16)
+    pieces, arr = pieces_of(take)
+    pieces[k + 1] = np.concatenate([z, pieces[k + 1]])
+    return rebuild(take, pieces, arr)
+
+
+def inject_sample_slip(take: Take, k: int, samples: int) -> Take:
+    """``samples`` > 0 dropped right after seam ``k``; < 0: that many samples sent twice."""
+    pieces, arr = pieces_of(take)
+    if samples > 0:
+        pieces[k + 1] = pieces[k + 1][samples:]
+    else:
+        pieces[k + 1] = np.concatenate([pieces[k][samples:], pieces[k + 1]])
+    return rebuild(take, pieces, arr)

@@ -31,8 +31,10 @@ from evaluation.takes import ChunkRecord
 
 @pytest.fixture(scope="module")
 def det(piper_det):
-    """Deterministic takes of every text at speed 1 (also the references)."""
-    return synthesize(piper_det, TEXTS)
+    """Deterministic takes of every text at speed 1 (also the references), on a steady
+    never-late arrival timeline (a loaded test machine makes the real voice late, and the
+    underruns that follow would be right; the underrun tests inject their own stalls)."""
+    return [with_timeline(t) for t in synthesize(piper_det, TEXTS)]
 
 
 @pytest.fixture(scope="module")
@@ -41,12 +43,19 @@ def variants(piper_det):
     nd = PiperBackend(options=PiperOptions(deterministic=False))
     nd.warm_up()
     some = TEXTS[:12]
-    return {
+    out = {
         "nondet-1.0": synthesize(nd, some),
         "nondet-1.3": synthesize(nd, some[::2], speed=1.3),
         "det-0.8": synthesize(piper_det, some[1::2], speed=0.8),
         "det-1.3": synthesize(piper_det, some[::3], speed=1.3),
     }
+    return {k: [with_timeline(t) for t in v] for k, v in out.items()}
+
+
+def _rc(take, chunk_s=0.5):
+    """Fixed-length chunks on a steady timeline (re-cut chunks would otherwise wait for the
+    original chunk holding their last sample: a stall the test did not mean)."""
+    return with_timeline(rechunk(take, chunk_s))
 
 
 def multi(takes, n=2):
@@ -72,19 +81,21 @@ def kinds(findings):
 
 def test_clean_deterministic_takes_give_nothing(det):
     for t in det:
-        assert detect(t) == [], t.request.text
+        assert detect(with_timeline(t)) == [], t.request.text
 
 
 def test_clean_variants_give_nothing(det, variants):
+    """(Arrival times are replaced by a steady never-late timeline: a loaded test machine makes
+    the real voice really late, and that underrun would be right.)"""
     for name, takes in variants.items():
         for t in takes:
-            assert detect(t) == [], (name, t.request.text)
+            assert detect(with_timeline(t)) == [], (name, t.request.text)
 
 
 def test_clean_with_reference_gives_nothing(det, variants):
     ref = {t.request.text: t for t in det}
     for t in variants["nondet-1.0"]:
-        assert detect(t, reference=ref[t.request.text]) == [], t.request.text
+        assert detect(with_timeline(t), reference=ref[t.request.text]) == [], t.request.text
     for t in det[:6]:
         assert detect(t, reference=t) == []
 
@@ -92,9 +103,9 @@ def test_clean_with_reference_gives_nothing(det, variants):
 def test_clean_codec_style_chunks_give_nothing(det, variants):
     """Fixed 0.5 s / 0.32 s chunks put seams in the middle of words: still nothing."""
     for t in det + variants["nondet-1.0"]:
-        assert detect(rechunk(t, 0.5)) == [], t.request.text
+        assert detect(_rc(t, 0.5)) == [], t.request.text
     for t in variants["det-0.8"]:
-        assert detect(rechunk(t, 0.32)) == [], t.request.text
+        assert detect(_rc(t, 0.32)) == [], t.request.text
 
 
 def test_metrics(det):
@@ -123,7 +134,7 @@ def test_click_at_piper_seam(det, style):
 def test_click_from_misaligned_seam_mid_word(det):
     """Chunk k+1 resumes a few ms too late, at a point far from where chunk k stopped: the kind
     of seam independently decoded chunks give."""
-    for t in multi([rechunk(x, 0.5) for x in det], 4)[:8]:
+    for t in multi([_rc(x, 0.5) for x in det], 4)[:8]:
         k = loud_seam(t)
         x = t.audio[:, 0].astype(np.int32)
         b = t.boundaries[k]
@@ -136,7 +147,7 @@ def test_click_from_misaligned_seam_mid_word(det):
 
 
 def test_dropped_samples_never_flag_another_seam(det):
-    for t in multi([rechunk(x, 0.5) for x in det], 4)[:8]:
+    for t in multi([_rc(x, 0.5) for x in det], 4)[:8]:
         k = loud_seam(t)
         f = detect(inject_click(t, k, "drop"))
         assert all(y.kind == "click" and y.boundary_index == k for y in f)
@@ -156,7 +167,7 @@ def test_replay_from_start(det, gain):
 
 
 def test_replay_of_last_chunk_codec_style(det):
-    for t in multi([rechunk(x, 0.5) for x in det], 6)[:6]:
+    for t in multi([_rc(x, 0.5) for x in det], 6)[:6]:
         k = loud_seam(t)
         f = detect(inject_replay(t, k, "chunk", gain=0.8))
         r = [x for x in f if x.kind == "replay"]
@@ -216,7 +227,7 @@ def test_short_gap_needs_reference(det):
 
 
 def test_gap_cutting_a_word(det):
-    for t in multi([rechunk(x, 0.5) for x in det], 4)[:6]:
+    for t in multi([_rc(x, 0.5) for x in det], 4)[:6]:
         k = loud_seam(t)
         f = [x for x in detect(inject_gap(t, k, 0.25)) if x.kind == "gap"]
         assert [x.boundary_index for x in f] == [k]
