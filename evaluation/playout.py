@@ -13,7 +13,10 @@ Before the stream ends, the chunks still to come are predicted:
   so far, ``(received - first burst + prior * tau) / (last arrival - first arrival + tau)``
   (the first burst: the chunks that arrived within ``min_span_s`` of the first; the prior is the
   rate learnt from past takes with tau = 0.5 s, or 0 with tau = 0.1 s without one, so a rate
-  measured over a short span is pulled toward what is known, never inflated by jitter); before
+  measured over a short span is pulled toward what is known, never inflated by jitter), and at
+  most the average rate since the request (a first chunk held back by a slow start, then a
+  catch-up burst, must not look like a fast server; the price: a long TTFA before a fast
+  stream delays the start by about one chunk); before
   a second arrival time exists,
   a rate learnt from past takes of the same backend is used, capped by what the first chunk
   shows; with neither, the rule waits for another chunk;
@@ -56,6 +59,8 @@ class Policy:
     """Chunks within this time of the first are one burst; a rate needs a later arrival."""
     rate_pseudo_s: float = 0.5
     """Weight of the learnt rate, as seconds of observation at that rate."""
+    rate_cap: float = 1.0
+    """The measured rate is at most this times the average rate since the request."""
     rate_shrink_s: float = 0.1
     """Without a learnt rate, a rate of 0 observed for this long (shrinks short-span rates)."""
     default_sec_per_char: float = 0.07
@@ -165,6 +170,9 @@ def plan(
         prior = rate_prior or 0.0
         tau = policy.rate_pseudo_s if rate_prior else policy.rate_shrink_s
         rate = (received - first_burst + prior * tau) / (span + tau)
+        # a late first chunk followed by a catch-up burst looks fast: never trust more than
+        # rate_cap x the average rate since the request
+        rate = min(rate, policy.rate_cap * received / max(a_last, 1e-3))
         how = "measured"
     elif rate_prior:
         rate = min(rate_prior, received / max(a_last, 1e-3))

@@ -27,7 +27,7 @@
   // checked against tests/playout_timelines.json). Times are seconds since the request.
   const POLICY = Object.freeze({   // lead_s: audio starts this long after the decision
     margin_s: 0.06, rate_margin: 0.02, text_margin: 0.02, min_span_s: 0.05,
-    rate_pseudo_s: 0.5, rate_shrink_s: 0.1,
+    rate_pseudo_s: 0.5, rate_shrink_s: 0.1, rate_cap: 1.0,
     default_sec_per_char: 0.07, lead_s: 0.02, late_tol_s: 0.005,
   });
 
@@ -67,6 +67,7 @@
     if (span >= P.min_span_s) {
       const prior = o.rate_prior || 0, tau = o.rate_prior ? P.rate_pseudo_s : P.rate_shrink_s;
       rate = (received - firstBurst + prior * tau) / (span + tau); how = 'measured';
+      rate = Math.min(rate, P.rate_cap * received / Math.max(aLast, 1e-3));   // a catch-up burst must not look fast
     }
     else if (o.rate_prior) { rate = Math.min(o.rate_prior, received / Math.max(aLast, 1e-3)); how = 'learnt'; }
     else return { start_at_s: Infinity, rate: null, chunk_s: durationsS[0], remaining_s: 0, reason: 'no rate yet: waiting for another chunk' };
