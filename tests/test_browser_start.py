@@ -112,7 +112,7 @@ def test_live_player_follows_the_rule(server, browser, backend):
     decided = g["firstScheduledMs"] / 1000
     assert decided >= sim.decisions[0] - 0.002, (decided, sim.to_dict(), g["plans"])
     # never earlier than allowed; later only by timer/event-loop latency on a busy machine
-    assert decided <= sim.decisions[0] + 0.25, (decided, sim.to_dict(), g["plans"])
+    assert decided <= sim.decisions[0] + 0.5, (decided, sim.to_dict(), g["plans"])
     # the first plan that allowed the start is the one the player logged before starting
     allowed = [p for p in g["plans"] if p["at_s"] <= decided + 1e-6]
     assert allowed and allowed[-1]["start_at_s"] <= decided + 1e-6
@@ -146,5 +146,5 @@ def test_slow_stream_starts_late_enough_and_close_to_the_ideal(server, browser):
     assert actual >= g["arrivals"][0] + 0.5
     assert g["underruns"]["count"] <= 1
     # target late by <= 50 ms + 10 % of the ideal start, plus scheduling slack under load
-    assert actual - ideal <= 0.05 + 0.10 * ideal + 0.25, (actual, ideal)
+    assert actual - ideal <= 0.05 + 0.10 * ideal + 0.5, (actual, ideal)
     page.close()
