@@ -88,6 +88,33 @@ def _run_say(args: argparse.Namespace) -> int:
     return 0
 
 
+SHARED_HELP = {
+    "--host": "address to listen on (default %(default)s)",
+    "--port": "port to listen on (default %(default)s)",
+    "--log-level": "uvicorn log level: debug, info, warning or error (default %(default)s)",
+    "--seed": "random seed, for results that can be reproduced (default %(default)s)",
+    "--csv": "folder for the CSV files",
+    "--journal-mode": "SQLite journal: wal (local disk, default) or delete (network storage "
+    "such as a Space's /data)",
+    "db": "the SQLite store (a listenlab .db file)",
+    "take": "a .take.json / .wav path, or DB:TAKE_ID",
+}
+"""One wording for options several commands share, used where a command left ``help`` empty,
+so ``--help`` explains every option of every command."""
+
+
+def _fill_help(parser: argparse.ArgumentParser) -> None:
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            for sp in action.choices.values():
+                _fill_help(sp)
+        elif not action.help and not isinstance(action, argparse._HelpAction):
+            key = action.option_strings[-1] if action.option_strings else action.dest
+            action.help = SHARED_HELP.get(key) or SHARED_HELP.get(
+                action.option_strings[0] if action.option_strings else key
+            )
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="listenlab", description=__doc__.splitlines()[0])
     sub = parser.add_subparsers(dest="command", required=True)
@@ -100,6 +127,7 @@ def build_parser() -> argparse.ArgumentParser:
                 continue
             raise
         mod.add_cli(sub)
+    _fill_help(parser)
     return parser
 
 
