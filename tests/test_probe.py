@@ -1,8 +1,9 @@
 """``listenlab probe`` against the real Piper voice, healthy and with each streaming bug.
 
-The broken backend (``backends/faulty.py``) wraps the same real voice. Timing faults are judged
-with ``max_stall_ms=3000``: CI machines are shared, and a healthy Piper stream at c=4 with both
-cores busy can stall ~0.5-1.7 s at the probe's 200 ms prebuffer; the ``gap`` fault stalls 6 s.
+The broken backend (``backends/faulty.py``) wraps the same real voice. Timing is judged with
+``max_stall_ms=10000``: machines are shared, and with the CPU 5x oversubscribed a healthy Piper
+stream at c=4 was seen to stall 3.1 s at the probe's 200 ms prebuffer (Piper has one synthesis
+thread, served round-robin); the ``gap`` fault stalls 20 s, far beyond that.
 """
 
 from __future__ import annotations
@@ -24,7 +25,7 @@ from evaluation.probe import (
     render_html,
 )
 
-TH = Thresholds(max_stall_ms=3000)
+TH = Thresholds(max_stall_ms=10000)
 
 
 @pytest.fixture(scope="module")
@@ -70,7 +71,7 @@ def test_healthy_piper_passes_at_c1_and_c4(healthy, prompts):
         ("replay", 0.6, {"replay"}, set()),
         ("doubled", 0.6, {"duration", "replay"}, set()),
         ("crosstalk", 0.8, set(), {"crosstalk", "isolation"}),
-        ("gap", 6.0, set(), {"underrun"}),
+        ("gap", 20.0, set(), {"underrun"}),
         ("truncate", 0.6, set(), {"truncation", "isolation"}),
     ],
 )
@@ -91,8 +92,8 @@ def test_each_fault_fails_with_its_finding(
         assert 0.5 < f.evidence["length_s"] < 0.7
     if fault == "gap":
         stalls = [f.evidence["stall_ms"] for f in r.failures() if f.kind == "underrun"]
-        assert stalls and min(stalls) > 5000
-        assert r.levels[4]["max_chunk_gap_ms"] > 5000 > r.levels[1]["max_chunk_gap_ms"]
+        assert stalls and min(stalls) > 19000
+        assert r.levels[4]["max_chunk_gap_ms"] > 19000 > r.levels[1]["max_chunk_gap_ms"]
     if fault == "truncate":
         assert r.levels[4]["failed"] == 0  # it ends "successfully": only the probe notices
         conc = [t for t in r.takes if t.layer == "concurrency"]
@@ -125,7 +126,7 @@ def test_strict_thresholds_and_overrides():
 
 
 def test_strict_fails_on_latency_thresholds(healthy, piper_det, prompts):
-    tight = Thresholds.from_pairs(["max_ttfa_ms=0.001", "max_stall_ms=3000"], STRICT)
+    tight = Thresholds.from_pairs(["max_ttfa_ms=0.001", "max_stall_ms=10000"], STRICT)
     r = probe_sync(piper_det, concurrency=(1,), prompts=prompts[:1], thresholds=tight)
     assert not r.passed and "ttfa" in r.kinds("streaming")
     f = next(f for f in r.failures() if f.kind == "ttfa")
@@ -201,7 +202,7 @@ def test_cli_writes_json_html_and_store_and_gates_ci(tmp_path, capsys):
     # the healthy voice passes: exit 0
     rc = main(
         ["probe", "--backend", "piper?deterministic=1", "--concurrency", "1"]
-        + ["--prompts", str(prompts), "--threshold", "max_stall_ms=3000"]
+        + ["--prompts", str(prompts), "--threshold", "max_stall_ms=10000"]
     )
     assert rc == 0 and "PASS: piper" in capsys.readouterr().out
     # bad arguments: exit 2 with a clear message
