@@ -197,6 +197,8 @@ class TakeRow:
     sample_rate: int
     channels: int
     identical_to_solo: bool | None = None
+    schedule: list[tuple[float, int]] = field(default_factory=list)
+    """Per chunk: arrival (ms from the request) and frames, as the stream delivered them."""
 
 
 @dataclass
@@ -403,6 +405,9 @@ class _Run:
             stall_ms=float(sum(s.stall_ms for s in stalls)),
             sample_rate=take.sample_rate,
             channels=take.channels,
+            schedule=[]
+            if layer == "offline"
+            else [(round(c.arrival_ms, 1), c.frames) for c in take.chunks],
         )
         self.result.takes.append(row)
         return row
@@ -864,11 +869,13 @@ def plots(result: ProbeResult) -> dict[str, str]:
                 xs = [c.arrival_ms / 1000 for c in t.chunks]
                 ys = [(c.offset + c.frames) / t.sample_rate for c in t.chunks]
                 ax.step(xs, ys, where="post", lw=1)
-            ax.plot([0, 1], [0, 1], transform=ax.transAxes, color="0.7", lw=0.6)
+            lim = min(ax.get_xlim()[1], ax.get_ylim()[1])
+            ax.plot([0, lim], [0, lim], color="0.6", lw=0.7, ls=":", label="real time")
             ax.set_title(f"c={n}: audio received", fontsize=9)
             ax.set_xlabel("wall time (s)")
             ax.grid(alpha=0.3)
-        axes[0][0].set_ylabel("audio (s)")
+        axes[0][0].set_ylabel("audio received (s)")
+        axes[0][0].legend(fontsize=7, loc="upper left")
         out["schedules"] = _png(fig)
     return out
 

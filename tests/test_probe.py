@@ -60,6 +60,11 @@ def test_healthy_piper_passes_at_c1_and_c4(healthy, prompts):
         assert o["sample_rate"] == 22050 and o["channels"] == 1
         assert 0.5 < o["duration_s"] / o["predicted_s"] < 2.0, pid
         assert o["clipped_fraction"] < 0.001 and o["active_fraction"] > 0.3
+    # the JSON carries every stream's chunk schedule (arrival ms, frames)
+    for t in r.takes:
+        if t.layer != "offline":
+            assert len(t.schedule) == t.chunks and sum(f for _, f in t.schedule) > 0
+            assert [a for a, _ in t.schedule] == sorted(a for a, _ in t.schedule)
     # the multi-sentence prompts stream in several chunks
     assert max(t.chunks for t in r.takes if t.layer == "streaming") >= 3
 
