@@ -22,8 +22,8 @@ from evaluation.probe import (
     Thresholds,
     load_prompts,
     probe_sync,
-    render_html,
 )
+from evaluation.probe_report import render_html
 
 TH = Thresholds(max_stall_ms=10000)
 
