@@ -24,24 +24,42 @@ COMMAND_MODULES = [
 
 
 def _add_say(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser("say", help="stream text through a backend, save the audio and the take")
-    p.add_argument("text")
-    p.add_argument("--backend", default="piper", help="backend spec (default: piper)")
-    p.add_argument("--voice")
-    p.add_argument("--language")
-    p.add_argument("--instructions")
-    p.add_argument("--speed", type=float)
-    p.add_argument("--seed", type=int)
+    p = sub.add_parser(
+        "say",
+        help="stream text through a backend, save the audio and the take",
+        description="Stream TEXT through a backend and print its warm TTFA, RTF and chunk "
+        "count (model loading is timed separately).",
+    )
+    p.add_argument("text", metavar="TEXT", help="what to say (quote it)")
     p.add_argument(
-        "-o", "--out", help="audio path (.wav or .flac); a .take.json sidecar is written beside it"
+        "--backend", default="piper", metavar="SPEC", help="backend spec (default: piper)"
+    )
+    p.add_argument("--voice", help="voice name (default: the backend's default voice)")
+    p.add_argument(
+        "--language", help="language hint, e.g. en or English (if the backend takes one)"
+    )
+    p.add_argument("--instructions", help="style instructions (if the backend takes them)")
+    p.add_argument("--speed", type=float, help="speaking rate, 0.25-4.0 (default 1.0)")
+    p.add_argument("--seed", type=int, help="sampling seed (if the backend takes one)")
+    p.add_argument(
+        "-o",
+        "--out",
+        metavar="PATH",
+        help="audio path ending in .wav or .flac; a .take.json sidecar is written beside it",
     )
     p.add_argument("--json", action="store_true", help="print the take summary as JSON")
     p.set_defaults(func=_run_say)
 
 
-def _run_say(args: argparse.Namespace) -> int:
-    from evaluation.takes import say
+def _plural(n: int, word: str) -> str:
+    return f"{n} {word}" + ("" if n == 1 else "s")
 
+
+def _run_say(args: argparse.Namespace) -> int:
+    from evaluation.takes import check_audio_path, say
+
+    if args.out:
+        check_audio_path(args.out)  # before the model loads: a wrong suffix fails at once
     take = asyncio.run(
         say(
             args.text,
@@ -55,15 +73,46 @@ def _run_say(args: argparse.Namespace) -> int:
         )
     )
     s = take.summary()
+    load_ms = take.meta.get("load_ms")
+    s["load_ms"] = None if load_ms is None else round(load_ms, 1)
     if args.json:
         print(json.dumps(s))
     else:
+        load = f"load {load_ms:.0f} ms, then " if load_ms is not None else ""
         print(
-            f"TTFA {s['ttfa_ms']:.0f} ms  RTF {s['rtf']:.3f}  chunks {s['chunks']}  "
+            f"{load}TTFA {s['ttfa_ms']:.0f} ms (warm)  RTF {s['rtf']:.3f}  "
+            f"{_plural(s['chunks'], 'chunk')}  "
             f"{s['duration_s']:.2f} s at {s['sample_rate']} Hz x{s['channels']}"
             + (f"  -> {args.out}" if args.out else "")
         )
     return 0
+
+
+SHARED_HELP = {
+    "--host": "address to listen on (default %(default)s)",
+    "--port": "port to listen on (default %(default)s)",
+    "--log-level": "uvicorn log level: debug, info, warning or error (default %(default)s)",
+    "--seed": "random seed, for results that can be reproduced (default %(default)s)",
+    "--csv": "folder for the CSV files",
+    "--journal-mode": "SQLite journal: wal (local disk, default) or delete (network storage "
+    "such as a Space's /data)",
+    "db": "the SQLite store (a listenlab .db file)",
+    "take": "a .take.json / .wav path, or DB:TAKE_ID",
+}
+"""One wording for options several commands share, used where a command left ``help`` empty,
+so ``--help`` explains every option of every command."""
+
+
+def _fill_help(parser: argparse.ArgumentParser) -> None:
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            for sp in action.choices.values():
+                _fill_help(sp)
+        elif not action.help and not isinstance(action, argparse._HelpAction):
+            key = action.option_strings[-1] if action.option_strings else action.dest
+            action.help = SHARED_HELP.get(key) or SHARED_HELP.get(
+                action.option_strings[0] if action.option_strings else key
+            )
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -78,6 +127,7 @@ def build_parser() -> argparse.ArgumentParser:
                 continue
             raise
         mod.add_cli(sub)
+    _fill_help(parser)
     return parser
 
 

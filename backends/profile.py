@@ -15,7 +15,9 @@ would send it:
 * paced from the schedule, not from how fast Piper runs: at ``pace=2`` a chunk of ``d`` seconds
   of audio is sent ``d/2`` seconds after the previous one, like a server generating at 2x real
   time. Optional jitter and stalls ("1.4 s gap after chunk 12", vLLM-Omni issue #2562). A chunk
-  is never sent before the inner voice has produced its audio.
+  is never sent before the inner voice has produced its audio. The schedule counts from the
+  request, unless the inner voice's first audio comes later than chunk 0 is due: then it counts
+  from that first audio, so the gaps between chunks do not depend on the machine's load.
 
 Use it on any spec: ``piper?profile=qwen3-tts``, ``piper?deterministic=1&profile=custom&rate=48000
 &channels=2&first_frames=1&chunk_frames=25&frame_hz=12.5&pace=0.67``. Every profile records
@@ -570,16 +572,23 @@ class ProfileBackend(Backend):
         fmt: tuple[int, int] | None = None
         index = produced = 0
 
+        shift = 0.0
+
         async def emit(n: int) -> AudioChunk:
-            nonlocal index, produced
+            nonlocal index, produced, shift
             pcm = _to_pcm(pending.take(n))
             produced += n
-            due = t0 + p.ttfa_ms / 1000.0 + p.stall_before(index)
+            due = t0 + shift + p.ttfa_ms / 1000.0 + p.stall_before(index)
             if p.pace:
                 due += produced / p.sample_rate / p.pace
             if p.jitter_ms:
                 due += rng.uniform(0.0, p.jitter_ms) / 1000.0
             delay = due - time.monotonic()
+            if index == 0 and delay < 0:
+                # The inner voice was late with its first audio: the schedule starts from that
+                # audio, so the gaps between chunks (and any stall) are what the profile says
+                # whatever the machine's load, instead of being absorbed by the late start.
+                shift = -delay
             if delay > 0:
                 await asyncio.sleep(delay)
             chunk = AudioChunk(pcm, p.sample_rate, p.channels, index, arrived=time.monotonic())

@@ -198,14 +198,14 @@ def _plots(t: dict[str, pd.DataFrame]) -> dict[str, str]:
         series += [(f"{sid}: automatic findings", row) for sid, row in fs.iterrows()]
         width = 0.8 / max(1, len(series))
         for n, (label, row) in enumerate(series):
-            x = row.index.astype(int).to_numpy() + (n - (len(series) - 1) / 2) * width
+            x = row.index.astype(int).to_numpy() + 1 + (n - (len(series) - 1) / 2) * width
             ax.bar(x, row.to_numpy(), width=width, label=label)
-        seams = sorted({int(k) for _, row in series for k in row.index})
+        seams = sorted({int(k) + 1 for _, row in series for k in row.index})
         if len(seams) <= 30:
             ax.set_xticks(seams)
         else:
             ax.xaxis.set_major_locator(MaxNLocator(integer=True))
-        ax.set_xlabel("chunk seam index (seam k: start of chunk k+1)")
+        ax.set_xlabel("seam (seam k: start of chunk k, chunks numbered from 0)")
         ax.set_ylabel("count")
         ax.legend(fontsize=7)
         ax.grid(axis="y", alpha=0.3)
@@ -222,6 +222,16 @@ def _table(df: pd.DataFrame, index: bool = False) -> str:
     return df.to_html(
         index=index, float_format=lambda v: f"{v:.3f}", na_rep="–", border=0, classes="t"
     )
+
+
+def _seam_columns(df: pd.DataFrame) -> pd.DataFrame:
+    """Columns are the DB's boundary_index k; the page shows seam k+1 (start of chunk k+1), as
+    the Playground, the probe and ``listenlab analyze`` do."""
+    if df is None or df.empty:
+        return df
+    out = df.rename(columns=lambda k: f"seam {int(k) + 1}")
+    out.columns.name = None
+    return out
 
 
 def render_html(store: Store, t: dict[str, pd.DataFrame], plots: dict[str, str]) -> str:
@@ -253,13 +263,13 @@ def render_html(store: Store, t: dict[str, pd.DataFrame], plots: dict[str, str])
             img("glitches")
             + _table(t["glitch_rates"])
             + "<h3>Rater reports by seam</h3>"
-            + _table(t["glitches_by_seam"], index=True),
+            + _table(_seam_columns(t["glitches_by_seam"]), index=True),
         ),
         (
             "Automatic findings",
             _table(t["findings_by_kind"])
             + "<h3>By seam</h3>"
-            + _table(t["findings_by_seam"], index=True)
+            + _table(_seam_columns(t["findings_by_seam"]), index=True)
             + "<h3>Agreement with rater marks</h3>"
             + _table(t["agreement"]),
         ),

@@ -129,9 +129,7 @@ class Take:
         Returns the sidecar path. Both are written to temporary names first, so a crash never
         leaves a half-written take.
         """
-        path = Path(path)
-        if path.suffix.lower() not in {".wav", ".flac"}:
-            path = path.with_suffix(".wav")
+        path = check_audio_path(path)
         path.parent.mkdir(parents=True, exist_ok=True)
         side = path.with_name(path.stem + ".take.json")
         tmp_audio = path.with_name(f".{path.name}.tmp{path.suffix}")
@@ -169,6 +167,21 @@ class Take:
             created_at=d["created_at"],
             meta=d.get("meta", {}),
         )
+
+
+AUDIO_SUFFIXES = (".wav", ".flac")
+
+
+def check_audio_path(path: str | Path) -> Path:
+    """A take's audio path must say WAV or FLAC: writing another name's bytes as WAV (or
+    renaming it) would leave the user with a file that is not what they asked for."""
+    path = Path(path)
+    if path.suffix.lower() not in AUDIO_SUFFIXES:
+        raise InvalidRequest(
+            f"cannot write {path.name!r}: takes are saved as .wav or .flac, not "
+            f"{path.suffix or 'a file without a suffix'!s} (convert afterwards, e.g. with ffmpeg)"
+        )
+    return path
 
 
 class TakeFailed(BackendError):
@@ -268,6 +281,21 @@ async def record(
     return rec.take
 
 
+async def load(backend: Backend) -> bool:
+    """Load the backend's model before timing anything: an engine's async ``start()`` (embedded
+    vLLM-Omni) and/or a voice's ``warm_up()`` (Piper, wrappers). Returns whether there was one."""
+    did = False
+    start = getattr(backend, "start", None)
+    if callable(start) and asyncio.iscoroutinefunction(start):
+        await start()
+        did = True
+    warm = getattr(backend, "warm_up", None)
+    if callable(warm):
+        await asyncio.to_thread(warm)
+        did = True
+    return did
+
+
 async def say(
     text: str,
     backend: str | Backend = "piper",
@@ -276,12 +304,19 @@ async def say(
 ) -> Take:
     """Python twin of ``listenlab say``: stream, record, optionally save, return the take.
 
-    On failure nothing is written at ``out``; a partial take (if any audio came) is saved as
-    ``<out>.partial.wav`` so it can be inspected, and the error is re-raised.
+    The backend is loaded (``warm_up``) before the request is made, so the take's TTFA is a
+    warm one; the load time is ``take.meta["load_ms"]`` (None when nothing needed loading).
+    ``out`` must end in ``.wav`` or ``.flac`` (checked before anything is generated). On failure
+    nothing is written at ``out``; a partial take (if any audio came) is saved as
+    ``<out>.partial.<suffix>`` so it can be inspected, and the error is re-raised.
     """
+    if out is not None:
+        out = check_audio_path(out)
     own = isinstance(backend, str)
     be = load_backend(backend) if own else backend
     try:
+        t0 = time.monotonic()
+        load_ms = (time.monotonic() - t0) * 1000.0 if await load(be) else None
         request = SpeechRequest(
             text=text, **{k: v for k, v in request_fields.items() if v is not None}
         )
@@ -290,8 +325,9 @@ async def say(
         except TakeFailed as e:
             if out and e.take.chunks:
                 p = Path(out)
-                e.take.save(p.with_name(p.stem + ".partial" + (p.suffix or ".wav")))
+                e.take.save(p.with_name(p.stem + ".partial" + p.suffix))
             raise
+        take.meta["load_ms"] = load_ms
         if out:
             take.save(out)
         return take
@@ -300,4 +336,15 @@ async def say(
             await be.aclose()
 
 
-__all__ = ["ChunkRecord", "ListenlabError", "Recorder", "Take", "TakeFailed", "record", "say"]
+__all__ = [
+    "AUDIO_SUFFIXES",
+    "check_audio_path",
+    "load",
+    "ChunkRecord",
+    "ListenlabError",
+    "Recorder",
+    "Take",
+    "TakeFailed",
+    "record",
+    "say",
+]

@@ -52,6 +52,33 @@ def browser():
         yield ctx
 
 
+def late_chunk_starts(g, slack_ms: float = 50.0) -> tuple[set[float], set[float]]:
+    """From what the player recorded: audio positions (ms) of chunks that arrived after the
+    audio before them had run out (``late``), and of those that arrived within ``slack_ms`` of
+    it (``borderline``: a stall there may or may not be seen). Load-proof: it asserts what
+    the player did with the timeline it got, not how fast the machine was."""
+    late, border, off, prev_end = set(), set(), 0, None
+    for c in g["chunkList"]:
+        pos = round(off * 1000 / g["sr"], 3)
+        if prev_end is not None:
+            if c["arrivalMs"] > prev_end + slack_ms:
+                late.add(pos)
+            elif c["arrivalMs"] > prev_end - slack_ms:
+                border.add(pos)
+        if c["deadlineMs"] is not None:
+            prev_end = c["deadlineMs"] + c["frames"] * 1000 / g["sr"]
+        off += c["frames"]
+    return late, border
+
+
+def assert_stalls_explained(g) -> None:
+    """Every stall is at a chunk that came late, and every clearly late chunk caused one."""
+    late, border = late_chunk_starts(g)
+    pos = {round(p, 3) for p in g["underruns"]["positions"]}
+    assert late <= pos <= late | border, (late, border, g["underruns"])
+    assert g["underruns"]["count"] == len(g["underruns"]["positions"])
+
+
 def speak(page, text: str, backend: str = "piper") -> None:
     page.select_option("#ll-backend", backend)
     page.fill("#ll-text", text)
@@ -76,13 +103,15 @@ def test_speak_plays_the_takes_exact_pcm(server, browser, tmp_path):
     assert g["ctxState"] == "running"
     assert g["firstAudibleMs"] is not None and g["firstAudibleMs"] > 0
     assert "Done" in page.inner_text("#ll-status")
-    # Piper is faster than real time: no stalls, and the stall report was stored with the take
-    assert g["underruns"]["count"] == 0
+    # Piper is faster than real time, so on an idle machine nothing stalls; with both cores
+    # busy a piece can come late. Either way every stall is one the arrival timeline explains,
+    # and the stall report was stored with the take.
+    assert_stalls_explained(g)
     page.wait_for_function("window.listenlab.underrunsSaved >= 1")
     row = server.state.store.db.execute(
         "SELECT count, stall_ms FROM underruns WHERE take_id=?", [g["takeId"]]
     ).fetchone()
-    assert row == (0, 0.0)
+    assert row[0] == g["underruns"]["count"] and row[1] == pytest.approx(g["underruns"]["stallMs"])
     # Replay and Download are offered; the download is the same PCM as a WAV
     assert page.is_enabled("#ll-replay")
     with page.expect_download() as dl:
@@ -106,7 +135,9 @@ def test_qwen3_schedule_80ms_then_2s_does_not_stall(server, browser):
     first = g["chunkList"][0]
     assert first["frames"] == 1920  # 80 ms at 24 kHz
     # the prebuffer waited for the 2 s chunk instead of playing 80 ms and stalling ~920 ms
-    assert g["underruns"]["count"] == 0, g["underruns"]
+    # (no stall at 80 ms); any later stall is one the arrival timeline explains (a loaded CPU)
+    assert 80.0 not in {round(p) for p in g["underruns"]["positions"]}, g["underruns"]
+    assert_stalls_explained(g)
     assert g["firstScheduledMs"] >= g["chunkList"][1]["arrivalMs"] - 1
     page.close()
 

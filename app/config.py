@@ -1,0 +1,91 @@
+"""Configuration from the environment: every ``LISTENLAB_*`` variable, in one table.
+
+Why a module: a container (a Hugging Face Space) is configured with environment variables,
+not flags, and the README's Configuration table must list exactly what the code reads. The
+table below is that list; ``tests/test_cli.py`` checks that no other ``LISTENLAB_*`` name is
+read anywhere in the package.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from pathlib import Path
+
+from backends.base import InvalidRequest
+
+
+@dataclass(frozen=True)
+class EnvVar:
+    name: str
+    default: str
+    effect: str
+
+
+ENV: tuple[EnvVar, ...] = (
+    EnvVar(
+        "LISTENLAB_BACKENDS",
+        "piper",
+        "Backends `listenlab serve` offers when no `--backend` is given: space-separated "
+        "`SPEC` or `LABEL=SPEC`, e.g. `piper qwen=vllm-omni+http://gpu:8000?model=Qwen/Qwen3-TTS`.",
+    ),
+    EnvVar(
+        "LISTENLAB_DB",
+        "unset",
+        "SQLite store path; wins over `LISTENLAB_DATA`. Voices go to `voices/` beside it.",
+    ),
+    EnvVar(
+        "LISTENLAB_DATA",
+        "unset (then `data/` in the working directory)",
+        "Data folder for `listenlab.db`, its audio and the voice library. A colon-separated list "
+        "picks the first folder that exists and is writable (else creates the last): the image "
+        "sets `/data:/home/user/data`, so a Space with persistent storage keeps its data. Under "
+        "`/data` the DB uses journal_mode=DELETE (WAL is unsafe on network storage).",
+    ),
+    EnvVar(
+        "LISTENLAB_ADMIN_PASSWORD",
+        "unset (admin pages answer localhost only)",
+        "Password for the admin pages (`POST /ll/admin/login` sets a signed cookie).",
+    ),
+    EnvVar(
+        "LISTENLAB_SECRET_KEY",
+        "random per process",
+        "Key that signs the admin cookie; set it so logins survive a restart.",
+    ),
+    EnvVar(
+        "LISTENLAB_VLLM_MODEL",
+        "unset (GPU test skipped)",
+        "Tests only: a local Qwen3-TTS model for the real embedded vLLM-Omni test (`pytest -m gpu`).",
+    ),
+)
+
+
+def backends_from_env(environ: dict[str, str] | None = None) -> list[str]:
+    """``$LISTENLAB_BACKENDS`` split into ``SPEC``/``LABEL=SPEC`` items ([] when unset)."""
+    raw = (environ if environ is not None else os.environ).get("LISTENLAB_BACKENDS", "")
+    return raw.split()
+
+
+def data_dir(raw: str) -> Path:
+    """The first existing writable folder of a colon-separated list, else the last (created)."""
+    cands = [Path(p).expanduser() for p in raw.split(":") if p.strip()]
+    if not cands:
+        raise InvalidRequest("LISTENLAB_DATA is set but empty")
+    for c in cands:
+        if c.is_dir() and os.access(c, os.W_OK | os.X_OK):
+            return c
+    cands[-1].mkdir(parents=True, exist_ok=True)
+    return cands[-1]
+
+
+def resolve_db(environ: dict[str, str] | None = None) -> str:
+    """``$LISTENLAB_DB``, else ``<data dir>/listenlab.db``, else ``data/listenlab.db``."""
+    env = environ if environ is not None else os.environ
+    if env.get("LISTENLAB_DB"):
+        return env["LISTENLAB_DB"]
+    if env.get("LISTENLAB_DATA"):
+        return str(data_dir(env["LISTENLAB_DATA"]) / "listenlab.db")
+    return "data/listenlab.db"
+
+
+__all__ = ["ENV", "EnvVar", "backends_from_env", "data_dir", "resolve_db"]

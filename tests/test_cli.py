@@ -1,0 +1,197 @@
+"""The first run, as a new user does it: the README's Quick start and the CLI's promises."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import re
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from app.cli import build_parser, main
+
+ROOT = Path(__file__).resolve().parents[1]
+BIN = Path(sys.executable).parent
+
+
+def quick_start() -> tuple[list[str], str]:
+    """Command lines of the Quick start's code blocks, and the section's text."""
+    text = (ROOT / "README.md").read_text()
+    sec = text[text.index("## Quick start") :]
+    sec = sec[: sec.index("\n## ", 5)]
+    lines = []
+    for block in re.findall(r"```sh\n(.*?)```", sec, re.S):
+        lines += [ln.split("  #")[0].strip() for ln in block.splitlines() if ln.strip()]
+    return lines, sec
+
+
+def local(cmd: str) -> str:
+    """A Quick start line with ``.venv/bin/`` pointing at this test's venv."""
+    return cmd.replace(".venv/bin/", f"{BIN}/")
+
+
+def test_quick_start_order_and_that_serve_stands_alone():
+    lines, _ = quick_start()
+    assert lines[0].startswith("sudo apt-get install -y") and "ffmpeg" in lines[0]
+    install = next(i for i, ln in enumerate(lines) if "pip install" in ln)
+    assert install == 1 and "serve" not in lines[install]  # install returns; serve is not chained
+    serve = [ln for ln in lines if "listenlab serve" in ln]
+    assert serve == [".venv/bin/listenlab serve"]
+    assert not any("&&" in ln and "serve" in ln for ln in lines)
+
+
+def test_quick_start_say_line_finishes(tmp_path):
+    lines, _ = quick_start()
+    say = next(ln for ln in lines if "listenlab say" in ln and "unshare" not in ln)
+    r = subprocess.run(
+        local(say), shell=True, cwd=tmp_path, capture_output=True, text=True, timeout=300
+    )
+    assert r.returncode == 0, r.stderr
+    assert re.search(
+        r"^load \d+ ms, then TTFA \d+ ms \(warm\)  RTF [\d.]+  \d+ chunks?  ", r.stdout
+    )
+    assert (tmp_path / "hello.wav").is_file() and (tmp_path / "hello.take.json").is_file()
+
+
+def test_quick_start_offline_line_works_with_no_network(tmp_path):
+    lines, sec = quick_start()
+    line = next(ln for ln in lines if "unshare -n" in ln)
+    assert "ip link set lo up" in line and "`lo`" in sec
+    cmd = local(line)
+    if os.geteuid() == 0:
+        cmd = cmd.removeprefix("sudo ")
+    probe = subprocess.run(["unshare", "-n", "true"], capture_output=True)
+    if probe.returncode != 0:
+        pytest.skip("unshare -n is not permitted here")
+    r = subprocess.run(cmd, shell=True, cwd=tmp_path, capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stderr
+    assert "TTFA" in r.stdout and (tmp_path / "offline.wav").is_file()
+
+
+def test_say_unsupported_suffix_is_an_error_and_writes_nothing(tmp_path, capsys):
+    out = tmp_path / "x.mp3"
+    assert main(["say", "Hello.", "-o", str(out)]) == 2
+    err = capsys.readouterr().err
+    assert "cannot write 'x.mp3': takes are saved as .wav or .flac, not .mp3" in err
+    assert list(tmp_path.iterdir()) == []
+    assert main(["say", "Hello.", "-o", str(tmp_path / "noext")]) == 2
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_say_prints_one_chunk_and_the_load_time(tmp_path, capsys):
+    assert main(["say", "Hello.", "--backend", "piper?deterministic=1"]) == 0
+    out = capsys.readouterr().out
+    assert " 1 chunk " in out and "1 chunks" not in out
+    assert out.startswith("load ") and "(warm)" in out
+    assert main(["say", "Hi there.", "--json", "-o", str(tmp_path / "a.flac")]) == 0
+    d = json.loads(capsys.readouterr().out)
+    assert d["load_ms"] > 0 and d["ttfa_ms"] > 0 and (tmp_path / "a.flac").is_file()
+
+
+def test_say_ttfa_is_warm_and_load_is_separate(piper_det):
+    """A voice that takes 1.5 s to load: the load is reported apart, the TTFA does not hold it."""
+    from evaluation.takes import say
+    from tests._app_util import TrackingBackend
+
+    be = TrackingBackend(piper_det)
+    loads = []
+
+    def slow_warm_up():
+        time.sleep(1.5)
+        loads.append(1)
+
+    be.warm_up = slow_warm_up
+    take = asyncio.run(say("Hello there.", backend=be))
+    assert loads == [1]
+    assert take.meta["load_ms"] >= 1500
+    assert take.ttfa_ms < take.meta["load_ms"] - 500  # measured from the request, after loading
+
+
+def test_seams_are_numbered_from_one_in_analyze(tmp_path, capsys):
+    """seam k = the start of chunk k: the replay fault at seam 1 prints as seam 1 (DB index 0)."""
+    out = tmp_path / "r.wav"
+    text = (
+        "The old lighthouse keeper climbed the stairs. At the top, he wiped the salt from the lens."
+    )
+    assert (
+        main(["say", text, "--backend", "piper?deterministic=1&fault=replay", "-o", str(out)]) == 0
+    )
+    capsys.readouterr()
+    assert main(["analyze", str(out)]) == 0
+    line = next(ln for ln in capsys.readouterr().out.splitlines() if "replay" in ln)
+    assert re.search(r"replay\s+seam\s+1\s", line), line
+    from evaluation.glitches import detect
+    from evaluation.takes import Take
+
+    f = next(f for f in detect(Take.load(out)) if f.kind == "replay")
+    assert f.boundary_index == 0  # the DB keeps boundary indices from 0
+
+
+def test_report_labels_seams_like_the_playground():
+    import inspect
+
+    from evaluation import report
+
+    src = inspect.getsource(report)
+    assert "seam k: start of chunk k, chunks numbered from 0" in src
+    import pandas as pd
+
+    df = pd.DataFrame([[2, 1]], index=["sys"], columns=pd.Index([0, 3], name="boundary_index"))
+    assert list(report._seam_columns(df).columns) == ["seam 1", "seam 4"]
+
+
+def test_serve_on_a_busy_port_fails_before_any_banner(tmp_path):
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        s.listen()
+        port = s.getsockname()[1]
+        r = subprocess.run(
+            [str(BIN / "listenlab"), "serve", "--port", str(port), "--db", str(tmp_path / "x.db")],
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
+    assert r.returncode == 1
+    assert "Playground on" not in r.stdout
+    assert f"cannot listen on 127.0.0.1:{port}" in r.stderr and "--port" in r.stderr
+    assert not (tmp_path / "x.db").exists()  # it failed before opening anything
+
+
+def test_every_cli_option_has_help():
+    parser = build_parser()
+    missing = []
+    for a in parser._actions:
+        if isinstance(a, argparse._SubParsersAction):
+            for name, sp in a.choices.items():
+                assert sp.description or a._name_parser_map[name], name
+                for x in sp._actions:
+                    if not isinstance(x, argparse._HelpAction) and not x.help:
+                        missing.append(f"{name} {x.option_strings or x.dest}")
+    assert missing == []
+    cmds = set(
+        next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction)).choices
+    )
+    assert {"say", "serve", "probe", "analyze", "report", "export", "api"} <= cmds
+
+
+def test_env_table_lists_every_listenlab_variable_the_code_reads():
+    from app.config import ENV
+
+    names = {v.name for v in ENV}
+    read = set()
+    for folder in ("app", "backends", "voices", "evaluation", "tests"):
+        for p in (ROOT / folder).rglob("*.py"):
+            read |= set(re.findall(r"LISTENLAB_[A-Z_]+", p.read_text()))
+    read |= set(re.findall(r"LISTENLAB_[A-Z_]+", (ROOT / "Dockerfile").read_text()))
+    assert read - names == set(), "document these in app/config.py ENV and the README"
+    readme = (ROOT / "README.md").read_text()
+    table = readme[readme.index("### Configuration") :]
+    for v in ENV:
+        assert f"`{v.name}`" in table, v.name

