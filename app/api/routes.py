@@ -4,11 +4,11 @@ import asyncio
 import base64
 import binascii
 import contextlib
-import json
 import re
 import time
 import uuid
-from collections.abc import AsyncIterator
+import weakref
+from collections.abc import AsyncIterator, Sequence
 from typing import Any
 
 import numpy as np
@@ -19,7 +19,6 @@ from pydantic import (
 from app.api.encoding import (
     _Output,
     check_ref_duration,
-    decode_audio,
     encode_file,
     error_body,
     mono_wav,
@@ -37,10 +36,26 @@ from app.api.limits import (
     OPUS_RATES,
     RESAMPLE_RANGE,
     UPLOAD_MIME,
+    ApiLimits,
 )
 from app.api.schemas import SpeechBody, validation_message
-from app.api.state import ApiError, ApiState, RequestState, _ClientGone, _error_from
+from app.api.state import (
+    ApiError,
+    ApiState,
+    Lease,
+    RequestState,
+    _ClientGone,
+    _error_from,
+    acquire_unless_gone,
+)
 from app.api.ws import _WsSession
+from app.guard import (
+    GuardConfig,
+    GuardMiddleware,
+    JsonTooDeep,
+    default_allowed_hosts,
+    loads_limited,
+)
 from backends.base import (
     AudioChunk,
     Backend,
@@ -58,17 +73,22 @@ def create_api_app(
     own_backend: bool = False,
     config_timeout: float = CONFIG_TIMEOUT,
     idle_timeout: float = IDLE_TIMEOUT,
+    limits: ApiLimits | None = None,
+    allowed_hosts: Sequence[str] | None = None,
+    allowed_origins: Sequence[str] | None = None,
 ):
     """A FastAPI app speaking vLLM-Omni's speech API over ``backend``.
 
     ``own_backend`` closes the backend when the app shuts down (the CLI owns its backend;
-    tests and other apps that mount this one usually do not).
+    tests and other apps that mount this one usually do not). ``limits``: see
+    :class:`~app.api.limits.ApiLimits`; hosts and origins: see :mod:`app.guard`.
     """
     # FastAPI is imported here, not at module level, so every other ``listenlab`` command
     # (which imports this module for its parser) starts 0.3 s faster.
     from fastapi import FastAPI, File, Form, Request, UploadFile, WebSocket
     from fastapi.exceptions import RequestValidationError
     from fastapi.responses import JSONResponse, Response, StreamingResponse
+    from starlette.background import BackgroundTask
 
     state = ApiState(
         backend,
@@ -76,7 +96,9 @@ def create_api_app(
         own_backend=own_backend,
         config_timeout=config_timeout,
         idle_timeout=idle_timeout,
+        limits=limits or ApiLimits(),
     )
+    lim = state.limits
 
     @contextlib.asynccontextmanager
     async def lifespan(_app):
@@ -91,6 +113,18 @@ def create_api_app(
 
     app = FastAPI(title="listenlab speech API (vLLM-Omni compatible)", lifespan=lifespan)
     app.state.api = state
+    guard = GuardConfig(
+        allowed_hosts=list(allowed_hosts) if allowed_hosts else default_allowed_hosts(),
+        body_limits=[
+            ("POST", "/v1/audio/speech", lim.speech_body_bytes),
+            ("POST", "/v1/audio/voices", lim.upload_body_bytes),
+        ],
+        default_body_limit=lim.other_body_bytes,
+        error_body=lambda msg, status: error_body(msg, "BadRequestError", status),
+        **({"allowed_origins": list(allowed_origins)} if allowed_origins is not None else {}),
+    )
+    app.state.guard = guard
+    app.add_middleware(GuardMiddleware, config=guard)
 
     def err_response(e: ApiError) -> JSONResponse:
         return JSONResponse(error_body(e.message, e.type, e.status, e.param), status_code=e.status)
@@ -113,7 +147,7 @@ def create_api_app(
         if model and model != state.served_model:
             raise ApiError(f"The model `{model}` does not exist.", 404, "NotFoundError", "model")
 
-    def ref_audio_wav(ref: str | list[str] | None) -> bytes | None:
+    async def ref_audio_wav(ref: str | list[str] | None) -> bytes | None:
         if ref is None:
             return None
         if isinstance(ref, list):
@@ -133,11 +167,11 @@ def create_api_app(
             raw = base64.b64decode(m.group(3), validate=False)
         except (binascii.Error, ValueError):
             raise ApiError("ref_audio is not valid base64") from None
-        x, sr = decode_audio(raw, "ref_audio")
+        x, sr = await state.decode(raw, "ref_audio")
         check_ref_duration(x, sr)
         return mono_wav(x, sr)
 
-    def build_request(body: SpeechBody, request_id: str) -> SpeechRequest:
+    def build_request(body: SpeechBody, request_id: str, ref: bytes | None) -> SpeechRequest:
         check_model(body.model)
         if not body.input or not body.input.strip():
             raise ApiError("Input text cannot be empty")
@@ -175,7 +209,6 @@ def create_api_app(
             raise ApiError(
                 "response_format='mp3' is not available: this libsndfile cannot write MP3"
             )
-        ref = ref_audio_wav(body.ref_audio)
         if ref is not None and not caps.cloning:
             raise ApiError(
                 f"the {backend.describe()} backend cannot clone voices, so ref_audio is not supported"
@@ -245,7 +278,9 @@ def create_api_app(
             raise ApiError("Unsupported Media Type: Only 'application/json' is allowed")
         raw = await http.body()
         try:
-            data = json.loads(raw)
+            data = loads_limited(raw, lim.json_depth)
+        except JsonTooDeep as e:
+            raise ApiError(f"Invalid JSON body: {e}") from None
         except ValueError as e:
             raise ApiError(f"Invalid JSON body: {e}") from None
         if not isinstance(data, dict):
@@ -259,30 +294,44 @@ def create_api_app(
     async def create_speech(http: Request):
         body = await parse_body(http)
         rid = f"speech-{uuid.uuid4().hex}"
-        req = build_request(body, rid)
-        with state.track("speech", rid) as st:
-            stream = backend.stream(req)
-            try:
-                if not body.is_streaming:
-                    return await whole_file(http, body, stream, st)
-                first = await first_chunk(http, stream)
-            except _ClientGone:
-                await stream.aclose()
-                return Response(status_code=499)
-            except BaseException as e:
-                await stream.aclose()
-                if isinstance(e, Exception):
-                    raise _error_from(e) from None
-                raise
-        # The streaming body owns the stream (and the request state) from here on.
+        ref = await ref_audio_wav(body.ref_audio)  # decoded off the loop, before queueing
+        req = build_request(body, rid, ref)
+        state.check_queue()
+        lease = Lease(state.gate)
+        if not await acquire_unless_gone(lease, http.is_disconnected):
+            return Response(status_code=499)
+        try:
+            with state.track("speech", rid) as st:
+                stream = backend.stream(req)
+                try:
+                    if not body.is_streaming:
+                        return await whole_file(http, body, stream, st)
+                    first = await first_chunk(http, stream)
+                except _ClientGone:
+                    await stream.aclose()
+                    return Response(status_code=499)
+                except BaseException as e:
+                    await stream.aclose()
+                    if isinstance(e, Exception):
+                        raise _error_from(e) from None
+                    raise
+        except BaseException:
+            await lease.release()
+            raise
+        if not body.is_streaming:
+            await lease.release()
+        # The streaming body owns the stream, the request state and the slot from here on.
         out = _Output(body.sample_rate)
         headers = {"X-Request-Id": rid, "Cache-Control": "no-cache"}
         if body.is_sse_stream:
-            gen = sse_body(http, stream, first, out, body.response_format, rid)
-            return StreamingResponse(gen, media_type="text/event-stream", headers=headers)
-        gen = raw_body(http, stream, first, out, body.response_format, rid)
+            gen = sse_body(http, stream, first, out, body.response_format, rid, lease)
+            media = "text/event-stream"
+        else:
+            gen = raw_body(http, stream, first, out, body.response_format, rid, lease)
+            media = CONTENT_TYPES[body.response_format]
+        weakref.finalize(gen, lease.release_soon)
         return StreamingResponse(
-            gen, media_type=CONTENT_TYPES[body.response_format], headers=headers
+            gen, media_type=media, headers=headers, background=BackgroundTask(lease.release)
         )
 
     async def whole_file(http: Request, body: SpeechBody, stream, st: RequestState):
@@ -310,7 +359,9 @@ def create_api_app(
             data, media_type=CONTENT_TYPES[fmt], headers={"X-Request-Id": st.request_id}
         )
 
-    async def raw_body(http: Request, stream, first: AudioChunk, out: _Output, fmt: str, rid: str):
+    async def raw_body(
+        http: Request, stream, first: AudioChunk, out: _Output, fmt: str, rid: str, lease: Lease
+    ):
         """pcm/wav bytes. A failure after the 200 cuts the connection (no end marker exists)."""
         with state.track("speech-stream", rid) as st:
             try:
@@ -331,8 +382,11 @@ def create_api_app(
                 return
             finally:
                 await stream.aclose()
+                await lease.release()
 
-    async def sse_body(http: Request, stream, first: AudioChunk, out: _Output, fmt: str, rid: str):
+    async def sse_body(
+        http: Request, stream, first: AudioChunk, out: _Output, fmt: str, rid: str, lease: Lease
+    ):
         """``speech.audio.delta`` events, then exactly one ``speech.audio.done`` or ``.error``."""
 
         def delta(data: bytes) -> bytes:
@@ -378,6 +432,7 @@ def create_api_app(
                 return
             finally:
                 await stream.aclose()
+                await lease.release()
             yield sse_event("speech.audio.done", {"type": "speech.audio.done", "usage": _NO_USAGE})
 
     # -- voices
@@ -453,7 +508,7 @@ def create_api_app(
                 f"Unsupported audio MIME type {mime or 'unknown'!r}; allowed: {', '.join(sorted(UPLOAD_MIME))}"
             )
         try:
-            x, sr = decode_audio(data, "the uploaded audio")
+            x, sr = await state.decode(data, "the uploaded audio")
             check_ref_duration(x, sr)
             v = await backend.add_voice(
                 clean, mono_wav(x, sr), ref_text=ref_text or None, consent=consent

@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import binascii
 import contextlib
-import json
+import logging
 import re
 import uuid
 from typing import Any
@@ -18,20 +19,22 @@ from pydantic import (
 from app.api.encoding import (
     _Output,
     check_ref_duration,
-    decode_audio,
     encode_file,
     mono_wav,
     mp3_available,
 )
 from app.api.limits import MAX_CONFIG_MESSAGE, MAX_TEXT_MESSAGE, OPUS_RATES
 from app.api.schemas import SessionConfig, validation_message
-from app.api.state import ApiState, ListenlabErrorTypes, _ClientGone
+from app.api.state import ApiError, ApiState, Lease, ListenlabErrorTypes, _ClientGone
+from app.guard import JsonTooDeep, loads_limited
 from backends.base import (
     AudioChunk,
     BackendError,
     InvalidRequest,
     SpeechRequest,
 )
+
+log = logging.getLogger("listenlab.api")
 
 # --------------------------------------------------------------------------- websocket session
 
@@ -70,6 +73,8 @@ class _WsSession:
         self.state, self.ws = state, ws
         self.queue: asyncio.Queue = asyncio.Queue()
         self.closed = asyncio.Event()
+        self.ref: tuple[SessionConfig, bytes] | None = None
+        """The config whose ``ref_audio`` was decoded (once, off the loop) and its WAV."""
 
     async def reader(self) -> None:
         from starlette.websockets import WebSocketDisconnect
@@ -100,15 +105,16 @@ class _WsSession:
             return None
         raw = msg.get("text")
         if raw is None:
-            await self.send_error(
-                "Internal error: binary frames are not accepted; send JSON text frames"
-            )
-            return "fatal"
+            await self.send_error("binary frames are not accepted; send JSON text frames")
+            return "bad"
         if len(raw) > MAX_CONFIG_MESSAGE:
             await self.send_error("WebSocket message too large")
             return "bad"
         try:
-            data = json.loads(raw)
+            data = loads_limited(raw, self.state.limits.json_depth)
+        except JsonTooDeep as e:
+            await self.send_error(f"Invalid JSON message: {e}")
+            return "bad"
         except ValueError:
             await self.send_error("Invalid JSON message")
             return "bad"
@@ -170,6 +176,13 @@ class _WsSession:
                     if not isinstance(text, str):
                         await self.send_error("input.text requires a string value")
                         continue
+                    cap = self.state.limits.ws_session_text_chars
+                    if len(splitter.buf) + len(text) > cap:
+                        await self.send_error(
+                            f"input.text refused: the text waiting to be spoken would be over "
+                            f"{cap} characters; send input.done (or use split_granularity) first"
+                        )
+                        continue
                     if text:
                         open_utterance = True
                     for unit in splitter.feed(text):
@@ -195,7 +208,8 @@ class _WsSession:
                     await self.send_error(f"Unknown message type: {kind}")
         except Exception as e:  # the socket went away mid-send, or a bug: report if possible
             if not self.closed.is_set():
-                await self.send_error(f"Internal error: {e}")
+                log.error("websocket session failed", exc_info=e)
+                await self.send_error(f"Internal error ({type(e).__name__}); see the server log")
         finally:
             reader.cancel()
             with contextlib.suppress(BaseException):
@@ -212,21 +226,33 @@ class _WsSession:
         if cfg.model and cfg.model != self.state.served_model:
             await self.send_error(f"The model `{cfg.model}` does not exist.")
             return None
-        if cfg.word_timestamps:
-            # Checked here rather than per unit: listenlab has no forced aligner.
-            pass
+        if cfg.ref_audio:
+            try:
+                self.ref = (cfg, await self.decode_ref(cfg.ref_audio))
+            except (InvalidRequest, ApiError) as e:
+                await self.send_error(f"Invalid session config: {e}")
+                return None
         return cfg
+
+    async def decode_ref(self, ref_audio: str) -> bytes:
+        m = re.match(r"(?is)^data:([^;,]*)(;[^,]*)?,(.*)$", ref_audio)
+        if not m:
+            raise InvalidRequest("ref_audio must be a data:<mime>;base64,… URL")
+        try:
+            raw = base64.b64decode(m.group(3))
+        except (binascii.Error, ValueError):
+            raise InvalidRequest("ref_audio is not valid base64") from None
+        x, sr = await self.state.decode(raw, "ref_audio")
+        check_ref_duration(x, sr)
+        return mono_wav(x, sr)
 
     def request_for(self, cfg: SessionConfig, text: str, rid: str) -> SpeechRequest:
         backend = self.state.backend
         ref = None
         if cfg.ref_audio:
-            m = re.match(r"(?is)^data:([^;,]*)(;[^,]*)?,(.*)$", cfg.ref_audio)
-            if not m:
-                raise InvalidRequest("ref_audio must be a data:<mime>;base64,… URL")
-            x, sr = decode_audio(base64.b64decode(m.group(3)), "ref_audio")
-            check_ref_duration(x, sr)
-            ref = mono_wav(x, sr)
+            if self.ref is None or self.ref[0] is not cfg:
+                raise InvalidRequest("ref_audio was not decoded")  # build_config always does
+            ref = self.ref[1]
             if not backend.capabilities.cloning:
                 raise InvalidRequest(
                     f"the {backend.describe()} backend cannot clone voices, so ref_audio is not supported"
@@ -291,10 +317,13 @@ class _WsSession:
             await send_start()
         total, failed = 0, False
         rid = f"speech-{uuid.uuid4().hex}"
+        lease = Lease(self.state.gate)
         with self.state.track("speech-ws", rid) as st:
             stream = None
             try:
                 req = self.request_for(cfg, text, rid)
+                self.state.check_queue()
+                await self.until_closed(lease.acquire())  # FIFO with every other request
                 stream = self.state.backend.stream(req)
                 if cfg.stream_audio:
                     out = _Output(None)
@@ -336,15 +365,20 @@ class _WsSession:
                 failed = True
                 await send_start()
                 extra = {"partial_audio": True, "action": "discard"} if total else {}
-                reason = (
-                    str(e) if isinstance(e, ListenlabErrorTypes) else f"{type(e).__name__}: {e}"
-                )
+                if isinstance(e, ApiError):
+                    reason = e.message
+                elif isinstance(e, ListenlabErrorTypes):
+                    reason = str(e)
+                else:
+                    log.error("generation failed", exc_info=e)
+                    reason = f"internal error ({type(e).__name__}); see the server log"
                 await self.send_error(
                     f"Generation failed for utterance {u}, sentence {s}: {reason}", **extra
                 )
             finally:
                 if stream is not None:
                     await stream.aclose()
+                await lease.release()
         if self.closed.is_set():
             return False
         await send_start()
