@@ -74,7 +74,8 @@ class GuardConfig:
     )
     """Extra page origins (``https://example.org``) whose pages may use the WebSockets."""
     body_limits: Sequence[tuple[str, str, int]] = ()
-    """``(method or "*", path prefix, max bytes)``; the first match wins."""
+    """``(method or "*", path, max bytes)``; a path ending in ``/`` is a prefix, any other must
+    match exactly; the first match wins."""
     default_body_limit: int = 64 * 1024
     error_body: ErrorBody = simple_error
 
@@ -101,7 +102,8 @@ class GuardConfig:
 
     def body_limit(self, method: str, path: str) -> int:
         for m, prefix, limit in self.body_limits:
-            if (m == "*" or m == method) and path.startswith(prefix):
+            hit = path.startswith(prefix) if prefix.endswith("/") else path == prefix
+            if (m == "*" or m == method) and hit:
                 return limit
         return self.default_body_limit
 

@@ -128,22 +128,16 @@ class VoiceLibrary:
     def get_for(
         self, voice_id: str, owner: str | None, admin: bool = False, *, use: bool = False
     ) -> SavedVoice:
-        """The voice if ``owner`` may manage it (or, with ``use``, speak with it a shared one).
-
-        A voice of someone else that is not shared is reported as not found, so ids cannot be
-        probed; a shared voice that the caller wants to manage is 403.
-        """
+        """The voice if ``owner`` may manage it (or, with ``use``, speak with a shared one);
+        :class:`VoiceForbidden` (403) otherwise. Ids are random 128-bit, so saying "not yours"
+        rather than "not found" tells a prober nothing useful."""
         v = self.get(voice_id)
-        if v.owned_by(owner, admin):
+        if v.owned_by(owner, admin) or (use and v.shared):
             return v
-        if v.shared:
-            if use:
-                return v
-            raise VoiceForbidden(
-                "this shared voice belongs to another session: only its owner or the admin can "
-                "change it or download its clip"
-            )
-        raise VoiceNotFound(f"no voice with id {voice_id!r}")
+        raise VoiceForbidden(
+            "this voice belongs to another browser session: only its owner or the admin can "
+            + ("use it" if use else "see its clip and transcript, rename or delete it")
+        )
 
     def set_shared(self, voice_id: str, shared: bool) -> SavedVoice:
         """Admin action: make a voice usable by every visitor (or private again)."""
