@@ -4,9 +4,9 @@ Why here, as plain ASGI middleware: the Playground (``listenlab serve``, with Gr
 it) and ``listenlab api`` both run as public servers, and a limit that a route applies after
 reading the body is too late (a 200 MB JSON body is in memory by then).
 
-* **Host** (DNS rebinding): a request whose ``Host`` is not one of the allowed hosts gets 403.
-  Default: the bound host, ``localhost``, ``127.0.0.1``, ``::1``, ``$SPACE_HOST`` (set by
-  Hugging Face on a Space) and ``$LISTENLAB_ALLOWED_HOSTS`` (comma-separated); ``*`` allows any.
+* **Host** (DNS rebinding): a request whose ``Host`` is not one of the allowed names (nor an IP
+  address) gets 403. Default: the bound host, ``localhost``, ``$SPACE_HOST`` (set by Hugging
+  Face on a Space) and ``$LISTENLAB_ALLOWED_HOSTS`` (comma-separated); ``*`` allows any.
 * **Origin** on WebSockets: a browser always sends it; it must name the page's own host (the
   request's ``Host``) or an allowed origin. No ``Origin`` (a script, not a browser) is allowed.
 * **Cross-site writes**: POST/PUT/PATCH/DELETE with ``Sec-Fetch-Site: cross-site`` or with a
@@ -17,6 +17,7 @@ reading the body is too late (a 200 MB JSON body is in memory by then).
 from __future__ import annotations
 
 import argparse
+import ipaddress
 import json
 import os
 from collections.abc import Callable, Iterable, Sequence
@@ -80,11 +81,20 @@ class GuardConfig:
     error_body: ErrorBody = simple_error
 
     def host_ok(self, host_header: str | None) -> bool:
+        """An allowed name, or an IP literal: DNS rebinding needs a *name* that resolves to
+        us, so an address in ``Host`` (a health check, a LAN or Docker user) is no risk."""
         if "*" in self.allowed_hosts:
             return True
         if not host_header:
             return False
-        return _host_only(host_header) in self.allowed_hosts
+        host = _host_only(host_header)
+        if host in self.allowed_hosts:
+            return True
+        try:
+            ipaddress.ip_address(host)
+        except ValueError:
+            return False
+        return True
 
     def origin_ok(self, origin: str | None, host_header: str | None) -> bool:
         """Same origin as the page's host, or an allowed origin; no Origin is not a browser."""
@@ -256,8 +266,8 @@ def hosts_from_args(args: argparse.Namespace, bound: str) -> tuple[list[str], li
     hosts = default_allowed_hosts(bound, extra)
     if bound in ("0.0.0.0", "::") and not extra and not os.environ.get("SPACE_HOST"):
         print(
-            "listenlab: bound to all interfaces but only these Host names are answered: "
-            f"{', '.join(hosts)}. Add yours with --allowed-hosts.",
+            "listenlab: bound to all interfaces; answered Host names: "
+            f"{', '.join(hosts)} and any IP address. Add your domain with --allowed-hosts.",
             flush=True,
         )
     if origins:

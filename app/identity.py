@@ -88,7 +88,9 @@ class IdentityMiddleware:
             return await self.app(scope, receive, send)
         token = secrets.token_urlsafe(32)
         scope[_SCOPE_KEY] = token
-        secure = scope.get("scheme") == "https"
+        proto = next((v for k, v in scope.get("headers", []) if k == b"x-forwarded-proto"), b"")
+        # A Space's proxy ends TLS and forwards plain http: its header says what the browser saw.
+        secure = scope.get("scheme") == "https" or proto.split(b",")[0].strip() == b"https"
         attrs = f"{COOKIE}={token}; Path=/; Max-Age={COOKIE_MAX_AGE_S}; HttpOnly; " + (
             "SameSite=None; Secure; Partitioned" if secure else "SameSite=Lax"
         )

@@ -346,8 +346,9 @@ async def test_foreign_origin_and_host_are_refused(playground, piper_det):
     own = f"http://127.0.0.1:{playground.port}"
     r = httpx.get(url + "ll/api/config", headers={"host": "evil.example"}, trust_env=False)
     assert r.status_code == 403 and "not allowed" in r.json()["error"]
-    r = httpx.get(url + "ll/health", headers={"host": f"localhost:{playground.port}"})
-    assert r.status_code == 200
+    for ok_host in (f"localhost:{playground.port}", "192.168.1.5:7860", "[::1]:7860"):
+        r = httpx.get(url + "ll/health", headers={"host": ok_host}, trust_env=False)
+        assert r.status_code == 200, ok_host
     with pytest.raises(InvalidStatus) as e:
         async with websockets.connect(_ws(playground), origin="http://evil.example"):
             pass
