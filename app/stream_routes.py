@@ -51,6 +51,8 @@ log = logging.getLogger("listenlab.app")
 HEADER = struct.Struct("<IIf")
 """token, chunk index, server arrival ms since the request started."""
 MAX_MESSAGE_CHARS = 64_000
+MAX_PENDING_REPORTS = 500
+"""Reports held for one take while it is still generating (a page sends a handful)."""
 CLONE_PREFIX = "lib:"
 
 
@@ -116,7 +118,18 @@ class Session:
             if take_id in self.saved:
                 await self.write_report(msg)
             else:
-                self.pending.setdefault(take_id, []).append(msg)
+                waiting = self.pending.setdefault(take_id, [])
+                if len(waiting) >= MAX_PENDING_REPORTS:  # memory per session stays bounded
+                    self.send(
+                        {
+                            "type": "report_error",
+                            "take_id": take_id,
+                            "message": f"report not stored: over {MAX_PENDING_REPORTS} reports "
+                            "before the take was saved",
+                        }
+                    )
+                    return
+                waiting.append(msg)
         elif kind == "ping":
             self.send({"type": "pong", "t": msg.get("t")})
         elif kind in self.state.ws_handlers:
