@@ -202,7 +202,8 @@ def _remote(url: str, n: int) -> dict:
     from backends.registry import load_backend
     from evaluation.takes import record
 
-    backend = load_backend(f"vllm-omni+http://{url[7:]}?mode=audio&format=pcm")
+    # The remote backend's defaults (SSE, wav, 60 s to first audio, 20 s between chunks).
+    backend = load_backend(f"vllm-omni+http://{url[7:]}")
 
     async def one():
         from backends.base import SpeechRequest
@@ -214,6 +215,7 @@ def _remote(url: str, n: int) -> dict:
             return False, repr(e)[:120]
 
     async def run():
+        await backend.health()  # learns the served model and its rate, as the app does
         try:
             return await asyncio.gather(*(one() for _ in range(n)))
         finally:

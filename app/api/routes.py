@@ -163,13 +163,13 @@ def create_api_app(
         m = re.match(r"(?is)^data:([^;,]*)(;[^,]*)?,(.*)$", ref)
         if not m or "base64" not in (m.group(2) or "").lower():
             raise ApiError("ref_audio must be a data:<mime>;base64,… URL")
-        try:
-            raw = base64.b64decode(m.group(3), validate=False)
+        try:  # megabytes of base64: decoded in a thread, like the audio
+            raw = await asyncio.to_thread(base64.b64decode, m.group(3), validate=False)
         except (binascii.Error, ValueError):
             raise ApiError("ref_audio is not valid base64") from None
         x, sr = await state.decode(raw, "ref_audio")
         check_ref_duration(x, sr)
-        return mono_wav(x, sr)
+        return await asyncio.to_thread(mono_wav, x, sr)
 
     def build_request(body: SpeechBody, request_id: str, ref: bytes | None) -> SpeechRequest:
         check_model(body.model)
@@ -278,7 +278,10 @@ def create_api_app(
             raise ApiError("Unsupported Media Type: Only 'application/json' is allowed")
         raw = await http.body()
         try:
-            data = loads_limited(raw, lim.json_depth)
+            if len(raw) > 256 * 1024:  # a big body (an inline ref_audio) is parsed off the loop
+                data = await asyncio.to_thread(loads_limited, raw, lim.json_depth)
+            else:
+                data = loads_limited(raw, lim.json_depth)
         except JsonTooDeep as e:
             raise ApiError(f"Invalid JSON body: {e}") from None
         except ValueError as e:

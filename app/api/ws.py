@@ -239,12 +239,12 @@ class _WsSession:
         if not m:
             raise InvalidRequest("ref_audio must be a data:<mime>;base64,… URL")
         try:
-            raw = base64.b64decode(m.group(3))
+            raw = await asyncio.to_thread(base64.b64decode, m.group(3))
         except (binascii.Error, ValueError):
             raise InvalidRequest("ref_audio is not valid base64") from None
         x, sr = await self.state.decode(raw, "ref_audio")
         check_ref_duration(x, sr)
-        return mono_wav(x, sr)
+        return await asyncio.to_thread(mono_wav, x, sr)
 
     def request_for(self, cfg: SessionConfig, text: str, rid: str) -> SpeechRequest:
         backend = self.state.backend
