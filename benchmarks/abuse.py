@@ -252,6 +252,7 @@ def main() -> int:
     args = p.parse_args()
     print("building the bombs (cached in the temp folder)...", flush=True)
     bomb, lying = _bomb(False), _bomb(True)
+    load_before = os.getloadavg()
     phases = []
     with listenlab_process("api", "--backend", "piper", health="/health") as api:
         h = api.url + "/health"
@@ -284,6 +285,7 @@ def main() -> int:
     report = {
         "machine": {
             "cpus": os.cpu_count(),
+            "loadavg_1m_before_after": [round(load_before[0], 1), round(os.getloadavg()[0], 1)],
             "python": platform.python_version(),
             "note": "2-core machine shared with other work; the /health stall includes CPU "
             "contention from Piper generating in the same process",
