@@ -28,6 +28,15 @@ from app.admin import COOKIE_MAX_AGE_S as ADMIN_COOKIE_MAX_AGE_S
 from app.admin import AdminPolicy
 from app.admin import policy as admin_policy
 from app.gate import Gate
+from app.guard import (
+    GuardConfig,
+    GuardMiddleware,
+    add_host_args,
+    default_allowed_hosts,
+    hosts_from_args,
+    loads_limited,
+)
+from app.identity import IdentityMiddleware, identity
 from app.state import (
     DEFAULT_CONCURRENCY,
     DEFAULT_DB,
@@ -43,6 +52,35 @@ from app.state import (
 from backends.base import Backend, InvalidRequest, ListenlabError
 
 log = logging.getLogger("listenlab.app")
+
+BODY_LIMIT_SMALL = 64 * 1024
+"""JSON routes under ``/ll/`` (rename, share, login): nothing legitimate is bigger."""
+BODY_LIMIT_DEFAULT = 1024 * 1024
+"""Everything else (Gradio's own routes)."""
+WS_MAX_FRAME = 1024 * 1024
+"""uvicorn closes a ``/ll/ws`` connection (1009) on a bigger frame; up to it, a message over
+``stream_routes.MAX_MESSAGE_CHARS`` gets an error and the socket stays open."""
+DECODE_TIMEOUT_S = 45.0
+DECODE_CONCURRENCY = 2
+
+
+async def _decode_off_loop(sem: asyncio.Semaphore, fn, *args):
+    """Run a clip decode in a thread with a time limit; at most ``sem`` decodes at once.
+
+    The slot is held until the thread really ends (a thread cannot be killed), so a burst of
+    uploads cannot stack decodes in memory even after their requests timed out.
+    """
+    from voices.clips import ClipError
+
+    await sem.acquire()
+    task = asyncio.ensure_future(asyncio.to_thread(fn, *args))
+    task.add_done_callback(lambda _t: sem.release())
+    try:
+        return await asyncio.wait_for(asyncio.shield(task), DECODE_TIMEOUT_S)
+    except TimeoutError:
+        raise ClipError(
+            f"decoding the clip took longer than {DECODE_TIMEOUT_S:.0f} s; send a simpler file"
+        ) from None
 
 
 async def _caps_json(entry: BackendEntry) -> dict[str, Any]:
@@ -84,10 +122,18 @@ def create_app(
     warm: bool = True,
     mount_ui: bool = True,
     journal_mode: str | None = None,
+    allowed_hosts: Sequence[str] | None = None,
+    allowed_origins: Sequence[str] | None = None,
 ) -> FastAPI:
-    """Build the app. ``backends`` maps a UI label to a Backend (or spec), or lists specs."""
+    """Build the app. ``backends`` maps a UI label to a Backend (or spec), or lists specs.
+
+    ``allowed_hosts``: ``Host`` headers answered (default :func:`app.guard.default_allowed_hosts`:
+    localhost, ``$SPACE_HOST``, ``$LISTENLAB_ALLOWED_HOSTS``); ``allowed_origins``: other page
+    origins that may open ``/ll/ws`` (default ``$LISTENLAB_ALLOWED_ORIGINS``).
+    """
     from backends.registry import load_backend
     from evaluation.store import Store
+    from voices.clips import MAX_UPLOAD_BYTES
     from voices.library import VoiceLibrary
 
     if isinstance(backends, Mapping):
@@ -130,13 +176,33 @@ def create_app(
         store.close()
 
     app = FastAPI(title="listenlab", lifespan=lifespan)
+    state_decode = asyncio.Semaphore(DECODE_CONCURRENCY)
     app.state.listenlab = state
     app.state.admin_policy = AdminPolicy.from_env()
     app.mount("/ll/static", StaticFiles(directory=STATIC), name="ll-static")
 
+    guard = GuardConfig(
+        allowed_hosts=list(allowed_hosts) if allowed_hosts else default_allowed_hosts(),
+        body_limits=[
+            ("POST", "/ll/api/voices", MAX_UPLOAD_BYTES + 256 * 1024),
+            ("POST", "/gradio_api/upload", MAX_UPLOAD_BYTES + 256 * 1024),
+            ("*", "/ll/", BODY_LIMIT_SMALL),
+        ],
+        default_body_limit=BODY_LIMIT_DEFAULT,
+        **({"allowed_origins": list(allowed_origins)} if allowed_origins is not None else {}),
+    )
+    app.state.guard = guard
+    app.add_middleware(IdentityMiddleware)
+    app.add_middleware(GuardMiddleware, config=guard)  # added last = runs first
+
+    def who(request: Request) -> tuple[str, bool]:
+        return identity(request).owner_id, admin_policy(request).is_admin(request)
+
     @app.exception_handler(ListenlabError)
     async def _ll_error(_req: Request, exc: ListenlabError):
         code = 404 if type(exc).__name__ in {"VoiceNotFound", "UnknownItem"} else 400
+        if type(exc).__name__ == "VoiceForbidden":
+            code = 403
         return JSONResponse(
             {"error": str(exc)}, status_code=code if isinstance(exc, ValueError) else 502
         )
@@ -167,15 +233,16 @@ def create_app(
         return {"status": "ok", "backends": list(entries)}
 
     @app.get("/ll/api/config")
-    async def config() -> dict[str, Any]:
-        from voices.clips import MAX_SECONDS, MAX_UPLOAD_BYTES, MIN_SECONDS
+    async def config(request: Request) -> dict[str, Any]:
+        from voices.clips import MAX_SECONDS, MIN_SECONDS
 
+        owner, admin = who(request)
         systems = await asyncio.gather(*(_caps_json(e) for e in entries.values()))
         return {
             "default": state.default,
             "backends": systems,
             "examples": state.examples,
-            "library": [v.to_dict() for v in lib.list()],
+            "library": [v.public(owner, admin) for v in lib.visible(owner, admin)],
             "limits": {"min_s": MIN_SECONDS, "max_s": MAX_SECONDS, "max_bytes": MAX_UPLOAD_BYTES},
         }
 
@@ -186,38 +253,57 @@ def create_app(
         await serve_session(websocket, state)
 
     @app.get("/ll/api/takes/{take_id}.wav")
-    async def take_wav(take_id: str):
+    async def take_wav(take_id: str, request: Request):
+        """A take's audio: for the session that made it, or the admin."""
+        import json
+
         if not take_id.isalnum():
             raise HTTPException(404, "no such take")
+        row = await asyncio.to_thread(
+            lambda: store.db.execute("SELECT meta FROM takes WHERE take_id=?", [take_id]).fetchone()
+        )
+        if row is None:
+            raise HTTPException(404, "no such take")
+        owner, admin = who(request)
+        meta = json.loads(row[0]) if row[0] else {}
+        if not admin and meta.get("owner") != owner:
+            raise HTTPException(403, "this take belongs to another session")
         path = store.audio_path(take_id)
         return FileResponse(path, media_type="audio/wav", filename=f"{take_id}.wav")
 
     # -- voice library
 
     @app.get("/ll/api/voices")
-    async def list_voices() -> dict[str, Any]:
-        return {"voices": [v.to_dict() for v in lib.list()]}
+    async def list_voices(request: Request) -> dict[str, Any]:
+        owner, admin = who(request)
+        return {"voices": [v.public(owner, admin) for v in lib.visible(owner, admin)]}
 
     @app.post("/ll/api/voices")
     async def add_voice(
+        request: Request,
         file: UploadFile = File(...),
         name: str = Form(""),
         ref_text: str = Form(""),
         consent: str = Form(""),
     ) -> dict[str, Any]:
-        from voices.clips import MAX_UPLOAD_BYTES, ClipError, prepare_clip
+        from voices.clips import ClipError, prepare_clip
 
         data = await file.read(MAX_UPLOAD_BYTES + 1)
         await file.close()
         if len(data) > MAX_UPLOAD_BYTES:
             raise ClipError(f"the clip is over the {MAX_UPLOAD_BYTES // 2**20} MB limit")
-        clip = await asyncio.to_thread(prepare_clip, data, file.filename)
+        clip = await _decode_off_loop(state_decode, prepare_clip, data, file.filename)
         agreed = consent.lower() in {"1", "true", "yes", "on"}
+        owner, admin = who(request)
         v = lib.add(
-            name or Path(file.filename or "voice").stem, clip, ref_text=ref_text, consent=agreed
+            name or Path(file.filename or "voice").stem,
+            clip,
+            ref_text=ref_text,
+            consent=agreed,
+            owner=owner,
         )
         return {
-            "voice": v.to_dict(),
+            "voice": v.public(owner, admin),
             "clip": {
                 "duration_s": clip.duration_s,
                 "trimmed_s": clip.trimmed_s,
@@ -226,12 +312,35 @@ def create_app(
             },
         }
 
+    async def json_object(request: Request) -> dict[str, Any]:
+        try:
+            payload = loads_limited(await request.body())
+        except ValueError as e:
+            raise InvalidRequest(f"the body must be a JSON object: {e}") from None
+        if not isinstance(payload, dict):
+            raise InvalidRequest("the body must be a JSON object")
+        return payload
+
     @app.post("/ll/api/voices/{voice_id}/rename")
-    async def rename_voice(voice_id: str, payload: dict[str, Any]) -> dict[str, Any]:
-        return {"voice": lib.rename(voice_id, str(payload.get("name", ""))).to_dict()}
+    async def rename_voice(voice_id: str, request: Request) -> dict[str, Any]:
+        payload = await json_object(request)
+        owner, admin = who(request)
+        lib.get_for(voice_id, owner, admin)
+        v = lib.rename(voice_id, str(payload.get("name", "")))
+        return {"voice": v.public(owner, admin)}
+
+    @app.post("/ll/api/voices/{voice_id}/share")
+    async def share_voice(voice_id: str, request: Request) -> dict[str, Any]:
+        """Admin only: a shared voice is listed for, and usable by, every visitor."""
+        admin_policy(request).require(request)
+        payload = await json_object(request)
+        v = lib.set_shared(voice_id, bool(payload.get("shared", True)))
+        return {"voice": v.public(None, True)}
 
     @app.delete("/ll/api/voices/{voice_id}")
-    async def delete_voice(voice_id: str) -> dict[str, Any]:
+    async def delete_voice(voice_id: str, request: Request) -> dict[str, Any]:
+        owner, admin = who(request)
+        lib.get_for(voice_id, owner, admin)
         v = lib.delete(voice_id)
         for label, remote in v.synced.items():
             e = entries.get(label)
@@ -241,8 +350,9 @@ def create_app(
         return {"deleted": v.voice_id}
 
     @app.get("/ll/api/voices/{voice_id}.wav")
-    async def voice_wav(voice_id: str):
-        lib.get(voice_id)
+    async def voice_wav(voice_id: str, request: Request):
+        owner, admin = who(request)
+        lib.get_for(voice_id, owner, admin)
         return FileResponse(lib.root / f"{voice_id}.wav", media_type="audio/wav")
 
     # -- open arena (issue 9; app/listening/arena.py): routes + /arena page, before "/" --
@@ -306,6 +416,7 @@ def add_cli(sub: argparse._SubParsersAction) -> None:
         default=DEFAULT_CONCURRENCY,
         help=f"streams per backend at once; more wait their turn (default {DEFAULT_CONCURRENCY})",
     )
+    add_host_args(p)
     p.set_defaults(func=_run_serve)
 
 
@@ -319,6 +430,7 @@ def _run_serve(args: argparse.Namespace) -> int:
     os.environ.setdefault("GRADIO_ANALYTICS_ENABLED", "False")
     host = args.host or os.environ.get("GRADIO_SERVER_NAME") or "127.0.0.1"
     port = args.port or int(os.environ.get("GRADIO_SERVER_PORT") or 7860)
+    hosts, origins = hosts_from_args(args, host)
     # Bind first: a busy port fails at once, before any model loads and before any banner.
     try:
         info = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)[0]
@@ -338,8 +450,10 @@ def _run_serve(args: argparse.Namespace) -> int:
             voices_dir=args.voices,
             concurrency=args.concurrency,
             journal_mode=args.journal_mode,
+            allowed_hosts=hosts,
+            allowed_origins=origins,
         )
-        server = uvicorn.Server(uvicorn.Config(app, log_level="warning"))
+        server = uvicorn.Server(uvicorn.Config(app, log_level="warning", ws_max_size=WS_MAX_FRAME))
 
         async def serve() -> None:
             task = asyncio.create_task(server.serve(sockets=[sock]))

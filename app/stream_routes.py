@@ -51,6 +51,8 @@ log = logging.getLogger("listenlab.app")
 HEADER = struct.Struct("<IIf")
 """token, chunk index, server arrival ms since the request started."""
 MAX_MESSAGE_CHARS = 64_000
+MAX_PENDING_REPORTS = 500
+"""Reports held for one take while it is still generating (a page sends a handful)."""
 CLONE_PREFIX = "lib:"
 
 
@@ -79,6 +81,9 @@ class Session:
     """Reports (glitch, underruns) for takes of this session that are not saved yet."""
     mine: set[str] = field(default_factory=set)
     """Take ids generated in this session: reports for other takes are refused."""
+    owner: str | None = None
+    """Owner id of the browser session (``app.identity``): its takes and library voices."""
+    admin: bool = False
     _cancelled: Take | None = None
     """The partial take of the generation being cancelled (one generation runs at a time)."""
 
@@ -113,7 +118,18 @@ class Session:
             if take_id in self.saved:
                 await self.write_report(msg)
             else:
-                self.pending.setdefault(take_id, []).append(msg)
+                waiting = self.pending.setdefault(take_id, [])
+                if len(waiting) >= MAX_PENDING_REPORTS:  # memory per session stays bounded
+                    self.send(
+                        {
+                            "type": "report_error",
+                            "take_id": take_id,
+                            "message": f"report not stored: over {MAX_PENDING_REPORTS} reports "
+                            "before the take was saved",
+                        }
+                    )
+                    return
+                waiting.append(msg)
         elif kind == "ping":
             self.send({"type": "pong", "t": msg.get("t")})
         elif kind in self.state.ws_handlers:
@@ -221,7 +237,7 @@ class Session:
 
         vid = req.voice[len(CLONE_PREFIX) :]
         lib = self.state.library
-        v = lib.get(vid)
+        v = lib.get_for(vid, self.owner, self.admin, use=True)  # own, shared, or admin
         caps = entry.backend.capabilities
         if caps.voice_library:
             name = await sync_voice(entry.backend, entry.label, lib, vid)
@@ -418,6 +434,8 @@ class Session:
 
     async def _save(self, entry: BackendEntry, take: Take) -> None:
         take.meta.setdefault("session", self.session_id)
+        if self.owner:
+            take.meta.setdefault("owner", self.owner)
         take.meta.setdefault("backend_label", entry.label)
         try:
             await asyncio.to_thread(self.state.save_take, entry, take)
@@ -471,25 +489,64 @@ class Session:
         )
 
 
+def _field_error(e: Exception) -> str:
+    """A user-level reason for a bad field (never a repr of an internal object)."""
+    if isinstance(e, KeyError):
+        return f"missing field {e.args[0]!r}"
+    text = str(e)
+    if "invalid literal for int" in text or "int()" in text:
+        return "token must be an integer"
+    if "could not convert" in text or "float()" in text:
+        return "a numeric field is not a number"
+    return text[:200] or type(e).__name__
+
+
 async def serve_session(ws: WebSocket, state: AppState) -> None:
+    """One page's socket. A malformed message gets an ``error`` (no token, so it never ends a
+    playing stream) and the socket stays open: binary frames, bad JSON, too deep or too big
+    messages, wrong field types."""
+    from app.admin import policy as admin_policy
+    from app.guard import loads_limited
+    from app.identity import identity
+
     await ws.accept()
-    session = Session(ws, state)
+    session = Session(ws, state, owner=identity(ws).owner_id, admin=admin_policy(ws).is_admin(ws))
     writer = asyncio.create_task(session.writer())
     session.send({"type": "hello", "session": session.session_id})
     try:
         while True:
-            raw = await ws.receive_text()
+            frame = await ws.receive()
+            if frame["type"] == "websocket.disconnect":
+                break
+            raw = frame.get("text")
+            if raw is None:
+                session.send(
+                    {"type": "error", "message": "binary frames are not accepted: send JSON text"}
+                )
+                continue
             if len(raw) > MAX_MESSAGE_CHARS:
-                session.send({"type": "error", "message": "message too large"})
+                session.send(
+                    {
+                        "type": "error",
+                        "message": f"message too large ({len(raw)} characters; the limit is "
+                        f"{MAX_MESSAGE_CHARS})",
+                    }
+                )
                 continue
             try:
-                msg = json.loads(raw)
+                msg = loads_limited(raw)
                 if not isinstance(msg, dict):
-                    raise ValueError
-            except ValueError:
-                session.send({"type": "error", "message": "messages must be JSON objects"})
+                    raise ValueError("not an object")
+            except ValueError as e:
+                session.send({"type": "error", "message": f"messages must be JSON objects ({e})"})
                 continue
-            await session.handle(msg)
+            try:
+                await session.handle(msg)
+            except (ValueError, TypeError, KeyError, OverflowError) as e:
+                kind = str(msg.get("type"))[:40]
+                session.send(
+                    {"type": "error", "message": f"malformed {kind!r} message: {_field_error(e)}"}
+                )
     except (WebSocketDisconnect, RuntimeError):
         pass
     finally:

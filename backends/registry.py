@@ -19,7 +19,7 @@ import pkgutil
 import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from urllib.parse import parse_qsl, urlencode
+from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
 from backends.base import Backend, UnknownBackend
 
@@ -84,6 +84,27 @@ class BackendSpec:
         s = self.name + (f"+{self.target}" if self.target else "")
         return s + (f"?{urlencode(self.params)}" if self.params else "")
 
+    def public(self) -> BackendSpec:
+        """This spec without secrets: no URL user-info, no ``api_key=``/``token=``/... values.
+
+        What ``describe()``, ``/ll/api/config`` and ``/v1/models`` show is always this, so a
+        spec with credentials never reaches a page or a client.
+        """
+        target = self.target
+        if target:
+            u = urlsplit(target)
+            if u.username is not None or u.password is not None:
+                host = u.hostname or ""
+                host = f"[{host}]" if ":" in host else host
+                netloc = host + (f":{u.port}" if u.port else "")
+                target = urlunsplit((u.scheme, netloc, u.path, u.query, u.fragment))
+        params = {k: v for k, v in self.params.items() if k.lower() not in SECRET_PARAMS}
+        return BackendSpec(self.name, target, params)
+
+
+SECRET_PARAMS = frozenset({"api_key", "apikey", "key", "token", "password", "secret"})
+"""Spec parameters whose values are credentials (never published)."""
+
 
 def known_backends() -> list[str]:
     # Discover once even if some engine was imported directly first: otherwise wrappers such
@@ -105,11 +126,11 @@ def load_backend(spec: str | BackendSpec) -> Backend:
     consumed = set().union(*(c for _, c in wrappers)) if wrappers else set()
     engine_params = {k: v for k, v in parsed.params.items() if k not in consumed}
     backend = cls.from_params(engine_params, parsed.target)
-    backend.spec = str(BackendSpec(parsed.name, parsed.target, engine_params))
+    backend.spec = str(BackendSpec(parsed.name, parsed.target, engine_params).public())
     for factory, owned in wrappers:
         inner_spec = backend.spec
         backend = factory(backend, {k: v for k, v in parsed.params.items() if k in owned})
         backend.spec = (
-            str(parsed) if not backend.spec or backend.spec == inner_spec else backend.spec
+            str(parsed.public()) if not backend.spec or backend.spec == inner_spec else backend.spec
         )
     return backend

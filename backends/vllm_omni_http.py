@@ -29,12 +29,13 @@ import base64
 import contextlib
 import io
 import json
+import os
 import struct
 import time
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field, replace
 from typing import Any
-from urllib.parse import quote
+from urllib.parse import quote, unquote, urlsplit, urlunsplit
 
 import numpy as np
 
@@ -388,6 +389,12 @@ class RemoteOptions:
     cloning: bool | None = None
     speed_streaming: bool | None = None
     language: str | None = None
+    api_key: str | None = field(default=None, repr=False)
+    """The server's ``--api-key`` (sent as Bearer). Prefer ``$LISTENLAB_VLLM_API_KEY``: a key
+    in a spec is accepted but is a secret in a command line."""
+
+
+ENV_API_KEY = "LISTENLAB_VLLM_API_KEY"
 
 
 def _flag(v: str) -> bool:
@@ -408,6 +415,14 @@ class VllmOmniHttpBackend(Backend):
         base_url = base_url.rstrip("/")
         if base_url.startswith(("ws://", "wss://")):
             base_url = "http" + base_url[2:]
+        # Credentials never stay in the URL: it appears in error messages and logs.
+        self._basic: tuple[str, str] | None = None
+        u = urlsplit(base_url)
+        if u.username is not None or u.password is not None:
+            self._basic = (unquote(u.username or ""), unquote(u.password or ""))
+            host = f"[{u.hostname}]" if ":" in (u.hostname or "") else (u.hostname or "")
+            netloc = host + (f":{u.port}" if u.port else "")
+            base_url = urlunsplit((u.scheme, netloc, u.path, u.query, u.fragment))
         self.base_url = base_url
         self.options = options
         self._client: Any = None
@@ -423,7 +438,7 @@ class VllmOmniHttpBackend(Backend):
         p = dict(params)
         kw: dict[str, Any] = {}
         try:
-            for key in ("model", "mode", "format", "voice", "language"):
+            for key in ("model", "mode", "format", "voice", "language", "api_key"):
                 if key in p:
                     kw[key] = p.pop(key) or None
             if "sample_rate" in p:
@@ -460,6 +475,7 @@ class VllmOmniHttpBackend(Backend):
                 timeout=httpx.Timeout(None, connect=o.connect_timeout, pool=o.connect_timeout),
                 limits=httpx.Limits(max_connections=64, max_keepalive_connections=8),
                 trust_env=False,
+                headers=self._auth_headers(),
             )
             self._client_loop = loop
         return self._client
@@ -468,6 +484,16 @@ class VllmOmniHttpBackend(Backend):
         client, self._client = self._client, None
         if client is not None and self._client_loop is asyncio.get_running_loop():
             await client.aclose()
+
+    def _auth_headers(self) -> dict[str, str]:
+        """Bearer ``api_key`` (spec or ``$LISTENLAB_VLLM_API_KEY``), else the URL's user-info."""
+        key = self.options.api_key or os.environ.get(ENV_API_KEY)
+        if key:
+            return {"Authorization": f"Bearer {key}"}
+        if self._basic is not None:
+            raw = f"{self._basic[0]}:{self._basic[1]}".encode()
+            return {"Authorization": "Basic " + base64.b64encode(raw).decode()}
+        return {}
 
     def _url(self, path: str) -> str:
         return self.base_url + path
@@ -976,6 +1002,7 @@ class VllmOmniHttpBackend(Backend):
                 ping_interval=None,
                 close_timeout=2,
                 proxy=None,
+                additional_headers=self._auth_headers(),
             )
         except TimeoutError:
             raise StreamTimeout(

@@ -37,7 +37,7 @@ def load_take_ref(ref: str) -> Take:
     if db is not None:
         from evaluation.store import Store
 
-        with Store.open(db[0]) as store:
+        with Store.open(db[0], read_only=True) as store:
             return store.load_take(db[1])
     p = Path(ref)
     side = p if p.name.endswith(".take.json") else p.with_name(p.stem + ".take.json")
@@ -89,7 +89,7 @@ def _run_analyze(args: argparse.Namespace) -> int:
             raise InvalidRequest("--save needs TAKE given as DB:TAKE_ID")
         from evaluation.store import Store
 
-        with Store.open(db[0]) as store:
+        with Store.open(db[0], journal_mode=_existing_journal_mode(db[0])) as store:
             store.add_auto_findings(take.take_id, result.findings)
     checks = [c.to_dict() for c in result.checks]
     if args.json:
@@ -153,12 +153,24 @@ def _run_export(args: argparse.Namespace) -> int:
 
 
 def _open_existing_mode(args: argparse.Namespace):
+    """Read-only (``mode=ro``): a report on a live DB must not change or lock it for writers."""
     from evaluation.store import Store
 
     p = Path(args.db)
     if not p.is_file():
         raise InvalidRequest(f"no store at {p}")
-    return Store.open(p, journal_mode=args.journal_mode)
+    return Store.open(p, read_only=True)
+
+
+def _existing_journal_mode(path: Path) -> str:
+    """The journal mode the DB already has, so a writing command never switches it."""
+    import sqlite3
+
+    con = sqlite3.connect(path.resolve().as_uri() + "?mode=ro", uri=True)
+    try:
+        return str(con.execute("PRAGMA journal_mode").fetchone()[0]).lower()
+    finally:
+        con.close()
 
 
 def add_cli(sub: argparse._SubParsersAction) -> None:
@@ -190,14 +202,16 @@ def add_cli(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--boot", type=int, default=200, help="bootstrap resamples (default 200)")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument(
-        "--journal-mode", default="wal", help="wal (local disk) or delete (network storage)"
+        "--journal-mode",
+        default=None,
+        help="ignored (kept for old scripts): the DB is opened read-only, its mode never changes",
     )
     p.set_defaults(func=_run_report)
 
     p = sub.add_parser("export", help="export every table (raw and computed) of a store as CSV")
     p.add_argument("db", metavar="DB")
     p.add_argument("--csv", required=True, metavar="DIR")
-    p.add_argument("--journal-mode", default="wal")
+    p.add_argument("--journal-mode", default=None, help="ignored: the DB is opened read-only")
     p.set_defaults(func=_run_export)
 
 

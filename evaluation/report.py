@@ -47,14 +47,46 @@ class ReportOptions:
     rules: stats.ScreeningRules = field(default_factory=stats.ScreeningRules)
 
 
+NUMERIC = (
+    "score",
+    "expected",
+    "played_ms",
+    "cmos",
+    "position_ms",
+    "boundary_index",
+    "boundary_ms",
+    "distance_ms",
+    "duration_s",
+    "chunk_count",
+    "time_s",
+    "severity",
+    "ttfa_ms",
+    "rtf",
+    "underrun_count",
+    "underrun_stall_ms",
+)
+"""Columns that are numbers, even when every value is NULL (a mark on a single-chunk take has
+no seam): without this, pandas keeps an all-None column as objects and ``.abs()`` fails."""
+
+
+def _numeric(df: pd.DataFrame) -> pd.DataFrame:
+    cols = [c for c in NUMERIC if c in df.columns]
+    if not cols:
+        return df
+    df = df.copy()
+    for c in cols:
+        df[c] = pd.to_numeric(df[c], errors="coerce")
+    return df
+
+
 def compute_tables(store: Store, opts: ReportOptions = ReportOptions()) -> dict[str, pd.DataFrame]:
     """Every computed table of the report, by name."""
-    mos = store.mos_frame()
+    mos = _numeric(store.mos_frame())
     usable = stats.usable_ratings(mos, opts.rules)
-    ab = store.ab_frame()
-    reports = store.glitch_frame()
-    findings = store.findings_frame()
-    takes = store.takes_frame()
+    ab = _numeric(store.ab_frame())
+    reports = _numeric(store.glitch_frame())
+    findings = _numeric(store.findings_frame())
+    takes = _numeric(store.takes_frame())
     assignments = store.frame("assignments")
     tests = store.frame("tests")
     glitch_tests = (
@@ -291,21 +323,51 @@ img {{ display: block; margin: 0.5em 0; max-width: 100%; }}
 """
 
 
+FORMULA_START = ("=", "+", "-", "@", "\t", "\r")
+"""A spreadsheet runs a cell starting with one of these as a formula (OWASP CSV injection)."""
+
+
+def neutralise_cell(v: object) -> object:
+    """Prefix ``'`` to a text cell a spreadsheet would evaluate; numbers stay numbers."""
+    if not isinstance(v, str) or not v.startswith(FORMULA_START):
+        return v
+    try:
+        float(v)
+        return v  # "-2.5" is a number, not a formula
+    except ValueError:
+        return "'" + v
+
+
+def _safe_frame(df: pd.DataFrame, index: bool) -> pd.DataFrame:
+    df = df.copy()
+    for c in df.columns:
+        if not pd.api.types.is_numeric_dtype(df[c]):  # object or pandas' str dtype
+            df[c] = df[c].map(neutralise_cell).astype(object)
+    df.columns = [neutralise_cell(c) for c in df.columns]
+    if index and not pd.api.types.is_numeric_dtype(df.index):
+        df.index = df.index.map(neutralise_cell)
+    return df
+
+
 def export_csv(
     store: Store, directory: str | Path, tables: dict[str, pd.DataFrame] | None = None
 ) -> list[Path]:
-    """Write every raw table and every computed table as ``<name>.csv``; returns the paths."""
+    """Write every raw table and every computed table as ``<name>.csv``; returns the paths.
+
+    Text cells starting with ``= + - @`` (or tab/CR) get a leading ``'`` so a spreadsheet shows
+    them as text: rater notes, prompts and system names come from strangers.
+    """
     d = Path(directory)
     d.mkdir(parents=True, exist_ok=True)
     written = []
     for name in RAW_TABLES:
         p = d / f"{name}.csv"
-        store.frame(name).to_csv(p, index=False)
+        _safe_frame(store.frame(name), False).to_csv(p, index=False)
         written.append(p)
     for name, df in (tables if tables is not None else compute_tables(store)).items():
         p = d / f"stats_{name}.csv"
         idx = name in {"preference_matrix", "glitches_by_seam", "findings_by_seam"}
-        df.to_csv(p, index=idx)
+        _safe_frame(df, idx).to_csv(p, index=idx)
         written.append(p)
     return written
 
@@ -334,6 +396,7 @@ __all__ = [
     "ReportOptions",
     "compute_tables",
     "export_csv",
+    "neutralise_cell",
     "render_html",
     "write_report",
 ]

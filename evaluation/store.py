@@ -38,15 +38,24 @@ existing row and changes nothing)::
   there, or keep the live DB on local disk and copy it out periodically.
 * The schema version is ``PRAGMA user_version``; :meth:`Store.open` creates or migrates the
   schema, and refuses a DB written by a newer listenlab.
+* ``Store.open(path, read_only=True)`` (``report``, ``export``, ``analyze DB:…``) opens the file
+  with a ``mode=ro`` URI: it never migrates, never sets a journal mode, never writes, so it is
+  safe on a DB a running Playground is using. A read-write open changes the journal mode only
+  when no other listenlab connection has the DB open (a ``<db>.lock`` file holds a shared
+  ``flock`` per open store); otherwise it refuses, because switching a live DB from DELETE to
+  WAL leaves the running server failing with "database is locked".
 """
 
 from __future__ import annotations
 
 import bisect
 import contextlib
+import fcntl
 import json
+import os
 import sqlite3
 import threading
+import time
 import uuid
 from collections.abc import Iterable, Sequence
 from dataclasses import asdict, dataclass, field
@@ -420,6 +429,7 @@ class Store:
         journal_mode: str = "wal",
         busy_timeout_s: float = 30.0,
         audio_dir: str | None = None,
+        read_only: bool = False,
     ):
         jm = journal_mode.lower()
         if jm not in JOURNAL_MODES:
@@ -432,10 +442,12 @@ class Store:
         self.busy_timeout_s = float(busy_timeout_s)
         self.audio_rel = audio_dir or f"{self.path.stem}_audio"
         """Audio folder, relative to the DB's folder."""
+        self.read_only = read_only
         self._local = threading.local()
         self._conns: list[sqlite3.Connection] = []
         self._lock = threading.Lock()
         self._closed = False
+        self._lock_fd: int | None = None
 
     @classmethod
     def open(
@@ -445,17 +457,36 @@ class Store:
         journal_mode: str = "wal",
         busy_timeout_s: float = 30.0,
         audio_dir: str | None = None,
+        read_only: bool = False,
     ) -> Store:
         """Open (creating or migrating) the store at ``path``.
 
         ``journal_mode="delete"`` for network filesystems (see the module docstring).
+        ``read_only=True`` opens an existing store without writing anything to it (not even its
+        journal mode): what every command that only reads must use.
         """
         path = Path(path)
+        if read_only:
+            if not path.is_file():
+                raise StoreError(f"no store at {path}")
+            store = cls(
+                path, journal_mode=journal_mode, busy_timeout_s=busy_timeout_s, read_only=True
+            )
+            try:
+                store._check_version()
+            except BaseException:
+                store.close()
+                raise
+            return store
         path.parent.mkdir(parents=True, exist_ok=True)
         store = cls(
             path, journal_mode=journal_mode, busy_timeout_s=busy_timeout_s, audio_dir=audio_dir
         )
-        store._migrate()
+        try:
+            store._migrate()
+        except BaseException:
+            store.close()  # frees its connection and the open-lock it took
+            raise
         (store.root / store.audio_rel).mkdir(parents=True, exist_ok=True)
         return store
 
@@ -468,22 +499,87 @@ class Store:
             raise StoreError("the store is closed")
         db = getattr(self._local, "db", None)
         if db is None:
-            conn = sqlite3.connect(self.path, timeout=self.busy_timeout_s, check_same_thread=False)
-            conn.execute(f"PRAGMA busy_timeout = {int(self.busy_timeout_s * 1000)}")
-            mode = conn.execute(f"PRAGMA journal_mode = {self.journal_mode}").fetchone()[0]
-            if mode.lower() != self.journal_mode:
-                raise StoreError(
-                    f"{self.path}: could not set journal_mode={self.journal_mode} (got {mode})"
-                )
-            conn.execute(
-                "PRAGMA synchronous = " + ("NORMAL" if self.journal_mode == "wal" else "FULL")
-            )
-            conn.execute("PRAGMA foreign_keys = ON")
+            conn = self._connect_ro() if self.read_only else self._connect_rw()
             db = sqlite_utils.Database(conn)
             self._local.db = db
             with self._lock:
                 self._conns.append(conn)
         return db
+
+    def _connect_ro(self) -> sqlite3.Connection:
+        """``mode=ro``: SQLite itself refuses every write, and no PRAGMA changes the file."""
+        uri = self.path.resolve().as_uri() + "?mode=ro"
+        conn = sqlite3.connect(uri, uri=True, timeout=self.busy_timeout_s, check_same_thread=False)
+        conn.execute(f"PRAGMA busy_timeout = {int(self.busy_timeout_s * 1000)}")
+        conn.execute("PRAGMA query_only = 1")
+        self.journal_mode = str(conn.execute("PRAGMA journal_mode").fetchone()[0]).lower()
+        return conn
+
+    def _connect_rw(self) -> sqlite3.Connection:
+        conn = sqlite3.connect(self.path, timeout=self.busy_timeout_s, check_same_thread=False)
+        try:
+            conn.execute(f"PRAGMA busy_timeout = {int(self.busy_timeout_s * 1000)}")
+            self._hold_open_lock()
+            current = str(conn.execute("PRAGMA journal_mode").fetchone()[0]).lower()
+            if current != self.journal_mode:
+                self._change_journal_mode(conn, current)
+            conn.execute(
+                "PRAGMA synchronous = " + ("NORMAL" if self.journal_mode == "wal" else "FULL")
+            )
+            conn.execute("PRAGMA foreign_keys = ON")
+        except BaseException:
+            conn.close()
+            raise
+        return conn
+
+    @property
+    def lock_path(self) -> Path:
+        return self.path.with_name(self.path.name + ".lock")
+
+    def _hold_open_lock(self) -> None:
+        """A shared flock held while this store is open: others see "someone has it open"."""
+        with self._lock:
+            if self._lock_fd is None:
+                fd = os.open(self.lock_path, os.O_RDWR | os.O_CREAT, 0o644)
+                fcntl.flock(fd, fcntl.LOCK_SH)
+                self._lock_fd = fd
+
+    def _change_journal_mode(self, conn: sqlite3.Connection, current: str) -> None:
+        """Change the mode only with exclusive use of the DB; refuse while others have it open."""
+        assert self._lock_fd is not None
+        probe = os.open(self.lock_path, os.O_RDWR | os.O_CREAT, 0o644)
+        try:
+            fcntl.flock(self._lock_fd, fcntl.LOCK_UN)  # our own shared lock must not block us
+            deadline = time.monotonic() + 2.0
+            while True:
+                try:
+                    fcntl.flock(probe, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                    break
+                except BlockingIOError:
+                    if time.monotonic() > deadline:
+                        fcntl.flock(self._lock_fd, fcntl.LOCK_SH)
+                        raise StoreError(
+                            f"{self.path} is in journal mode {current} and another program has "
+                            f"it open; refusing to switch it to {self.journal_mode} under a "
+                            f"running server (it would fail with 'database is locked'). Open it "
+                            f"with journal_mode={current!r} (--journal-mode {current}), or stop "
+                            f"the other program first."
+                        ) from None
+                    time.sleep(0.05)
+            try:
+                current = str(conn.execute("PRAGMA journal_mode").fetchone()[0]).lower()
+                if current != self.journal_mode:  # another opener may have set it meanwhile
+                    mode = conn.execute(f"PRAGMA journal_mode = {self.journal_mode}").fetchone()[0]
+                    if str(mode).lower() != self.journal_mode:
+                        raise StoreError(
+                            f"{self.path}: could not set journal_mode={self.journal_mode} "
+                            f"(got {mode})"
+                        )
+            finally:
+                fcntl.flock(probe, fcntl.LOCK_UN)  # before re-taking ours: flocks of two
+                fcntl.flock(self._lock_fd, fcntl.LOCK_SH)  # descriptors conflict in-process
+        finally:
+            os.close(probe)
 
     def close(self) -> None:
         with self._lock:
@@ -491,6 +587,9 @@ class Store:
                 with contextlib.suppress(sqlite3.ProgrammingError):  # closed elsewhere already
                     c.close()
             self._conns.clear()
+            if self._lock_fd is not None:
+                os.close(self._lock_fd)  # releases the shared flock
+                self._lock_fd = None
         self._closed = True
 
     def __enter__(self) -> Store:
@@ -502,6 +601,20 @@ class Store:
     @property
     def schema_version(self) -> int:
         return int(self.db.execute("PRAGMA user_version").fetchone()[0])
+
+    def _check_version(self) -> None:
+        version = self.schema_version
+        if version > SCHEMA_VERSION:
+            raise StoreError(
+                f"{self.path} has schema version {version}; this listenlab knows up to "
+                f"{SCHEMA_VERSION}: upgrade listenlab"
+            )
+        if version < SCHEMA_VERSION:
+            raise StoreError(
+                f"{self.path} has schema version {version} (this listenlab writes "
+                f"{SCHEMA_VERSION}); a read-only command does not migrate it: start "
+                "`listenlab serve` on it once (or open it read-write) to upgrade it"
+            )
 
     def _migrate(self) -> None:
         db = self.db

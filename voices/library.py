@@ -1,8 +1,13 @@
 """The voice library: cloned voices saved on the server, listed, used, renamed, deleted.
 
 Each voice is ``<id>.wav`` + ``<id>.json`` in one folder, where ``<id>`` is a random hex id the
-server made. The user's name is only metadata (sanitised, unique case-insensitively), so no
-name or path from a user ever reaches the filesystem.
+server made. The user's name is only metadata (sanitised, unique case-insensitively per owner),
+so no name or path from a user ever reaches the filesystem.
+
+Ownership: a voice records the ``owner`` id (see :mod:`app.identity`) of the session that saved
+it. Only that owner or the admin may see its transcript and clip, rename or delete it; others
+see it only when the admin marked it ``shared`` (then they may speak with it, by name). A voice
+saved before owners existed has none: only the admin sees it until the admin shares it.
 """
 
 from __future__ import annotations
@@ -26,6 +31,10 @@ _NAME_BAD = re.compile(r"[^\w .\-']+", re.UNICODE)
 
 class VoiceNotFound(InvalidRequest):
     pass
+
+
+class VoiceForbidden(InvalidRequest):
+    """The voice exists but belongs to another session (HTTP 403)."""
 
 
 def sanitize_name(name: str) -> str:
@@ -53,9 +62,33 @@ class SavedVoice:
     created_at: str = field(default_factory=lambda: datetime.now(UTC).isoformat(timespec="seconds"))
     synced: dict[str, str] = field(default_factory=dict)
     """Backend label -> name under which the voice was uploaded there."""
+    owner: str | None = None
+    """Owner id of the session (or rater) that saved it; never sent to a page."""
+    shared: bool = False
+    """Set by the admin: every visitor may list it and speak with it."""
 
     def to_dict(self) -> dict:
         return asdict(self)
+
+    def owned_by(self, owner: str | None, admin: bool = False) -> bool:
+        return admin or (owner is not None and self.owner == owner)
+
+    def usable_by(self, owner: str | None, admin: bool = False) -> bool:
+        return self.shared or self.owned_by(owner, admin)
+
+    def public(self, owner: str | None, admin: bool = False) -> dict:
+        """What a page may see: no owner id; transcript and consent only for owner/admin."""
+        d = self.to_dict()
+        d.pop("owner", None)
+        mine = self.owned_by(owner, admin)
+        d["mine"] = mine
+        if not mine:
+            for k in ("ref_text", "consent", "synced"):
+                d.pop(k, None)
+        return d
+
+
+_FIELDS = frozenset(SavedVoice.__dataclass_fields__)
 
 
 class VoiceLibrary:
@@ -75,7 +108,8 @@ class VoiceLibrary:
         out = []
         for p in sorted(self.root.glob("*.json")):
             try:
-                out.append(SavedVoice(**json.loads(p.read_text(encoding="utf-8"))))
+                d = json.loads(p.read_text(encoding="utf-8"))
+                out.append(SavedVoice(**{k: d[k] for k in d if k in _FIELDS}))
             except (ValueError, TypeError):
                 continue  # a half-written or foreign file is not a voice
         return sorted(out, key=lambda v: v.name.lower())
@@ -84,14 +118,43 @@ class VoiceLibrary:
         p = self._meta_path(voice_id)
         if not p.is_file():
             raise VoiceNotFound(f"no voice with id {voice_id!r}")
-        return SavedVoice(**json.loads(p.read_text(encoding="utf-8")))
+        d = json.loads(p.read_text(encoding="utf-8"))
+        return SavedVoice(**{k: d[k] for k in d if k in _FIELDS})
+
+    def visible(self, owner: str | None, admin: bool = False) -> list[SavedVoice]:
+        """The voices this owner may list: their own and shared ones (all of them for admin)."""
+        return [v for v in self.list() if v.usable_by(owner, admin)]
+
+    def get_for(
+        self, voice_id: str, owner: str | None, admin: bool = False, *, use: bool = False
+    ) -> SavedVoice:
+        """The voice if ``owner`` may manage it (or, with ``use``, speak with a shared one);
+        :class:`VoiceForbidden` (403) otherwise. Ids are random 128-bit, so saying "not yours"
+        rather than "not found" tells a prober nothing useful."""
+        v = self.get(voice_id)
+        if v.owned_by(owner, admin) or (use and v.shared):
+            return v
+        raise VoiceForbidden(
+            "this voice belongs to another browser session: only its owner or the admin can "
+            + ("use it" if use else "see its clip and transcript, rename or delete it")
+        )
+
+    def set_shared(self, voice_id: str, shared: bool) -> SavedVoice:
+        """Admin action: make a voice usable by every visitor (or private again)."""
+        with self._lock:
+            v = SavedVoice(**{**self.get(voice_id).to_dict(), "shared": bool(shared)})
+            self._write(v)
+        return v
 
     def wav(self, voice_id: str) -> bytes:
         self.get(voice_id)
         return (self.root / f"{voice_id}.wav").read_bytes()
 
-    def _check_unique(self, name: str, except_id: str | None = None) -> None:
+    def _check_unique(self, name: str, owner: str | None, except_id: str | None = None) -> None:
+        """Unique per owner: another session's names are neither visible nor blocking."""
         for v in self.list():
+            if v.owner != owner:
+                continue
             if v.name.lower() == name.lower() and v.voice_id != except_id:
                 raise InvalidRequest(f"a voice named {v.name!r} already exists; pick another name")
 
@@ -101,7 +164,15 @@ class VoiceLibrary:
         tmp.write_text(json.dumps(v.to_dict(), indent=1), encoding="utf-8")
         tmp.replace(p)
 
-    def add(self, name: str, clip: Clip, *, ref_text: str, consent: bool | str) -> SavedVoice:
+    def add(
+        self,
+        name: str,
+        clip: Clip,
+        *,
+        ref_text: str,
+        consent: bool | str,
+        owner: str | None = None,
+    ) -> SavedVoice:
         """Save a validated clip. A transcript and the speaker's consent are required."""
         if not consent:
             raise InvalidRequest(
@@ -112,7 +183,7 @@ class VoiceLibrary:
             raise InvalidRequest("add the transcript of the clip (what is said in it)")
         name = sanitize_name(name)
         with self._lock:
-            self._check_unique(name)
+            self._check_unique(name, owner)
             v = SavedVoice(
                 voice_id=uuid.uuid4().hex,
                 name=name,
@@ -120,6 +191,7 @@ class VoiceLibrary:
                 consent=consent if isinstance(consent, str) else "consent given in the UI",
                 sample_rate=clip.sample_rate,
                 duration_s=clip.duration_s,
+                owner=owner,
             )
             wav = self.root / f"{v.voice_id}.wav"
             tmp = wav.with_name(f".{wav.name}.tmp")
@@ -132,7 +204,7 @@ class VoiceLibrary:
         name = sanitize_name(new_name)
         with self._lock:
             v = self.get(voice_id)
-            self._check_unique(name, except_id=voice_id)
+            self._check_unique(name, v.owner, except_id=voice_id)
             v = SavedVoice(**{**v.to_dict(), "name": name, "synced": {}})
             self._write(v)
         return v
@@ -178,6 +250,7 @@ async def sync_voice(backend: Backend, label: str, lib: VoiceLibrary, voice_id: 
 
 __all__ = [
     "SavedVoice",
+    "VoiceForbidden",
     "VoiceLibrary",
     "VoiceNotFound",
     "remote_name",

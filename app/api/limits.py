@@ -1,0 +1,64 @@
+"""Every limit of ``listenlab api`` in one place (documented in the README, "Security and limits")."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+MAX_INSTRUCTIONS = 500
+REF_MIN_S, REF_MAX_S = 1.0, 30.0
+MAX_UPLOAD_BYTES = 10 * 1024 * 1024
+RESAMPLE_RANGE = (8000, 192000)
+UPLOAD_MIME = {
+    "audio/mpeg",
+    "audio/wav",
+    "audio/x-wav",
+    "audio/ogg",
+    "audio/aac",
+    "audio/flac",
+    "audio/webm",
+    "audio/mp4",
+}
+CONTENT_TYPES = {
+    "wav": "audio/wav",
+    "pcm": "audio/pcm",
+    "flac": "audio/flac",
+    "mp3": "audio/mpeg",
+    "opus": "audio/ogg",
+}
+OPUS_RATES = {8000, 12000, 16000, 24000, 48000}
+CONFIG_TIMEOUT = 10.0
+IDLE_TIMEOUT = 30.0
+MAX_CONFIG_MESSAGE = 4 * 1024 * 1024
+MAX_TEXT_MESSAGE = 128 * 1024
+_NO_USAGE = {
+    "input_tokens": 0,
+    "output_tokens": 0,
+    "total_tokens": 0,
+    "input_token_details": {"text_tokens": 0, "audio_tokens": 0},
+}
+
+
+@dataclass(frozen=True)
+class ApiLimits:
+    """What one ``listenlab api`` server accepts; every field has a CLI flag or a fixed default.
+
+    Why each exists: a public server must bound memory and time *before* it reads, buffers or
+    decodes anything a client sent (see the README, "Security and limits").
+    """
+
+    concurrency: int = 2
+    """Generations running at once on the backend; the rest wait in a FIFO queue."""
+    max_queue: int = 256
+    """Requests waiting beyond this are refused at once with 503 (the server is saturated)."""
+    speech_body_bytes: int = 14 * 1024 * 1024
+    """``POST /v1/audio/speech``: room for a 10 MB ``ref_audio`` in base64."""
+    upload_body_bytes: int = MAX_UPLOAD_BYTES + 256 * 1024
+    """``POST /v1/audio/voices`` (multipart)."""
+    other_body_bytes: int = 64 * 1024
+    ws_frame_bytes: int = MAX_CONFIG_MESSAGE + 64 * 1024
+    """uvicorn closes the socket (1009) on a bigger frame."""
+    ws_session_text_chars: int = 20_000
+    """Text buffered in one utterance (until ``input.done``) or one sentence."""
+    json_depth: int = 32
+    decode_timeout_s: float = 30.0
+    decode_concurrency: int = 2
