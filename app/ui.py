@@ -1,8 +1,10 @@
 """The Gradio Playground page.
 
-The controls, player and metrics card are one ``gr.HTML`` block whose ``js_on_load`` runs
-``static/player.js``. That keeps Speak -> first sound off Gradio's queue round trip (~130 ms)
-and off its HLS/AAC audio path (~1.4 s); Gradio provides the page, theme and layout.
+The controls, player and metrics card are one ``gr.HTML`` block whose ``js_on_load`` runs the
+player core (``static/player-core.js``, ``window.LLPlayer``) and then the Playground page
+(``static/playground.js``) on top of it. That keeps Speak -> first sound off Gradio's queue round
+trip (~130 ms) and off its HLS/AAC audio path (~1.4 s); Gradio provides the page, theme and
+layout. Other pages (listening tests, arena) reuse the same core: ``player_core_js() + page_js``.
 """
 
 from __future__ import annotations
@@ -23,8 +25,19 @@ def player_html(base: str = "/") -> str:
     return (STATIC / "player.html").read_text(encoding="utf-8").replace("__BASE__", base)
 
 
+def player_core_js() -> str:
+    """The one player (``window.LLPlayer``), for any page's ``js_on_load``; defines it once."""
+    return (STATIC / "player-core.js").read_text(encoding="utf-8")
+
+
+def playground_js() -> str:
+    """The Playground page's script; it needs the core to run first."""
+    return (STATIC / "playground.js").read_text(encoding="utf-8")
+
+
 def player_js() -> str:
-    return (STATIC / "player.js").read_text(encoding="utf-8")
+    """Core + Playground, the Playground block's ``js_on_load``."""
+    return player_core_js() + "\n" + playground_js()
 
 
 def build_ui(state: AppState, base: str = "/") -> gr.Blocks:

@@ -116,9 +116,9 @@ async def test_config_lists_backends_capabilities_examples(server):
     assert len(d["examples"]) >= 5 and all(e["text"] for e in d["examples"])
     async with httpx.AsyncClient() as c:
         page = await c.get(server.url)
-        js = await c.get(server.url + "ll/static/player.js")
+        js = await c.get(server.url + "ll/static/player-core.js")
     assert page.status_code == 200 and "gradio" in page.text.lower()
-    assert js.status_code == 200 and "AudioBufferSourceNode" in js.text
+    assert js.status_code == 200 and "window.LLPlayer" in js.text
 
 
 async def test_ws_stream_protocol_and_stored_take(server):

@@ -1,0 +1,411 @@
+// listenlab player core: the one audio engine every page uses (window.LLPlayer).
+//
+// One same-origin WebSocket to BASE + 'll/ws'; raw int16 PCM arrives one binary frame per
+// backend chunk (12-byte header: u32 token, u32 chunk index, f32 server arrival ms) and is
+// scheduled sample-accurately with AudioBufferSourceNodes at the stream's own rate. The start
+// rule (LLPlayer.plan) decides when to start and when to resume after running dry. No DOM access
+// except what the caller passes; safe to load twice.
+//
+//   const player = LLPlayer.create({ base: '/', onEvent: (type, detail) => {}, sampleRate });
+//   player.request(msg[, {clickT, sampleRate}]) -> token   player.stop()   player.replay()
+//   player.glitch(kind) -> {take_id, position_ms, report_id} | null
+//   player.positionMs() -> ms | null      player.send(obj)      player.state
+//   extras: player.prepare(rate), player.resume(), player.gens, player.current, player.ctx,
+//   player.session, player.underrunsSaved, player.pcm(g), player.pcmBase64(g), player.wav(g)
+// Events: open, close, queued, generating, start, chunk, first_sound, playing, underrun, done,
+// ended, error, cancelled, findings, glitch_saved, replay, message.
+(function () {
+  'use strict';
+  if (window.LLPlayer && window.LLPlayer.version) return;
+
+  const HEADER_BYTES = 12;
+  const LEAD_S = 0.02;          // scheduling lead when (re)starting
+  const MAX_GENS = 50;          // generations kept for replay/inspection
+
+  // ---------------------------------------------------------------- pure helpers (tested alone)
+
+  // The ideal start: the earliest moment (since the request) from which playback never runs dry,
+  // max over chunks k of (arrival_k - audio before k). Seconds in, seconds out.
+  function idealStartS(arrivalsS, durationsS) {
+    let before = 0, best = -Infinity;
+    for (let k = 0; k < arrivalsS.length; k++) {
+      best = Math.max(best, arrivalsS[k] - before);
+      before += durationsS[k];
+    }
+    return arrivalsS.length ? best : null;
+  }
+
+  // The start rule (placeholder until issue 14's planner lands): returns {start, need_s, rate}.
+  function legacyReady(chunks, o) {
+    // chunks: [{arrival_s, duration_s}] (arrival measured by the server), o: {done, buffered_s,
+    // text_chars}
+    if (o.done) return { start: true };
+    const n = chunks.length; if (!n) return { start: false };
+    const received = chunks.reduce((s, c) => s + c.duration_s, 0);
+    let rate, gap;
+    if (n === 1) {
+      const d0 = chunks[0].duration_s;
+      if (d0 < 0.25) return { start: false };
+      rate = d0 / Math.max(0.001, chunks[0].arrival_s);
+      gap = d0 / rate;
+    } else {
+      const span = chunks[n - 1].arrival_s - chunks[0].arrival_s;
+      rate = (received - chunks[0].duration_s) / Math.max(0.001, span);
+      gap = 0;
+      for (let i = 1; i < n; i++) gap = Math.max(gap, chunks[i].arrival_s - chunks[i - 1].arrival_s);
+    }
+    let need = gap + 0.08;
+    if (rate < 1) {
+      const total = Math.max(received, (o.text_chars || 0) * 0.07);
+      need = Math.max(need, (total - received) * (1 / rate - 1) * 1.15 + 0.08);
+    }
+    return { start: o.buffered_s >= need, need_s: need, rate };
+  }
+
+  // ---------------------------------------------------------------- one player
+  function create(opts) {
+    opts = opts || {};
+    const BASE = (opts.base || '/').replace(/\/?$/, '/');
+    const onEvent = opts.onEvent || (() => {});
+    const emit = (type, detail) => {
+      try { onEvent(type, detail || {}); } catch (e) { console.error('LLPlayer onEvent', type, e); }
+    };
+
+    let ws = null, wsReady = null, ctx = null, master = null, analyser = null;
+    let gen = null;             // the current generation (only its token's messages count)
+    let replaySrc = null, replayT0 = 0;
+    let tokenSeq = (Math.random() * 1e6) | 0;
+    const P = { gens: [], session: null, underrunsSaved: 0, version: 1 };
+
+    // -------------------------------------------------------------- audio context
+    function ensureContext(rate) {
+      if (ctx && (!rate || ctx.sampleRate === rate)) return ctx;
+      if (ctx && gen && gen.state !== 'ended' && gen.state !== 'stopped') return ctx;   // never swap under a stream
+      if (ctx) { stopReplay(); ctx.close(); }
+      const o = { latencyHint: 'interactive' };
+      if (rate) o.sampleRate = rate;
+      try { ctx = new AudioContext(o); } catch (e) { ctx = new AudioContext({ latencyHint: 'interactive' }); }
+      master = ctx.createGain();
+      analyser = ctx.createAnalyser();
+      analyser.fftSize = 512;
+      master.connect(analyser);
+      analyser.connect(ctx.destination);
+      return ctx;
+    }
+    const resume = () => { if (ctx && ctx.state !== 'running') ctx.resume(); };
+    document.addEventListener('pointerdown', resume, true);
+    document.addEventListener('keydown', resume, true);
+
+    // -------------------------------------------------------------- websocket
+    function connect() {
+      const url = new URL(BASE + 'll/ws', location.href);
+      url.protocol = location.protocol === 'https:' ? 'wss:' : 'ws:';
+      ws = new WebSocket(url);
+      ws.binaryType = 'arraybuffer';
+      wsReady = new Promise((res) => { ws.onopen = () => { res(ws); emit('open', {}); }; });
+      ws.onmessage = (ev) => {
+        if (typeof ev.data !== 'string') { onBinary(ev.data); return; }
+        let m; try { m = JSON.parse(ev.data); } catch (e) { return; }
+        if (m && typeof m === 'object') onJson(m);
+      };
+      ws.onclose = () => {
+        if (gen && !gen.done) failStream(gen, 'the connection to the server was lost');
+        emit('close', {});
+        setTimeout(connect, 500);
+      };
+    }
+    async function send(obj) { const s = await wsReady; s.send(JSON.stringify(obj)); }
+
+    // -------------------------------------------------------------- request / stop
+    function newGen(token, clickT, msg) {
+      return {
+        token, clickT, request: msg, state: 'wait', done: false, status: null, sr: 0, ch: 1,
+        takeId: null, textChars: 0, start: null, chunks: [], pcm: [], framesRecv: 0,
+        framesSched: 0, segments: [], sources: [], segStart: 0, segFrame0: 0, dryCtx: null,
+        underruns: { count: 0, stallMs: 0, positions: [], events: [] },
+        firstScheduledMs: null, firstSoundMs: null, firstAudibleMs: null, prebufferMs: null,
+        summary: null, findings: null, glitches: [], reported: false, error: null, finished: false,
+        plans: [],
+      };
+    }
+
+    function request(msg, o) {
+      o = o || {};
+      const clickT = o.clickT != null ? o.clickT : performance.now();
+      ensureContext(o.sampleRate); resume();
+      if (gen && !gen.done) { send({ type: 'stop', token: gen.token }); gen.done = true; gen.status = 'cancelled'; }
+      if (gen) stopAudio(gen);
+      stopReplay();
+      tokenSeq = (tokenSeq + 1) >>> 0;
+      gen = newGen(tokenSeq, clickT, msg);
+      P.gens.push(gen);
+      if (P.gens.length > MAX_GENS) P.gens.splice(0, P.gens.length - MAX_GENS);
+      send(Object.assign({}, msg, { token: gen.token }));
+      return gen.token;
+    }
+
+    function stop() {
+      const g = gen; if (!g) return;
+      if (!g.done) { send({ type: 'stop', token: g.token }); g.done = true; g.status = 'cancelled'; }
+      const heard = positionMs();
+      stopAudio(g); stopReplay();
+      finish(g, { stopped: true, heardMs: heard });
+    }
+
+    function stopAudio(g) {
+      for (const s of g.sources) { try { s.stop(); } catch (e) { /* not started */ } }
+      g.sources = [];
+      if (g.state !== 'ended') g.state = 'stopped';
+    }
+
+    // -------------------------------------------------------------- messages
+    function onJson(m) {
+      if (m.type === 'hello') { P.session = m.session; emit('message', m); return; }
+      if (m.type === 'glitch_saved') { onGlitchSaved(m); return; }
+      if (m.type === 'underruns_saved') { P.underrunsSaved += 1; emit('message', m); return; }
+      const g = gen;
+      if (m.token === undefined || m.token === null) { emit('message', m); return; }
+      if (!g || m.token !== g.token) return;               // a stale generation's message
+      if (m.type === 'queued') emit('queued', { position: m.position });
+      else if (m.type === 'generating') { g.takeId = m.take_id; emit('generating', { take_id: m.take_id }); }
+      else if (m.type === 'start') {
+        g.sr = m.sample_rate; g.ch = m.channels; g.takeId = m.take_id; g.textChars = m.text_chars || 0;
+        g.start = m;
+        emit('start', Object.assign({}, m));
+      } else if (m.type === 'done') {
+        g.done = true; g.status = 'ok'; g.summary = m;
+        emit('done', m);
+        pump(g);
+        if (g.state === 'ended' || (g.state === 'wait' && !g.framesRecv)) finish(g, {});
+      } else if (m.type === 'error') {
+        g.summary = Object.assign(g.summary || {}, m);
+        failStream(g, m.message, m);
+      } else if (m.type === 'cancelled') {
+        g.done = true; g.status = g.status || 'cancelled';
+        emit('cancelled', { take_id: m.take_id });
+      } else if (m.type === 'findings') { g.findings = m; emit('findings', m); }
+      else emit('message', m);
+    }
+
+    function failStream(g, message, m) {
+      if (g !== gen) return;
+      g.done = true; g.status = 'error'; g.error = String(message);
+      const partial = g.framesRecv > 0;
+      emit('error', Object.assign({}, m || {}, { message: g.error, partial, partial_s: partial ? g.framesRecv / g.sr : 0 }));
+      pump(g);                                             // play out what did arrive, marked partial
+      if (!partial || g.state === 'ended') finish(g, {});
+    }
+
+    function onBinary(buf) {
+      const g = gen;
+      if (buf.byteLength < HEADER_BYTES) return;
+      const dv = new DataView(buf);
+      const token = dv.getUint32(0, true), index = dv.getUint32(4, true), serverMs = dv.getFloat32(8, true);
+      if (!g || token !== g.token || g.state === 'stopped' || g.finished || !g.sr) return;   // stale: never played
+      const now = performance.now();
+      const pcm = new Int16Array(buf.slice(HEADER_BYTES, HEADER_BYTES + (((buf.byteLength - HEADER_BYTES) >> 1) << 1)));
+      const frames = Math.floor(pcm.length / g.ch);
+      const c = { index, frames, offset: g.framesRecv, serverMs, arrivalMs: now - g.clickT, deadlineMs: null };
+      g.chunks.push(c);
+      g.pcm.push(pcm); g.framesRecv += frames;
+      emit('chunk', { index, arrival_ms: c.arrivalMs, server_ms: serverMs, frames, count: g.chunks.length });
+      pump(g);
+    }
+
+    // -------------------------------------------------------------- scheduling
+    function readyToPlay(g) {
+      const chunks = g.chunks.map((c) => ({ arrival_s: c.serverMs / 1000, duration_s: c.frames / g.sr }));
+      const r = legacyReady(chunks, {
+        done: g.done, buffered_s: (g.framesRecv - g.framesSched) / g.sr, text_chars: g.textChars,
+      });
+      g.need = r.need_s; g.rate = r.rate;
+      return r.start;
+    }
+
+    function scheduleAll(g) {
+      while (g.framesSched < g.framesRecv) {
+        const ci = g.chunks.findIndex((c) => c.offset === g.framesSched);
+        const c = g.chunks[ci], pcm = g.pcm[ci];
+        const when = g.segStart + (g.framesSched - g.segFrame0) / g.sr;   // sample-accurate, no drift
+        if (c.frames > 0) {
+          const buf = ctx.createBuffer(g.ch, c.frames, g.sr);
+          for (let ch = 0; ch < g.ch; ch++) {
+            const out = buf.getChannelData(ch);
+            for (let i = 0, j = ch; i < c.frames; i++, j += g.ch) out[i] = pcm[j] / 32768;
+          }
+          const src = ctx.createBufferSource(); src.buffer = buf; src.connect(master);
+          src.start(when);
+          g.sources.push(src);
+        }
+        c.deadlineMs = performance.now() - g.clickT + (when - ctx.currentTime) * 1000;
+        if (g.firstScheduledMs == null) {
+          g.firstScheduledMs = performance.now() - g.clickT;
+          g.firstSoundMs = c.deadlineMs + ((ctx.outputLatency || 0) + (ctx.baseLatency || 0)) * 1000;
+          g.prebufferMs = g.firstScheduledMs - c.arrivalMs;
+          P.firstScheduledMs = g.firstScheduledMs;
+          emit('first_sound', { click_to_first_ms: g.firstSoundMs, first_scheduled_ms: g.firstScheduledMs });
+        }
+        g.framesSched += c.frames;
+        g.segments[g.segments.length - 1].frames += c.frames;
+      }
+    }
+
+    function pump(g) {
+      if (g !== gen || g.state === 'stopped' || g.state === 'ended' || !ctx) return;
+      if (g.state === 'play') {
+        const end = g.segStart + (g.framesSched - g.segFrame0) / g.sr;
+        if (ctx.currentTime >= end && !(g.done && g.framesSched === g.framesRecv)) noteUnderrun(g, end);
+        else { scheduleAll(g); armEnd(g); return; }
+      }
+      if ((g.state === 'wait' || g.state === 'rebuffer') && g.framesRecv > g.framesSched && readyToPlay(g)) {
+        const rebuffer = g.state === 'rebuffer';
+        g.segStart = ctx.currentTime + LEAD_S; g.segFrame0 = g.framesSched;
+        let stall = 0;
+        if (rebuffer) { stall = (g.segStart - g.dryCtx) * 1000; g.underruns.stallMs += stall; }
+        g.segments.push({ ctxStart: g.segStart, frame0: g.framesSched, frames: 0 });
+        g.state = 'play';
+        scheduleAll(g); armEnd(g);
+        emit('playing', { rebuffer, stall_ms: stall, total_stall_ms: g.underruns.stallMs });
+      }
+    }
+
+    function noteUnderrun(g, dryCtx) {
+      g.state = 'rebuffer'; g.dryCtx = dryCtx;
+      g.underruns.count += 1; g.underruns.positions.push((g.framesSched / g.sr) * 1000);
+      emit('underrun', { count: g.underruns.count, stall_ms: g.underruns.stallMs, position_ms: (g.framesSched / g.sr) * 1000 });
+    }
+
+    function armEnd(g) {
+      if (!(g.done && g.framesSched === g.framesRecv)) return;
+      const end = g.segStart + (g.framesSched - g.segFrame0) / g.sr;
+      clearTimeout(g.endTimer);
+      g.endTimer = setTimeout(() => { if (gen === g && g.state === 'play') { g.state = 'ended'; finish(g, {}); } },
+        Math.max(0, (end - ctx.currentTime) * 1000 + 30));
+    }
+
+    // watchdog: detects the queue running dry between arrivals, and the first audible output
+    setInterval(() => {
+      const g = gen; if (!g || !ctx) return;
+      if (g.state === 'play' && !(g.done && g.framesSched === g.framesRecv)) {
+        const end = g.segStart + (g.framesSched - g.segFrame0) / g.sr;
+        if (ctx.currentTime >= end) noteUnderrun(g, end);
+      }
+      if (g.state === 'wait' || g.state === 'rebuffer') pump(g);
+      if (g.firstAudibleMs == null && g.state === 'play' && analyser) {
+        const a = new Float32Array(analyser.fftSize); analyser.getFloatTimeDomainData(a);
+        let s = 0; for (const v of a) s += v * v;
+        if (Math.sqrt(s / a.length) > 0.005) g.firstAudibleMs = performance.now() - g.clickT;
+      }
+    }, 20);
+
+    // -------------------------------------------------------------- end of a take
+    function finish(g, how) {
+      if (g.finished) return; g.finished = true;
+      if (g.state !== 'stopped') g.state = 'ended';
+      if (g.takeId && g.framesRecv && !g.reported) {
+        g.reported = true;
+        send({ type: 'underruns', token: g.token, take_id: g.takeId, count: g.underruns.count,
+          stall_ms: g.underruns.stallMs, positions_ms: g.underruns.positions,
+          browser: { first_scheduled_ms: g.firstScheduledMs, first_sound_ms: g.firstSoundMs } });
+      }
+      const sr = g.sr || 1;
+      const arrivals = g.chunks.map((c) => c.arrivalMs / 1000), durs = g.chunks.map((c) => c.frames / sr);
+      const ideal = idealStartS(arrivals, durs);
+      g.idealStartMs = ideal == null ? null : ideal * 1000;
+      g.actualStartMs = g.chunks.length && g.chunks[0].deadlineMs != null ? g.chunks[0].deadlineMs : null;
+      emit('ended', {
+        take_id: g.takeId, complete: g.status === 'ok', stopped: !!how.stopped, error: g.error,
+        played_ms: how.stopped ? how.heardMs : (g.framesSched / sr) * 1000,
+        duration_ms: (g.framesRecv / sr) * 1000, chunks: g.chunks.length,
+        underruns: g.underruns.count, stall_ms: g.underruns.stallMs,
+        ideal_start_ms: g.idealStartMs, actual_start_ms: g.actualStartMs, summary: g.summary,
+      });
+    }
+
+    function concatPcm(g) {
+      const out = new Int16Array(g.framesRecv * g.ch); let o = 0;
+      for (const p of g.pcm) { out.set(p.subarray(0, Math.min(p.length, out.length - o)), o); o += p.length; }
+      return out;
+    }
+    function pcmBase64(g) {
+      const b = new Uint8Array(concatPcm(g || gen).buffer); let s = '';
+      for (let i = 0; i < b.length; i += 0x8000) s += String.fromCharCode.apply(null, b.subarray(i, i + 0x8000));
+      return btoa(s);
+    }
+    function wav(g) {
+      g = g || gen;
+      const pcm = concatPcm(g), n = pcm.length * 2, b = new ArrayBuffer(44 + n), v = new DataView(b);
+      const w = (o, s) => { for (let i = 0; i < s.length; i++) v.setUint8(o + i, s.charCodeAt(i)); };
+      w(0, 'RIFF'); v.setUint32(4, 36 + n, true); w(8, 'WAVE'); w(12, 'fmt '); v.setUint32(16, 16, true);
+      v.setUint16(20, 1, true); v.setUint16(22, g.ch, true); v.setUint32(24, g.sr, true);
+      v.setUint32(28, g.sr * g.ch * 2, true); v.setUint16(32, g.ch * 2, true); v.setUint16(34, 16, true);
+      w(36, 'data'); v.setUint32(40, n, true); new Int16Array(b, 44).set(pcm);
+      return b;
+    }
+
+    // -------------------------------------------------------------- replay, position, glitch
+    function replay() {
+      const g = gen; if (!g || !g.framesRecv || !ctx) return false;
+      stopReplay(); resume();
+      const pcm = concatPcm(g), buf = ctx.createBuffer(g.ch, g.framesRecv, g.sr);
+      for (let ch = 0; ch < g.ch; ch++) { const o = buf.getChannelData(ch); for (let i = 0, j = ch; i < g.framesRecv; i++, j += g.ch) o[i] = pcm[j] / 32768; }
+      replaySrc = ctx.createBufferSource(); replaySrc.buffer = buf; replaySrc.connect(master);
+      replayT0 = ctx.currentTime + LEAD_S; replaySrc.start(replayT0);
+      const src = replaySrc;
+      replaySrc.onended = () => { if (replaySrc === src) { replaySrc = null; emit('replay', { ended: true }); } };
+      emit('replay', { ended: false, take_id: g.takeId });
+      return true;
+    }
+    function stopReplay() { if (replaySrc) { try { replaySrc.stop(); } catch (e) { /* */ } replaySrc = null; } }
+
+    function positionMs() {
+      const g = gen; if (!g || !ctx || !g.sr) return null;
+      const t = ctx.currentTime - (ctx.outputLatency || 0) - (ctx.baseLatency || 0);   // what is heard now
+      if (replaySrc) return Math.max(0, Math.min(g.framesRecv / g.sr, t - replayT0)) * 1000;
+      let pos = 0;
+      for (const s of g.segments) {
+        if (t < s.ctxStart) break;
+        pos = (s.frame0 + Math.min(s.frames, (t - s.ctxStart) * g.sr)) / g.sr;
+      }
+      return pos * 1000;
+    }
+
+    function glitch(kind) {
+      const g = gen; if (!g || !g.takeId || !g.framesRecv) return null;
+      const pos = positionMs() || 0;
+      const report_id = crypto.randomUUID ? crypto.randomUUID().replace(/-/g, '') : String(Date.now()) + Math.random();
+      const r = { report_id, position_ms: pos, kind: kind || null };
+      g.glitches.push(r);
+      send({ type: 'glitch', token: g.token, take_id: g.takeId, position_ms: pos, kind: kind || null, report_id });
+      return { take_id: g.takeId, position_ms: pos, report_id };
+    }
+    function onGlitchSaved(m) {
+      const g = P.gens.find((x) => x.takeId === m.take_id);
+      if (g) { const r = g.glitches.find((x) => x.report_id === m.report_id); if (r) Object.assign(r, m); }
+      emit('glitch_saved', m);
+    }
+
+    Object.assign(P, {
+      request, stop, replay, glitch, positionMs, send, resume, stopReplay, pcmBase64, wav,
+      pcm: (g) => concatPcm(g || gen),
+      prepare: (rate) => ensureContext(rate),
+    });
+    Object.defineProperties(P, {
+      current: { get: () => gen },
+      ctx: { get: () => ctx },
+      replaying: { get: () => !!replaySrc },
+      state: {
+        get: () => ({
+          token: gen ? gen.token : null, take_id: gen ? gen.takeId : null,
+          playing: !!gen && gen.state === 'play', ended: !!gen && gen.finished,
+          sample_rate: gen ? gen.sr : null, channels: gen ? gen.ch : null,
+        }),
+      },
+    });
+    ensureContext(opts.sampleRate);
+    connect();
+    return P;
+  }
+
+  window.LLPlayer = { create, idealStartS, version: 1 };
+})();
