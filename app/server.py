@@ -246,6 +246,11 @@ def create_app(
         lib.get(voice_id)
         return FileResponse(lib.root / f"{voice_id}.wav", media_type="audio/wav")
 
+    # -- listening tests (issue 9): rater pages, routes, WS handlers, admin pages (before "/")
+    from app.listening import mount as mount_listening
+
+    app = mount_listening(app, state, mount_ui=mount_ui)
+
     if mount_ui:
         import gradio as gr
 

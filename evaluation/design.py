@@ -162,7 +162,9 @@ def plan(design: Design, rater_seq: int) -> list[PlannedItem]:
     rng.shuffle(items)
     if d.kind == "mos" and d.screening:
         checks = [
-            PlannedItem(0, None, (Slot(ANCHOR, "anchor"),), "gold", GOLD_EXPECTED["anchor"], "anchor"),
+            PlannedItem(
+                0, None, (Slot(ANCHOR, "anchor"),), "gold", GOLD_EXPECTED["anchor"], "anchor"
+            ),
             PlannedItem(0, None, (Slot(d.systems[0]),), "gold", GOLD_EXPECTED["gold"], "gold"),
             PlannedItem(0, None, (Slot("__trap__"),), "trap", float(TRAP_ANSWER), "trap"),
         ]

@@ -264,7 +264,9 @@ class TestStore:
                 db.execute("ROLLBACK")
                 if prev[0] == answer_id:
                     return False
-                raise AlreadyVoted("this item is already answered; the first answer stands", prev[0])
+                raise AlreadyVoted(
+                    "this item is already answered; the first answer stands", prev[0]
+                )
             db.execute(
                 "INSERT INTO answers (answer_id, test_id, rater_id, assignment_id, kind, payload, "
                 "condition, created_at) VALUES (?,?,?,?,?,?,?,?)",

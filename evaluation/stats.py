@@ -573,9 +573,7 @@ def mushra_screening(ratings: pd.DataFrame, rules: MushraRules = MushraRules()) 
         anc_high = int(anc.groupby("assignment_id")["score"].max().gt(rules.anchor_max).sum())
         reasons = []
         if len(ref) and ref_low / items > rules.max_share:
-            reasons.append(
-                f"hidden reference < {rules.reference_min:g} on {ref_low}/{items} items"
-            )
+            reasons.append(f"hidden reference < {rules.reference_min:g} on {ref_low}/{items} items")
         if len(anc) and anc_high / items > rules.max_share:
             reasons.append(f"anchor > {rules.anchor_max:g} on {anc_high}/{items} items")
         rows.append([rater, items, ref_low, anc_high, bool(reasons), "; ".join(reasons)])
@@ -603,4 +601,6 @@ def mushra_table(
         mlo, mhi = median_interval(v, confidence)
         lo, hi = t_interval(v, confidence)
         rows.append([key, len(v), float(np.median(v)), mlo, mhi, float(v.mean()), lo, hi])
-    return pd.DataFrame(rows, columns=cols).sort_values("median", ascending=False, ignore_index=True)
+    return pd.DataFrame(rows, columns=cols).sort_values(
+        "median", ascending=False, ignore_index=True
+    )

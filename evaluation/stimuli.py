@@ -199,16 +199,34 @@ async def generate(
         )
         out.append(
             _save(
-                tests, test_id, anchor, "anchor", ANCHOR, pid, systems[base_sys].condition,
-                0.0, None, expected=1.0, source=src.take_id,
+                tests,
+                test_id,
+                anchor,
+                "anchor",
+                ANCHOR,
+                pid,
+                systems[base_sys].condition,
+                0.0,
+                None,
+                expected=1.0,
+                source=src.take_id,
             )
         )
     if need_trap:
         gold = derived_take(base, base.audio, kind="gold")
         out.append(
             _save(
-                tests, test_id, gold, "gold", base_sys, None, systems[base_sys].condition,
-                0.0, None, expected=5.0, source=base.take_id,
+                tests,
+                test_id,
+                gold,
+                "gold",
+                base_sys,
+                None,
+                systems[base_sys].condition,
+                0.0,
+                None,
+                expected=5.0,
+                source=base.take_id,
             )
         )
         tick("attention check (CPU voice)")
@@ -218,7 +236,15 @@ async def generate(
         take = derived_take(take, audio, gain_db=gain, loudness_lufs=lufs, kind="trap")
         out.append(
             _save(
-                tests, test_id, take, "trap", "__trap__", None, "whole", gain, lufs,
+                tests,
+                test_id,
+                take,
+                "trap",
+                "__trap__",
+                None,
+                "whole",
+                gain,
+                lufs,
                 expected=2.0,
             )
         )
