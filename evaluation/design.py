@@ -91,7 +91,8 @@ class Design:
         if self.kind == "mushra":
             return min(self.items_per_rater, len(self.prompts))
         u = self.units
-        return max(u, self.items_per_rater - self.items_per_rater % u)
+        n = min(self.items_per_rater, len(self.prompts) * u)  # each (prompt, unit) at most once
+        return max(u, n - n % u)
 
 
 @dataclass(frozen=True)
@@ -131,6 +132,12 @@ def _prompt_block(d: Design, rater_seq: int, n: int) -> list[str]:
     return [d.prompts[(start + k) % len(d.prompts)] for k in range(n)]
 
 
+def _unit(k: int, rater_seq: int, n_prompts: int, units: int) -> int:
+    """Latin-square row ``rater_seq``; past one pass over the prompts, shift by one so a rater
+    never gets the same (prompt, system) cell twice."""
+    return ((k % n_prompts) + rater_seq + k // n_prompts) % units
+
+
 def plan(design: Design, rater_seq: int) -> list[PlannedItem]:
     """The ordered items of the ``rater_seq``-th rater (deterministic: resumable)."""
     d = design.validate()
@@ -140,14 +147,14 @@ def plan(design: Design, rater_seq: int) -> list[PlannedItem]:
     items: list[PlannedItem] = []
     if d.kind in {"mos", "glitch"}:
         for k in range(n):
-            s = d.systems[(k + rater_seq) % len(d.systems)]
+            s = d.systems[_unit(k, rater_seq, len(d.prompts), len(d.systems))]
             items.append(PlannedItem(0, prompts[k], (Slot(s),)))
     elif d.kind == "ab":
         ps = pairs(d.systems)
         swaps = [k % 2 == 1 for k in range(n)]
         rng.shuffle(swaps)
         for k in range(n):
-            a, b = ps[(k + rater_seq) % len(ps)]
+            a, b = ps[_unit(k, rater_seq, len(d.prompts), len(ps))]
             if swaps[k]:
                 a, b = b, a
             items.append(PlannedItem(0, prompts[k], (Slot(a), Slot(b)), meta={"swapped": swaps[k]}))
