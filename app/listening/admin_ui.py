@@ -117,7 +117,7 @@ def build_admin(state: Any, svc: Listening):
             systems = gr.Dataframe(
                 value=default_systems,
                 headers=SYSTEM_COLS,
-                col_count=(5, "fixed"),
+                column_count=(5, "fixed"),
                 interactive=True,
                 label="Systems (backend: a configured label or a spec; params: seed=1&speed=1; "
                 "condition: as_streamed | whole | live)",
