@@ -332,3 +332,42 @@ def test_as_streamed_replays_the_recorded_stall(live):
     assert int(np.argmax(got)) == k and got[k] > gaps[k] - 150  # replayed at its position
     assert p.done["arrivals_ms"] == pytest.approx(rec)
     assert p.chunks == len(take.chunks)
+
+
+def test_glitch_hunt_marks_map_to_seams_and_close_the_item(live):
+    tid = make_test(
+        live,
+        kind="glitch",
+        systems=[{"name": "stall", "backend": "stall"}],
+        prompts=["A large size in stockings is hard to sell, and the stall is in the middle."],
+        items_per_rater=1,
+        headphone_check=False,
+    )
+    store = live.state.store
+
+    async def go():
+        c = RaterClient(live.url, tid)
+        await c.join()
+        it = (await c.status())["item"]
+        early = await c.glitch(it["assignment_id"], 0, 100.0)
+        assert early["type"] == "listen_error"  # nothing streamed to this page yet
+        p = await c.listen(it["assignment_id"], 0)
+        take = store.load_take(p.take_id)
+        seam = take.chunks[3].offset / take.sample_rate * 1000
+        saved = await c.glitch(it["assignment_id"], 0, seam + 20)
+        bad = await c.glitch(it["assignment_id"], 0, 10 * p.played_ms)
+        r = await c.vote({"assignment_id": it["assignment_id"]})
+        await c.aclose()
+        return saved, bad, r, None
+
+    saved, bad, r, _ = run(go())
+    assert saved["type"] == "listen_glitch_saved" and saved["boundary_index"] == 2
+    assert bad["type"] == "listen_error" and "outside" in bad["message"]
+    assert r.status_code == 200 and r.json()["finished"]
+    rows = store.glitch_frame()
+    rows = rows[rows["test_id"] == tid]
+    assert len(rows) == 1 and rows["distance_ms"].iloc[0] == pytest.approx(20.0)
+    ans = store.db.execute("SELECT payload FROM answers WHERE test_id=?", [tid]).fetchone()[0]
+    assert '"marks": 1' in ans
+    res = httpx.get(live.url + f"ll/admin/tests/{tid}/results", headers=ADMIN).json()
+    assert res["glitches_by_seam"]

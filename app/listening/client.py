@@ -153,6 +153,30 @@ class RaterClient:
             if d.get("type") in {"play_saved", "listen_error"}:
                 return d
 
+    async def glitch(self, assignment_id: str, slot: int, position_ms: float) -> dict:
+        """A "G" mark at ``position_ms`` of the stimulus this client last streamed."""
+        ws = await self._socket()
+        await ws.send(
+            json.dumps(
+                {
+                    "type": "listen_glitch",
+                    "test_id": self.test_id,
+                    "rater_token": self.token,
+                    "assignment_id": assignment_id,
+                    "slot": slot,
+                    "position_ms": position_ms,
+                    "report_id": uuid.uuid4().hex,
+                }
+            )
+        )
+        while True:
+            m = await ws.recv()
+            if isinstance(m, bytes):
+                continue
+            d = json.loads(m)
+            if d.get("type") in {"listen_glitch_saved", "listen_error"}:
+                return d
+
     async def vote(self, body: dict[str, Any]) -> httpx.Response:
         body = {"answer_id": uuid.uuid4().hex, **body}
         t = time.perf_counter()
