@@ -312,7 +312,8 @@ def build_admin(state: Any, svc: Listening):
 
         def reload_choices():
             c = choices()
-            return gr.update(choices=c), gr.update(choices=c), listing()
+            latest = c[0][1] if c else None  # newest first
+            return gr.update(choices=c), gr.update(choices=c, value=latest), listing()
 
         demo.load(reload_choices, None, [pick, rpick, table])
     return demo
