@@ -202,3 +202,62 @@ def test_as_streamed_item_stall_is_heard_and_reported(setup):
         "SELECT underruns, stall_ms, condition FROM play_events WHERE test_id=?", [tid]
     ).fetchone()
     assert ev[0] >= 1 and ev[1] > 300 and ev[2] == "as_streamed"
+
+
+def _play_all_and_wait(page, n):
+    for i in range(n):
+        page.click(f".lt-play[data-slot='{i}']")
+        page.wait_for_function(
+            f"(window.listenTest.played[window.listenTest.status.item.assignment_id + ':{i}'] || 0)"
+            f" >= window.listenTest.status.item.need_ms[{i}]",
+            timeout=60_000,
+        )
+
+
+def test_ab_and_mushra_pages(setup):
+    live, browser = setup
+    store = live.state.store
+    ab = new_test(live, kind="ab", items_per_rater=1, headphone_check=False, completion_code=None)
+    page = open_rater(browser, f"{live.url}listen/{ab}")
+    page.click("#lt-agree")
+    page.wait_for_selector("#lt-item:not([hidden])")
+    assert page.inner_text(".lt-play[data-slot='0']") == "Play A"
+    assert page.locator(".lt-choice").count() == 7  # CMOS -3..+3
+    page.click(".lt-choice[data-value='2']")
+    assert page.is_disabled("#lt-submit")
+    _play_all_and_wait(page, 2)
+    page.wait_for_selector("#lt-submit:not([disabled])")
+    page.click("#lt-submit")
+    page.wait_for_selector("#lt-done:not([hidden])")
+    (v,) = store.ab_frame(ab).to_dict(orient="records")
+    assert v["cmos"] == 2.0 and v["choice"] == "b" and v["condition"] == "as_streamed"
+
+    mu = new_test(
+        live,
+        kind="mushra",
+        reference="joe",
+        items_per_rater=1,
+        headphone_check=False,
+        completion_code=None,
+    )
+    page = open_rater(browser, f"{live.url}listen/{mu}")
+    page.click("#lt-agree")
+    page.wait_for_selector("#lt-item:not([hidden])")
+    assert not page.is_hidden("#lt-reference")
+    assert page.locator(".lt-slider").count() == 3  # qwen, hidden reference, anchor
+    page.click("#lt-ref")  # the open reference plays but does not unlock the vote
+    page.wait_for_function("window.listenTest.lastEnded", timeout=60_000)
+    assert page.is_disabled("#lt-submit")
+    _play_all_and_wait(page, 3)
+    st = page.evaluate("window.listenTest.status")
+    a = store.assignments(mu, st["rater_id"])[0]
+    for i, role in enumerate(a.meta["roles"]):
+        value = {"reference": 100, "anchor": 5, "item": 70}[role]
+        page.locator(".lt-slider").nth(i).fill(str(value))
+    page.wait_for_selector("#lt-submit:not([disabled])")
+    page.click("#lt-submit")
+    page.wait_for_selector("#lt-done:not([hidden])")
+    res = httpx.get(live.url + f"ll/admin/tests/{mu}/results").json()
+    med = {r["condition"]: r["median"] for r in res["mushra"]}
+    assert med == {"hidden reference": 100.0, "anchor": 5.0, "qwen": 70.0}
+    assert not res["raters"][0]["excluded"]

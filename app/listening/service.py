@@ -381,6 +381,8 @@ class Listening:
         r = self._rater(test_id, token)
         if not isinstance(body, dict):
             raise InvalidRequest("a vote must be a JSON object")
+        if not r["consent_at"]:
+            raise Denied("consent first")
         answer_id = check_id(body.get("answer_id"), "answer_id")
         a = self._assignment(
             test_id, r["rater_id"], check_id(body.get("assignment_id"), "assignment id")
