@@ -371,3 +371,33 @@ def test_glitch_hunt_marks_map_to_seams_and_close_the_item(live):
     assert '"marks": 1' in ans
     res = httpx.get(live.url + f"ll/admin/tests/{tid}/results", headers=ADMIN).json()
     assert res["glitches_by_seam"]
+
+
+def test_live_condition_generates_afresh_and_is_recorded(live):
+    tid = make_test(
+        live,
+        systems=[{"name": "a", "backend": "piper", "condition": "live"}],
+        prompts=["Help the woman get back to her feet."],
+        items_per_rater=1,
+        screening=False,
+        headphone_check=False,
+    )
+    store = live.state.store
+
+    async def go():
+        c = RaterClient(live.url, tid)
+        await c.join()
+        it = (await c.status())["item"]
+        p = await c.listen(it["assignment_id"], 0)
+        r = await c.vote({"assignment_id": it["assignment_id"], "score": 5})
+        await c.aclose()
+        return it, p, r
+
+    it, p, r = run(go())
+    assert r.status_code == 200 and r.json()["finished"]
+    (row,) = store.mos_frame(tid).to_dict(orient="records")
+    assert row["condition"] == "live" and row["take_id"] != p.take_id  # vote keyed to stimulus
+    fresh = store.load_take(p.take_id)  # the take generated for this rater was stored
+    assert fresh.request.text == "Help the woman get back to her feet."
+    ev = store.db.execute("SELECT take_id, condition FROM play_events WHERE test_id=?", [tid])
+    assert ev.fetchone() == (p.take_id, "live")
