@@ -34,6 +34,8 @@ AB_MIN_MS = 3000.0
 PLAYED_SHARE = 0.95
 """A clip counts as played to the end at this share of its duration (player rounding)."""
 CLOCK_SLACK_MS = 400.0
+MAX_RATERS = 5000
+"""Joins per test (bounds what an anonymous visitor can make the server store)."""
 MOS_LABELS = {5: "Excellent", 4: "Good", 3: "Fair", 2: "Poor", 1: "Bad"}
 
 
@@ -103,6 +105,11 @@ class Listening:
             raise InvalidRequest("the crowd id must be 1-128 letters, digits or . _ : @ -")
         if source is not None and source not in CROWD_KEYS:
             source = None
+        n = self.store.db.execute(
+            "SELECT count(*) FROM test_raters WHERE test_id = ?", [test_id]
+        ).fetchone()[0]
+        if n >= int(t["config"].get("max_raters") or MAX_RATERS):
+            raise Denied("this test has all the raters it takes")
         token = new_token()
         r = self.tests.join(test_id, token, crowd_id, source)
         self._assign(t, r)
