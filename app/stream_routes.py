@@ -271,13 +271,14 @@ class Session:
         self.mine.add(req.request_id)
         if self.current and self.current.token == token:
             self.current.take_id = req.request_id
+        learnt = await self._learnt(entry.label)
         async with entry.gate.slot(queued):
             self.send({"type": "generating", "token": token, "take_id": req.request_id})
             try:
                 if mode == "whole":
-                    take = await self._whole(entry.backend, req, token)
+                    take = await self._whole(entry.backend, req, token, learnt)
                 else:
-                    take = await self._stream(entry.backend, req, token)
+                    take = await self._stream(entry.backend, req, token, learnt)
                 status_msg = {"type": "done", "token": token, "status": "ok"}
             except TakeFailed as e:
                 take = e.take
@@ -323,14 +324,26 @@ class Session:
         if take is not None and take.chunks:
             asyncio.create_task(self._findings(take, token))
 
-    async def _stream(self, backend: Backend, req: SpeechRequest, token: int) -> Take:
+    async def _learnt(self, label: str) -> dict[str, Any] | None:
+        """Chars -> seconds and generation rate learnt from this backend's past takes."""
+        from evaluation.playout import learn
+
+        try:
+            return (await asyncio.to_thread(learn, self.state.store, label)).to_dict()
+        except Exception:  # a start rule without history is still a start rule
+            log.exception("learning from past takes failed")
+            return None
+
+    async def _stream(
+        self, backend: Backend, req: SpeechRequest, token: int, learnt: dict | None = None
+    ) -> Take:
         rec = Recorder(backend, req)
         self._cancelled = None
         n = 0
         try:
             async for c in rec:
                 if n == 0:
-                    self.send(self._start(req, c.sample_rate, c.channels, token))
+                    self.send(self._start(req, c.sample_rate, c.channels, token, learnt, c))
                 head = HEADER.pack(token, n, (c.arrived - rec.t0) * 1000.0)
                 self.send(head + c.pcm.astype("<i2", copy=False).tobytes())
                 n += 1
@@ -340,7 +353,9 @@ class Session:
         assert rec.take is not None
         return rec.take
 
-    async def _whole(self, backend: Backend, req: SpeechRequest, token: int) -> Take:
+    async def _whole(
+        self, backend: Backend, req: SpeechRequest, token: int, learnt: dict | None = None
+    ) -> Take:
         """Non-streaming: one request for the whole file (speed is a post-hoc stretch there)."""
         t0 = time.monotonic()
         audio = await backend.synthesize(req)
@@ -357,11 +372,22 @@ class Session:
             take_id=req.request_id,
             meta={"mode": "whole"},
         )
-        self.send(self._start(req, audio.sample_rate, audio.channels, token))
+        self.send(self._start(req, audio.sample_rate, audio.channels, token, learnt, audio))
         self.send(HEADER.pack(token, 0, ms) + pcm.astype("<i2").tobytes())
         return take
 
-    def _start(self, req: SpeechRequest, sr: int, ch: int, token: int) -> dict[str, Any]:
+    def _start(
+        self,
+        req: SpeechRequest,
+        sr: int,
+        ch: int,
+        token: int,
+        learnt: dict | None = None,
+        first: Any = None,
+    ) -> dict[str, Any]:
+        """``learnt``: the start rule's priors for this backend (``evaluation.playout.learn``);
+        ``assumed``: set when the rate/channels were not read from the stream (and from what),
+        taken from the first chunk's ``assumed_format`` (e.g. ``backends/vllm_omni_http.py``)."""
         return {
             "type": "start",
             "token": token,
@@ -369,6 +395,8 @@ class Session:
             "sample_rate": sr,
             "channels": ch,
             "text_chars": len(req.text),
+            "learnt": learnt,
+            "assumed": getattr(first, "assumed_format", None),
         }
 
     @staticmethod

@@ -190,6 +190,23 @@ class WavFormat:
     data_offset: int
 
 
+IGNORED_WAV = "although WAV was requested (it ignored response_format)"
+
+
+def not_wav_message(buf: bytes) -> str:
+    """Why a stream that should be WAV is not: name what the server sent instead."""
+    kind = "raw PCM"
+    if buf[:3] == b"ID3" or buf[:2] in (b"\xff\xfb", b"\xff\xf3", b"\xff\xf2"):
+        kind = "MP3"
+    elif buf[:4] == b"OggS":
+        kind = "Ogg audio"
+    elif buf[:4] == b"fLaC":
+        kind = "FLAC"
+    return (
+        f"the server sent {kind} {IGNORED_WAV}; set format=pcm (and pin sample_rate=…) to play it"
+    )
+
+
 def parse_wav_header(buf: bytes) -> WavFormat | None:
     """Parse a RIFF/WAVE header, or return None if ``buf`` does not hold all of it yet.
 
@@ -199,9 +216,7 @@ def parse_wav_header(buf: bytes) -> WavFormat | None:
     if len(buf) < 12:
         return None
     if buf[:4] != b"RIFF" or buf[8:12] != b"WAVE":
-        raise BackendError(
-            f"the server's WAV stream does not start with a RIFF/WAVE header: {buf[:12]!r}"
-        )
+        raise BackendError(not_wav_message(buf))
     pos, fmt = 12, None
     while True:
         if len(buf) < pos + 8:
@@ -239,6 +254,14 @@ def parse_wav_header(buf: bytes) -> WavFormat | None:
 # --------------------------------------------------------------------------- pcm framing
 
 
+@dataclass(frozen=True)
+class AssumedFormatChunk(AudioChunk):
+    """A chunk whose rate/channels the stream did not state; ``assumed_format`` says from what
+    they were taken (the Playground's card shows it, via the ``start`` message)."""
+
+    assumed_format: str | None = None
+
+
 @dataclass
 class _Framer:
     """Turns byte pieces into whole-frame :class:`AudioChunk` s; carries partial frames over."""
@@ -249,6 +272,8 @@ class _Framer:
     buf: bytearray = field(default_factory=bytearray)
     index: int = 0
     total_bytes: int = 0
+    assumed: str | None = None
+    """Set when the rate/channels were not read from the stream: from what they were taken."""
 
     @property
     def known(self) -> bool:
@@ -270,7 +295,12 @@ class _Framer:
             return None
         pcm = np.frombuffer(bytes(self.buf[:whole]), dtype="<i2").astype(np.int16)
         del self.buf[:whole]
-        chunk = AudioChunk(pcm, self.sample_rate, self.channels, self.index)
+        if self.assumed:
+            chunk: AudioChunk = AssumedFormatChunk(
+                pcm, self.sample_rate, self.channels, self.index, assumed_format=self.assumed
+            )
+        else:
+            chunk = AudioChunk(pcm, self.sample_rate, self.channels, self.index)
         self.index += 1
         return chunk
 
@@ -655,26 +685,44 @@ class VllmOmniHttpBackend(Backend):
             body["sample_rate"] = self.options.sample_rate
         return body
 
-    async def _fallback_format(self, what: str, channels: int | None = None) -> tuple[int, int]:
-        """Rate/channels when the stream does not state them: pinned, model card, table."""
+    async def _fallback_format(
+        self, what: str, channels: int | None = None
+    ) -> tuple[int, int, str]:
+        """Rate/channels when the stream does not state them: pinned, model card, table.
+
+        Returns ``(rate, channels, note)``; the note says what was assumed and from what.
+        """
         o = self.options
         if self._card is None and not o.sample_rate:
             with contextlib.suppress(BackendError):
                 await self.refresh()
-        table = table_format(o.model or self._served_model)
+        model = o.model or self._served_model
+        table = table_format(model)
         card = (self._card or {}).get("listenlab") or {}
-        ch = channels or card.get("channels") or (table[1] if table else 1)
+        if channels:
+            ch, ch_from = int(channels), "the stream"
+        elif card.get("channels"):
+            ch, ch_from = int(card["channels"]), "the server's model card"
+        elif table:
+            ch, ch_from = table[1], f"the model-name table ({model!r})"
+        else:
+            ch, ch_from = 1, "the default (mono)"
         if o.sample_rate:
-            return o.sample_rate, int(ch)
-        if card.get("sample_rate"):
-            return int(card["sample_rate"]), int(ch)
-        if table:
-            return table[0], int(ch)
-        raise BackendError(
-            f"the server does not announce the sample rate of {what} and model "
-            f"{o.model or self._served_model or '(unnamed)'!r} is not in the rate table; "
-            "use format=wav or pin sample_rate=…"
+            sr, sr_from = o.sample_rate, f"the backend's sample_rate={o.sample_rate} setting"
+        elif card.get("sample_rate"):
+            sr, sr_from = int(card["sample_rate"]), "the server's model card"
+        elif table:
+            sr, sr_from = table[0], f"the model-name table ({model!r})"
+        else:
+            raise BackendError(
+                f"the server does not announce the sample rate of {what} and model "
+                f"{model or '(unnamed)'!r} is not in the rate table; "
+                "use format=wav or pin sample_rate=…"
+            )
+        note = f"{what} does not state its format: {sr} Hz assumed from {sr_from}" + (
+            "" if ch_from == "the stream" else f", {ch} channel(s) from {ch_from}"
         )
+        return sr, ch, note
 
     # -- streaming
 
@@ -747,7 +795,13 @@ class VllmOmniHttpBackend(Backend):
             if data is None:
                 break
             if not wav and not framer.known:
-                framer.sample_rate, framer.channels = await self._fallback_format("raw pcm audio")
+                if self.options.format == "wav":
+                    raise BackendError(not_wav_message(data))
+                (
+                    framer.sample_rate,
+                    framer.channels,
+                    framer.assumed,
+                ) = await self._fallback_format("the raw PCM stream")
             if wav and not framer.known:
                 header += data
                 fmt = parse_wav_header(header)
@@ -844,9 +898,13 @@ class VllmOmniHttpBackend(Backend):
                             framer.sample_rate, framer.channels = wf.sample_rate, wf.channels
                             raw = header[wf.data_offset :]
                         else:
-                            framer.sample_rate, framer.channels = await self._fallback_format(
-                                "pcm SSE audio"
-                            )
+                            if self.options.format == "wav":
+                                raise BackendError(not_wav_message(raw))
+                            (
+                                framer.sample_rate,
+                                framer.channels,
+                                framer.assumed,
+                            ) = await self._fallback_format("the PCM SSE stream")
                     framer.feed(raw)
                     chunk = framer.take()
                     if chunk is not None:
@@ -974,8 +1032,12 @@ class VllmOmniHttpBackend(Backend):
                             self._check_rate(sr)
                             framer.sample_rate, framer.channels = sr, int(ch or 1)
                         else:
-                            framer.sample_rate, framer.channels = await self._fallback_format(
-                                "WebSocket audio (audio.start has no sample_rate)", ch
+                            (
+                                framer.sample_rate,
+                                framer.channels,
+                                framer.assumed,
+                            ) = await self._fallback_format(
+                                "the WebSocket stream (audio.start has no sample_rate)", ch
                             )
                 elif kind == "audio.done":
                     if m.get("error"):

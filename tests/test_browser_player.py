@@ -34,9 +34,10 @@ def server():
             # 1.5x slower than real time, Piper audio re-cut into 1 s chunks
             "slow": "piper?deterministic=1&profile=custom&rate=22050&channels=1"
             "&first_frames=1&chunk_frames=1&frame_hz=1&pace=0.67",
-            # a forced 1.2 s stall after chunk 2 on a backend otherwise 3x faster than real time
+            # a forced 3 s stall after chunk 2 on a backend otherwise 3x faster than real time (800 ms
+            # TTFA: chunks 0-2 are paced, not one burst, so the start rule starts before the stall)
             "stall": "piper?deterministic=1&profile=custom&rate=22050&channels=1"
-            "&first_frames=1&chunk_frames=1&frame_hz=2&pace=3&stall=2:1.2",
+            "&first_frames=1&chunk_frames=1&frame_hz=2&pace=3&stall=2:3&ttfa_ms=800",
             "qwen": "piper?deterministic=1&profile=qwen3-tts",
         },
         db,

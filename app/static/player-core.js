@@ -19,13 +19,22 @@
   if (window.LLPlayer && window.LLPlayer.version) return;
 
   const HEADER_BYTES = 12;
-  const LEAD_S = 0.02;          // scheduling lead when (re)starting
-  const MAX_GENS = 50;          // generations kept for replay/inspection
+    const MAX_GENS = 50;          // generations kept for replay/inspection
 
   // ---------------------------------------------------------------- pure helpers (tested alone)
 
-  // The ideal start: the earliest moment (since the request) from which playback never runs dry,
-  // max over chunks k of (arrival_k - audio before k). Seconds in, seconds out.
+  // The start rule. The twin of evaluation/playout.py (same numbers, same decisions; both are
+  // checked against tests/playout_timelines.json). Times are seconds since the request.
+  const POLICY = Object.freeze({   // lead_s: audio starts this long after the decision
+    margin_s: 0.06, rate_margin: 0.02, text_margin: 0.02, min_span_s: 0.05,
+    rate_pseudo_s: 0.5, rate_shrink_s: 0.1, rate_cap: 1.0,
+    default_sec_per_char: 0.07, lead_s: 0.02, late_tol_s: 0.005,
+  });
+
+  // The ideal start: the earliest moment from which playback never runs dry,
+  // max over chunks k of (arrival_k - audio before k).
+  const LEAD_S = POLICY.lead_s;
+
   function idealStartS(arrivalsS, durationsS) {
     let before = 0, best = -Infinity;
     for (let k = 0; k < arrivalsS.length; k++) {
@@ -35,31 +44,91 @@
     return arrivalsS.length ? best : null;
   }
 
-  // The start rule (placeholder until issue 14's planner lands): returns {start, need_s, rate}.
-  function legacyReady(chunks, o) {
-    // chunks: [{arrival_s, duration_s}] (arrival measured by the server), o: {done, buffered_s,
-    // text_chars}
-    if (o.done) return { start: true };
-    const n = chunks.length; if (!n) return { start: false };
-    const received = chunks.reduce((s, c) => s + c.duration_s, 0);
-    let rate, gap;
-    if (n === 1) {
-      const d0 = chunks[0].duration_s;
-      if (d0 < 0.25) return { start: false };
-      rate = d0 / Math.max(0.001, chunks[0].arrival_s);
-      gap = d0 / rate;
-    } else {
-      const span = chunks[n - 1].arrival_s - chunks[0].arrival_s;
-      rate = (received - chunks[0].duration_s) / Math.max(0.001, span);
-      gap = 0;
-      for (let i = 1; i < n; i++) gap = Math.max(gap, chunks[i].arrival_s - chunks[i - 1].arrival_s);
+  // When to start playing from audio position o.pos_s given the chunks that arrived:
+  // {start_at_s (Infinity = wait), rate, chunk_s, remaining_s, reason}. See playout.py.
+  function plan(arrivalsS, durationsS, o) {
+    o = o || {};
+    const P = Object.assign({}, POLICY, o.policy || {});
+    const pos = o.pos_s || 0, n = arrivalsS.length;
+    let received = 0;
+    for (const d of durationsS) received += d;
+    if (n === 0 || received - pos <= 1e-9) return { start_at_s: Infinity, rate: null, chunk_s: 0, remaining_s: 0, reason: 'nothing buffered' };
+    const aLast = arrivalsS[n - 1];
+    if (o.done) return { start_at_s: aLast, rate: null, chunk_s: 0, remaining_s: 0, reason: 'all audio is here' };
+    let obs = -Infinity, off = 0;
+    for (let k = 0; k < n; k++) {
+      if (off >= pos - 1e-9) obs = Math.max(obs, arrivalsS[k] - (off - pos));
+      off += durationsS[k];
     }
-    let need = gap + 0.08;
-    if (rate < 1) {
-      const total = Math.max(received, (o.text_chars || 0) * 0.07);
-      need = Math.max(need, (total - received) * (1 / rate - 1) * 1.15 + 0.08);
+    let firstBurst = 0;
+    for (let k = 0; k < n; k++) if (arrivalsS[k] - arrivalsS[0] < P.min_span_s) firstBurst += durationsS[k];
+    const span = aLast - arrivalsS[0];
+    let rate, how;
+    if (span >= P.min_span_s) {
+      const prior = o.rate_prior || 0, tau = o.rate_prior ? P.rate_pseudo_s : P.rate_shrink_s;
+      rate = (received - firstBurst + prior * tau) / (span + tau); how = 'measured';
+      rate = Math.min(rate, P.rate_cap * received / Math.max(aLast, 1e-3));   // a catch-up burst must not look fast
     }
-    return { start: o.buffered_s >= need, need_s: need, rate };
+    else if (o.rate_prior) { rate = Math.min(o.rate_prior, received / Math.max(aLast, 1e-3)); how = 'learnt'; }
+    else return { start_at_s: Infinity, rate: null, chunk_s: durationsS[0], remaining_s: 0, reason: 'no rate yet: waiting for another chunk' };
+    rate = Math.max(rate, 1e-3) / (1 + P.rate_margin);
+    let chunk = durationsS[0];
+    if (n >= 2) {
+      chunk = 0;
+      for (let k = 1; k < n; k++) chunk = Math.max(chunk, durationsS[k], rate * (arrivalsS[k] - arrivalsS[k - 1]));
+    }
+    const spc = o.sec_per_char || P.default_sec_per_char;
+    const chars = o.text_chars || 0;
+    const total = chars > 0 ? chars * spc * (1 + P.text_margin) : 2 * received;
+    const remaining = Math.max(total - received, chunk);
+    const first = Math.min(chunk, remaining);
+    const tFirst = aLast + first / rate - (received - pos);
+    const tLast = aLast + remaining / rate - (received + remaining - first - pos);
+    const pred = Math.max(tFirst, tLast) + P.margin_s;
+    return { start_at_s: Math.max(obs, pred), rate, chunk_s: chunk, remaining_s: remaining, reason: how };
+  }
+
+  // Play one arrival timeline with the rule (no audio clock): the twin of playout.simulate.
+  function simulate(arrivalsS, durationsS, o) {
+    o = o || {};
+    const P = Object.assign({}, POLICY, o.policy || {});
+    const arr = arrivalsS.map(Number), dur = durationsS.map(Number), n = arr.length;
+    const res = { start_s: null, ideal_start_s: idealStartS(arr, dur), underruns: [], decisions: [] };
+    if (!n) return res;
+    const end = o.done_s == null ? arr[n - 1] : Math.max(o.done_s, arr[n - 1]);
+    const events = [...new Set(arr.concat([end]))].sort((x, y) => x - y);
+    const offsets = []; let off = 0;
+    for (const d of dur) { offsets.push(off); off += d; }
+    const popts = (pos, done) => ({ pos_s: pos, done, text_chars: o.text_chars || 0, sec_per_char: o.sec_per_char, rate_prior: o.rate_prior, policy: o.policy });
+    const decide = (tFrom, pos) => {
+      const cand = [tFrom].concat(events.filter((e) => e > tFrom));
+      for (let i = 0; i < cand.length; i++) {
+        const t = cand[i];
+        const k = arr.filter((a) => a <= t).length;
+        const p = plan(arr.slice(0, k), dur.slice(0, k), popts(pos, t >= end));
+        const s = Math.max(t, p.start_at_s), nxt = i + 1 < cand.length ? cand[i + 1] : Infinity;
+        if (s < nxt) return s;
+      }
+      throw new Error('the rule never started although all audio arrived');
+    };
+    const play = (seg, pos, k) => {
+      for (; k < n; k++) if (offsets[k] > pos + 1e-9 && arr[k] > seg + (offsets[k] - pos) - P.late_tol_s) return k;
+      return n;
+    };
+    let s = decide(0, 0);
+    res.decisions.push(s);
+    let seg = s + P.lead_s, pos = 0, k = 0;
+    res.start_s = seg;
+    for (;;) {
+      k = play(seg, pos, k);
+      if (k >= n) return res;
+      const dry = seg + (offsets[k] - pos);
+      pos = offsets[k];
+      s = decide(dry, pos);
+      res.decisions.push(s);
+      res.underruns.push([pos, s + P.lead_s - dry]);
+      seg = s + P.lead_s;
+    }
   }
 
   // ---------------------------------------------------------------- one player
@@ -173,7 +242,7 @@
         g.start = m;
         emit('start', Object.assign({}, m));
       } else if (m.type === 'done') {
-        g.done = true; g.status = 'ok'; g.summary = m;
+        g.done = true; g.status = 'ok'; g.summary = m; g.doneMs = performance.now() - g.clickT;
         emit('done', m);
         pump(g);
         if (g.state === 'ended' || (g.state === 'wait' && !g.framesRecv)) finish(g, {});
@@ -213,13 +282,25 @@
     }
 
     // -------------------------------------------------------------- scheduling
+    // The start rule, live: re-planned after every chunk (and on `done`), from the position where
+    // playback would (re)start. Times are this page's clock, seconds since the click.
     function readyToPlay(g) {
-      const chunks = g.chunks.map((c) => ({ arrival_s: c.serverMs / 1000, duration_s: c.frames / g.sr }));
-      const r = legacyReady(chunks, {
-        done: g.done, buffered_s: (g.framesRecv - g.framesSched) / g.sr, text_chars: g.textChars,
-      });
-      g.need = r.need_s; g.rate = r.rate;
-      return r.start;
+      const nowS = (performance.now() - g.clickT) / 1000;
+      const pos = g.framesSched / g.sr;
+      const key = g.chunks.length + ':' + g.done + ':' + g.framesSched;
+      if (g.planKey !== key) {
+        g.planKey = key;
+        const st = g.start || {}, learnt = st.learnt || {};
+        const p = plan(g.chunks.map((c) => c.arrivalMs / 1000), g.chunks.map((c) => c.frames / g.sr), {
+          pos_s: pos, done: g.done, text_chars: g.textChars,
+          sec_per_char: learnt.sec_per_char || null, rate_prior: learnt.rate || null,
+        });
+        g.plan = p;
+        if (g.plans.length < 2000) g.plans.push({ at_s: nowS, chunks: g.chunks.length, pos_s: pos, start_at_s: p.start_at_s, rate: p.rate, reason: p.reason });
+        clearTimeout(g.planTimer);
+        if (isFinite(p.start_at_s) && p.start_at_s > nowS) g.planTimer = setTimeout(() => pump(g), (p.start_at_s - nowS) * 1000 + 1);
+      }
+      return nowS >= g.plan.start_at_s;
     }
 
     function scheduleAll(g) {
@@ -237,6 +318,7 @@
           src.start(when);
           g.sources.push(src);
         }
+        c.whenCtx = when;                                               // the audio clock's start time
         c.deadlineMs = performance.now() - g.clickT + (when - ctx.currentTime) * 1000;
         if (g.firstScheduledMs == null) {
           g.firstScheduledMs = performance.now() - g.clickT;
@@ -254,14 +336,18 @@
       if (g !== gen || g.state === 'stopped' || g.state === 'ended' || !ctx) return;
       if (g.state === 'play') {
         const end = g.segStart + (g.framesSched - g.segFrame0) / g.sr;
-        if (ctx.currentTime >= end && !(g.done && g.framesSched === g.framesRecv)) noteUnderrun(g, end);
+        // a chunk that would start in the past (or within late_tol_s) is an underrun, never an overlap
+        if (ctx.currentTime + POLICY.late_tol_s >= end && !(g.done && g.framesSched === g.framesRecv)) noteUnderrun(g, end);
         else { scheduleAll(g); armEnd(g); return; }
       }
       if ((g.state === 'wait' || g.state === 'rebuffer') && g.framesRecv > g.framesSched && readyToPlay(g)) {
         const rebuffer = g.state === 'rebuffer';
         g.segStart = ctx.currentTime + LEAD_S; g.segFrame0 = g.framesSched;
         let stall = 0;
-        if (rebuffer) { stall = (g.segStart - g.dryCtx) * 1000; g.underruns.stallMs += stall; }
+        if (rebuffer) {
+          stall = Math.max(0, g.segStart - g.dryCtx) * 1000; g.underruns.stallMs += stall;
+          g.underruns.events.push({ position_ms: (g.framesSched / g.sr) * 1000, stall_ms: stall });
+        }
         g.segments.push({ ctxStart: g.segStart, frame0: g.framesSched, frames: 0 });
         g.state = 'play';
         scheduleAll(g); armEnd(g);
@@ -270,7 +356,7 @@
     }
 
     function noteUnderrun(g, dryCtx) {
-      g.state = 'rebuffer'; g.dryCtx = dryCtx;
+      g.state = 'rebuffer'; g.dryCtx = dryCtx; g.planKey = null;
       g.underruns.count += 1; g.underruns.positions.push((g.framesSched / g.sr) * 1000);
       emit('underrun', { count: g.underruns.count, stall_ms: g.underruns.stallMs, position_ms: (g.framesSched / g.sr) * 1000 });
     }
@@ -288,7 +374,7 @@
       const g = gen; if (!g || !ctx) return;
       if (g.state === 'play' && !(g.done && g.framesSched === g.framesRecv)) {
         const end = g.segStart + (g.framesSched - g.segFrame0) / g.sr;
-        if (ctx.currentTime >= end) noteUnderrun(g, end);
+        if (ctx.currentTime + POLICY.late_tol_s >= end) noteUnderrun(g, end);
       }
       if (g.state === 'wait' || g.state === 'rebuffer') pump(g);
       if (g.firstAudibleMs == null && g.state === 'play' && analyser) {
@@ -302,23 +388,25 @@
     function finish(g, how) {
       if (g.finished) return; g.finished = true;
       if (g.state !== 'stopped') g.state = 'ended';
+      const sr = g.sr || 1;
+      const ideal = idealStartS(g.chunks.map((c) => c.arrivalMs / 1000), g.chunks.map((c) => c.frames / sr));
+      g.idealStartMs = ideal == null ? null : ideal * 1000;
+      g.actualStartMs = g.chunks.length && g.chunks[0].deadlineMs != null ? g.chunks[0].deadlineMs : null;
+      g.lateByMs = g.idealStartMs != null && g.actualStartMs != null ? g.actualStartMs - g.idealStartMs : null;
       if (g.takeId && g.framesRecv && !g.reported) {
         g.reported = true;
         send({ type: 'underruns', token: g.token, take_id: g.takeId, count: g.underruns.count,
           stall_ms: g.underruns.stallMs, positions_ms: g.underruns.positions,
-          browser: { first_scheduled_ms: g.firstScheduledMs, first_sound_ms: g.firstSoundMs } });
+          browser: { first_scheduled_ms: g.firstScheduledMs, first_sound_ms: g.firstSoundMs,
+            ideal_start_ms: g.idealStartMs, actual_start_ms: g.actualStartMs, stalls: g.underruns.events } });
       }
-      const sr = g.sr || 1;
-      const arrivals = g.chunks.map((c) => c.arrivalMs / 1000), durs = g.chunks.map((c) => c.frames / sr);
-      const ideal = idealStartS(arrivals, durs);
-      g.idealStartMs = ideal == null ? null : ideal * 1000;
-      g.actualStartMs = g.chunks.length && g.chunks[0].deadlineMs != null ? g.chunks[0].deadlineMs : null;
       emit('ended', {
         take_id: g.takeId, complete: g.status === 'ok', stopped: !!how.stopped, error: g.error,
         played_ms: how.stopped ? how.heardMs : (g.framesSched / sr) * 1000,
         duration_ms: (g.framesRecv / sr) * 1000, chunks: g.chunks.length,
-        underruns: g.underruns.count, stall_ms: g.underruns.stallMs,
-        ideal_start_ms: g.idealStartMs, actual_start_ms: g.actualStartMs, summary: g.summary,
+        underruns: g.underruns.count, stall_ms: g.underruns.stallMs, stalls: g.underruns.events.slice(),
+        ideal_start_ms: g.idealStartMs, actual_start_ms: g.actualStartMs, late_by_ms: g.lateByMs,
+        summary: g.summary,
       });
     }
 
@@ -407,5 +495,5 @@
     return P;
   }
 
-  window.LLPlayer = { create, idealStartS, version: 1 };
+  window.LLPlayer = { create, plan, simulate, idealStartS, POLICY, version: 1 };
 })();

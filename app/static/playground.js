@@ -107,7 +107,7 @@
         status('Queued: position ' + d.position + ' for ' + $('ll-backend').value, 'busy'); setMetric('ll-m-queue', String(d.position));
         break;
       case 'generating': status('Generating…', 'busy'); setMetric('ll-m-queue', '–'); break;
-      case 'start': setMetric('ll-m-format', d.sample_rate + ' Hz × ' + d.channels); break;
+      case 'start': showFormat(d); break;
       case 'chunk':
         setMetric('ll-m-chunks', String(d.count));
         if (d.count === 1) { setMetric('ll-m-ttfa', fmtMs(d.server_ms)); status('Buffering…', 'busy'); }
@@ -149,7 +149,28 @@
     }
     $('ll-glitch').disabled = !g.framesRecv || !g.takeId;
     setMetric('ll-m-under', String(d.underruns)); setMetric('ll-m-stall', Math.round(d.stall_ms) + ' ms');
+    showStart(g, d);
     drawWave(g); drawTimeline(g);
+  }
+
+  // The format, and whether it was read from the stream or assumed (and from what).
+  function showFormat(d) {
+    setMetric('ll-m-format', d.sample_rate + ' Hz × ' + d.channels + (d.assumed ? ' (assumed)' : ''));
+    const note = $('ll-format-note');
+    note.textContent = d.assumed ? 'Format assumed, not read from the stream: ' + String(d.assumed) : '';
+    note.className = 'll-muted' + (d.assumed ? ' ll-assumed' : '');
+  }
+
+  // Ideal start (the earliest start that never runs dry, from the recorded arrivals) vs actual.
+  function showStart(g, d) {
+    setMetric('ll-m-ideal', fmtMs(d.ideal_start_ms));
+    setMetric('ll-m-actual', fmtMs(d.actual_start_ms));
+    const parts = [];
+    if (d.late_by_ms != null) parts.push('Started ' + Math.round(Math.abs(d.late_by_ms)) + ' ms ' + (d.late_by_ms >= 0 ? 'after' : 'before') + ' the ideal start (max over chunks of arrival − audio before it)');
+    for (const s of d.stalls || []) parts.push('stall of ' + Math.round(s.stall_ms) + ' ms at ' + (s.position_ms / 1000).toFixed(2) + ' s');
+    const learnt = g.start && g.start.learnt;
+    if (learnt && learnt.takes) parts.push('learnt from ' + learnt.takes + ' past take(s): ' + (learnt.sec_per_char ? (1 / learnt.sec_per_char).toFixed(1) + ' chars/s' : 'no text rate') + (learnt.rate ? ', generation ' + Number(learnt.rate).toFixed(2) + '× real time' : ''));
+    $('ll-start-note').textContent = parts.join(' · ');
   }
 
   function glitch() {
@@ -177,7 +198,9 @@
 
   // ------------------------------------------------------------------ metrics card drawings
   function resetCard() {
-    for (const id of ['ll-m-ttfa', 'll-m-first', 'll-m-rtf', 'll-m-chunks', 'll-m-under', 'll-m-stall', 'll-m-queue', 'll-m-format', 'll-m-pos', 'll-m-margin']) setMetric(id, '–');
+    for (const id of ['ll-m-ttfa', 'll-m-first', 'll-m-rtf', 'll-m-chunks', 'll-m-under', 'll-m-stall', 'll-m-queue', 'll-m-format', 'll-m-pos', 'll-m-margin', 'll-m-ideal', 'll-m-actual']) setMetric(id, '–');
+    for (const id of ['ll-format-note', 'll-start-note']) $(id).textContent = '';
+    $('ll-checks').replaceChildren();
     setMetric('ll-m-chunks', '0'); setMetric('ll-m-under', '0'); setMetric('ll-m-stall', '0 ms');
     $('ll-findings').textContent = ''; $('ll-glitch-log').textContent = '';
     for (const id of ['ll-wave', 'll-timeline']) { const c = $(id); c.getContext('2d').clearRect(0, 0, c.width, c.height); }
@@ -237,11 +260,35 @@
 
   function showFindings(g) {
     const m = g.findings, box = $('ll-findings');
-    if (!m.available) box.textContent = 'Automatic glitch findings: ' + (m.note || 'not available');
-    else if (!m.findings.length) box.textContent = 'Automatic glitch findings: none';
-    else box.textContent = 'Automatic glitch findings (red on the waveform): ' + m.findings.map((f) => f.kind + ' @ ' + (f.time_s != null ? f.time_s.toFixed(2) + ' s' : '?') + (f.boundary_index != null ? ' (seam #' + (f.boundary_index + 1) + ')' : '') +
-      (f.kind === 'underrun' && f.evidence && f.evidence.prebuffer_ms != null ? ' [simulated player with a ' + Math.round(f.evidence.prebuffer_ms) + ' ms prebuffer, not this one]' : '')).join(', ');
+    const list = Array.isArray(m.findings) ? m.findings : [];
+    const fmtF = (f) => String(f.kind) + ' @ ' + (typeof f.time_s === 'number' ? f.time_s.toFixed(2) + ' s' : '?') +
+      (typeof f.boundary_index === 'number' ? ' (seam #' + (f.boundary_index + 1) + ')' : '') +
+      (f.count > 1 ? ' ×' + f.count : '') +
+      (f.kind === 'underrun' && f.evidence && f.evidence.prebuffer_ms != null ? ' [simulated player with a ' + Math.round(Number(f.evidence.prebuffer_ms)) + ' ms prebuffer, not this one]' : '') +
+      (f.evidence && typeof f.evidence.note === 'string' ? ' — ' + f.evidence.note : '');
+    if (!m.available) box.textContent = 'Automatic glitch findings: ' + String(m.note || 'not available');
+    else if (!list.length) box.textContent = 'Automatic glitch findings: none';
+    else box.textContent = 'Automatic glitch findings (red on the waveform): ' + mergeFindings(list).map(fmtF).join(', ');
+    // which checks ran and which were skipped (and why), when the detector says so
+    const ul = $('ll-checks'); ul.replaceChildren();
+    for (const c of Array.isArray(m.checks) ? m.checks : []) {
+      const li = document.createElement('li');
+      li.className = c.ran ? 'll-ran' : 'll-skipped';
+      li.textContent = (c.ran ? '✓ ' : '– ') + String(c.name) + (c.ran ? ' ran' : ' skipped') + (c.why ? ': ' + String(c.why) : '');
+      ul.appendChild(li);
+    }
     if (g.finished) drawWave(g);
+  }
+
+  // The same finding twice (same kind at the same place) is shown once, with a count.
+  function mergeFindings(list) {
+    const out = [], seen = new Map();
+    for (const f of list) {
+      const key = String(f.kind) + '|' + (typeof f.time_s === 'number' ? f.time_s.toFixed(2) : '?') + '|' + f.boundary_index;
+      if (seen.has(key)) { seen.get(key).count += 1; continue; }
+      const c = Object.assign({}, f, { count: 1 }); seen.set(key, c); out.push(c);
+    }
+    return out;
   }
 
   // ------------------------------------------------------------------ voice cloning + library

@@ -1,0 +1,413 @@
+"""The start rule's Python twin (evaluation/playout.py) on recorded and hand-made timelines.
+
+``tests/playout_timelines.json`` holds arrival timelines (the wire profiles' schedules, two
+recorded from the real Piper voice, and hand-made bursty / slow-start / stalling / jittery ones)
+with the decisions the rule must make. The same file is replayed through the JavaScript twin in
+Chromium (tests/test_browser_start.py), so both players decide alike.
+
+Regenerate (after a deliberate change of the rule): ``.venv/bin/python -m tests.test_playout``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import random
+import sys
+from pathlib import Path
+
+import pytest
+
+from evaluation.playout import POLICY, Learnt, Policy, ideal_start_s, learn, plan, simulate
+
+FIXTURE = Path(__file__).with_name("playout_timelines.json")
+
+
+def load() -> dict:
+    return json.loads(FIXTURE.read_text())
+
+
+def run_case(case: dict, policy: Policy = POLICY):
+    return simulate(
+        case["arrivals_s"],
+        case["durations_s"],
+        case.get("text_chars", 0),
+        sec_per_char=case.get("sec_per_char"),
+        rate_prior=case.get("rate_prior"),
+        done_s=case.get("done_s"),
+        policy=policy,
+    )
+
+
+CASES = load()["cases"]
+
+
+# --------------------------------------------------------------------------- the fixture
+
+
+def test_fixture_policy_is_the_rule_s_policy():
+    assert load()["policy"] == POLICY.to_dict()
+
+
+@pytest.mark.parametrize("case", CASES, ids=[c["name"] for c in CASES])
+def test_decisions_match_the_fixture(case):
+    got = run_case(case).to_dict()
+    exp = case["expected"]
+    assert got["start_s"] == pytest.approx(exp["start_s"], abs=1e-9)
+    assert got["ideal_start_s"] == pytest.approx(exp["ideal_start_s"], abs=1e-9)
+    assert got["decisions"] == pytest.approx(exp["decisions"], abs=1e-9)
+    assert len(got["underruns"]) == len(exp["underruns"])
+    for (p, s), (ep, es) in zip(got["underruns"], exp["underruns"], strict=True):
+        assert p == pytest.approx(ep, abs=1e-9) and s == pytest.approx(es, abs=1e-9)
+
+
+@pytest.mark.parametrize(
+    "case", [c for c in CASES if c["kind"] == "predictable"], ids=lambda c: c["name"]
+)
+def test_predictable_schedules_start_near_the_ideal_without_underruns(case):
+    """Paced schedules with a good text estimate: the issue's targets, exactly."""
+    r = run_case(case)
+    assert r.underruns == [], r.underruns
+    assert r.start_s >= r.ideal_start_s
+    assert r.late_by_s <= 0.05 + 0.10 * r.ideal_start_s, r.to_dict()
+
+
+@pytest.mark.parametrize(
+    "case", [c for c in CASES if c["kind"] == "first-take"], ids=lambda c: c["name"]
+)
+def test_first_take_without_a_learnt_rate_is_safe_and_a_little_later(case):
+    """No past take: a rate measured over a short span is shrunk, so the start is a bit later
+    (within 50 ms + 15 % of the ideal start instead of 10 %), never early."""
+    r = run_case(case)
+    assert r.underruns == [], r.underruns
+    assert r.start_s >= r.ideal_start_s
+    assert r.late_by_s <= 0.05 + 0.15 * r.ideal_start_s, r.to_dict()
+
+
+@pytest.mark.parametrize(
+    "case", [c for c in CASES if c["kind"] == "no-text"], ids=lambda c: c["name"]
+)
+def test_without_a_text_each_stall_doubles_the_buffer(case):
+    """No length estimate (a page that sends no text): stalls grow the buffer geometrically."""
+    r = run_case(case)
+    total = sum(case["durations_s"])
+    first = case["durations_s"][0]
+    assert 1 <= len(r.underruns) <= 1 + int(total / first).bit_length(), r.to_dict()
+    assert r.underruns == sorted(r.underruns)
+
+
+@pytest.mark.parametrize("case", [c for c in CASES if c["kind"] == "hard"], ids=lambda c: c["name"])
+def test_hard_schedules_stall_at_most_once(case):
+    """Bursts, stalls, rate changes, a wrong text estimate: at most one stall, sized to need."""
+    r = run_case(case)
+    assert len(r.underruns) <= 1, r.to_dict()
+    limit = case.get("max_stall_s")
+    if limit is not None:
+        assert r.stall_s <= limit, r.to_dict()
+    # a stall is never counted chunk by chunk: the one resume covers the rest of the stream
+    assert r.start_s is not None and r.start_s >= r.decisions[0]
+
+
+def test_fixture_covers_the_issue_schedules():
+    names = {c["name"] for c in CASES}
+    for need in (
+        "qwen3-2x",
+        "qwen3-0.67x",
+        "uniform320-0.67x",
+        "uniform320-0.67x-remote-ttfa150",
+        "jitter50-2x",
+        "stall1.4-2x",
+        "bursty",
+        "slow-start-then-fast",
+        "fast-then-stalling",
+        "jittery-1x",
+        "recorded-piper",
+        "recorded-qwen3-2x",
+    ):
+        assert need in names
+
+
+# --------------------------------------------------------------------------- the rule itself
+
+
+def test_ideal_start_formula():
+    # chunk 1 arrives 1.0 s after 0.5 s of audio: playback may start at 0.5 s at the earliest
+    assert ideal_start_s([0.1, 1.0, 1.2], [0.5, 0.5, 0.5]) == pytest.approx(0.5)
+    assert ideal_start_s([], []) is None
+
+
+def test_one_chunk_without_a_rate_waits_for_a_second():
+    p = plan([0.15], [0.32], text_chars=100)
+    assert p.start_at_s == float("inf") and "waiting" in p.reason
+
+
+def test_done_starts_at_once_and_nothing_buffered_waits():
+    assert plan([0.2, 0.4], [1.0, 1.0], done=True).start_at_s == pytest.approx(0.4)
+    assert plan([0.2], [1.0], pos_s=1.0).start_at_s == float("inf")
+
+
+def test_first_chunk_that_looks_fast_is_capped_by_the_learnt_rate():
+    """The issue's remote case: 320 ms after 150 ms looks 2x, the backend is 0.67x."""
+    fast_looking = plan([0.15], [0.32], text_chars=200, sec_per_char=0.07, rate_prior=0.67)
+    assert fast_looking.rate < 0.67
+    assert fast_looking.start_at_s > 5.0  # (14 s - 0.32 s) * (1/0.67 - 1) ~ 6.9 s
+
+
+def test_faster_than_real_time_starts_on_arrival():
+    p = plan([0.1, 0.2, 0.3], [0.5, 0.5, 0.5], text_chars=100, sec_per_char=0.07)
+    assert p.start_at_s == pytest.approx(0.1)  # the observed chunks bind, not the prediction
+
+
+def test_slower_stream_needs_more_buffer_for_longer_text():
+    short = plan([0.5, 1.0], [0.32, 0.32], text_chars=50, sec_per_char=0.07)
+    long = plan([0.5, 1.0], [0.32, 0.32], text_chars=500, sec_per_char=0.07)
+    assert long.start_at_s > short.start_at_s + 10
+
+
+def test_a_61ms_late_chunk_is_an_underrun_with_its_size_not_an_overlap():
+    # a steady 2x stream whose fourth chunk is 61 ms past its deadline
+    arr = [0.1, 0.3, 0.5, 0.12 + 1.5 + 0.061, 1.7]
+    dur = [0.5, 0.5, 0.5, 0.5, 0.5]
+    r = simulate(arr, dur, 36, sec_per_char=2.5 / 36, rate_prior=2.5)
+    assert r.start_s == pytest.approx(0.12)
+    assert len(r.underruns) == 1
+    pos, stall = r.underruns[0]
+    assert pos == pytest.approx(1.5)
+    # the stall runs from the deadline the chunk missed to the resume (decided by the rule)
+    assert stall == pytest.approx(r.decisions[1] + POLICY.lead_s - (r.start_s + 1.5), abs=1e-9)
+    assert stall >= 0.061 + POLICY.lead_s - 1e-9
+
+
+def test_simulate_rejects_bad_input():
+    with pytest.raises(ValueError):
+        simulate([0.1, 0.2], [0.5])
+    with pytest.raises(ValueError):
+        simulate([0.3, 0.2], [0.5, 0.5])
+    assert simulate([], []).start_s is None
+
+
+# --------------------------------------------------------------------------- learnt priors
+
+
+def test_learn_from_stored_takes_of_one_backend(tmp_path):
+    """Real Piper takes in a real SQLite store: seconds per character and rate per system."""
+    from backends.base import SpeechRequest
+    from backends.registry import load_backend
+    from evaluation.store import Store, System
+    from evaluation.takes import record
+
+    backend = load_backend(
+        "piper?deterministic=1&profile=custom&rate=22050&chunk_frames=1"
+        "&first_frames=1&frame_hz=2&pace=3"
+    )
+    store = Store.open(tmp_path / "ll.db")
+    assert learn(store, "p") == Learnt(None, None, 0)
+    store.add_system(System("p", backend="piper", label="p"))
+    texts = [
+        "The quick brown fox jumps over the lazy dog, and then it runs away.",
+        "Please call Stella and ask her to bring these things with her from the store.",
+        "When the sunlight strikes raindrops in the air, they act as a prism.",
+    ]
+
+    async def go():
+        return [await record(backend, SpeechRequest(text=t)) for t in texts]
+
+    takes = asyncio.run(go())
+    for t in takes:
+        store.save_take(t, system_id="p")
+    got = learn(store, "p")
+    spc = sorted(t.duration_s / len(t.request.text) for t in takes)[1]
+    assert got.takes == 3
+    assert got.sec_per_char == pytest.approx(spc)
+    rates = sorted(
+        (t.frames - t.chunks[0].frames)
+        / t.sample_rate
+        / ((t.chunks[-1].arrival_ms - t.chunks[0].arrival_ms) / 1000)
+        for t in takes
+    )
+    assert got.rate == pytest.approx(rates[1])
+    assert got.rate > 0  # (about 3x unless the machine is too busy for Piper to keep up)
+    assert learn(store, "other").takes == 0
+    asyncio.run(backend.aclose())
+
+
+# --------------------------------------------------------------------------- regenerating
+
+
+def _paced(
+    sizes: list[float],
+    pace: float,
+    ttfa: float = 0.0,
+    jitter: float = 0.0,
+    seed=0,
+    stall_after: int | None = None,
+    stall_s: float = 0.0,
+) -> list[float]:
+    rng = random.Random(seed)
+    out, produced = [], 0.0
+    for i, d in enumerate(sizes):
+        produced += d
+        t = ttfa + produced / pace + (stall_s if stall_after is not None and i > stall_after else 0)
+        if jitter:
+            t += rng.uniform(0, jitter)
+        out.append(max(t, out[-1] if out else 0.0))
+    return out
+
+
+def _qwen_sizes(total: float) -> list[float]:
+    sizes, left = [0.08], total - 0.08
+    while left > 1e-9:
+        sizes.append(min(2.0, left))
+        left -= sizes[-1]
+    return sizes
+
+
+def _uniform(total: float, d: float) -> list[float]:
+    n = int(total / d)
+    return [d] * n + ([round(total - n * d, 6)] if total - n * d > 1e-6 else [])
+
+
+def _record(spec: str, texts: list[str]) -> list[tuple[list[float], list[float]]]:
+    from backends.base import SpeechRequest
+    from backends.registry import load_backend
+    from evaluation.takes import record
+
+    b = load_backend(spec)
+    b.warm_up()
+
+    async def go():
+        await record(b, SpeechRequest(text="Warm up."))
+        out = [await record(b, SpeechRequest(text=t)) for t in texts]
+        await b.aclose()
+        return out
+
+    return [
+        (
+            [round(c.arrival_ms / 1000, 6) for c in t.chunks],
+            [c.frames / t.sample_rate for c in t.chunks],
+        )
+        for t in asyncio.run(go())
+    ]
+
+
+PRIOR_TEXT = (
+    "When the sunlight strikes raindrops in the air, they act as a prism and form a rainbow. "
+    "The rainbow is a division of white light into many beautiful colors."
+)
+PARA = (
+    "The old lighthouse keeper climbed the spiral stairs every evening. At the top, he wiped "
+    "the salt from the great lens, lit the lamp, and watched the beam sweep across the water."
+)
+
+
+def build() -> dict:
+    chars = len(PARA)
+    total = 12.0  # seconds of audio for PARA (about what the CPU voice says)
+    spc = total / chars
+    cases = []
+
+    def add(name, kind, arr, dur, *, spc_factor=1.0, text=True, **extra):
+        case = {
+            "name": name,
+            "kind": kind,
+            "arrivals_s": [round(a, 6) for a in arr],
+            "durations_s": [round(d, 6) for d in dur],
+            "text_chars": chars if text else 0,
+            "sec_per_char": round(spc * spc_factor, 9),
+        }
+        case.update(extra)
+        cases.append(case)
+
+    q = _qwen_sizes(total)
+    u = _uniform(total, 0.32)
+    # rate_prior: the rate learnt from past takes of the backend (absent on a first take)
+    add("qwen3-2x", "predictable", _paced(q, 2.0, 0.05), q, rate_prior=2.0)
+    add("qwen3-2x-first-take", "first-take", _paced(q, 2.0, 0.05), q)
+    add("qwen3-0.67x", "predictable", _paced(q, 0.67, 0.05), q, rate_prior=0.67)
+    add("uniform320-0.67x", "predictable", _paced(u, 0.67, 0.05), u, rate_prior=0.67)
+    add("uniform320-0.67x-first-take", "first-take", _paced(u, 0.67, 0.05), u)
+    remote = [0.15] + [0.15 + a for a in _paced(u[1:], 0.67)]
+    add("uniform320-0.67x-remote-ttfa150", "predictable", remote, u, rate_prior=0.67)
+    add("uniform320-0.67x-remote-ttfa150-first-take", "first-take", remote, u)
+    add("jitter50-2x", "hard", _paced(u, 2.0, 0.05, jitter=0.05, seed=7), u, rate_prior=2.0)
+    add(
+        "stall1.4-2x",
+        "hard",
+        _paced(u, 2.0, 0.05, stall_after=12, stall_s=1.4),
+        u,
+        rate_prior=2.0,
+        max_stall_s=1.4 + 0.3,
+    )
+    # a first chunk held back (a slow voice under load), then a burst catching up the schedule
+    late = [max(a, 2.4) for a in _paced(q, 0.67, 0.05)]
+    add("qwen3-0.67x-late-first-chunk", "hard", late, q, rate_prior=0.8)
+    late = [max(a, 1.5) for a in _paced(u, 0.67, 0.05)]
+    add("uniform320-0.67x-catch-up-burst", "hard", late, u, rate_prior=0.8)
+    # hand-made
+    bursty = [0.2 + 1.2 * (i // 3) for i in range(len(u))]  # 3 x 320 ms every 1.2 s (0.8x)
+    add("bursty", "hard", bursty, u)
+    slow_fast = _paced(u[:8], 0.5, 0.1)
+    slow_fast += [slow_fast[-1] + a for a in _paced(u[8:], 3.0)]
+    add("slow-start-then-fast", "hard", slow_fast, u, rate_prior=0.5)
+    fs = _paced(u[:10], 2.5, 0.05)
+    fs += [fs[-1] + 3.0 + a for a in _paced(u[10:], 2.5)]
+    add("fast-then-stalling", "hard", fs, u, rate_prior=2.5, max_stall_s=3.0 + 0.3)
+    add("jittery-1x", "hard", _paced(u, 1.05, 0.05, jitter=0.12, seed=3), u)
+    add(
+        "qwen3-0.67x-text-underestimated",
+        "hard",
+        _paced(q, 0.67, 0.05),
+        q,
+        spc_factor=0.9,
+        rate_prior=0.67,
+        max_stall_s=1.0,
+    )
+    add(
+        "qwen3-0.67x-text-overestimated",
+        "hard",
+        _paced(q, 0.67, 0.05),
+        q,
+        spc_factor=1.1,
+        rate_prior=0.67,
+    )
+    add("uniform320-0.67x-no-text", "no-text", _paced(u, 0.67, 0.05), u, text=False)
+    add("single-chunk", "predictable", [0.4], [3.0])
+    add(
+        "late-by-61ms",
+        "hard",
+        [0.1, 0.3, 0.5, 1.681, 1.7],
+        [0.5] * 5,
+        rate_prior=2.5,
+        max_stall_s=0.1,
+    )
+    # recorded from the real CPU voice (plain, and through the Qwen3-TTS wire profile at 2x);
+    # the rate prior is learnt from an earlier take of the same backend, as the app does
+    for name, spec in (
+        ("recorded-piper", "piper?deterministic=1"),
+        ("recorded-qwen3-2x", "piper?deterministic=1&profile=qwen3-tts"),
+    ):
+        (pa, pd), (arr, dur) = _record(spec, [PRIOR_TEXT, PARA])
+        prior = (sum(pd) - pd[0]) / (pa[-1] - pa[0]) if len(pa) > 1 else None
+        add(
+            name,
+            "predictable",
+            arr,
+            dur,
+            spc_factor=sum(dur) / total,
+            rate_prior=round(prior, 6) if prior else None,
+        )
+    for c in cases:
+        c["expected"] = run_case(c).to_dict()
+    return {"policy": POLICY.to_dict(), "text": PARA, "cases": cases}
+
+
+if __name__ == "__main__":
+    data = build()
+    FIXTURE.write_text(json.dumps(data, indent=1) + "\n")
+    for c in data["cases"]:
+        e = c["expected"]
+        print(
+            f"{c['name']:36s} ideal {e['ideal_start_s']:6.2f} start {e['start_s']:6.2f} "
+            f"late {e['late_by_s']:+.2f} underruns {len(e['underruns'])} stall {e['stall_s']:.2f}"
+        )
+    sys.exit(0)
