@@ -360,6 +360,10 @@ def create_app(
 
     install_arena(app, state, mount_ui=mount_ui)
     # -- end open arena --
+    # -- listening tests (issue 9): rater pages, routes, WS handlers, admin pages (before "/")
+    from app.listening import mount as mount_listening
+
+    app = mount_listening(app, state, mount_ui=mount_ui)
 
     if mount_ui:
         import gradio as gr

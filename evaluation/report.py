@@ -33,6 +33,11 @@ RAW_TABLES = (
     "ab_votes",
     "glitch_reports",
     "auto_findings",
+    # schema v2: listening tests (test_raters is left out: it holds token hashes)
+    "stimuli",
+    "play_events",
+    "answers",
+    "mushra_ratings",
 )
 
 
@@ -156,6 +161,20 @@ def compute_tables(store: Store, opts: ReportOptions = ReportOptions()) -> dict[
         out["takes"] = t
     else:
         out["takes"] = pd.DataFrame()
+    out.update(listening_tables(store))
+    return out
+
+
+def listening_tables(store: Store) -> dict[str, pd.DataFrame]:
+    """Per listening test (schema v2): its results tables, named ``test_<id>_<table>``."""
+    from evaluation.listening import TestStore
+    from evaluation.results import test_results
+
+    tests = TestStore(store)
+    out: dict[str, pd.DataFrame] = {}
+    for t in tests.list_tests():
+        for name, df in test_results(tests, t["test_id"]).items():
+            out[f"test_{t['test_id']}_{name}"] = df
     return out
 
 
@@ -306,6 +325,11 @@ def render_html(store: Store, t: dict[str, pd.DataFrame], plots: dict[str, str])
             + _table(t["agreement"]),
         ),
         ("Takes", _table(t["takes"])),
+    ]
+    sections += [  # listening tests (screened raters excluded; see the raters tables)
+        (f"Listening test {k[5:].replace('_', ' ', 1)}", _table(df))
+        for k, df in t.items()
+        if k.startswith("test_")
     ]
     body = "\n".join(f"<h2>{html.escape(h)}</h2>\n{c}" for h, c in sections)
     return f"""<!doctype html>

@@ -529,3 +529,78 @@ __all__ = [
     "usable_ratings",
     "wilson",
 ]
+
+
+# --------------------------------------------------------------------------- MUSHRA
+
+
+def median_interval(values: np.ndarray, confidence: float = 0.95) -> tuple[float, float]:
+    """Distribution-free interval of the median from binomial order statistics (NaN for n < 2)."""
+    v = np.sort(np.asarray(values, dtype=float)[~np.isnan(np.asarray(values, dtype=float))])
+    n = len(v)
+    if n < 2:
+        return (float("nan"), float("nan"))
+    alpha = 1 - confidence
+    lo = int(stats.binom.ppf(alpha / 2, n, 0.5))
+    hi = int(stats.binom.isf(alpha / 2, n, 0.5))
+    lo, hi = max(lo - 1, 0), min(hi, n - 1)  # 0-based ranks; widened when n is small
+    return float(v[lo]), float(v[hi])
+
+
+@dataclass(frozen=True)
+class MushraRules:
+    """ITU-R BS.1534-3 post-screening (``listening-tests.md`` §3.1)."""
+
+    reference_min: float = 90.0
+    """An assessor who rates the hidden reference below this ..."""
+    anchor_max: float = 90.0
+    """... or the (mid/low) anchor above this ..."""
+    max_share: float = 0.15
+    """... on more than this share of items is excluded."""
+
+
+def mushra_screening(ratings: pd.DataFrame, rules: MushraRules = MushraRules()) -> pd.DataFrame:
+    """One row per rater: items, hidden-reference and anchor misses, excluded, reasons."""
+    cols = ["rater_id", "items", "ref_low", "anchor_high", "excluded", "reasons"]
+    if ratings.empty:
+        return pd.DataFrame(columns=cols)
+    rows = []
+    for rater, g in ratings.groupby("rater_id", sort=True):
+        items = g["assignment_id"].nunique()
+        ref = g[g["role"] == "reference"]
+        anc = g[g["role"] == "anchor"]
+        ref_low = int(ref.groupby("assignment_id")["score"].min().lt(rules.reference_min).sum())
+        anc_high = int(anc.groupby("assignment_id")["score"].max().gt(rules.anchor_max).sum())
+        reasons = []
+        if len(ref) and ref_low / items > rules.max_share:
+            reasons.append(f"hidden reference < {rules.reference_min:g} on {ref_low}/{items} items")
+        if len(anc) and anc_high / items > rules.max_share:
+            reasons.append(f"anchor > {rules.anchor_max:g} on {anc_high}/{items} items")
+        rows.append([rater, items, ref_low, anc_high, bool(reasons), "; ".join(reasons)])
+    return pd.DataFrame(rows, columns=cols)
+
+
+def mushra_table(
+    ratings: pd.DataFrame, by: str = "label", confidence: float = 0.95
+) -> pd.DataFrame:
+    """Per condition (system, ``hidden reference``, ``anchor``): n, median with an order-statistic
+    interval, mean with a t interval."""
+    cols = ["condition", "n", "median", "median_low", "median_high", "mean", "ci_low", "ci_high"]
+    if ratings.empty:
+        return pd.DataFrame(columns=cols)
+    r = ratings.copy()
+    if by not in r:
+        r[by] = np.select(
+            [r["role"] == "reference", r["role"] == "anchor"],
+            ["hidden reference", "anchor"],
+            default=r["system_id"].astype(str),
+        )
+    rows = []
+    for key, g in r.groupby(by, sort=True):
+        v = g["score"].astype(float).to_numpy()
+        mlo, mhi = median_interval(v, confidence)
+        lo, hi = t_interval(v, confidence)
+        rows.append([key, len(v), float(np.median(v)), mlo, mhi, float(v.mean()), lo, hi])
+    return pd.DataFrame(rows, columns=cols).sort_values(
+        "median", ascending=False, ignore_index=True
+    )

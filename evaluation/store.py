@@ -71,10 +71,10 @@ import sqlite_utils
 from backends.base import InvalidRequest, ListenlabError, SpeechRequest
 from evaluation.takes import ChunkRecord, Take
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
 JOURNAL_MODES = ("wal", "delete", "truncate", "persist")
-TEST_KINDS = ("mos", "ab", "cmos", "glitch")
-ROLES = ("item", "gold", "trap")
+TEST_KINDS = ("mos", "ab", "cmos", "glitch", "mushra")
+ROLES = ("item", "gold", "trap", "anchor", "reference")
 AB_CHOICES = ("a", "b", "tie")
 GLITCH_KINDS = ("click", "gap", "repeat", "wrong_voice", "cut_off", "other")
 
@@ -166,6 +166,11 @@ class Assignment:
     """``item``, ``gold`` (obvious quality, ``expected`` score) or ``trap`` ("select X")."""
     expected: float | None = None
     created_at: str = field(default_factory=now_iso)
+    slots: tuple[str, ...] | None = None
+    """(schema v2) Every take of a multi-stimulus item in display order (MUSHRA screens)."""
+    condition: str | None = None
+    """(schema v2) ``as_streamed``, ``whole`` or ``live``: how the stimulus is played."""
+    meta: dict[str, Any] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -181,6 +186,9 @@ class MosRating:
     """Filled from the rater's assignment for this take when left None (else ``item``)."""
     expected: float | None = None
     created_at: str = field(default_factory=now_iso)
+    condition: str | None = None
+    """(schema v2) How the clip was played: ``as_streamed``, ``whole`` or ``live``."""
+    assignment_id: str | None = None
 
 
 @dataclass(frozen=True)
@@ -202,6 +210,8 @@ class AbVote:
     system_b: str | None = None
     """Filled from the takes when None."""
     created_at: str = field(default_factory=now_iso)
+    condition: str | None = None
+    assignment_id: str | None = None
 
 
 @dataclass(frozen=True)
@@ -402,7 +412,59 @@ def _schema_v1(db: sqlite_utils.Database) -> None:
     db["auto_findings"].create_index(["take_id"])
 
 
-MIGRATIONS = {1: _schema_v1}
+def _schema_v2(db: sqlite_utils.Database) -> None:
+    """Listening tests end to end: test lifecycle, stimuli (with the loudness gain applied),
+    raters' sessions (token hash, crowd id, headphone check, completion code), play events
+    (server-side listen-gating), one answer per item, MUSHRA ratings. Additive only."""
+    for sql in (
+        "ALTER TABLE tests ADD COLUMN status TEXT",
+        "ALTER TABLE tests ADD COLUMN updated_at TEXT",
+        "ALTER TABLE assignments ADD COLUMN slots TEXT",
+        "ALTER TABLE assignments ADD COLUMN condition TEXT",
+        "ALTER TABLE assignments ADD COLUMN meta TEXT",
+        "ALTER TABLE mos_ratings ADD COLUMN condition TEXT",
+        "ALTER TABLE mos_ratings ADD COLUMN assignment_id TEXT",
+        "ALTER TABLE ab_votes ADD COLUMN condition TEXT",
+        "ALTER TABLE ab_votes ADD COLUMN assignment_id TEXT",
+        """CREATE TABLE stimuli (
+            stimulus_id TEXT PRIMARY KEY, test_id TEXT NOT NULL REFERENCES tests(test_id),
+            take_id TEXT NOT NULL REFERENCES takes(take_id), source_take_id TEXT,
+            system_id TEXT, prompt_id TEXT, kind TEXT NOT NULL, expected REAL,
+            condition TEXT, gain_db REAL, loudness_lufs REAL, target_lufs REAL,
+            meta TEXT, created_at TEXT)""",
+        "CREATE UNIQUE INDEX idx_stimuli_test_take ON stimuli (test_id, take_id)",
+        """CREATE TABLE test_raters (
+            test_id TEXT NOT NULL REFERENCES tests(test_id),
+            rater_id TEXT NOT NULL REFERENCES raters(rater_id),
+            token_hash TEXT NOT NULL, seq INTEGER NOT NULL, crowd_id TEXT, crowd_source TEXT,
+            consent_at TEXT, headphone TEXT, headphone_pass INTEGER, completion_code TEXT,
+            finished_at TEXT, created_at TEXT, PRIMARY KEY (test_id, rater_id))""",
+        "CREATE UNIQUE INDEX idx_test_raters_token ON test_raters (token_hash)",
+        "CREATE UNIQUE INDEX idx_test_raters_seq ON test_raters (test_id, seq)",
+        """CREATE TABLE play_events (
+            event_id TEXT PRIMARY KEY, test_id TEXT NOT NULL, rater_id TEXT NOT NULL,
+            assignment_id TEXT NOT NULL, slot INTEGER NOT NULL, take_id TEXT,
+            condition TEXT, played_ms REAL, duration_ms REAL, complete INTEGER,
+            server_elapsed_ms REAL, underruns INTEGER, stall_ms REAL, created_at TEXT)""",
+        "CREATE INDEX idx_play_events_item ON play_events (test_id, rater_id, assignment_id)",
+        """CREATE TABLE answers (
+            answer_id TEXT PRIMARY KEY, test_id TEXT NOT NULL, rater_id TEXT NOT NULL,
+            assignment_id TEXT NOT NULL, kind TEXT NOT NULL, payload TEXT, condition TEXT,
+            created_at TEXT)""",
+        "CREATE UNIQUE INDEX idx_answers_item ON answers (test_id, rater_id, assignment_id)",
+        """CREATE TABLE mushra_ratings (
+            rating_id TEXT PRIMARY KEY, test_id TEXT NOT NULL, rater_id TEXT NOT NULL,
+            assignment_id TEXT NOT NULL, slot INTEGER NOT NULL, take_id TEXT NOT NULL,
+            system_id TEXT, role TEXT NOT NULL, prompt_id TEXT, score REAL NOT NULL,
+            created_at TEXT)""",
+        "CREATE UNIQUE INDEX idx_mushra_item ON mushra_ratings "
+        "(test_id, rater_id, assignment_id, slot)",
+    ):
+        db.execute(sql)
+    db.execute("UPDATE tests SET status = 'open' WHERE status IS NULL")
+
+
+MIGRATIONS = {1: _schema_v1, 2: _schema_v2}
 """``{version: function(db)}``: applied in order, each in one transaction, on open."""
 
 
@@ -712,10 +774,13 @@ class Store:
         self._require("takes", "take_id", a.take_id)
         if a.take_b_id:
             self._require("takes", "take_id", a.take_b_id)
+        row = asdict(a)
+        row["slots"] = None if a.slots is None else json.dumps(list(a.slots))
+        row["meta"] = _json(a.meta)
         return self._insert(
             "assignments",
             "assignment_id",
-            asdict(a),
+            row,
             unique_msg=f"rater {a.rater_id} already has an item at position {a.position} of {a.test_id}",
         )
 
@@ -734,7 +799,12 @@ class Store:
         rows = self.db["assignments"].rows_where(
             "test_id = ? AND rater_id = ?", [test_id, rater_id], order_by="position"
         )
-        return [Assignment(**r) for r in rows]
+        out = []
+        for r in rows:
+            r["slots"] = tuple(json.loads(r["slots"])) if r.get("slots") else None
+            r["meta"] = json.loads(r["meta"]) if r.get("meta") else {}
+            out.append(Assignment(**r))
+        return out
 
     def _row(self, table: str, pk: str, value: str) -> dict[str, Any] | None:
         cur = self.db.execute(f'SELECT * FROM "{table}" WHERE "{pk}" = ?', [value])

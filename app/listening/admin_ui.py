@@ -1,0 +1,322 @@
+"""The admin page (``/admin/tests``, Gradio): design a test, manage tests, read the results.
+
+Admin-only as a whole: the middleware in :func:`app.listening.mount` refuses every request
+under ``/admin/`` (page, API, queue) that :mod:`app.admin` does not accept.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+from app.admin import AdminPolicy
+from app.listening.designer import SystemSpec, TestSpec, create_test, parse_prompts
+from app.listening.routes import export_zip
+from app.listening.service import Listening
+from backends.base import ListenlabError
+from evaluation.results import test_results
+
+SYSTEM_COLS = ["name", "backend", "voice", "params", "condition"]
+
+
+def _params(s: str) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for part in str(s or "").replace(",", "&").split("&"):
+        if "=" in part:
+            k, _, v = part.partition("=")
+            out[k.strip()] = v.strip()
+    return out
+
+
+def _fmt(v: Any) -> str:
+    try:
+        return f"{float(v):.2f}"
+    except (TypeError, ValueError):
+        return "–"
+
+
+def summary_markdown(tables: dict[str, pd.DataFrame]) -> str:
+    """Plain lines a person (and a test) can read: MOS ± CI, CMOS, MUSHRA medians, raters."""
+    lines = []
+    r = tables.get("raters")
+    if r is not None and not r.empty:
+        n_ex = int(r["excluded"].sum())
+        lines.append(f"Raters: {len(r)} ({n_ex} screened out)")
+    for name, title in (
+        ("mos", "MOS (screened raters excluded)"),
+        ("mos_all_raters", "MOS (all raters)"),
+    ):
+        t = tables.get(name)
+        if t is not None and not t.empty:
+            lines.append(f"**{title}**")
+            for _, x in t.iterrows():
+                lines.append(
+                    f"- MOS {x['system_id']}: {_fmt(x['mean'])} "
+                    f"[{_fmt(x['ci_low'])}, {_fmt(x['ci_high'])}] n={int(x['n'])}"
+                )
+    t = tables.get("ab")
+    if t is not None and not t.empty:
+        lines.append("**A/B** (CMOS = how much better y is than x, order corrected)")
+        for _, x in t.iterrows():
+            lines.append(
+                f"- {x['x']} vs {x['y']}: n={int(x['n'])}, {x['x']} preferred "
+                f"{_fmt(x['x_share'])} [{_fmt(x['x_share_low'])}, {_fmt(x['x_share_high'])}], "
+                f"CMOS {x['y']} vs {x['x']}: {_fmt(x['cmos_y'])} "
+                f"[{_fmt(x['cmos_low'])}, {_fmt(x['cmos_high'])}]"
+            )
+    t = tables.get("mushra")
+    if t is not None and not t.empty:
+        lines.append("**MUSHRA** (median [95% CI])")
+        for _, x in t.iterrows():
+            lines.append(
+                f"- MUSHRA {x['condition']}: {_fmt(x['median'])} "
+                f"[{_fmt(x['median_low'])}, {_fmt(x['median_high'])}] n={int(x['n'])}"
+            )
+    return "\n".join(lines) or "No answers yet."
+
+
+def build_admin(state: Any, svc: Listening):
+    import gradio as gr
+
+    tests = svc.tests
+    exports = Path(state.store.root) / "exports"
+    note = AdminPolicy.from_env().describe()
+    labels = list(state.backends)
+    first = labels[0]
+    default_systems = pd.DataFrame(
+        [[first, first, "", "seed=1", "as_streamed"]]
+        + (
+            [[labels[1], labels[1], "", "seed=1", "as_streamed"]]
+            if len(labels) > 1
+            else [[f"{first}-qwen-wire", "piper?profile=qwen3-tts", "", "seed=1", "as_streamed"]]
+        ),
+        columns=SYSTEM_COLS,
+    )
+
+    def choices():
+        return [
+            (f"{t['name']} ({t['test_id']}, {t['kind']}, {t['status']})", t["test_id"])
+            for t in tests.list_tests()
+        ]
+
+    def listing():
+        rows = tests.list_tests()
+        return pd.DataFrame(rows) if rows else pd.DataFrame(columns=["test_id", "name"])
+
+    with gr.Blocks(title="listenlab listening tests", analytics_enabled=False) as demo:
+        gr.Markdown(f"## listenlab listening tests (admin)\n{note}")
+        with gr.Tab("Design"):
+            name = gr.Textbox(label="Test name", value="CPU voice: two wire profiles")
+            with gr.Row():
+                kind = gr.Radio(["mos", "ab", "mushra", "glitch"], value="mos", label="Type")
+                ab_mode = gr.Radio(["cmos", "forced"], value="cmos", label="A/B answer")
+            systems = gr.Dataframe(
+                value=default_systems,
+                headers=SYSTEM_COLS,
+                column_count=(5, "fixed"),
+                interactive=True,
+                label="Systems (backend: a configured label or a spec; params: seed=1&speed=1; "
+                "condition: as_streamed | whole | live)",
+            )
+            reference = gr.Textbox(label="Reference system (MUSHRA hidden reference; optional)")
+            with gr.Row():
+                source = gr.Radio(
+                    ["Harvard sentences (bundled)", "Pasted", "Uploaded file"],
+                    value="Harvard sentences (bundled)",
+                    label="Prompts",
+                )
+                n_prompts = gr.Number(value=10, precision=0, label="How many Harvard sentences")
+            pasted = gr.Textbox(lines=4, label="Pasted prompts (one per line)")
+            upload = gr.File(label="Prompt file (.txt, one per line)", file_types=[".txt"])
+            with gr.Row():
+                items = gr.Number(value=10, precision=0, label="Items per rater")
+                screening = gr.Checkbox(value=True, label="Screening items (anchor, gold, trap)")
+                headphones = gr.Checkbox(value=True, label="Headphone check")
+            consent = gr.Textbox(lines=2, label="Consent text (empty: the default)")
+            with gr.Row():
+                code = gr.Textbox(label="Completion code (empty: one per rater)")
+                redirect = gr.Textbox(
+                    label="Redirect URL when done (https://…, {code} is replaced)"
+                )
+            go = gr.Button("Generate the stimuli and open the test", variant="primary")
+            made = gr.Markdown()
+
+            async def generate(
+                nm,
+                kd,
+                abm,
+                sysdf,
+                ref,
+                src,
+                n,
+                txt,
+                up,
+                it,
+                scr,
+                hp,
+                cons,
+                cc,
+                rd,
+                progress=gr.Progress(),
+            ):
+                try:
+                    if src.startswith("Harvard"):
+                        prompts: Any = {"source": "harvard", "n": int(n or 10)}
+                    elif src == "Pasted":
+                        prompts = parse_prompts(txt or "")
+                    else:
+                        if not up:
+                            raise gr.Error("upload a .txt file of prompts")
+                        p = Path(up if isinstance(up, str) else up.name)
+                        if p.stat().st_size > 200_000:
+                            raise gr.Error("the prompt file is over 200 kB")
+                        prompts = parse_prompts(p.read_text(encoding="utf-8", errors="replace"))
+                    rows = [r for r in sysdf.fillna("").values.tolist() if str(r[0]).strip()]
+                    spec = TestSpec.from_dict(
+                        {
+                            "name": nm,
+                            "kind": kd,
+                            "ab_mode": abm,
+                            "systems": [
+                                {
+                                    "name": str(r[0]).strip(),
+                                    "backend": str(r[1]).strip(),
+                                    "voice": str(r[2]).strip() or None,
+                                    "params": _params(r[3]),
+                                    "condition": str(r[4]).strip() or "as_streamed",
+                                }
+                                for r in rows
+                            ],
+                            "prompts": prompts,
+                            "items_per_rater": int(it or 10),
+                            "reference": (ref or "").strip() or None,
+                            "screening": scr,
+                            "headphone_check": hp,
+                            "consent": cons or None,
+                            "completion_code": cc or None,
+                            "redirect_url": rd or None,
+                        }
+                    )
+                    _ = SystemSpec  # (the spec type the rows become)
+                    tid = await create_test(state, spec, lambda f, m: progress(f, desc=m))
+                except ListenlabError as e:
+                    raise gr.Error(str(e)) from None
+                return f"Test **{tid}** is open. Raters: `/listen/{tid}` (add `?PROLIFIC_PID=…`)."
+
+            go.click(
+                generate,
+                [
+                    name,
+                    kind,
+                    ab_mode,
+                    systems,
+                    reference,
+                    source,
+                    n_prompts,
+                    pasted,
+                    upload,
+                    items,
+                    screening,
+                    headphones,
+                    consent,
+                    code,
+                    redirect,
+                ],
+                made,
+            )
+
+        with gr.Tab("Tests"):
+            table = gr.Dataframe(value=listing, interactive=False, label="Tests")
+            pick = gr.Dropdown(choices=choices(), label="Test")
+            with gr.Row():
+                b_open = gr.Button("Open")
+                b_close = gr.Button("Close")
+                b_dup = gr.Button("Duplicate")
+            confirm = gr.Checkbox(label="Yes, delete this test (an export zip is kept)")
+            b_del = gr.Button("Delete", variant="stop")
+            manage_out = gr.Markdown()
+            kept = gr.File(label="Export kept")
+
+            def act(tid, what, sure=False):
+                if not tid:
+                    raise gr.Error("pick a test")
+                out_file = None
+                if what in {"open", "closed"}:
+                    tests.set_status(tid, what)
+                    msg = f"{tid} is {what}."
+                elif what == "dup":
+                    new = f"{tid[:8]}{int(time.time()) % 10000:04d}"
+                    tests.duplicate(tid, new)
+                    msg = f"duplicated as {new} (draft: open it to take raters)."
+                else:
+                    if not sure:
+                        raise gr.Error("tick the confirmation box to delete")
+                    exports.mkdir(parents=True, exist_ok=True)
+                    out_file = exports / f"{tid}-{int(time.time())}.zip"
+                    out_file.write_bytes(export_zip(svc, tid))
+                    tests.delete(tid)
+                    msg = f"deleted {tid}; its export is kept at {out_file}."
+                return (
+                    msg,
+                    listing(),
+                    gr.update(choices=choices()),
+                    (str(out_file) if out_file else None),
+                )
+
+            outs = [manage_out, table, pick, kept]
+            b_open.click(lambda t: act(t, "open"), pick, outs)
+            b_close.click(lambda t: act(t, "closed"), pick, outs)
+            b_dup.click(lambda t: act(t, "dup"), pick, outs)
+            b_del.click(lambda t, s: act(t, "del", s), [pick, confirm], outs)
+
+        with gr.Tab("Results"):
+            rpick = gr.Dropdown(choices=choices(), label="Test", elem_id="lt-results-pick")
+            incl = gr.Checkbox(label="Include screened raters", value=False)
+            refresh = gr.Button("Show results", elem_id="lt-results-show")
+            summary = gr.Markdown(elem_id="lt-results-summary")
+            plot = gr.BarPlot(x="system_id", y="mean", title="MOS", label="MOS by system")
+            t_mos = gr.Dataframe(label="MOS ± 95% CI (t)", interactive=False)
+            t_ab = gr.Dataframe(
+                label="A/B: wins, Wilson CIs, sign-corrected CMOS", interactive=False
+            )
+            t_mu = gr.Dataframe(label="MUSHRA medians and CIs", interactive=False)
+            t_gl = gr.Dataframe(label="Glitch marks by chunk seam and system", interactive=False)
+            t_r = gr.Dataframe(label="Raters and screening", interactive=False, elem_id="lt-raters")
+            dl = gr.File(label="CSV export (zip)")
+
+            async def show(tid, inc):
+                if not tid:
+                    raise gr.Error("pick a test")
+                t = await asyncio.to_thread(test_results, tests, tid, include_screened=inc)
+                exports.mkdir(parents=True, exist_ok=True)
+                f = exports / f"{tid}-results.zip"
+                f.write_bytes(await asyncio.to_thread(export_zip, svc, tid))
+                e = pd.DataFrame()
+                mos = t.get("mos", e)
+                return (
+                    summary_markdown(t),
+                    mos if not mos.empty else pd.DataFrame({"system_id": [], "mean": []}),
+                    mos,
+                    t.get("ab", e),
+                    t.get("mushra", e),
+                    t.get("glitches_by_seam", e),
+                    t.get("raters", e),
+                    str(f),
+                )
+
+            refresh.click(show, [rpick, incl], [summary, plot, t_mos, t_ab, t_mu, t_gl, t_r, dl])
+
+        def reload_choices():
+            c = choices()
+            latest = c[0][1] if c else None  # newest first
+            return gr.update(choices=c), gr.update(choices=c, value=latest), listing()
+
+        demo.load(reload_choices, None, [pick, rpick, table])
+    return demo
+
+
+__all__ = ["build_admin", "summary_markdown"]

@@ -1,0 +1,269 @@
+// listenlab rater page: consent, anonymous token (localStorage, resumable), headphone check,
+// items of a MOS / A/B / MUSHRA / glitch-hunt test played through the one player (LLPlayer).
+// The server decides what plays (the page sends only the item and slot) and enforces
+// listen-gating from play events; the buttons here only mirror it. Every text from the server
+// is put on the page with textContent.
+(function () {
+  'use strict';
+  const root = document.getElementById('lt-root');
+  const TEST = root.dataset.testId;
+  const KEY = 'listenlab:rater:' + TEST;
+  const API = '/ll/listen/' + encodeURIComponent(TEST) + '/';
+  const $ = (id) => document.getElementById(id);
+  const S = (window.listenTest = { token: null, status: null, played: {}, marks: 0, errors: [], votes: [] });
+  const CROWD_KEYS = ['PROLIFIC_PID', 'workerId', 'crowd_id', 'participant'];
+  const MOS = [[5, 'Excellent'], [4, 'Good'], [3, 'Fair'], [2, 'Poor'], [1, 'Bad']];
+  const CMOS = [[-3, 'A much better'], [-2, 'A better'], [-1, 'A slightly better'], [0, 'About the same'],
+    [1, 'B slightly better'], [2, 'B better'], [3, 'B much better']];
+
+  function status(text, err) { const s = $('lt-status'); s.textContent = text || ''; s.className = 'lt-status' + (err ? ' err' : ''); }
+  function show(id) { for (const s of ['lt-consent', 'lt-headphones', 'lt-item', 'lt-done']) $(s).hidden = s !== id; }
+  function el(tag, text, cls) { const e = document.createElement(tag); if (text != null) e.textContent = String(text); if (cls) e.className = cls; return e; }
+  function randId() { return (crypto.randomUUID ? crypto.randomUUID() : String(Math.random()).slice(2) + Date.now()).replace(/-/g, ''); }
+
+  async function api(path, body, method) {
+    const headers = { 'Content-Type': 'application/json' };
+    if (S.token) headers['X-Rater-Token'] = S.token;
+    const r = await fetch(API + path, { method: method || (body ? 'POST' : 'GET'), headers, body: body ? JSON.stringify(body) : undefined });
+    let data = null; try { data = await r.json(); } catch (e) { data = {}; }
+    if (!r.ok) { const e = new Error((data && data.detail) || ('HTTP ' + r.status)); e.status = r.status; throw e; }
+    return data;
+  }
+
+  // ---------------------------------------------------------------- the one player
+  const tokens = {};     // generation token -> {aid, slot}
+  const byTake = {};     // take id -> {aid, slot}
+  let playing = null;    // {aid, slot, token}
+  const player = LLPlayer.create({ base: '/', onEvent });
+  S.player = player;
+
+  function onEvent(type, d) {
+    if (type === 'start' && tokens[d.token]) { byTake[d.take_id] = tokens[d.token]; S.lastStart = d; }
+    else if (type === 'underrun') { S.underruns = (S.underruns || []).concat([d]); }
+    else if (type === 'ended') {
+      const info = byTake[d.take_id]; if (!info) return;
+      S.lastEnded = d;
+      player.send({ type: 'play_event', test_id: TEST, rater_token: S.token, assignment_id: info.aid, slot: info.slot,
+        played_ms: d.played_ms || 0, underruns: d.underruns || 0, stall_ms: d.stall_ms || 0 });
+      markButton(info, false);
+      if (playing && playing.aid === info.aid && playing.slot === info.slot) playing = null;
+    } else if (type === 'error') { status('Playback error: ' + d.message, true); }
+    else if (type === 'message') onMessage(d);
+  }
+
+  function onMessage(m) {
+    if (m.type === 'play_saved') {
+      const k = m.assignment_id + ':' + m.slot;
+      S.played[k] = Math.max(S.played[k] || 0, m.played_ms || 0);
+      refreshGate();
+    } else if (m.type === 'listen_glitch_saved') {
+      S.marks += 1; $('lt-marks').textContent = S.marks + ' glitch mark' + (S.marks === 1 ? '' : 's') + ' saved';
+    } else if (m.type === 'listen_error') { S.errors.push(m); status(m.message, true); }
+  }
+
+  function play(slot) {
+    const it = S.status && S.status.item; if (!it) return;
+    const info = { aid: it.assignment_id, slot };
+    const token = player.request({ type: 'stimulus', test_id: TEST, rater_token: S.token, assignment_id: it.assignment_id, slot });
+    tokens[token] = info; playing = Object.assign({ token }, info);
+    for (const b of document.querySelectorAll('.lt-play')) b.classList.remove('lt-on');
+    markButton(info, true);
+    status('');
+  }
+  function markButton(info, on) {
+    const b = document.querySelector('.lt-play[data-slot="' + info.slot + '"]');
+    if (b) b.classList.toggle('lt-on', on);
+  }
+
+  function glitch() {
+    if (!playing || !S.status || !S.status.item) return;
+    const pos = player.positionMs(); if (pos == null) return;
+    player.send({ type: 'listen_glitch', test_id: TEST, rater_token: S.token, assignment_id: playing.aid, slot: playing.slot,
+      position_ms: pos, kind: null, report_id: randId() });
+  }
+  document.addEventListener('keydown', (e) => {
+    if ((e.key === 'g' || e.key === 'G') && !e.ctrlKey && !e.metaKey && !e.altKey && !$('lt-item').hidden) { e.preventDefault(); glitch(); }
+  });
+  $('lt-glitch').addEventListener('click', glitch);
+  $('lt-ref').addEventListener('click', () => play(-1));
+
+  // ---------------------------------------------------------------- flow
+  async function start() {
+    S.token = localStorage.getItem(KEY);
+    if (S.token) {
+      try { await refresh(); return; } catch (e) {
+        if (e.status === 403 && /token/.test(e.message)) { localStorage.removeItem(KEY); S.token = null; }
+        else { status(e.message, true); root.dataset.ready = '1'; return; }
+      }
+    }
+    try {
+      const info = await api('info');
+      $('lt-title').textContent = info.name || 'Listening test';
+      $('lt-consent-text').textContent = info.consent;
+      if (info.status !== 'open') { status('This test is ' + info.status + '.', true); root.dataset.ready = '1'; return; }
+      show('lt-consent');
+    } catch (e) { status(e.message, true); }
+    root.dataset.ready = '1';
+  }
+
+  $('lt-agree').addEventListener('click', async () => {
+    $('lt-agree').disabled = true;
+    try {
+      const q = new URLSearchParams(location.search);
+      const src = CROWD_KEYS.find((k) => q.get(k));
+      const j = await api('join', { crowd_id: src ? q.get(src) : null, source: src || null });
+      S.token = j.token; localStorage.setItem(KEY, j.token);
+      await api('consent', {});
+      await refresh();
+    } catch (e) { status(e.message, true); $('lt-agree').disabled = false; }
+  });
+
+  async function refresh() {
+    const st = await api('status');
+    S.status = st;
+    $('lt-title').textContent = st.test.name || 'Listening test';
+    render();
+    root.dataset.ready = '1';
+    return st;
+  }
+
+  function render() {
+    const st = S.status;
+    $('lt-progress').hidden = false;
+    $('lt-bar').max = st.total || 1; $('lt-bar').value = st.answered;
+    $('lt-count').textContent = Math.min(st.answered + (st.finished ? 0 : 1), st.total) + ' / ' + st.total;
+    root.dataset.position = st.item ? st.item.position : 'done';
+    if (!st.consented) { $('lt-consent-text').textContent = st.test.consent; show('lt-consent'); return; }
+    if (st.test.headphone_check && !st.headphone) return renderHeadphones();
+    if (st.finished) return renderDone();
+    renderItem();
+  }
+
+  // ---------------------------------------------------------------- headphone check (Woods et al. 2017)
+  let hpAnswers = [];
+  function renderHeadphones() {
+    show('lt-headphones');
+    $('lt-hp-of').textContent = S.status.headphone_trials.length;
+    $('lt-hp-n').textContent = hpAnswers.length + 1;
+  }
+  function tones(order) {
+    // three 200 Hz tones through the player's AudioContext: normal, -6 dB, L/R antiphase
+    const ctx = player.prepare(); player.resume();
+    const sr = ctx.sampleRate, dur = 0.6, gap = 0.35, n = Math.round(sr * dur);
+    let t = ctx.currentTime + 0.05;
+    for (const role of order) {
+      const b = ctx.createBuffer(2, n, sr), L = b.getChannelData(0), R = b.getChannelData(1);
+      const amp = role === 'quiet' ? 0.25 : 0.5;
+      for (let i = 0; i < n; i++) {
+        const env = Math.min(1, i / (0.01 * sr), (n - i) / (0.01 * sr));
+        const v = amp * env * Math.sin(2 * Math.PI * 200 * i / sr);
+        L[i] = v; R[i] = role === 'antiphase' ? -v : v;
+      }
+      const s = ctx.createBufferSource(); s.buffer = b; s.connect(ctx.destination); s.start(t); t += dur + gap;
+    }
+  }
+  $('lt-hp-play').addEventListener('click', () => tones(S.status.headphone_trials[hpAnswers.length]));
+  $('lt-level').addEventListener('click', () => tones(['normal', 'normal']));
+  for (const b of document.querySelectorAll('.lt-hp-answer')) {
+    b.addEventListener('click', async () => {
+      hpAnswers.push(Number(b.dataset.answer));
+      if (hpAnswers.length < S.status.headphone_trials.length) { renderHeadphones(); return; }
+      try { await api('headphone', { answers: hpAnswers }); } catch (e) { status(e.message, true); }
+      hpAnswers = [];
+      await refresh();
+    });
+  }
+
+  // ---------------------------------------------------------------- items
+  let choice = null, sliders = [];
+  function renderItem() {
+    const it = S.status.item, kind = it.kind;
+    show('lt-item');
+    choice = null; sliders = []; S.marks = 0; $('lt-marks').textContent = '';
+    const ins = {
+      mos: 'Listen to the whole clip, then rate its overall quality.',
+      ab: 'Listen to both A and B (at least 3 s each), then compare them.',
+      mushra: 'Listen to every stimulus and rate each from 0 (bad) to 100 (excellent). One of them is the reference itself.',
+      glitch: 'Listen to the whole clip and press G at every glitch you hear (click, gap, repeat…).',
+    };
+    $('lt-instructions').textContent = S.status.test.instructions || ins[kind] || '';
+    const slots = $('lt-slots'); slots.replaceChildren();
+    $('lt-reference').hidden = !(kind === 'mushra' && it.has_reference);
+    for (let i = 0; i < it.slots; i++) {
+      const row = el('div', null, 'lt-slot');
+      const b = el('button', it.labels[i] === 'Play' ? 'Play' : 'Play ' + it.labels[i], 'lt-play');
+      b.type = 'button'; b.dataset.slot = String(i);
+      b.addEventListener('click', () => play(i));
+      row.append(b);
+      if (kind === 'mushra') {
+        const r = el('input'); r.type = 'range'; r.min = '0'; r.max = '100'; r.value = '50'; r.dataset.slot = String(i);
+        r.className = 'lt-slider';
+        const v = el('span', '50', 'lt-val');
+        r.addEventListener('input', () => { v.textContent = r.value; r.dataset.moved = '1'; refreshGate(); });
+        sliders.push(r); row.append(r, v);
+      }
+      row.append(el('span', '', 'lt-played'));
+      slots.append(row);
+    }
+    const vote = $('lt-vote'); vote.replaceChildren();
+    const opts = kind === 'mos' ? MOS.map(([v, l]) => [v, v + ' ' + l])
+      : kind === 'ab' ? (S.status.test.ab_mode === 'forced' ? [['a', 'A is better'], ['b', 'B is better']] : CMOS.map(([v, l]) => [v, (v > 0 ? '+' : '') + v + ' ' + l]))
+        : [];
+    for (const [v, label] of opts) {
+      const b = el('button', label, 'lt-choice'); b.type = 'button'; b.dataset.value = String(v);
+      b.addEventListener('click', () => { choice = v; for (const x of vote.children) x.classList.toggle('lt-on', x === b); refreshGate(); });
+      vote.append(b);
+    }
+    $('lt-submit').textContent = kind === 'glitch' ? 'Done, next clip' : 'Submit';
+    refreshGate();
+  }
+
+  function gateOk() {
+    const it = S.status && S.status.item; if (!it) return false;
+    let ok = true;
+    const rows = document.querySelectorAll('#lt-slots .lt-slot');
+    for (let i = 0; i < it.slots; i++) {
+      const p = S.played[it.assignment_id + ':' + i] || 0;
+      if (rows[i]) rows[i].querySelector('.lt-played').textContent = p ? 'played ' + (p / 1000).toFixed(1) + ' s' : '';
+      if (p + 1e-6 < it.need_ms[i]) ok = false;
+    }
+    return ok;
+  }
+  function refreshGate() {
+    if (!S.status || !S.status.item) return;
+    const kind = S.status.item.kind;
+    const chosen = kind === 'glitch' || kind === 'mushra' || choice !== null;
+    $('lt-submit').disabled = !(gateOk() && chosen) || S.sending;
+  }
+
+  $('lt-submit').addEventListener('click', async () => {
+    const it = S.status && S.status.item; if (!it || S.sending) return;
+    S.sending = true; $('lt-submit').disabled = true;
+    const akey = KEY + ':answer:' + it.assignment_id;
+    let answer_id = localStorage.getItem(akey);
+    if (!answer_id) { answer_id = randId(); localStorage.setItem(akey, answer_id); }   // re-sends are idempotent
+    const body = { answer_id, assignment_id: it.assignment_id };
+    if (it.kind === 'mos') body.score = choice;
+    else if (it.kind === 'ab') { if (S.status.test.ab_mode === 'forced') body.choice = choice; else body.cmos = choice; }
+    else if (it.kind === 'mushra') body.scores = sliders.map((r) => Number(r.value));
+    try {
+      const r = await api('vote', body);
+      S.votes.push(r);
+      localStorage.removeItem(akey);
+      player.stop();
+      await refresh();
+    } catch (e) {
+      status(e.message, true);
+      if (e.status === 409 && /already answered/.test(e.message)) { localStorage.removeItem(akey); await refresh(); }
+    } finally { S.sending = false; refreshGate(); }
+  });
+
+  function renderDone() {
+    show('lt-done');
+    $('lt-code').textContent = S.status.completion_code || '';
+    const url = S.status.redirect_url;
+    if (url && /^https:\/\//.test(url)) { $('lt-redirect').hidden = false; setTimeout(() => { location.href = url; }, 3000); }
+  }
+
+  start();
+})();

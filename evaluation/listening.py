@@ -1,0 +1,323 @@
+"""The listening-test tables of the store (schema v2): tests' lifecycle, stimuli, raters'
+sessions, play events, one answer per item, MUSHRA ratings.
+
+Why a module beside ``store.py``: the store keeps takes, votes and marks for every part of the
+app; this is what only listening tests need. It uses the store's per-thread connections and
+writes each answer and its typed rows (MOS rating, A/B vote, MUSHRA ratings) in one
+transaction, so an item is answered exactly once even with two tabs or a re-sent request.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import sqlite3
+import uuid
+from dataclasses import asdict
+from typing import Any
+
+import pandas as pd
+
+from backends.base import InvalidRequest
+from evaluation.stimuli import Stimulus
+from evaluation.store import AlreadyVoted, ListeningTest, Rater, Store, UnknownItem, now_iso
+
+STATUSES = ("draft", "open", "closed")
+
+
+def token_hash(token: str) -> str:
+    """Rater tokens are stored only as their SHA-256 (a DB leak does not hand out sessions)."""
+    return hashlib.sha256(token.encode("utf-8", "replace")).hexdigest()
+
+
+class TestStore:
+    """Listening-test reads and writes on top of a :class:`~evaluation.store.Store`."""
+
+    __test__ = False  # not a pytest class
+
+    def __init__(self, store: Store):
+        self.store = store
+
+    @property
+    def db(self):
+        return self.store.db
+
+    def _rows(self, sql: str, params: list[Any] | tuple = ()) -> list[dict[str, Any]]:
+        cur = self.db.execute(sql, list(params))
+        cols = [d[0] for d in cur.description]
+        return [dict(zip(cols, r, strict=True)) for r in cur.fetchall()]
+
+    # -- tests
+
+    def create_test(
+        self, test_id: str, kind: str, name: str, config: dict[str, Any], status: str = "draft"
+    ) -> None:
+        self.store.add_test(ListeningTest(test_id, kind=kind, name=name, config=config))
+        self.set_status(test_id, status)
+
+    def get_test(self, test_id: str) -> dict[str, Any] | None:
+        rows = self._rows("SELECT * FROM tests WHERE test_id = ?", [test_id])
+        if not rows:
+            return None
+        r = rows[0]
+        r["config"] = json.loads(r["config"]) if r["config"] else {}
+        return r
+
+    def require_test(self, test_id: str) -> dict[str, Any]:
+        t = self.get_test(test_id)
+        if t is None:
+            raise UnknownItem(f"no test {test_id!r}")
+        return t
+
+    def list_tests(self) -> list[dict[str, Any]]:
+        rows = self._rows(
+            "SELECT t.test_id, t.kind, t.name, t.status, t.created_at, "
+            "(SELECT count(*) FROM test_raters r WHERE r.test_id = t.test_id) AS raters, "
+            "(SELECT count(*) FROM answers a WHERE a.test_id = t.test_id) AS answers, "
+            "(SELECT count(*) FROM stimuli s WHERE s.test_id = t.test_id) AS stimuli "
+            "FROM tests t ORDER BY t.created_at DESC"
+        )
+        return rows
+
+    def set_status(self, test_id: str, status: str) -> None:
+        if status not in STATUSES:
+            raise InvalidRequest(f"status must be one of {', '.join(STATUSES)}")
+        self.require_test(test_id)
+        self.db.execute(
+            "UPDATE tests SET status = ?, updated_at = ? WHERE test_id = ?",
+            [status, now_iso(), test_id],
+        )
+        self.db.commit()
+
+    def update_config(self, test_id: str, config: dict[str, Any]) -> None:
+        self.db.execute(
+            "UPDATE tests SET config = ?, updated_at = ? WHERE test_id = ?",
+            [json.dumps(config, sort_keys=True), now_iso(), test_id],
+        )
+        self.db.commit()
+
+    def duplicate(self, test_id: str, new_id: str, name: str | None = None) -> None:
+        """A new draft test with the same config and stimuli (same takes), no raters."""
+        t = self.require_test(test_id)
+        self.create_test(new_id, t["kind"], name or f"{t['name']} (copy)", t["config"])
+        for s in self.stimuli(test_id):
+            self.add_stimulus(
+                Stimulus(**{**asdict(s), "stimulus_id": uuid.uuid4().hex, "test_id": new_id})
+            )
+
+    def delete(self, test_id: str) -> None:
+        """Remove a test and everything rated in it (export first: the designer does). Takes stay."""
+        self.require_test(test_id)
+        db = self.db
+        with db.conn:
+            for table in (
+                "mushra_ratings",
+                "answers",
+                "play_events",
+                "mos_ratings",
+                "ab_votes",
+                "glitch_reports",
+                "assignments",
+                "test_raters",
+                "stimuli",
+                "tests",
+            ):
+                db.execute(f'DELETE FROM "{table}" WHERE test_id = ?', [test_id])
+
+    # -- stimuli
+
+    def add_stimulus(self, s: Stimulus) -> None:
+        row = asdict(s)
+        row["meta"] = json.dumps(s.meta, sort_keys=True)
+        row["created_at"] = now_iso()
+        cols = ", ".join(row)
+        self.db.execute(
+            f"INSERT INTO stimuli ({cols}) VALUES ({', '.join('?' for _ in row)})",
+            list(row.values()),
+        )
+        self.db.commit()
+
+    def stimuli(self, test_id: str) -> list[Stimulus]:
+        out = []
+        for r in self._rows(
+            "SELECT * FROM stimuli WHERE test_id = ? ORDER BY created_at, stimulus_id", [test_id]
+        ):
+            r.pop("created_at", None)
+            r["meta"] = json.loads(r["meta"]) if r["meta"] else {}
+            out.append(Stimulus(**r))
+        return out
+
+    # -- raters
+
+    def join(
+        self, test_id: str, token: str, crowd_id: str | None, crowd_source: str | None
+    ) -> dict[str, Any]:
+        """A new anonymous rater of ``test_id``: the next design row (``seq``), atomically."""
+        rater_id = uuid.uuid4().hex[:16]
+        self.store.add_rater(Rater(rater_id, meta={"test_id": test_id}))
+        db = self.db
+        db.execute("BEGIN IMMEDIATE")
+        try:
+            seq = db.execute(
+                "SELECT coalesce(max(seq), -1) + 1 FROM test_raters WHERE test_id = ?", [test_id]
+            ).fetchone()[0]
+            db.execute(
+                "INSERT INTO test_raters (test_id, rater_id, token_hash, seq, crowd_id, "
+                "crowd_source, created_at) VALUES (?,?,?,?,?,?,?)",
+                [test_id, rater_id, token_hash(token), seq, crowd_id, crowd_source, now_iso()],
+            )
+            db.execute("COMMIT")
+        except BaseException:
+            db.rollback()
+            raise
+        return self.rater(test_id, rater_id)
+
+    def rater(self, test_id: str, rater_id: str) -> dict[str, Any]:
+        rows = self._rows(
+            "SELECT * FROM test_raters WHERE test_id = ? AND rater_id = ?", [test_id, rater_id]
+        )
+        if not rows:
+            raise UnknownItem("no such rater in this test")
+        return rows[0]
+
+    def rater_for_token(self, test_id: str, token: str) -> dict[str, Any] | None:
+        rows = self._rows(
+            "SELECT * FROM test_raters WHERE token_hash = ? AND test_id = ?",
+            [token_hash(token), test_id],
+        )
+        return rows[0] if rows else None
+
+    def update_rater(self, test_id: str, rater_id: str, **fields: Any) -> None:
+        allowed = {"consent_at", "headphone", "headphone_pass", "completion_code", "finished_at"}
+        bad = set(fields) - allowed
+        if bad:
+            raise InvalidRequest(f"cannot set {sorted(bad)}")
+        sets = ", ".join(f"{k} = ?" for k in fields)
+        self.db.execute(
+            f"UPDATE test_raters SET {sets} WHERE test_id = ? AND rater_id = ?",
+            [*fields.values(), test_id, rater_id],
+        )
+        self.db.commit()
+
+    def raters_frame(self, test_id: str) -> pd.DataFrame:
+        return self.store._query(
+            "SELECT test_id, rater_id, seq, crowd_id, crowd_source, consent_at, headphone, "
+            "headphone_pass, completion_code, finished_at, created_at, "
+            "(SELECT count(*) FROM answers a WHERE a.test_id = r.test_id "
+            "AND a.rater_id = r.rater_id) AS answered "
+            "FROM test_raters r WHERE test_id = ? ORDER BY seq",
+            [test_id],
+        )
+
+    # -- play events and answers
+
+    def add_play_event(self, row: dict[str, Any]) -> None:
+        row = {"event_id": uuid.uuid4().hex, "created_at": now_iso(), **row}
+        cols = ", ".join(row)
+        self.db.execute(
+            f"INSERT INTO play_events ({cols}) VALUES ({', '.join('?' for _ in row)})",
+            list(row.values()),
+        )
+        self.db.commit()
+
+    def played(self, test_id: str, rater_id: str, assignment_id: str) -> dict[int, float]:
+        """Per slot, the longest playback the server has accepted (ms)."""
+        rows = self.db.execute(
+            "SELECT slot, max(played_ms) FROM play_events WHERE test_id=? AND rater_id=? "
+            "AND assignment_id=? GROUP BY slot",
+            [test_id, rater_id, assignment_id],
+        ).fetchall()
+        return {int(s): float(p or 0.0) for s, p in rows}
+
+    def answered(self, test_id: str, rater_id: str) -> dict[str, dict[str, Any]]:
+        return {
+            r["assignment_id"]: r
+            for r in self._rows(
+                "SELECT * FROM answers WHERE test_id = ? AND rater_id = ?", [test_id, rater_id]
+            )
+        }
+
+    def answer(
+        self,
+        answer_id: str,
+        test_id: str,
+        rater_id: str,
+        assignment_id: str,
+        kind: str,
+        payload: dict[str, Any],
+        condition: str | None,
+        typed: list[tuple[str, dict[str, Any]]],
+    ) -> bool:
+        """Store one answer and its typed rows in one transaction.
+
+        Returns True when stored now, False when this ``answer_id`` was stored before (a
+        re-send). Another answer for the same item raises :class:`AlreadyVoted`.
+        """
+        db = self.db
+        db.execute("BEGIN IMMEDIATE")
+        try:
+            prev = db.execute(
+                "SELECT answer_id FROM answers WHERE test_id=? AND rater_id=? AND assignment_id=?",
+                [test_id, rater_id, assignment_id],
+            ).fetchone()
+            if prev is not None:
+                db.execute("ROLLBACK")
+                if prev[0] == answer_id:
+                    return False
+                raise AlreadyVoted(
+                    "this item is already answered; the first answer stands", prev[0]
+                )
+            db.execute(
+                "INSERT INTO answers (answer_id, test_id, rater_id, assignment_id, kind, payload, "
+                "condition, created_at) VALUES (?,?,?,?,?,?,?,?)",
+                [
+                    answer_id,
+                    test_id,
+                    rater_id,
+                    assignment_id,
+                    kind,
+                    json.dumps(payload, sort_keys=True),
+                    condition,
+                    now_iso(),
+                ],
+            )
+            for table, row in typed:
+                cols = ", ".join(f'"{k}"' for k in row)
+                db.execute(
+                    f'INSERT INTO "{table}" ({cols}) VALUES ({", ".join("?" for _ in row)})',
+                    list(row.values()),
+                )
+            db.execute("COMMIT")
+            return True
+        except sqlite3.IntegrityError as e:
+            db.rollback()
+            again = db.execute("SELECT 1 FROM answers WHERE answer_id = ?", [answer_id]).fetchone()
+            if again:
+                return False
+            raise AlreadyVoted(f"answer not stored: {e}", "") from None
+        except AlreadyVoted:
+            raise
+        except BaseException:
+            db.rollback()
+            raise
+
+    # -- frames
+
+    def mushra_frame(self, test_id: str) -> pd.DataFrame:
+        return self.store._query(
+            "SELECT * FROM mushra_ratings WHERE test_id = ? ORDER BY rater_id, assignment_id, slot",
+            [test_id],
+        )
+
+    def answers_frame(self, test_id: str) -> pd.DataFrame:
+        return self.store._query(
+            "SELECT * FROM answers WHERE test_id = ? ORDER BY created_at", [test_id]
+        )
+
+    def play_events_frame(self, test_id: str) -> pd.DataFrame:
+        return self.store._query(
+            "SELECT * FROM play_events WHERE test_id = ? ORDER BY created_at", [test_id]
+        )
+
+
+__all__ = ["STATUSES", "TestStore", "token_hash"]

@@ -1,0 +1,263 @@
+"""Rater pages in headless Debian Chromium: the one player (player-core.js) plays every stimulus.
+
+* Two raters take a MOS test with screening items; one answers the low anchor and the gold item
+  the wrong way round and is screened out; the admin results show the MOS and t-interval the
+  passing rater's votes imply. The second rater reloads mid-test and resumes at the next item.
+* An *as streamed* item replays the recorded stall and the player reports the underrun.
+"""
+
+from __future__ import annotations
+
+import os
+
+import httpx
+import numpy as np
+import pytest
+from scipy import stats
+
+from app.server import create_app
+from tests._app_util import chromium, live_server, tmp_db
+
+pytestmark = pytest.mark.browser
+
+STALL = (
+    "piper?deterministic=1&profile=custom&rate=22050&channels=1&first_frames=1"
+    "&chunk_frames=1&frame_hz=4&pace=4&stall=10:6"
+)
+
+
+@pytest.fixture(scope="module")
+def setup():
+    os.environ.pop("LISTENLAB_ADMIN_PASSWORD", None)  # localhost admin
+    app = create_app(
+        {
+            "piper": "piper?deterministic=1",
+            "qwen": "piper?deterministic=1&profile=qwen3-tts",
+            "stall": STALL,
+        },
+        tmp_db(),
+        mount_ui=False,
+    )
+    with live_server(app) as live, chromium(["--autoplay-policy=no-user-gesture-required"]) as b:
+        yield live, b
+
+
+def new_test(live, **kw) -> str:
+    body = {
+        "name": "Two wire profiles",
+        "kind": "mos",
+        "systems": [{"name": "joe", "backend": "piper"}, {"name": "qwen", "backend": "qwen"}],
+        "prompts": [
+            "The birch canoe slid on the smooth planks.",
+            "Rice is often served in round bowls.",
+        ],
+        "items_per_rater": 2,
+        "completion_code": "C0DE42",
+        **kw,
+    }
+    r = httpx.post(live.url + "ll/admin/tests", json=body, timeout=300)
+    assert r.status_code == 200, r.text
+    return r.json()["test_id"]
+
+
+def open_rater(ctx, url):
+    page = ctx.new_page()
+    page.goto(url)
+    page.wait_for_selector("#lt-root[data-ready='1']", timeout=30_000)
+    return page
+
+
+def headphones(page, correct: bool):
+    trials = page.evaluate("window.listenTest.status.headphone_trials")
+    for t in trials:
+        ans = t.index("quiet") if correct else t.index("antiphase")
+        page.click(f".lt-hp-answer[data-answer='{ans}']")
+    page.wait_for_selector("#lt-item:not([hidden])", timeout=30_000)
+
+
+def answer_current(page, live, test_id, good: bool, mos: dict) -> None:
+    """Play the item, check the vote is locked until the server saw it played, then vote."""
+    pos = page.get_attribute("#lt-root", "data-position")
+    st = page.evaluate("window.listenTest.status")
+    a = next(
+        x
+        for x in live.state.store.assignments(test_id, st["rater_id"])
+        if x.assignment_id == st["item"]["assignment_id"]
+    )
+    assert page.is_disabled("#lt-submit")
+    page.click(".lt-play[data-slot='0']")
+    page.click(".lt-choice[data-value='3']")
+    assert page.is_disabled("#lt-submit")  # chosen, but not yet played to the end
+    page.wait_for_function("!document.querySelector('#lt-submit').disabled", timeout=60_000)
+    if a.role == "gold":
+        score = int(a.expected) if good else 6 - int(a.expected)  # anchor 1 -> 5, gold 5 -> 1
+    elif a.role == "trap":
+        score = 2
+    else:
+        score = mos[a.meta["systems"][0]] if good else 3
+    page.click(f".lt-choice[data-value='{score}']")
+    page.click("#lt-submit")
+    page.wait_for_function(
+        f"document.querySelector('#lt-root').dataset.position !== '{pos}'", timeout=30_000
+    )
+
+
+def test_mos_two_raters_screening_resume_and_results(setup):
+    live, browser = setup
+    tid = new_test(live)
+    url = f"{live.url}listen/{tid}?PROLIFIC_PID=pp-123"
+    # rater 1 passes every check: joe 5 / 4 on its two items, qwen 3 / 2... (per item below)
+    good_scores = {"joe": 5, "qwen": 3}
+    p1 = open_rater(browser, url)
+    assert not p1.is_hidden("#lt-consent")
+    p1.click("#lt-agree")
+    p1.wait_for_selector("#lt-headphones:not([hidden])")
+    headphones(p1, True)
+    assert p1.inner_text("#lt-count") == "1 / 5"
+    while p1.get_attribute("#lt-root", "data-position") != "done":
+        answer_current(p1, live, tid, True, good_scores)
+    p1.wait_for_selector("#lt-done:not([hidden])")
+    assert p1.inner_text("#lt-code") == "C0DE42"
+
+    # rater 2 (another origin: its own localStorage) fails the headphone check, the anchor and
+    # the gold item, and reloads the page after two answers: it resumes at the next item
+    if True:
+        url2 = url.replace("pp-123", "pp-456").replace("127.0.0.1", "localhost")
+        p2 = open_rater(browser, url2)
+        assert not p2.is_hidden("#lt-consent")  # a new rater, not rater 1 resumed
+        p2.click("#lt-agree")
+        p2.wait_for_selector("#lt-headphones:not([hidden])")
+        headphones(p2, False)
+        for _ in range(2):
+            answer_current(p2, live, tid, False, good_scores)
+        before = p2.get_attribute("#lt-root", "data-position")
+        token = p2.evaluate(f"localStorage.getItem('listenlab:rater:{tid}')")
+        p2.reload()
+        p2.wait_for_selector("#lt-root[data-ready='1']")
+        assert p2.get_attribute("#lt-root", "data-position") == before
+        assert p2.inner_text("#lt-count") == "3 / 5"
+        assert p2.evaluate(f"localStorage.getItem('listenlab:rater:{tid}')") == token
+        while p2.get_attribute("#lt-root", "data-position") != "done":
+            answer_current(p2, live, tid, False, good_scores)
+        assert p2.inner_text("#lt-code") == "C0DE42"
+
+    res = httpx.get(live.url + f"ll/admin/tests/{tid}/results").json()
+    raters = {r["crowd_id"]: r for r in res["raters"]}
+    assert not raters["pp-123"]["excluded"], raters["pp-123"]
+    bad = raters["pp-456"]
+    assert bad["excluded"] and bad["gold_failed"] == 2
+    assert "headphone check 0/6" in bad["reasons"] and "gold failed x2" in bad["reasons"]
+    # the MOS the passing rater's votes imply (one item per system: n = 1, no interval)
+    mos = {r["system_id"]: r for r in res["mos"]}
+    assert mos["joe"]["mean"] == 5.0 and mos["qwen"]["mean"] == 3.0
+    assert mos["joe"]["n"] == 1 and mos["joe"]["ci_low"] is None
+    # with the screened rater included: joe = mean(5, 3) with a t-interval
+    allr = {r["system_id"]: r for r in res["mos_all_raters"]}
+    lo, hi = stats.t.interval(0.95, 1, loc=4.0, scale=stats.sem([5.0, 3.0]))
+    assert allr["joe"]["mean"] == 4.0
+    assert allr["joe"]["ci_low"] == pytest.approx(lo) and allr["joe"]["ci_high"] == pytest.approx(
+        hi
+    )
+    # the crowd ids were recorded; every vote has its play events
+    pe = live.state.store.db.execute(
+        "SELECT count(DISTINCT assignment_id) FROM play_events WHERE test_id=?", [tid]
+    ).fetchone()[0]
+    assert pe == 10
+
+
+def test_as_streamed_item_stall_is_heard_and_reported(setup):
+    live, browser = setup
+    tid = new_test(
+        live,
+        systems=[{"name": "stall", "backend": "stall"}],
+        prompts=["A large size in stockings is hard to sell, and the stall is in the middle."],
+        items_per_rater=1,
+        screening=False,
+        headphone_check=False,
+        completion_code=None,
+    )
+    page = open_rater(browser, f"{live.url}listen/{tid}")
+    page.click("#lt-agree")
+    page.wait_for_selector("#lt-item:not([hidden])")
+    page.click(".lt-play[data-slot='0']")
+    page.wait_for_function("window.listenTest.lastEnded", timeout=60_000)
+    ended = page.evaluate("window.listenTest.lastEnded")
+    und = page.evaluate("window.listenTest.underruns || []")
+    st = page.evaluate("window.listenTest.status")
+    a = live.state.store.assignments(tid, st["rater_id"])[0]
+    take = live.state.store.load_take(a.take_id)
+    gaps = np.diff([c.arrival_ms for c in take.chunks])
+    k = int(np.argmax(gaps))
+    seam_ms = take.chunks[k + 1].offset / take.sample_rate * 1000
+    assert ended["underruns"] >= 1 and ended["stall_ms"] > 300
+    # the stall was heard where the recorded stream stalled: at the seam before chunk k+1
+    assert any(abs(u["position_ms"] - seam_ms) < 5 for u in und), (und, seam_ms)
+    # the player's automatic report reached the store, and the play event carries it
+    page.wait_for_function("window.listenTest.player.underrunsSaved >= 1", timeout=10_000)
+    rows = live.state.store.underruns_frame()
+    assert (rows["take_id"] == a.take_id).any()
+    page.click(".lt-choice[data-value='2']")
+    page.wait_for_selector("#lt-submit:not([disabled])", timeout=30_000)
+    ev = live.state.store.db.execute(
+        "SELECT underruns, stall_ms, condition FROM play_events WHERE test_id=?", [tid]
+    ).fetchone()
+    assert ev[0] >= 1 and ev[1] > 300 and ev[2] == "as_streamed"
+
+
+def _play_all_and_wait(page, n):
+    for i in range(n):
+        page.click(f".lt-play[data-slot='{i}']")
+        page.wait_for_function(
+            f"(window.listenTest.played[window.listenTest.status.item.assignment_id + ':{i}'] || 0)"
+            f" >= window.listenTest.status.item.need_ms[{i}]",
+            timeout=60_000,
+        )
+
+
+def test_ab_and_mushra_pages(setup):
+    live, browser = setup
+    store = live.state.store
+    ab = new_test(live, kind="ab", items_per_rater=1, headphone_check=False, completion_code=None)
+    page = open_rater(browser, f"{live.url}listen/{ab}")
+    page.click("#lt-agree")
+    page.wait_for_selector("#lt-item:not([hidden])")
+    assert page.inner_text(".lt-play[data-slot='0']") == "Play A"
+    assert page.locator(".lt-choice").count() == 7  # CMOS -3..+3
+    page.click(".lt-choice[data-value='2']")
+    assert page.is_disabled("#lt-submit")
+    _play_all_and_wait(page, 2)
+    page.wait_for_selector("#lt-submit:not([disabled])")
+    page.click("#lt-submit")
+    page.wait_for_selector("#lt-done:not([hidden])")
+    (v,) = store.ab_frame(ab).to_dict(orient="records")
+    assert v["cmos"] == 2.0 and v["choice"] == "b" and v["condition"] == "as_streamed"
+
+    mu = new_test(
+        live,
+        kind="mushra",
+        reference="joe",
+        items_per_rater=1,
+        headphone_check=False,
+        completion_code=None,
+    )
+    page = open_rater(browser, f"{live.url}listen/{mu}")
+    page.click("#lt-agree")
+    page.wait_for_selector("#lt-item:not([hidden])")
+    assert not page.is_hidden("#lt-reference")
+    assert page.locator(".lt-slider").count() == 3  # qwen, hidden reference, anchor
+    page.click("#lt-ref")  # the open reference plays but does not unlock the vote
+    page.wait_for_function("window.listenTest.lastEnded", timeout=60_000)
+    assert page.is_disabled("#lt-submit")
+    _play_all_and_wait(page, 3)
+    st = page.evaluate("window.listenTest.status")
+    a = store.assignments(mu, st["rater_id"])[0]
+    for i, role in enumerate(a.meta["roles"]):
+        value = {"reference": 100, "anchor": 5, "item": 70}[role]
+        page.locator(".lt-slider").nth(i).fill(str(value))
+    page.wait_for_selector("#lt-submit:not([disabled])")
+    page.click("#lt-submit")
+    page.wait_for_selector("#lt-done:not([hidden])")
+    res = httpx.get(live.url + f"ll/admin/tests/{mu}/results").json()
+    med = {r["condition"]: r["median"] for r in res["mushra"]}
+    assert med == {"hidden reference": 100.0, "anchor": 5.0, "qwen": 70.0}
+    assert not res["raters"][0]["excluded"]

@@ -1,0 +1,404 @@
+"""Listening tests over the real routes: uvicorn on 127.0.0.1, the real Piper voice, a real
+SQLite file, scripted raters over HTTP + WebSocket (``app.listening.client``).
+
+Checks the server's rules, not the page's: listen-gating, one vote per item (re-sends, two
+tabs), rater tokens, admin-only results, bounded input, A/B sign correction, MUSHRA
+post-screening and the *as streamed* replay of a recorded stall.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+
+import httpx
+import numpy as np
+import pytest
+
+from app.listening.client import RaterClient
+from app.server import create_app
+from tests._app_util import live_server, tmp_db
+
+PW = "s3cret-admin-pw"
+ADMIN = {"Authorization": f"Bearer {PW}"}
+STALL = (
+    "piper?deterministic=1&profile=custom&rate=22050&channels=1&first_frames=1"
+    "&chunk_frames=1&frame_hz=4&pace=4&stall=10:6"
+)
+
+
+@pytest.fixture(scope="module")
+def live():
+    old = os.environ.get("LISTENLAB_ADMIN_PASSWORD")
+    os.environ["LISTENLAB_ADMIN_PASSWORD"] = PW
+    try:
+        app = create_app(
+            {
+                "piper": "piper?deterministic=1",
+                "qwen": "piper?deterministic=1&profile=qwen3-tts",
+                "stall": STALL,
+            },
+            tmp_db(),
+            mount_ui=False,
+        )
+    finally:
+        if old is None:
+            os.environ.pop("LISTENLAB_ADMIN_PASSWORD", None)
+        else:
+            os.environ["LISTENLAB_ADMIN_PASSWORD"] = old
+    with live_server(app) as lv:
+        yield lv
+
+
+def make_test(live, **spec) -> str:
+    body = {
+        "name": "t",
+        "kind": "mos",
+        "systems": [{"name": "a", "backend": "piper"}, {"name": "b", "backend": "qwen"}],
+        "prompts": [
+            "The birch canoe slid on the smooth planks.",
+            "Rice is often served in round bowls.",
+        ],
+        "items_per_rater": 2,
+        **spec,
+    }
+    r = httpx.post(live.url + "ll/admin/tests", json=body, headers=ADMIN, timeout=300)
+    assert r.status_code == 200, r.text
+    return r.json()["test_id"]
+
+
+@pytest.fixture(scope="module")
+def mos_test(live):
+    return make_test(live, screening=False, headphone_check=False)
+
+
+def run(coro):
+    return asyncio.run(coro)
+
+
+def test_vote_before_listening_is_refused_by_the_server(live, mos_test):
+    async def go():
+        c = RaterClient(live.url, mos_test)
+        await c.join()
+        it = (await c.status())["item"]
+        r = await c.vote({"assignment_id": it["assignment_id"], "score": 4})
+        assert r.status_code == 409 and "listen first" in r.json()["detail"]
+        # a page that claims it played the clip without being sent it gets nothing
+        ev = await c.play_event(it["assignment_id"], 0, 99_000)
+        assert ev["type"] == "listen_error" and "no stream" in ev["message"]
+        # streamed but not waited for: the claim is capped by the server's clock
+        p = await c.listen(it["assignment_id"], 0, realtime=False, report=False)
+        ev = await c.play_event(it["assignment_id"], 0, p.played_ms)
+        assert ev["played_ms"] < p.played_ms * 0.95
+        r = await c.vote({"assignment_id": it["assignment_id"], "score": 4})
+        assert r.status_code == 409
+        await c.listen(it["assignment_id"], 0)
+        r = await c.vote({"assignment_id": it["assignment_id"], "score": 4})
+        assert r.status_code == 200 and r.json()["stored"] and r.json()["answered"] == 1
+        await c.aclose()
+        return c
+
+    c = run(go())
+    mos = live.state.store.mos_frame(mos_test)
+    assert len(mos) == 1 and mos["score"].tolist() == [4.0] and c.token not in str(mos)
+
+
+def test_double_submit_and_two_tabs_count_once(live, mos_test):
+    async def go():
+        c = RaterClient(live.url, mos_test)
+        await c.join()
+        it = (await c.status())["item"]
+        await c.listen(it["assignment_id"], 0)
+        body = {"answer_id": "fixed-answer-id-1", "assignment_id": it["assignment_id"], "score": 2}
+        r1, r2 = await asyncio.gather(c.post("vote", body), c.post("vote", body))
+        assert sorted([r1.json()["stored"], r2.json()["stored"]]) == [False, True]
+        # a second tab of the same rater (same token, its own answer id) cannot add a vote
+        tab2 = RaterClient(live.url, mos_test)
+        tab2.token = c.token
+        r3 = await tab2.vote({"assignment_id": it["assignment_id"], "score": 5})
+        assert r3.status_code == 409 and "already answered" in r3.json()["detail"]
+        # both tabs racing on the next item with different answers: exactly one is stored
+        it2 = (await c.status())["item"]
+        await c.listen(it2["assignment_id"], 0)
+        ra, rb = await asyncio.gather(
+            c.vote({"assignment_id": it2["assignment_id"], "score": 1}),
+            tab2.vote({"assignment_id": it2["assignment_id"], "score": 5}),
+        )
+        assert sorted([ra.status_code, rb.status_code]) == [200, 409]
+        st = await c.status()
+        await c.aclose()
+        await tab2.aclose()
+        return it, st
+
+    it, st = run(go())
+    mos = live.state.store.mos_frame(mos_test)
+    mine = mos[mos["rater_id"] == st["rater_id"]]
+    assert len(mine) == 2 and st["answered"] == 2 and st["finished"]
+    first = mine[mine["assignment_id"] == it["assignment_id"]]
+    assert first["score"].tolist() == [2.0]  # the re-sent vote, stored once
+
+
+def test_tokens_and_ownership(live, mos_test):
+    async def go():
+        a, b = RaterClient(live.url, mos_test), RaterClient(live.url, mos_test)
+        await a.join()
+        await b.join()
+        ita = (await a.status())["item"]
+        # b cannot stream, report on or vote on a's item
+        b_err = None
+        try:
+            await b.listen(ita["assignment_id"], 0, realtime=False, report=False)
+        except RuntimeError as e:
+            b_err = str(e)
+        r = await b.vote({"assignment_id": ita["assignment_id"], "score": 3})
+        assert r.status_code == 403 and "not one of yours" in r.json()["detail"]
+        # forged and missing tokens
+        for tok in ("x" * 43, "", "short", "a" * 300):
+            r = await a.http.get(f"/ll/listen/{mos_test}/status", headers={"X-Rater-Token": tok})
+            assert r.status_code == 403
+        # a rater token is not an admin credential, and there is no route to others' votes
+        r = await a.http.get(
+            f"/ll/admin/tests/{mos_test}/results", headers={"X-Rater-Token": a.token}
+        )
+        assert r.status_code == 403
+        await a.aclose()
+        await b.aclose()
+        return b_err
+
+    assert "not one of yours" in run(go())
+
+
+def test_admin_routes_and_pages_refuse_without_password(live, mos_test):
+    u = live.url
+    assert httpx.get(u + f"ll/admin/tests/{mos_test}/results").status_code == 403
+    assert httpx.get(u + "ll/admin/tests").status_code == 403
+    assert httpx.post(u + "ll/admin/tests", json={}).status_code == 403
+    page = httpx.get(u + "admin/tests/", headers={"Accept": "text/html"})
+    assert page.status_code == 403 and "LISTENLAB_ADMIN_PASSWORD" in page.text
+    assert httpx.get(u + "admin/tests/gradio_api/info").status_code == 403
+    wrong = httpx.get(u + "ll/admin/tests", headers={"Authorization": "Bearer nope"})
+    assert wrong.status_code == 403
+    ok = httpx.get(u + f"ll/admin/tests/{mos_test}/results", headers=ADMIN)
+    assert ok.status_code == 200 and "raters" in ok.json()
+    z = httpx.get(u + f"ll/admin/tests/{mos_test}/export.zip", headers=ADMIN)
+    assert z.status_code == 200 and z.content[:2] == b"PK" and b"token_hash" not in z.content
+
+
+def test_hostile_input_is_bounded_and_refused(live, mos_test):
+    async def go():
+        c = RaterClient(live.url, mos_test)
+        r = await c.post("join", {"crowd_id": "<script>alert(1)</script>"})
+        assert r.status_code == 400
+        r = await c.http.post(f"/ll/listen/{mos_test}/join", content=b"{" + b" " * 20000 + b"}")
+        assert r.status_code == 413
+        r = await c.http.post(f"/ll/listen/{mos_test}/join", content=b"[1,2]")
+        assert r.status_code == 400
+        assert (await c.http.get("/ll/listen/no..such/status")).status_code in {400, 403, 404}
+        assert (await c.http.get("/listen/%3Cb%3E")).status_code == 404
+        await c.join()
+        it = (await c.status())["item"]
+        await c.listen(it["assignment_id"], 0)
+        for bad in (7, 0, 3.5, "5", True, None):
+            r = await c.vote({"assignment_id": it["assignment_id"], "score": bad})
+            assert r.status_code == 400, bad
+        r = await c.vote({"assignment_id": "../../etc", "score": 3})
+        assert r.status_code == 400
+        r = await c.post("headphone", {"answers": ["x"] * 6})
+        assert r.status_code == 400
+        await c.aclose()
+
+    run(go())
+
+
+def test_ab_sides_randomised_and_cmos_sign_corrected(live):
+    tid = make_test(live, kind="ab", items_per_rater=4, headphone_check=False)  # capped at 2
+    store = live.state.store
+
+    async def go():
+        shown_first = []
+        for _ in range(2):
+            c = RaterClient(live.url, tid)
+            await c.join()
+            st = await c.status()
+            while not st["finished"]:
+                it = st["item"]
+                a = next(
+                    x
+                    for x in store.assignments(tid, st["rater_id"])
+                    if x.assignment_id == it["assignment_id"]
+                )
+                first = a.meta["systems"][0]
+                shown_first.append(first)
+                await c.listen(it["assignment_id"], 0)
+                await c.listen(it["assignment_id"], 1)
+                # this rater always prefers system b by 2 points
+                r = await c.vote(
+                    {"assignment_id": it["assignment_id"], "cmos": -2 if first == "b" else 2}
+                )
+                assert r.status_code == 200, r.text
+                st = await c.status()
+            await c.aclose()
+        return shown_first
+
+    shown = run(go())
+    assert set(shown) == {"a", "b"} and shown.count("a") == shown.count("b") == 2
+    votes = store.ab_frame(tid)
+    assert len(votes) == 4 and set(votes["cmos"]) == {-2.0, 2.0}  # raw, as presented
+    for _, v in votes.iterrows():  # presentation order stored: take_a is the first side
+        assert store.load_take(v["take_a"]).meta["system"] == v["system_a"]
+    res = httpx.get(live.url + f"ll/admin/tests/{tid}/results", headers=ADMIN).json()
+    (row,) = res["ab"]
+    assert (row["x"], row["y"], row["y_wins"], row["x_wins"]) == ("a", "b", 4, 0)
+    assert row["cmos_y"] == 2.0 and row["cmos_n"] == 4
+
+
+def test_mushra_hidden_reference_anchor_and_post_screening(live):
+    tid = make_test(live, kind="mushra", reference="a", items_per_rater=2, headphone_check=False)
+    store = live.state.store
+
+    async def rate(good: bool):
+        c = RaterClient(live.url, tid)
+        await c.join()
+        st = await c.status()
+        while not st["finished"]:
+            it = st["item"]
+            assert it["slots"] == 3 and it["has_reference"]
+            a = next(
+                x
+                for x in store.assignments(tid, st["rater_id"])
+                if x.assignment_id == it["assignment_id"]
+            )
+            r = await c.vote({"assignment_id": it["assignment_id"], "scores": [50] * 3})
+            assert r.status_code == 409  # every stimulus must be played first
+            for i in range(3):
+                await c.listen(it["assignment_id"], i)
+            scores = [
+                {"reference": 100 if good else 40, "anchor": 10 if good else 95, "item": 70}[role]
+                for role in a.meta["roles"]
+            ]
+            r = await c.vote({"assignment_id": it["assignment_id"], "scores": scores})
+            assert r.status_code == 200, r.text
+            st = await c.status()
+        await c.aclose()
+        return st["rater_id"]
+
+    good, bad = run(rate(True)), run(rate(False))
+    res = httpx.get(live.url + f"ll/admin/tests/{tid}/results", headers=ADMIN).json()
+    raters = {r["rater_id"]: r for r in res["raters"]}
+    assert not raters[good]["excluded"]
+    assert raters[bad]["excluded"] and "hidden reference < 90 on 2/2" in raters[bad]["reasons"]
+    mu = {r["condition"]: r for r in res["mushra"]}
+    assert mu["hidden reference"]["median"] == 100 and mu["anchor"]["median"] == 10
+    assert mu["b"]["median"] == 70 and mu["b"]["n"] == 2
+    # the hidden reference is the reference system's own take; the anchor is a degraded copy
+    m = TestStoreFrame(store, tid)
+    ref_take = m[m["role"] == "reference"]["take_id"].iloc[0]
+    assert store.load_take(ref_take).meta["system"] == "a"
+
+
+def TestStoreFrame(store, tid):  # noqa: N802 - small helper
+    from evaluation.listening import TestStore
+
+    return TestStore(store).mushra_frame(tid)
+
+
+def test_as_streamed_replays_the_recorded_stall(live):
+    tid = make_test(
+        live,
+        systems=[{"name": "stall", "backend": "stall"}],
+        prompts=["A large size in stockings is hard to sell, and the stall is in the middle."],
+        items_per_rater=1,
+        screening=False,
+        headphone_check=False,
+    )
+    store = live.state.store
+
+    async def go():
+        c = RaterClient(live.url, tid)
+        await c.join()
+        it = (await c.status())["item"]
+        p = await c.listen(it["assignment_id"], 0)
+        await c.aclose()
+        return p
+
+    p = run(go())
+    take = store.load_take(p.take_id)
+    rec = [ch.arrival_ms for ch in take.chunks]
+    gaps = np.diff(rec)
+    k = int(np.argmax(gaps))
+    assert (
+        gaps[k] > 1000
+    )  # the stored stream has the profile's 6 s stall (less what Piper's synthesis absorbed)
+    got = np.diff(p.arrivals_ms)
+    assert int(np.argmax(got)) == k and got[k] > gaps[k] - 150  # replayed at its position
+    assert p.done["arrivals_ms"] == pytest.approx(rec)
+    assert p.chunks == len(take.chunks)
+
+
+def test_glitch_hunt_marks_map_to_seams_and_close_the_item(live):
+    tid = make_test(
+        live,
+        kind="glitch",
+        systems=[{"name": "stall", "backend": "stall"}],
+        prompts=["A large size in stockings is hard to sell, and the stall is in the middle."],
+        items_per_rater=1,
+        headphone_check=False,
+    )
+    store = live.state.store
+
+    async def go():
+        c = RaterClient(live.url, tid)
+        await c.join()
+        it = (await c.status())["item"]
+        early = await c.glitch(it["assignment_id"], 0, 100.0)
+        assert early["type"] == "listen_error"  # nothing streamed to this page yet
+        p = await c.listen(it["assignment_id"], 0)
+        take = store.load_take(p.take_id)
+        seam = take.chunks[3].offset / take.sample_rate * 1000
+        saved = await c.glitch(it["assignment_id"], 0, seam + 20)
+        bad = await c.glitch(it["assignment_id"], 0, 10 * p.played_ms)
+        r = await c.vote({"assignment_id": it["assignment_id"]})
+        await c.aclose()
+        return saved, bad, r, None
+
+    saved, bad, r, _ = run(go())
+    assert saved["type"] == "listen_glitch_saved" and saved["boundary_index"] == 2
+    assert bad["type"] == "listen_error" and "outside" in bad["message"]
+    assert r.status_code == 200 and r.json()["finished"]
+    rows = store.glitch_frame()
+    rows = rows[rows["test_id"] == tid]
+    assert len(rows) == 1 and rows["distance_ms"].iloc[0] == pytest.approx(20.0)
+    ans = store.db.execute("SELECT payload FROM answers WHERE test_id=?", [tid]).fetchone()[0]
+    assert '"marks": 1' in ans
+    res = httpx.get(live.url + f"ll/admin/tests/{tid}/results", headers=ADMIN).json()
+    assert res["glitches_by_seam"]
+
+
+def test_live_condition_generates_afresh_and_is_recorded(live):
+    tid = make_test(
+        live,
+        systems=[{"name": "a", "backend": "piper", "condition": "live"}],
+        prompts=["Help the woman get back to her feet."],
+        items_per_rater=1,
+        screening=False,
+        headphone_check=False,
+    )
+    store = live.state.store
+
+    async def go():
+        c = RaterClient(live.url, tid)
+        await c.join()
+        it = (await c.status())["item"]
+        p = await c.listen(it["assignment_id"], 0)
+        r = await c.vote({"assignment_id": it["assignment_id"], "score": 5})
+        await c.aclose()
+        return it, p, r
+
+    it, p, r = run(go())
+    assert r.status_code == 200 and r.json()["finished"]
+    (row,) = store.mos_frame(tid).to_dict(orient="records")
+    assert row["condition"] == "live" and row["take_id"] != p.take_id  # vote keyed to stimulus
+    fresh = store.load_take(p.take_id)  # the take generated for this rater was stored
+    assert fresh.request.text == "Help the woman get back to her feet."
+    ev = store.db.execute("SELECT take_id, condition FROM play_events WHERE test_id=?", [tid])
+    assert ev.fetchone() == (p.take_id, "live")
