@@ -57,6 +57,61 @@ ENV: tuple[EnvVar, ...] = (
         "unset (GPU test skipped)",
         "Tests only: a local Qwen3-TTS model for the real embedded vLLM-Omni test (`pytest -m gpu`).",
     ),
+    EnvVar(
+        "LISTENLAB_ALLOWED_HOSTS",
+        "unset (bound host, localhost and `$SPACE_HOST`)",
+        "Extra `Host` names `serve`/`api` accept (comma-separated); others get 403 (DNS rebinding). Same as `--allowed-hosts`.",
+    ),
+    EnvVar(
+        "LISTENLAB_ALLOWED_ORIGINS",
+        "unset (the page's own origin)",
+        "Extra browser origins allowed on the WebSockets and state-changing routes (comma-separated). Same as `--allowed-origins`.",
+    ),
+    EnvVar(
+        "LISTENLAB_VLLM_API_KEY",
+        "unset",
+        "API key for a remote vLLM-Omni server, sent as Bearer; keeps the key out of the spec (never published).",
+    ),
+    EnvVar(
+        "LISTENLAB_ARENA_BATTLES_PER_MIN",
+        "10",
+        "Arena: battles one browser session may start per minute.",
+    ),
+    EnvVar(
+        "LISTENLAB_ARENA_GLOBAL_PER_MIN",
+        "120",
+        "Arena: battles all visitors together may start per minute.",
+    ),
+    EnvVar(
+        "LISTENLAB_ARENA_MIN_VOTES",
+        "20",
+        "Arena: votes a system needs before it is ranked on the board (fewer: listed as preliminary).",
+    ),
+    EnvVar(
+        "LISTENLAB_VLLM_MODEL_QWEN3_TTS",
+        "unset (that model's GPU test skipped)",
+        "Tests only: local weights of the Qwen3 Tts seed model for its real embedded vLLM-Omni test (`pytest -m gpu`).",
+    ),
+    EnvVar(
+        "LISTENLAB_VLLM_MODEL_FISH_SPEECH",
+        "unset (that model's GPU test skipped)",
+        "Tests only: local weights of the Fish Speech seed model for its real embedded vLLM-Omni test (`pytest -m gpu`).",
+    ),
+    EnvVar(
+        "LISTENLAB_VLLM_MODEL_COSYVOICE3",
+        "unset (that model's GPU test skipped)",
+        "Tests only: local weights of the Cosyvoice3 seed model for its real embedded vLLM-Omni test (`pytest -m gpu`).",
+    ),
+    EnvVar(
+        "LISTENLAB_VLLM_MODEL_MOSS_TTS_NANO",
+        "unset (that model's GPU test skipped)",
+        "Tests only: local weights of the Moss Tts Nano seed model for its real embedded vLLM-Omni test (`pytest -m gpu`).",
+    ),
+    EnvVar(
+        "LISTENLAB_VLLM_MODEL_VOXCPM2",
+        "unset (that model's GPU test skipped)",
+        "Tests only: local weights of the Voxcpm2 seed model for its real embedded vLLM-Omni test (`pytest -m gpu`).",
+    ),
 )
 
 
