@@ -152,6 +152,7 @@ def test_image_install_and_start_in_a_fresh_venv(tmp_path):
     env["PATH"] = f"{venv / 'bin'}:{os.environ['PATH']}"
     env["GRADIO_SERVER_PORT"] = str(port)
     env["PYTHONUNBUFFERED"] = "1"
+    env["SPACE_HOST"] = "someone-listenlab.hf.space"  # set by Hugging Face on every Space
     check = subprocess.run(
         [str(venv / "bin" / "python"), "-c", "import app, assets.prompts; print(app.__file__)"],
         capture_output=True,
@@ -170,8 +171,12 @@ def test_image_install_and_start_in_a_fresh_venv(tmp_path):
         base = f"http://127.0.0.1:{port}/"
         with httpx.Client(trust_env=False, timeout=30) as c:
             page = c.get(base)
-            js = c.get(base + "ll/static/player.js")
+            js = c.get(base + "ll/static/player-core.js")
             cfg = c.get(base + "ll/api/config").json()
+            # the Space's own domain is answered (the proxy forwards its Host); others are not
+            space = c.get(base + "ll/health", headers={"Host": env["SPACE_HOST"]})
+            rebound = c.get(base + "ll/health", headers={"Host": "attacker.example"})
+        assert space.status_code == 200 and rebound.status_code == 403, (space.text, rebound.text)
         assert page.status_code == 200 and "gradio" in page.text.lower()
         assert js.status_code == 200 and "AudioBufferSourceNode" in js.text
         assert [b["label"] for b in cfg["backends"]] == ["piper"]  # from LISTENLAB_BACKENDS
