@@ -43,6 +43,7 @@ from __future__ import annotations
 
 import math
 import re
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field, fields, replace
 from typing import Any
 
@@ -570,6 +571,7 @@ def _replay_scan(s: _Signal, cfg: DetectorConfig, duration_s: float) -> list[Fin
     starts = np.asarray(starts, dtype=np.int64)
     ends = np.r_[starts[1:], s.n]
     plans = []
+    t_first = s.first_active_frame() * s.frame_s
     for b, b_end in zip(starts, ends, strict=True):
         # start the query at the first active frame after the seam (silence matches silence)
         f0 = -(-int(b) // s.hop)
@@ -580,7 +582,11 @@ def _replay_scan(s: _Signal, cfg: DetectorConfig, duration_s: float) -> list[Fin
         # The query stays inside this chunk when it is long enough (a re-sent chunk is followed
         # by new audio); after a short chunk (80 ms codec frames) it runs on across the next
         # seams for replay_min_query_s, since a replay is then sent as several short chunks.
-        room = min(cfg.replay_query_s, qs / s.sr, (s.n - qs) / s.sr)
+        # The source of a repeat is audio, so it starts at or after the take's first active
+        # frame and ends before the query begins: a query longer than that could never match
+        # (a re-sent first chunk, "Hello!" "Hello!", has only its own length to look back on;
+        # two frames spare for frame rounding).
+        room = min(cfg.replay_query_s, qs / s.sr - t_first - 2 * s.frame_s, (s.n - qs) / s.sr)
         chunk_s = (max(int(b_end), qs + 1) - qs) / s.sr
         L_s = min(room, chunk_s if chunk_s >= cfg.replay_min_query_s else cfg.replay_min_query_s)
         if L_s < cfg.replay_min_query_s:
@@ -987,29 +993,44 @@ def _last_active_s(sig: _Signal) -> float:
     return float((a[-1] + 1) * sig.frame_s) if len(a) else sig.n / sig.sr
 
 
-def _crosstalk(s: _Signal, ref: _Signal, cfg: DetectorConfig) -> list[Finding]:
+def _crosstalk(
+    s: _Signal, ref: _Signal, cfg: DetectorConfig, repeats: Sequence[Finding] = ()
+) -> list[Finding]:
+    """Does the take start with other words or another voice than its reference?
+
+    ``repeats`` are the replays already found: their repeated audio is cut out before the
+    comparison, so a replay near the start is reported once, as a replay, not also as foreign
+    content."""
     fs = 0.02
     on_s = cfg.crosstalk_onset_s
-
-    def window(sig: _Signal, t0: float, length: float) -> np.ndarray:
-        a = int(t0 * sig.sr)
-        return _band_energies(sig.x[a : a + int(length * sig.sr)], sig.sr, fs)
-
     t_on = s.first_active_frame() * s.frame_s
+    t_off = _last_active_s(s)
+    x = s.x
+    for f in sorted(repeats, key=lambda f: -f.time_s):  # from the end: earlier cuts stay put
+        a, b = int(f.time_s * s.sr), int((f.time_s + f.evidence["length_s"]) * s.sr)
+        if t_on * s.sr <= a < b <= len(x):
+            x = np.concatenate([x[:a], x[b:]])
+            t_off -= (b - a) / s.sr if b / s.sr <= t_off else 0.0
+
+    def window(sig: _Signal, t0: float, length: float, xs: np.ndarray | None = None) -> np.ndarray:
+        a = int(t0 * sig.sr)
+        xs = sig.x if xs is None else xs
+        return _band_energies(xs[a : a + int(length * sig.sr)], sig.sr, fs)
+
     r_on = ref.first_active_frame() * ref.frame_s
-    if (s.n / s.sr) - t_on < on_s * 0.8 or (ref.n / ref.sr) - r_on < on_s * 0.8:
+    if len(x) / s.sr - t_on < on_s * 0.8 or (ref.n / ref.sr) - r_on < on_s * 0.8:
         return []
-    e_on, r_e_on = window(s, t_on, on_s), window(ref, r_on, on_s)
+    e_on, r_e_on = window(s, t_on, on_s, x), window(ref, r_on, on_s)
     onset = _dtw_cost(_spectra(e_on), _spectra(r_e_on))
     voice = float(np.sqrt(np.mean((_ltas(e_on) - _ltas(r_e_on)) ** 2)))
     # the rest of the take is compared at its end (end-aligned): foreign audio longer than
     # the onset window must not leak into the comparison that says "the rest matches"
-    t_off = _last_active_s(s)
     r_off = _last_active_s(ref)
     body_len = min(on_s, t_off - t_on - on_s, r_off - r_on - on_s)
     body = body_voice = None
     if body_len >= 0.5:
-        e_b, r_e_b = window(s, t_off - body_len, body_len), window(ref, r_off - body_len, body_len)
+        e_b = window(s, t_off - body_len, body_len, x)
+        r_e_b = window(ref, r_off - body_len, body_len)
         body = _dtw_cost(_spectra(e_b), _spectra(r_e_b))
         body_voice = float(np.sqrt(np.mean((_ltas(e_b) - _ltas(r_e_b)) ** 2)))
     ev = {
@@ -1113,7 +1134,7 @@ def analyze(
         )
         findings += _gaps(s, cfg, float(take.request.speed or 1.0), ref)
         if ref is not None:
-            findings += _crosstalk(s, ref, cfg)
+            findings += _crosstalk(s, ref, cfg, [f for f in findings if f.kind == "replay"])
     if _has_timeline(take):
         findings += _underruns(take, cfg)
     findings += _durations(take, s, cfg, ref, reference)

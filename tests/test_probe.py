@@ -269,7 +269,7 @@ def test_probe_works_against_the_embedded_backend(monkeypatch, prompts):
     try:
         model = Path(jv.model_path()).parent
         r = probe_sync(
-            f"vllm-omni?model={model}&chunk_samples=6000",
+            f"vllm-omni?model={model}&adapter=qwen3_tts&chunk_samples=6000",
             concurrency=(1, 2),
             prompts=prompts[1:2],
             thresholds=TH,
@@ -280,4 +280,4 @@ def test_probe_works_against_the_embedded_backend(monkeypatch, prompts):
     assert r.passed, [str(f) for f in r.failures()]
     assert r.load_ms is not None and r.load_ms > 0  # the engine started before timing
     streamed = next(t for t in r.takes if t.layer == "streaming")
-    assert streamed.chunks > 3 and streamed.sample_rate == 22050
+    assert streamed.chunks > 3 and streamed.sample_rate == 24000  # Qwen3-TTS speaks at 24 kHz
