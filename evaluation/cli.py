@@ -183,7 +183,12 @@ def add_cli(sub: argparse._SubParsersAction) -> None:
     p.add_argument(
         "--reference", metavar="TAKE", help="a take of the same request (non-streamed or solo)"
     )
-    p.add_argument("--prebuffer-ms", type=float, help="simulated player prebuffer (default 200)")
+    p.add_argument(
+        "--prebuffer-ms",
+        type=float,
+        help="simulate a simple player with this prebuffer (default: listenlab's player "
+        "and its start rule)",
+    )
     p.add_argument(
         "--set", action="append", metavar="NAME=VALUE", help="override a DetectorConfig threshold"
     )

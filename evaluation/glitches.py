@@ -51,6 +51,8 @@ import numpy as np
 from numpy.lib.stride_tricks import sliding_window_view
 from scipy import fft as sp_fft
 
+from evaluation.playout import POLICY, PlayoutResult
+from evaluation.playout import simulate as simulate_start_rule
 from evaluation.takes import Take
 
 KINDS = ("click", "replay", "gap", "underrun", "truncation", "duration", "crosstalk")
@@ -126,8 +128,17 @@ class DetectorConfig:
     """... and the 5 ms before the seam are within this of the speech level (audible)."""
 
     # -- underrun
-    prebuffer_ms: float = 200.0
-    """Audio the simulated player buffers before it starts (and resumes at once after a stall)."""
+    prebuffer_ms: float | None = None
+    """The simulated player. ``None``: listenlab's own player, i.e. its start rule
+    (``evaluation.playout``: starts when the predicted buffer never runs dry, resumes by the same
+    rule), so a finding means a listener of the Playground would hear the stall. A number: a
+    simple player that starts once this much audio is in and resumes as soon as a late chunk
+    arrives (``--prebuffer-ms 200``, how a naive client would play the stream)."""
+    sec_per_char: float | None = None
+    """For the start rule: seconds of audio per character of the text (None: its default)."""
+    rate_prior: float | None = None
+    """For the start rule: the backend's generation rate learnt from past takes (audio seconds
+    per second; None: no history, so the player waits for a second chunk to measure it)."""
     underrun_min_ms: float = 20.0
 
     # -- truncation / duration
@@ -165,7 +176,18 @@ class DetectorConfig:
         bad = set(d) - known
         if bad:
             raise ValueError(f"unknown detector setting(s): {', '.join(sorted(bad))}")
-        return replace(cls(), **{k: type(getattr(cls(), k))(v) for k, v in d.items()})
+        base = cls()
+
+        def conv(k: str, v: Any) -> Any:
+            if k in _OPTIONAL_FLOATS:  # None (the default) or a number
+                none = v is None or str(v).strip().lower() in {"", "none", "rule"}
+                return None if none else float(v)
+            return type(getattr(base, k))(v)
+
+        return replace(base, **{k: conv(k, v) for k, v in d.items()})
+
+
+_OPTIONAL_FLOATS = frozenset({"prebuffer_ms", "sec_per_char", "rate_prior"})
 
 
 @dataclass(frozen=True)
@@ -818,13 +840,50 @@ def _gaps(s: _Signal, cfg: DetectorConfig, speed: float, ref: _Signal | None) ->
 # --------------------------------------------------------------------------- underrun
 
 
-def simulate_playback(take: Take, prebuffer_ms: float = 200.0) -> list[Stall]:
-    """Play the arrival timeline: start once ``prebuffer_ms`` of audio is in (or the stream has
-    ended), play in real time, stall whenever the next chunk is not there yet, resume as soon as
-    it arrives. Returns every stall (length > 0)."""
+def playout(take: Take, cfg: DetectorConfig | None = None) -> PlayoutResult:
+    """What listenlab's player (its start rule, ``evaluation.playout``) does on this take's
+    arrival timeline: when it starts, the ideal start, and every underrun."""
+    cfg = cfg or DetectorConfig()
+    sr = take.sample_rate or 1
+    arr = [c.arrival_ms / 1000 for c in take.chunks]
+    if any(b < a for a, b in zip(arr, arr[1:], strict=False)):
+        arr = list(np.maximum.accumulate(arr))  # a clock that went back: as received
+    done = max(take.total_ms / 1000, arr[-1]) if arr else None
+    return simulate_start_rule(
+        arr,
+        [c.frames / sr for c in take.chunks],
+        len((take.request.text or "").strip()),
+        sec_per_char=cfg.sec_per_char,
+        rate_prior=cfg.rate_prior,
+        done_s=done,
+    )
+
+
+def simulate_playback(take: Take, prebuffer_ms: float | None = None) -> list[Stall]:
+    """Every stall (length > 0) of a player on this take's arrival timeline.
+
+    ``prebuffer_ms=None``: listenlab's player (the start rule; see :func:`playout`). A number: a
+    simple player that starts once that much audio is in (or the stream has ended), plays in
+    real time, and resumes as soon as the late chunk arrives."""
+    return player_stalls(take, DetectorConfig(prebuffer_ms=prebuffer_ms))
+
+
+def player_stalls(take: Take, cfg: DetectorConfig, res: PlayoutResult | None = None) -> list[Stall]:
+    """The stalls of the player ``cfg`` describes (``prebuffer_ms``, and the start rule's
+    priors); ``res``: the start rule's result on this take when already computed."""
     if not take.chunks or not take.sample_rate:
         return []
     sr = take.sample_rate
+    prebuffer_ms = cfg.prebuffer_ms
+    if prebuffer_ms is None:
+        res = res or playout(take, cfg)
+        offsets = [c.offset for c in take.chunks]
+        out = []
+        for (pos_s, stall_s), resumed in zip(res.underruns, res.decisions[1:], strict=True):
+            k = min(range(len(offsets)), key=lambda i: abs(offsets[i] / sr - pos_s))
+            dry = resumed + POLICY.lead_s - stall_s
+            out.append(Stall(pos_s * 1000, dry * 1000, stall_s * 1000, k))
+        return out
     arr = np.array([c.arrival_ms for c in take.chunks], dtype=np.float64)
     start = np.array([c.offset for c in take.chunks], dtype=np.float64) * 1000 / sr
     end = start + np.array([c.frames for c in take.chunks], dtype=np.float64) * 1000 / sr
@@ -841,9 +900,15 @@ def simulate_playback(take: Take, prebuffer_ms: float = 200.0) -> list[Stall]:
     ]
 
 
-def _underruns(take: Take, cfg: DetectorConfig) -> list[Finding]:
+def _player_name(cfg: DetectorConfig) -> str:
+    if cfg.prebuffer_ms is None:
+        return "listenlab's player (start rule)"
+    return f"a {cfg.prebuffer_ms:.0f} ms prebuffer player"
+
+
+def _underruns(stalls: list[Stall], cfg: DetectorConfig) -> list[Finding]:
     out = []
-    for st in simulate_playback(take, cfg.prebuffer_ms):
+    for st in stalls:
         if st.stall_ms < cfg.underrun_min_ms:
             continue
         out.append(
@@ -852,7 +917,12 @@ def _underruns(take: Take, cfg: DetectorConfig) -> list[Finding]:
                 st.position_ms / 1000,
                 st.chunk_index - 1 if st.chunk_index > 0 else None,
                 st.stall_ms / cfg.underrun_min_ms,
-                {"stall_ms": st.stall_ms, "wall_ms": st.wall_ms, "prebuffer_ms": cfg.prebuffer_ms},
+                {
+                    "stall_ms": st.stall_ms,
+                    "wall_ms": st.wall_ms,
+                    "player": _player_name(cfg),
+                    "prebuffer_ms": cfg.prebuffer_ms,
+                },
             )
         )
     return out
@@ -1135,12 +1205,13 @@ def analyze(
         findings += _gaps(s, cfg, float(take.request.speed or 1.0), ref)
         if ref is not None:
             findings += _crosstalk(s, ref, cfg, [f for f in findings if f.kind == "replay"])
-    if _has_timeline(take):
-        findings += _underruns(take, cfg)
+    timeline = _has_timeline(take)
+    play = playout(take, cfg) if timeline else None
+    stalls = player_stalls(take, cfg, play) if timeline else []
+    findings += _underruns(stalls, cfg)
     findings += _durations(take, s, cfg, ref, reference)
     findings = _merge(findings)
     runs = s.silent_runs() if s.n else np.zeros((0, 2))
-    stalls = simulate_playback(take, cfg.prebuffer_ms) if _has_timeline(take) else []
     metrics = {
         "take_id": take.take_id,
         "duration_s": dur,
@@ -1154,6 +1225,13 @@ def analyze(
         else 0.0,
         "stall_count": len(stalls),
         "stall_ms": float(sum(st.stall_ms for st in stalls)),
+        "player": _player_name(cfg) if timeline else None,
+        # listenlab's player on this timeline: its first sound, and the earliest start that
+        # never runs dry (from the request, ms); also when the findings use a fixed prebuffer
+        "start_ms": None if play is None or play.start_s is None else play.start_s * 1000,
+        "ideal_start_ms": None
+        if play is None or play.ideal_start_s is None
+        else play.ideal_start_s * 1000,
         "reference_duration_s": reference.duration_s if reference is not None else None,
         "duration_ratio_vs_reference": (dur / reference.duration_s)
         if reference is not None and reference.duration_s
@@ -1181,5 +1259,7 @@ __all__ = [
     "analyze",
     "detect",
     "predicted_duration_s",
+    "player_stalls",
+    "playout",
     "simulate_playback",
 ]

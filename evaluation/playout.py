@@ -332,11 +332,51 @@ def learn(store: Any, system_id: str, *, limit: int = 30) -> Learnt:
             ids,
         ).fetchall()
         for _, a0, a1, frames, count, sr, first in per:
-            span = (a1 - a0) / 1000.0
-            if count >= 2 and span >= POLICY.min_span_s and sr:
-                rates.append((frames - (first or 0)) / sr / span)
+            r = _stream_rate(a0, a1, frames, first or 0, count, sr)
+            if r is not None:
+                rates.append(r)
     return Learnt(
         statistics.median(spc) if spc else None,
         statistics.median(rates) if rates else None,
         len(ids),
+    )
+
+
+def _stream_rate(
+    first_ms: float, last_ms: float, frames: int, first_frames: int, count: int, sr: int
+) -> float | None:
+    """Audio seconds per second after the first chunk, or None when the span is too short."""
+    span = (last_ms - first_ms) / 1000.0
+    if count < 2 or span < POLICY.min_span_s or not sr:
+        return None
+    return (frames - first_frames) / sr / span
+
+
+def learn_from_takes(takes: Sequence[Any]) -> Learnt:
+    """:func:`learn` on takes in hand (``evaluation.takes.Take``) rather than in a store, with
+    the same medians. A take without a timeline (one chunk: a non-streamed rendering) gives
+    its rate as audio over wall time."""
+    spc: list[float] = []
+    rates: list[float] = []
+    used = 0
+    for t in takes:
+        if t.status != "ok" or not t.duration_s or float(t.request.speed or 1.0) != 1.0:
+            continue
+        used += 1
+        text = t.request.text or ""
+        if len(text) >= 8:
+            spc.append(t.duration_s / len(text))
+        if len(t.chunks) >= 2:
+            c = t.chunks
+            r = _stream_rate(
+                c[0].arrival_ms, c[-1].arrival_ms, t.frames, c[0].frames, len(c), t.sample_rate
+            )
+        else:
+            r = t.duration_s / (t.total_ms / 1000) if t.total_ms > 0 else None
+        if r is not None:
+            rates.append(r)
+    return Learnt(
+        statistics.median(spc) if spc else None,
+        statistics.median(rates) if rates else None,
+        used,
     )

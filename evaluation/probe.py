@@ -20,8 +20,9 @@ offline
 streaming
     Each prompt streamed alone (the first one twice: two identical renderings make the backend
     *deterministic*, so later comparisons can be sample-exact). TTFA, RTF, the chunk schedule,
-    the player's underrun simulation at a stated prebuffer, and the glitch detector's findings
-    against the offline reference.
+    what listenlab's player does on it (its start rule: first sound, ideal start, underruns;
+    or a fixed prebuffer with ``--prebuffer-ms``), and the glitch detector's findings against
+    the offline reference.
 concurrency
     For each N > 1, N parallel streams of different prompts. Each must equal its solo rendering
     (sample-exact when deterministic; otherwise the detector compares duration, onset content
@@ -51,7 +52,14 @@ import numpy as np
 
 from backends.base import Backend, BackendError, InvalidRequest, ListenlabError, SpeechRequest
 from backends.registry import load_backend
-from evaluation.glitches import DetectorConfig, analyze, predicted_duration_s
+from evaluation.glitches import (
+    DetectorConfig,
+    analyze,
+    player_stalls,
+    playout,
+    predicted_duration_s,
+)
+from evaluation.playout import learn_from_takes
 from evaluation.takes import ChunkRecord, Take, TakeFailed, load, record
 
 PROMPTS_DIR = Path(__file__).resolve().parent.parent / "assets" / "prompts"
@@ -67,10 +75,16 @@ LAYERS = ("offline", "streaming", "concurrency")
 class Thresholds:
     """What fails the probe. Every field can be set with ``--threshold NAME=VALUE``."""
 
-    prebuffer_ms: float = 200.0
-    """Prebuffer of the simulated player (it starts once this much audio is in)."""
+    prebuffer_ms: float | None = None
+    """The simulated player: ``None`` (``rule``) is listenlab's player with its start rule
+    (``evaluation.playout``); a number is a simple player that starts once this much audio is
+    in, as a naive client would."""
     max_stall_ms: float = 500.0
     """A stream whose simulated playback stalls longer than this at once fails (underrun)."""
+    max_start_ms: float = math.inf
+    """p95 time from the request to the first sound in listenlab's player (its start rule
+    waits until the stream will not run dry, so a slow backend starts late rather than
+    stalling)."""
     max_ttfa_ms: float = math.inf
     """p95 time to first audio, per layer and concurrency level."""
     max_rtf: float = math.inf
@@ -99,6 +113,8 @@ class Thresholds:
             raw = raw.strip().lower()
             if name == "warnings_fail":
                 over[name] = raw in {"1", "true", "yes", "on"}
+            elif name == "prebuffer_ms" and raw in {"rule", "none", ""}:
+                over[name] = None
             else:
                 try:
                     over[name] = float("inf" if raw in {"inf", "none", "off"} else raw)
@@ -117,11 +133,13 @@ class Thresholds:
 STRICT = Thresholds(
     max_stall_ms=20.0,
     max_ttfa_ms=1500.0,
+    max_start_ms=2000.0,
     max_rtf=0.8,
     max_chunk_gap_ms=2500.0,
     warnings_fail=True,
 )
-"""``--strict``: any stall, p95 TTFA > 1.5 s, p95 RTF > 0.8, a 2.5 s gap, or any warning fails."""
+"""``--strict``: any stall, p95 TTFA > 1.5 s, p95 first sound > 2 s, p95 RTF > 0.8, a 2.5 s gap,
+or any warning fails."""
 
 CROSSTALK_SURE = 1.25
 """Cross-talk severity (times the detector's threshold) that fails without sample evidence."""
@@ -138,6 +156,7 @@ FAIL_KINDS = frozenset(
         "crosstalk",
         "isolation",
         "ttfa",
+        "start",
         "rtf",
         "chunk_gap",
     }
@@ -194,6 +213,10 @@ class TakeRow:
     stall_ms: float
     sample_rate: int
     channels: int
+    start_ms: float | None = None
+    """First sound in listenlab's player (its start rule), from the request."""
+    ideal_start_ms: float | None = None
+    """The earliest start that never runs dry on this schedule."""
     identical_to_solo: bool | None = None
     schedule: list[tuple[float, int]] = field(default_factory=list)
     """Per chunk: arrival (ms from the request) and frames, as the stream delivered them."""
@@ -213,6 +236,8 @@ class ProbeResult:
     levels: dict[int, dict[str, Any]] = field(default_factory=dict)
     """Per concurrency level: TTFA/RTF p50/p95, largest chunk gap, stalls, failures."""
     offline: dict[str, dict[str, Any]] = field(default_factory=dict)
+    learnt: dict[str, Any] = field(default_factory=dict)
+    """The simulated player's priors (seconds per character, rate), as last learnt."""
     seconds: float = 0.0
     run_id: str = field(default_factory=lambda: uuid.uuid4().hex[:12])
     _takes: dict[str, Take] = field(default_factory=dict, repr=False)
@@ -245,6 +270,12 @@ class ProbeResult:
             "concurrency": self.concurrency,
             "prompts": [asdict(p) for p in self.prompts],
             "offline": self.offline,
+            "player": {
+                "simulated": "start rule"
+                if self.thresholds.prebuffer_ms is None
+                else f"{self.thresholds.prebuffer_ms:g} ms prebuffer",
+                "learnt": self.learnt,
+            },
             "levels": {str(k): v for k, v in self.levels.items()},
             "takes": [asdict(t) for t in self.takes],
             "findings": [asdict(f) for f in self.findings],
@@ -386,9 +417,8 @@ class _Run:
         take.meta = {**take.meta, "probe": {"run": self.result.run_id, "layer": layer, "n": n}}
         take.meta["probe"]["prompt_id"] = prompt.prompt_id
         self.result._takes[take.take_id] = take
-        from evaluation.glitches import simulate_playback
-
-        stalls = simulate_playback(take, self.th.prebuffer_ms) if layer != "offline" else []
+        play = playout(take, self.cfg) if layer != "offline" else None
+        stalls = player_stalls(take, self.cfg, play) if layer != "offline" else []
         row = TakeRow(
             take_id=take.take_id,
             layer=layer,
@@ -403,6 +433,8 @@ class _Run:
             stall_ms=float(sum(s.stall_ms for s in stalls)),
             sample_rate=take.sample_rate,
             channels=take.channels,
+            start_ms=_ms(play.start_s if play else None),
+            ideal_start_ms=_ms(play.ideal_start_s if play else None),
             schedule=[]
             if layer == "offline"
             else [(round(c.arrival_ms, 1), c.frames) for c in take.chunks],
@@ -429,6 +461,17 @@ class _Run:
             self.keep(take, "offline", p, 0)
             info = self.check_whole(take, p, caps)
             self.result.offline[p.prompt_id] = info
+        self.learn(list(self.offline.values()))
+
+    def learn(self, takes: list[Take]) -> None:
+        """Give the simulated player the history a Playground user's player would have: the
+        backend's seconds per character and generation rate, learnt from the offline layer
+        (for the streaming layer) and then from the solo streams (for the concurrency layer).
+        Without it the start rule waits for a second chunk, so a stall after the first chunk
+        would show as a late start instead of the stall a returning user hears."""
+        learnt = learn_from_takes(takes)
+        self.result.learnt = learnt.to_dict()
+        self.cfg = replace(self.cfg, sec_per_char=learnt.sec_per_char, rate_prior=learnt.rate)
 
     def check_whole(self, take: Take, p: ProbePrompt, caps: Any) -> dict[str, Any]:
         kw = {"prompt_id": p.prompt_id, "take_id": take.take_id}
@@ -547,10 +590,7 @@ class _Run:
             if f.kind == "underrun":
                 stall = float(f.evidence.get("stall_ms", 0.0))
                 level = "fail" if stall > self.th.max_stall_ms else "warn"
-                msg = (
-                    f"the simulated player ({self.th.prebuffer_ms:.0f} ms prebuffer) stalls "
-                    f"{stall:.0f} ms"
-                )
+                msg = f"{f.evidence.get('player', 'the simulated player')} stalls {stall:.0f} ms"
                 solo = self.result.levels.get(1, {}).get("rtf", {}).get("p50")
                 if n > 1 and solo and n * solo >= 1:
                     msg += (
@@ -599,6 +639,7 @@ class _Run:
                     self.result.deterministic = _first_difference_s(again, take) is None
         solo = [self.result._takes[t] for t in self._ids("streaming", 1)]
         self.level_stats(1, solo, len(solo))
+        self.learn(list(self.solo.values()))
 
     def _ids(self, layer: str, n: int) -> list[str]:
         return [r.take_id for r in self.result.takes if r.layer == layer and r.concurrency == n]
@@ -641,6 +682,12 @@ class _Run:
         rtf = [t.rtf for t in takes if t.ok]
         gaps = [_max_gap_ms(t) for t in takes]
         rows = [r for r in self.result.takes if r.layer == layer and r.concurrency == n]
+        start = [r.start_ms for r in rows if r.status == "ok"]
+        late = [
+            r.start_ms - r.ideal_start_ms
+            for r in rows
+            if r.status == "ok" and r.start_ms is not None and r.ideal_start_ms is not None
+        ]
         solo_rtf = self.result.levels.get(1, {}).get("rtf", {}).get("p50")
         stats = {
             "streams": started,
@@ -648,6 +695,8 @@ class _Run:
             "failed": started - sum(t.ok for t in takes),
             "ttfa_ms": {"p50": _pct(ttfa, 50), "p95": _pct(ttfa, 95), "max": _pct(ttfa, 100)},
             "rtf": {"p50": _pct(rtf, 50), "p95": _pct(rtf, 95), "max": _pct(rtf, 100)},
+            "start_ms": {"p50": _pct(start, 50), "p95": _pct(start, 95), "max": _pct(start, 100)},
+            "late_by_ms": {"p50": _pct(late, 50), "max": _pct(late, 100)},
             "max_chunk_gap_ms": max(gaps) if gaps else None,
             "stall_ms_max": max((r.stall_ms for r in rows), default=0.0),
             "findings_failed": sum(
@@ -658,9 +707,10 @@ class _Run:
         }
         self.result.levels[n] = stats
         th = self.th
-        for key, limit, kind, unit in (
-            ("ttfa_ms", th.max_ttfa_ms, "ttfa", "ms"),
-            ("rtf", th.max_rtf, "rtf", ""),
+        for key, limit, kind, unit, what in (
+            ("ttfa_ms", th.max_ttfa_ms, "ttfa", "ms", "TTFA"),
+            ("start_ms", th.max_start_ms, "start", "ms", "first sound"),
+            ("rtf", th.max_rtf, "rtf", "", "RTF"),
         ):
             v = stats[key]["p95"]
             if v is not None and v > limit:
@@ -668,7 +718,7 @@ class _Run:
                     layer,
                     kind,
                     "fail",
-                    f"p95 {key.split('_')[0].upper()} {v:.3g}{unit} > {limit:g}{unit} at c={n}",
+                    f"p95 {what} {v:.3g}{unit} > {limit:g}{unit} at c={n}",
                     concurrency=n,
                     evidence={"p95": v, "limit": limit},
                 )
@@ -684,9 +734,14 @@ class _Run:
             )
         self.log(
             f"c={n:<3} TTFA p50 {_fmt(stats['ttfa_ms']['p50'])} p95 {_fmt(stats['ttfa_ms']['p95'])} ms"
+            f"  first sound p50 {_fmt(stats['start_ms']['p50'])} ms"
             f"  RTF p50 {_fmt(stats['rtf']['p50'], 3)} p95 {_fmt(stats['rtf']['p95'], 3)}"
             f"  max gap {_fmt(g)} ms  failed streams {stats['failed']}/{started}"
         )
+
+
+def _ms(seconds: float | None) -> float | None:
+    return None if seconds is None else seconds * 1000
 
 
 def _fmt(v: float | None, digits: int = 0) -> str:
@@ -863,20 +918,22 @@ def add_cli(sub: argparse._SubParsersAction) -> None:
     p.add_argument(
         "--prebuffer-ms",
         type=float,
-        help="prebuffer of the simulated player (default 200)",
+        help="simulate a simple player with this prebuffer instead of listenlab's player and "
+        "its start rule (the default)",
     )
     p.add_argument(
         "--strict",
         action="store_true",
-        help="any stall, p95 TTFA > 1500 ms, p95 RTF > 0.8, a chunk gap > 2500 ms or any "
-        "warning fails",
+        help="any stall, p95 TTFA > 1500 ms, p95 first sound > 2000 ms, p95 RTF > 0.8, a chunk "
+        "gap > 2500 ms or any warning fails",
     )
     p.add_argument(
         "--threshold",
         action="append",
         metavar="NAME=VALUE",
-        help="set one threshold (max_stall_ms, max_ttfa_ms, max_rtf, max_chunk_gap_ms, "
-        "max_clipped, min_active, prebuffer_ms, warnings_fail); repeatable",
+        help="set one threshold (max_stall_ms, max_ttfa_ms, max_start_ms, max_rtf, "
+        "max_chunk_gap_ms, max_clipped, min_active, prebuffer_ms (a number or 'rule'), "
+        "warnings_fail); repeatable",
     )
     p.add_argument("--json", action="store_true", help="print the result as JSON on stdout")
     p.set_defaults(func=_run_probe)

@@ -136,6 +136,8 @@ def render_html(result: ProbeResult) -> str:
                     s["failed"],
                     _fmt(s["ttfa_ms"]["p50"]),
                     _fmt(s["ttfa_ms"]["p95"]),
+                    _fmt((s.get("start_ms") or {}).get("p50")),
+                    _fmt((s.get("late_by_ms") or {}).get("p50")),
                     _fmt(s["rtf"]["p50"], 3),
                     _fmt(s["rtf"]["p95"], 3),
                     _fmt(s["max_chunk_gap_ms"]),
@@ -183,8 +185,15 @@ def render_html(result: ProbeResult) -> str:
         f'<img alt="{e(k)}" src="data:image/png;base64,{v}">' for k, v in pl.items()
     )  # base64 alphabet only
     th = ", ".join(
-        f"{k}={'off' if v is None else v}" for k, v in result.thresholds.to_dict().items()
+        f"{k}={('rule' if k == 'prebuffer_ms' else 'off') if v is None else v}"
+        for k, v in result.thresholds.to_dict().items()
     )
+    pd = result.to_dict()["player"]
+    learnt = pd["learnt"] or {}
+    player = f"{pd['simulated']} (learnt: " + ", ".join(
+        f"{k} {v:.3g}" for k, v in learnt.items() if isinstance(v, float)
+    )
+    player += ")" if learnt else "nothing)"
     return f"""<!doctype html><html lang="en"><head><meta charset="utf-8">
 <title>listenlab probe: {e(result.backend)}</title>
 <style>body{{font:14px system-ui,sans-serif;margin:2em;max-width:1200px}}
@@ -198,9 +207,11 @@ tr.fail td{{color:#b3261e}}tr.warn td{{color:#8a5a00}}img{{max-width:100%}}</sty
 load {e(_fmt(result.load_ms))} ms, {result.seconds:.1f} s in all. Run {e(result.run_id)},
 {e(result.started_at)}.</p>
 <p>Thresholds: {e(th)}. Seam k is the start of chunk k (chunks numbered from 0).</p>
+<p>Player simulated on every stream: {e(player)}. "First sound" is when it starts playing;
+"late by" is that minus the ideal start (the earliest start that never runs dry).</p>
 <h2>By concurrency</h2>
 <table><tr><th>streams at once</th><th>streams</th><th>failed</th><th>TTFA p50 ms</th>
-<th>TTFA p95 ms</th><th>RTF p50</th><th>RTF p95</th><th>largest chunk gap ms</th>
+<th>TTFA p95 ms</th><th>first sound p50 ms</th><th>late by p50 ms</th><th>RTF p50</th><th>RTF p95</th><th>largest chunk gap ms</th>
 <th>longest stall ms</th></tr>{"".join(rows)}</table>
 {img}
 <h2>Findings ({len(result.failures())} failing)</h2>

@@ -247,9 +247,10 @@ def test_underrun_simulation_matches_hand_computation(det):
     stalls = simulate_playback(stalled, 200.0)
     assert len(stalls) == 1
     assert stalls[0].chunk_index == k + 1 and stalls[0].stall_ms == pytest.approx(expected)
-    f = detect(stalled)
+    f = detect(stalled, config=DetectorConfig(prebuffer_ms=200.0))
     assert kinds(f) == ["underrun"] and f[0].boundary_index == k
     assert f[0].evidence["stall_ms"] == pytest.approx(expected)
+    assert f[0].evidence["player"] == "a 200 ms prebuffer player"
     assert f[0].time_s == pytest.approx(starts[k + 1] / 1000)
 
 

@@ -186,6 +186,64 @@ def test_simulate_rejects_bad_input():
     assert simulate([], []).start_s is None
 
 
+# --------------------------------------------------------------------------- the detector's player
+
+
+def _timeline_take(arrivals_s, durations_s, text, sr=1000):
+    """A take whose chunks (silent audio; the detector's underrun check reads the timeline)
+    arrive at the given times."""
+    import numpy as np
+
+    from backends.base import SpeechRequest
+    from evaluation.takes import ChunkRecord, Take
+
+    chunks, off = [], 0
+    for i, (a, d) in enumerate(zip(arrivals_s, durations_s, strict=True)):
+        chunks.append(ChunkRecord(i, a * 1000, off, int(round(d * sr))))
+        off += int(round(d * sr))
+    return Take(
+        request=SpeechRequest(text=text),
+        backend="test",
+        sample_rate=sr,
+        channels=1,
+        chunks=chunks,
+        audio=np.zeros((off, 1), np.int16),
+        total_ms=arrivals_s[-1] * 1000,
+    )
+
+
+def test_detector_and_probe_underruns_are_the_start_rule_s():
+    """``analyze``'s underrun finding and metrics come from this rule (the player a listener of
+    the Playground has), not from a fixed prebuffer; ``prebuffer_ms`` still selects one."""
+    from evaluation.glitches import DetectorConfig, analyze, simulate_playback
+
+    # 0.5 s chunks at 5x real time, then the server stalls 3 s before chunk 6
+    arr = [0.1 + 0.1 * i for i in range(6)] + [3.6 + 0.1 * i for i in range(6)]
+    dur = [0.5] * 12
+    text = "x" * 86  # 12 x 0.5 s of audio at the default 0.07 s per character
+    take = _timeline_take(arr, dur, text)
+    exp = simulate(arr, dur, len(text), done_s=arr[-1])
+    assert len(exp.underruns) == 1 and exp.underruns[0][0] == pytest.approx(3.0)
+    a = analyze(take)
+    under = [f for f in a.findings if f.kind == "underrun"]
+    assert len(under) == 1 and under[0].boundary_index == 5  # seam 5: chunk 6 starts there
+    assert under[0].time_s == pytest.approx(3.0)
+    assert under[0].evidence["stall_ms"] == pytest.approx(exp.underruns[0][1] * 1000)
+    assert under[0].evidence["player"] == "listenlab's player (start rule)"
+    assert a.metrics["start_ms"] == pytest.approx(exp.start_s * 1000)
+    assert a.metrics["ideal_start_ms"] == pytest.approx(ideal_start_s(arr, dur) * 1000)
+    assert a.metrics["stall_ms"] == pytest.approx(exp.stall_s * 1000)
+    # the server was 3 s late; 3 s of audio had been buffered at 5x, so at least ~0.5 s of stall
+    assert a.metrics["stall_ms"] >= 500
+    # a fixed 200 ms prebuffer player on the same timeline, by hand: starts at 0.1 s, chunk 6
+    # is due at 0.1 + 3.0 = 3.1 s and arrives at 3.6 s: one 0.5 s stall
+    st = simulate_playback(take, 200.0)
+    assert [(s.chunk_index, round(s.stall_ms, 6)) for s in st] == [(6, 500.0)]
+    b = analyze(take, config=DetectorConfig.from_dict({"prebuffer_ms": "200"}))
+    assert [round(f.evidence["stall_ms"], 6) for f in b.findings if f.kind == "underrun"] == [500]
+    assert DetectorConfig.from_dict({"prebuffer_ms": "rule"}).prebuffer_ms is None
+
+
 # --------------------------------------------------------------------------- learnt priors
 
 

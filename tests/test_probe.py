@@ -67,6 +67,22 @@ def test_healthy_piper_passes_at_c1_and_c4(healthy, prompts):
             assert [a for a, _ in t.schedule] == sorted(a for a, _ in t.schedule)
     # the multi-sentence prompts stream in several chunks
     assert max(t.chunks for t in r.takes if t.layer == "streaming") >= 3
+    # listenlab's player (the start rule) is simulated on every stream, with the priors learnt
+    # from the offline layer, then from the solo streams (Piper speaks ~0.06 s per character)
+    d = r.to_dict()
+    assert d["player"]["simulated"] == "start rule"
+    assert 0.04 < d["player"]["learnt"]["sec_per_char"] < 0.1 and d["player"]["learnt"]["rate"] > 0
+    for t in r.takes:
+        if t.layer == "offline":
+            assert t.start_ms is None
+            continue
+        # it never sounds before the first audio arrived, nor before the ideal start minus the
+        # margin it never undercuts (a stream without stalls is never started too early)
+        assert t.start_ms >= t.ttfa_ms and t.ideal_start_ms >= t.ttfa_ms
+        assert t.stall_ms > 0 or t.start_ms >= t.ideal_start_ms - 1e-6
+    for n in (1, 4):
+        assert r.levels[n]["start_ms"]["p50"] >= r.levels[n]["ttfa_ms"]["p50"]
+        assert r.levels[n]["late_by_ms"]["max"] is not None
 
 
 @pytest.mark.parametrize(
@@ -96,8 +112,14 @@ def test_each_fault_fails_with_its_finding(
         assert f.seam == 1  # the fault re-sends audio at the start of chunk 1
         assert 0.5 < f.evidence["length_s"] < 0.7
     if fault == "gap":
-        stalls = [f.evidence["stall_ms"] for f in r.failures() if f.kind == "underrun"]
-        assert stalls and min(stalls) > 19000
+        under = [f for f in r.failures() if f.kind == "underrun"]
+        assert under and all(f.concurrency == 4 for f in under)
+        rows = {t.take_id: t for t in r.takes}
+        for f in under:
+            # the 20 s stall before chunk 1, less the first chunk's audio the player had
+            first_ms = rows[f.take_id].schedule[0][1] / rows[f.take_id].sample_rate * 1000
+            assert f.evidence["stall_ms"] > 19000 - first_ms, (f, first_ms)
+            assert f.evidence["player"] == "listenlab's player (start rule)"
         assert r.levels[4]["max_chunk_gap_ms"] > 19000 > r.levels[1]["max_chunk_gap_ms"]
     if fault == "truncate":
         assert r.levels[4]["failed"] == 0  # it ends "successfully": only the probe notices
@@ -136,6 +158,14 @@ def test_strict_fails_on_latency_thresholds(healthy, piper_det, prompts):
     assert not r.passed and "ttfa" in r.kinds("streaming")
     f = next(f for f in r.failures() if f.kind == "ttfa")
     assert f.evidence["limit"] == 0.001 and f.evidence["p95"] > 1
+    # the first sound in listenlab's player, and a naive fixed-prebuffer player instead
+    th = Thresholds.from_pairs(["max_start_ms=1", "prebuffer_ms=300", "max_stall_ms=10000"])
+    assert th.prebuffer_ms == 300
+    assert Thresholds.from_pairs(["prebuffer_ms=rule"]).prebuffer_ms is None
+    r = probe_sync(piper_det, concurrency=(1,), prompts=prompts[:1], thresholds=th)
+    f = next(f for f in r.failures() if f.kind == "start")
+    assert f.message.startswith("p95 first sound ") and f.evidence["limit"] == 1
+    assert r.to_dict()["player"]["simulated"] == "300 ms prebuffer"
 
 
 def test_html_is_self_contained_and_escaped(healthy):
