@@ -116,9 +116,14 @@ def test_each_fault_fails_with_its_finding(
         assert under and all(f.concurrency == 4 for f in under)
         rows = {t.take_id: t for t in r.takes}
         for f in under:
-            # the 20 s stall before chunk 1, less the first chunk's audio the player had
-            first_ms = rows[f.take_id].schedule[0][1] / rows[f.take_id].sample_rate * 1000
-            assert f.evidence["stall_ms"] > 19000 - first_ms, (f, first_ms)
+            # listenlab's player runs dry in the 20 s the server holds chunk 1 back and resumes
+            # only once it is there (how long it waited before starting depends on the rate it
+            # predicted, i.e. on the machine's load, so the stall's length is not fixed)
+            arrival_1 = rows[f.take_id].schedule[1][0]
+            assert f.seam == 1
+            assert (
+                f.evidence["wall_ms"] < arrival_1 <= f.evidence["wall_ms"] + f.evidence["stall_ms"]
+            )
             assert f.evidence["player"] == "listenlab's player (start rule)"
         assert r.levels[4]["max_chunk_gap_ms"] > 19000 > r.levels[1]["max_chunk_gap_ms"]
     if fault == "truncate":
