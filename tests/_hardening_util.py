@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import contextlib
 import io
+import json
 import os
 import struct
 import subprocess
@@ -109,40 +110,63 @@ class RssSampler:
             self._thread.join(2)
 
 
+_HEALTH_LOOP = """
+import json, sys, time, httpx
+url = sys.argv[1]
+worst, count, failures = 0.0, 0, 0
+with httpx.Client(timeout=30, trust_env=False) as c:
+    while True:  # until terminated
+        t0 = time.perf_counter()
+        try:
+            ok = c.get(url).status_code == 200
+        except httpx.HTTPError:
+            ok = False
+        worst = max(worst, (time.perf_counter() - t0) * 1000)
+        count += 1
+        failures += not ok
+        print(json.dumps([worst, count, failures]), flush=True)
+        time.sleep(0.01)
+"""
+
+
 @dataclass
 class HealthProbe:
-    """GETs ``url`` back to back in a thread and records the longest answer time (ms)."""
+    """GETs ``url`` back to back and records the longest answer time (ms).
+
+    Why a separate process: a thread in the caller would share its GIL with the attack itself
+    (building a 200 MB body, sending it), so the caller's own pauses would be counted as the
+    server's."""
 
     url: str
     max_ms: float = 0.0
     count: int = 0
     failures: int = 0
-    _stop: threading.Event = field(default_factory=threading.Event)
-    _thread: threading.Thread | None = None
+    _proc: subprocess.Popen | None = None
+    _reader: threading.Thread | None = None
 
     def __enter__(self) -> HealthProbe:
-        def run() -> None:
-            with httpx.Client(timeout=30, trust_env=False) as c:
-                while not self._stop.is_set():
-                    t0 = time.perf_counter()
-                    try:
-                        ok = c.get(self.url).status_code == 200
-                    except httpx.HTTPError:
-                        ok = False
-                    ms = (time.perf_counter() - t0) * 1000
-                    self.max_ms = max(self.max_ms, ms)
-                    self.count += 1
-                    self.failures += not ok
-                    time.sleep(0.01)
+        self._proc = subprocess.Popen(
+            [sys.executable, "-c", _HEALTH_LOOP, self.url],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            text=True,
+        )
 
-        self._thread = threading.Thread(target=run, daemon=True)
-        self._thread.start()
+        def read() -> None:
+            assert self._proc is not None and self._proc.stdout is not None
+            for line in self._proc.stdout:
+                self.max_ms, self.count, self.failures = json.loads(line)
+
+        self._reader = threading.Thread(target=read, daemon=True)
+        self._reader.start()
         return self
 
     def __exit__(self, *exc: object) -> None:
-        self._stop.set()
-        if self._thread:
-            self._thread.join(35)
+        if self._proc is not None:
+            self._proc.terminate()
+            self._proc.wait(35)
+        if self._reader is not None:
+            self._reader.join(5)
 
 
 @dataclass
