@@ -1,7 +1,8 @@
 """The probe's own report on Piper and on ``piper?profile=qwen3-tts`` at c = 1, 4, 8, 16.
 
-Prints TTFA and RTF p50/p95 and the largest gap between chunks per concurrency level, with the
-probe's verdict, and writes ``benchmarks/results/probe.json``. The prompts are the five bundled
+Prints TTFA and RTF p50/p95, the first sound in listenlab's player (its start rule, simulated on
+each stream) and how late that is against the ideal start, the largest gap between chunks and
+the longest stall per concurrency level, with the probe's verdict, and writes ``benchmarks/results/probe.json``. The prompts are the five bundled
 ones (1 to 3 sentences, 5 to 17 s of audio); at c > 5 streams reuse them round-robin.
 
     python benchmarks/probe.py [--levels 1,4,8,16] [--out benchmarks/results/probe.json]
@@ -49,13 +50,17 @@ def main() -> int:
         rows = {}
         print(f"\n{spec}: {'PASS' if r.passed else 'FAIL'} ({len(r.failures())} failing)")
         print(
-            f"{'c':>3} {'TTFA p50':>9} {'p95':>7} {'RTF p50':>8} {'p95':>6} {'max gap':>8} {'stall':>7}"
+            f"{'c':>3} {'TTFA p50':>9} {'p95':>7} {'sound p50':>10} {'late p50':>9} "
+            f"{'RTF p50':>8} {'p95':>6} {'max gap':>8} {'stall':>7}"
         )
         for n in sorted(r.levels):
             s = r.levels[n]
             rows[n] = {
                 "ttfa_ms_p50": s["ttfa_ms"]["p50"],
                 "ttfa_ms_p95": s["ttfa_ms"]["p95"],
+                "first_sound_ms_p50": s["start_ms"]["p50"],
+                "first_sound_ms_p95": s["start_ms"]["p95"],
+                "late_by_ms_p50": s["late_by_ms"]["p50"],
                 "rtf_p50": s["rtf"]["p50"],
                 "rtf_p95": s["rtf"]["p95"],
                 "max_chunk_gap_ms": s["max_chunk_gap_ms"],
@@ -65,6 +70,7 @@ def main() -> int:
             }
             print(
                 f"{n:>3} {s['ttfa_ms']['p50']:>9.0f} {s['ttfa_ms']['p95']:>7.0f} "
+                f"{s['start_ms']['p50']:>10.0f} {s['late_by_ms']['p50']:>9.0f} "
                 f"{s['rtf']['p50']:>8.3f} {s['rtf']['p95']:>6.3f} "
                 f"{s['max_chunk_gap_ms']:>8.0f} {s['stall_ms_max']:>7.0f}"
             )
@@ -73,6 +79,7 @@ def main() -> int:
             "deterministic": r.deterministic,
             "load_ms": r.load_ms,
             "seconds": round(r.seconds, 1),
+            "player": r.to_dict()["player"],
             "failing_findings": [str(f) for f in r.failures()],
             "by_concurrency": rows,
         }

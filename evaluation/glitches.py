@@ -139,6 +139,8 @@ class DetectorConfig:
     rate_prior: float | None = None
     """For the start rule: the backend's generation rate learnt from past takes (audio seconds
     per second; None: no history, so the player waits for a second chunk to measure it)."""
+    gap_prior: float | None = None
+    """For the start rule: the longest gap between chunks learnt from past takes (seconds)."""
     underrun_min_ms: float = 20.0
 
     # -- truncation / duration
@@ -187,7 +189,7 @@ class DetectorConfig:
         return replace(base, **{k: conv(k, v) for k, v in d.items()})
 
 
-_OPTIONAL_FLOATS = frozenset({"prebuffer_ms", "sec_per_char", "rate_prior"})
+_OPTIONAL_FLOATS = frozenset({"prebuffer_ms", "sec_per_char", "rate_prior", "gap_prior"})
 
 
 @dataclass(frozen=True)
@@ -855,6 +857,7 @@ def playout(take: Take, cfg: DetectorConfig | None = None) -> PlayoutResult:
         len((take.request.text or "").strip()),
         sec_per_char=cfg.sec_per_char,
         rate_prior=cfg.rate_prior,
+        gap_prior=cfg.gap_prior,
         done_s=done,
     )
 

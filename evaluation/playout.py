@@ -24,7 +24,9 @@ Before the stream ends, the chunks still to come are predicted:
   past takes of that backend (default 0.07 s/char), at least one more chunk (without a text:
   as much again as arrived so far);
 * future chunks are as large as the largest seen so far, or as much audio as arrives in the
-  longest gap seen (so bursts count as one big chunk).
+  longest gap seen (so bursts count as one big chunk), or in the longest gap between chunks
+  learnt from past takes of the backend (a backend that sends an 80 ms chunk first and then
+  2 s chunks is known to go quiet for a while after the first one).
 
 Because predicted arrivals grow linearly with the offset, the maximum over predicted chunks is
 at the first or the last of them, so the rule is O(chunks). It starts at
@@ -139,6 +141,7 @@ def plan(
     text_chars: int = 0,
     sec_per_char: float | None = None,
     rate_prior: float | None = None,
+    gap_prior: float | None = None,
     policy: Policy = POLICY,
 ) -> Plan:
     """When to start playing from audio position ``pos_s``, given the chunks that arrived."""
@@ -186,6 +189,8 @@ def plan(
         chunk = 0.0
         for k in range(1, n):
             chunk = max(chunk, durations_s[k], rate * (arrivals_s[k] - arrivals_s[k - 1]))
+    if gap_prior:  # the longest gap between chunks this backend is known to leave
+        chunk = max(chunk, rate * gap_prior)
     # the audio still to come, from the text
     spc = sec_per_char or policy.default_sec_per_char
     # without a text, assume as much audio again as arrived so far (each stall doubles the buffer)
@@ -207,6 +212,7 @@ def simulate(
     *,
     sec_per_char: float | None = None,
     rate_prior: float | None = None,
+    gap_prior: float | None = None,
     done_s: float | None = None,
     policy: Policy = POLICY,
 ) -> PlayoutResult:
@@ -246,6 +252,7 @@ def simulate(
                 text_chars=text_chars,
                 sec_per_char=sec_per_char,
                 rate_prior=rate_prior,
+                gap_prior=gap_prior,
                 policy=policy,
             )
             s = max(t, p.start_at_s)
@@ -295,9 +302,16 @@ class Learnt:
     sec_per_char: float | None
     rate: float | None
     takes: int
+    gap_s: float | None = None
+    """The longest gap between two chunk arrivals after the first chunk (median over takes)."""
 
     def to_dict(self) -> dict[str, Any]:
-        return {"sec_per_char": self.sec_per_char, "rate": self.rate, "takes": self.takes}
+        return {
+            "sec_per_char": self.sec_per_char,
+            "rate": self.rate,
+            "gap_s": self.gap_s,
+            "takes": self.takes,
+        }
 
 
 def learn(store: Any, system_id: str, *, limit: int = 30) -> Learnt:
@@ -308,75 +322,60 @@ def learn(store: Any, system_id: str, *, limit: int = 30) -> Learnt:
     """
     db = store.db
     rows = db.execute(
-        "SELECT take_id, text, duration_s, request FROM takes WHERE system_id = ? "
+        "SELECT take_id, text, duration_s, request, sample_rate FROM takes WHERE system_id = ? "
         "AND status = 'ok' AND duration_s > 0 ORDER BY created_at DESC LIMIT ?",
         [system_id, int(limit)],
     ).fetchall()
-    spc: list[float] = []
-    ids: list[str] = []
-    for take_id, text, duration_s, request in rows:
-        if '"speed": 1.0' not in (request or '"speed": 1.0'):
-            continue
-        if text and len(text) >= 8:
-            spc.append(float(duration_s) / len(text))
-        ids.append(take_id)
-    rates: list[float] = []
-    if ids:
-        marks = ",".join("?" for _ in ids)
-        per = db.execute(
-            f"SELECT c.take_id, MIN(c.arrival_ms), MAX(c.arrival_ms), SUM(c.frames), "
-            f"COUNT(*), t.sample_rate, "
-            f"(SELECT frames FROM chunks WHERE take_id = c.take_id AND idx = 0) "
-            f"FROM chunks c JOIN takes t ON t.take_id = c.take_id "
-            f"WHERE c.take_id IN ({marks}) GROUP BY c.take_id",
-            ids,
-        ).fetchall()
-        for _, a0, a1, frames, count, sr, first in per:
-            r = _stream_rate(a0, a1, frames, first or 0, count, sr)
-            if r is not None:
-                rates.append(r)
-    return Learnt(
-        statistics.median(spc) if spc else None,
-        statistics.median(rates) if rates else None,
-        len(ids),
+    rows = [r for r in rows if '"speed": 1.0' in (r[3] or '"speed": 1.0')]
+    timelines: dict[str, list[tuple[float, int]]] = {r[0]: [] for r in rows}
+    if rows:
+        marks = ",".join("?" for _ in rows)
+        for take_id, arrival_ms, frames in db.execute(
+            f"SELECT take_id, arrival_ms, frames FROM chunks WHERE take_id IN ({marks}) "
+            "ORDER BY take_id, idx",
+            list(timelines),
+        ):
+            timelines[take_id].append((float(arrival_ms), int(frames)))
+    return _summarise(
+        [(text or "", float(dur), timelines[tid], int(sr or 0)) for tid, text, dur, _, sr in rows]
     )
 
 
-def _stream_rate(
-    first_ms: float, last_ms: float, frames: int, first_frames: int, count: int, sr: int
-) -> float | None:
-    """Audio seconds per second after the first chunk, or None when the span is too short."""
-    span = (last_ms - first_ms) / 1000.0
-    if count < 2 or span < POLICY.min_span_s or not sr:
-        return None
-    return (frames - first_frames) / sr / span
-
-
 def learn_from_takes(takes: Sequence[Any]) -> Learnt:
-    """:func:`learn` on takes in hand (``evaluation.takes.Take``) rather than in a store, with
-    the same medians. A take without a timeline (one chunk: a non-streamed rendering) gives
-    its rate as audio over wall time."""
+    """:func:`learn` on takes in hand (``evaluation.takes.Take``) rather than in a store."""
+    return _summarise(
+        [
+            (
+                t.request.text or "",
+                t.duration_s,
+                [(c.arrival_ms, c.frames) for c in t.chunks],
+                t.sample_rate,
+            )
+            for t in takes
+            if t.status == "ok" and t.duration_s and float(t.request.speed or 1.0) == 1.0
+        ]
+    )
+
+
+def _summarise(takes: list[tuple[str, float, list[tuple[float, int]], int]]) -> Learnt:
+    """Medians of seconds per character, generation rate and longest gap over
+    ``(text, duration_s, [(arrival_ms, frames)], sample_rate)`` per take."""
     spc: list[float] = []
     rates: list[float] = []
-    used = 0
-    for t in takes:
-        if t.status != "ok" or not t.duration_s or float(t.request.speed or 1.0) != 1.0:
-            continue
-        used += 1
-        text = t.request.text or ""
+    gaps: list[float] = []
+    for text, duration_s, chunks, sr in takes:
         if len(text) >= 8:
-            spc.append(t.duration_s / len(text))
-        if len(t.chunks) >= 2:
-            c = t.chunks
-            r = _stream_rate(
-                c[0].arrival_ms, c[-1].arrival_ms, t.frames, c[0].frames, len(c), t.sample_rate
-            )
-        else:
-            r = t.duration_s / (t.total_ms / 1000) if t.total_ms > 0 else None
-        if r is not None:
-            rates.append(r)
+            spc.append(duration_s / len(text))
+        if len(chunks) < 2 or not sr:
+            continue
+        span = (chunks[-1][0] - chunks[0][0]) / 1000.0
+        if span >= POLICY.min_span_s:
+            # audio seconds per second after the first chunk
+            rates.append(sum(f for _, f in chunks[1:]) / sr / span)
+        gaps.append(max(b[0] - a[0] for a, b in zip(chunks, chunks[1:], strict=False)) / 1000.0)
     return Learnt(
         statistics.median(spc) if spc else None,
         statistics.median(rates) if rates else None,
-        used,
+        len(takes),
+        statistics.median(gaps) if gaps else None,
     )

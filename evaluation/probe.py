@@ -461,17 +461,21 @@ class _Run:
             self.keep(take, "offline", p, 0)
             info = self.check_whole(take, p, caps)
             self.result.offline[p.prompt_id] = info
-        self.learn(list(self.offline.values()))
 
     def learn(self, takes: list[Take]) -> None:
-        """Give the simulated player the history a Playground user's player would have: the
-        backend's seconds per character and generation rate, learnt from the offline layer
-        (for the streaming layer) and then from the solo streams (for the concurrency layer).
-        Without it the start rule waits for a second chunk, so a stall after the first chunk
-        would show as a late start instead of the stall a returning user hears."""
+        """Give the simulated player the history a returning Playground user's player has: the
+        backend's seconds per character, generation rate and longest gap between chunks,
+        learnt from the solo streams, for the concurrency layer. (The streaming layer plays as
+        a first-ever take does, without history: the start rule then waits for a second
+        chunk, so a stall after the first chunk shows as a late first sound, not a stall.)"""
         learnt = learn_from_takes(takes)
         self.result.learnt = learnt.to_dict()
-        self.cfg = replace(self.cfg, sec_per_char=learnt.sec_per_char, rate_prior=learnt.rate)
+        self.cfg = replace(
+            self.cfg,
+            sec_per_char=learnt.sec_per_char,
+            rate_prior=learnt.rate,
+            gap_prior=learnt.gap_s,
+        )
 
     def check_whole(self, take: Take, p: ProbePrompt, caps: Any) -> dict[str, Any]:
         kw = {"prompt_id": p.prompt_id, "take_id": take.take_id}
