@@ -140,7 +140,7 @@ class DetectorConfig:
     """For the start rule: the backend's generation rate learnt from past takes (audio seconds
     per second; None: no history, so the player waits for a second chunk to measure it)."""
     gap_prior: float | None = None
-    """For the start rule: the longest gap between chunks learnt from past takes (seconds)."""
+    """For the start rule: the gap between the first two chunks learnt from past takes (s)."""
     underrun_min_ms: float = 20.0
 
     # -- truncation / duration

@@ -24,9 +24,11 @@ Before the stream ends, the chunks still to come are predicted:
   past takes of that backend (default 0.07 s/char), at least one more chunk (without a text:
   as much again as arrived so far);
 * future chunks are as large as the largest seen so far, or as much audio as arrives in the
-  longest gap seen (so bursts count as one big chunk), or in the longest gap between chunks
-  learnt from past takes of the backend (a backend that sends an 80 ms chunk first and then
-  2 s chunks is known to go quiet for a while after the first one).
+  longest gap seen (so bursts count as one big chunk); before a second chunk has arrived, also
+  as much as arrives in the gap between the first two chunks learnt from past takes of the
+  backend (a backend that sends an 80 ms chunk first and then 2 s chunks is known to go quiet
+  for a while after the first one; once a second chunk is here, the gaps seen take over, so a
+  past stall does not delay every later take).
 
 Because predicted arrivals grow linearly with the offset, the maximum over predicted chunks is
 at the first or the last of them, so the rule is O(chunks). It starts at
@@ -189,7 +191,7 @@ def plan(
         chunk = 0.0
         for k in range(1, n):
             chunk = max(chunk, durations_s[k], rate * (arrivals_s[k] - arrivals_s[k - 1]))
-    if gap_prior:  # the longest gap between chunks this backend is known to leave
+    if gap_prior and n == 1:  # how long this backend is known to take for its second chunk
         chunk = max(chunk, rate * gap_prior)
     # the audio still to come, from the text
     spc = sec_per_char or policy.default_sec_per_char
@@ -303,7 +305,7 @@ class Learnt:
     rate: float | None
     takes: int
     gap_s: float | None = None
-    """The longest gap between two chunk arrivals after the first chunk (median over takes)."""
+    """The gap between the first and the second chunk's arrival (median over takes)."""
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -358,7 +360,7 @@ def learn_from_takes(takes: Sequence[Any]) -> Learnt:
 
 
 def _summarise(takes: list[tuple[str, float, list[tuple[float, int]], int]]) -> Learnt:
-    """Medians of seconds per character, generation rate and longest gap over
+    """Medians of seconds per character, generation rate and first gap over
     ``(text, duration_s, [(arrival_ms, frames)], sample_rate)`` per take."""
     spc: list[float] = []
     rates: list[float] = []
@@ -372,7 +374,7 @@ def _summarise(takes: list[tuple[str, float, list[tuple[float, int]], int]]) -> 
         if span >= POLICY.min_span_s:
             # audio seconds per second after the first chunk
             rates.append(sum(f for _, f in chunks[1:]) / sr / span)
-        gaps.append(max(b[0] - a[0] for a, b in zip(chunks, chunks[1:], strict=False)) / 1000.0)
+        gaps.append((chunks[1][0] - chunks[0][0]) / 1000.0)
     return Learnt(
         statistics.median(spc) if spc else None,
         statistics.median(rates) if rates else None,

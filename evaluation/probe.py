@@ -464,7 +464,7 @@ class _Run:
 
     def learn(self, takes: list[Take]) -> None:
         """Give the simulated player the history a returning Playground user's player has: the
-        backend's seconds per character, generation rate and longest gap between chunks,
+        backend's seconds per character, generation rate and gap before the second chunk,
         learnt from the solo streams, for the concurrency layer. (The streaming layer plays as
         a first-ever take does, without history: the start rule then waits for a second
         chunk, so a stall after the first chunk shows as a late first sound, not a stall.)"""

@@ -77,7 +77,7 @@
       chunk = 0;
       for (let k = 1; k < n; k++) chunk = Math.max(chunk, durationsS[k], rate * (arrivalsS[k] - arrivalsS[k - 1]));
     }
-    if (o.gap_prior) chunk = Math.max(chunk, rate * o.gap_prior);   // the longest gap this backend is known to leave
+    if (o.gap_prior && n === 1) chunk = Math.max(chunk, rate * o.gap_prior);   // how long this backend takes for its second chunk
     const spc = o.sec_per_char || P.default_sec_per_char;
     const chars = o.text_chars || 0;
     const total = chars > 0 ? chars * spc * (1 + P.text_margin) : 2 * received;
