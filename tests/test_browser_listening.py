@@ -217,7 +217,14 @@ def _play_all_and_wait(page, n):
 def test_ab_and_mushra_pages(setup):
     live, browser = setup
     store = live.state.store
-    ab = new_test(live, kind="ab", items_per_rater=1, headphone_check=False, completion_code=None)
+    ab = new_test(
+        live,
+        kind="ab",
+        items_per_rater=1,
+        headphone_check=False,
+        completion_code=None,
+        screening=False,
+    )
     page = open_rater(browser, f"{live.url}listen/{ab}")
     page.click("#lt-agree")
     page.wait_for_selector("#lt-item:not([hidden])")

@@ -211,7 +211,9 @@ def test_hostile_input_is_bounded_and_refused(live, mos_test):
 
 
 def test_ab_sides_randomised_and_cmos_sign_corrected(live):
-    tid = make_test(live, kind="ab", items_per_rater=4, headphone_check=False)  # capped at 2
+    tid = make_test(  # capped at 2; the check pairs have a test of their own
+        live, kind="ab", items_per_rater=4, headphone_check=False, screening=False
+    )
     store = live.state.store
 
     async def go():
@@ -250,6 +252,68 @@ def test_ab_sides_randomised_and_cmos_sign_corrected(live):
     (row,) = res["ab"]
     assert (row["x"], row["y"], row["y_wins"], row["x_wins"]) == ("a", "b", 4, 0)
     assert row["cmos_y"] == 2.0 and row["cmos_n"] == 4
+
+
+def test_ab_check_pairs_flag_a_rater_who_prefers_the_anchor(live):
+    """A/B screening: two hidden check pairs per rater (the low anchor against its clean
+    source, once on each side). A rater who prefers the anchor is flagged with the reason and
+    left out of the A/B table unless screened raters are included."""
+    tid = make_test(live, kind="ab", items_per_rater=2, headphone_check=False)
+    store = live.state.store
+
+    async def rate(attentive: bool) -> tuple[str, list[dict]]:
+        c = RaterClient(live.url, tid)
+        await c.join()
+        st = await c.status()
+        assert st["total"] == 4  # 2 items + 2 check pairs, indistinguishable on the page
+        seen = []
+        while not st["finished"]:
+            it = st["item"]
+            assert set(it) >= {"assignment_id", "labels"} and "role" not in it
+            a = next(
+                x
+                for x in store.assignments(tid, st["rater_id"])
+                if x.assignment_id == it["assignment_id"]
+            )
+            seen.append({"role": a.role, "systems": a.meta["systems"], "expected": a.expected})
+            await c.listen(it["assignment_id"], 0)
+            await c.listen(it["assignment_id"], 1)
+            if a.role == "gold":  # the clean side is where the anchor is not
+                clean_is_b = a.meta["systems"][0] == "__anchor__"
+                prefers_b = clean_is_b if attentive else not clean_is_b
+                cmos = 3 if prefers_b else -3
+            else:  # both raters prefer system b by 1 on the real items
+                cmos = -1 if a.meta["systems"][0] == "b" else 1
+            r = await c.vote({"assignment_id": it["assignment_id"], "cmos": cmos})
+            assert r.status_code == 200, r.text
+            st = await c.status()
+        await c.aclose()
+        return st["rater_id"], seen
+
+    good, seen = run(rate(True))
+    bad, _ = run(rate(False))
+    checks = [s for s in seen if s["role"] == "gold"]
+    assert len(checks) == 2
+    assert sorted(c["expected"] for c in checks) == [-1.0, 1.0]  # clean once as A, once as B
+    assert all(sorted(c["systems"]) == ["__anchor__", "a"] for c in checks)
+    # the check pairs are not A/B votes: only the 2 real items of each rater are
+    votes = store.ab_frame(tid)
+    assert len(votes) == 4 and set(votes["system_a"]) | set(votes["system_b"]) == {"a", "b"}
+    answers = store.db.execute("SELECT count(*) FROM answers WHERE test_id = ?", [tid])
+    assert answers.fetchone()[0] == 8
+    res = httpx.get(live.url + f"ll/admin/tests/{tid}/results", headers=ADMIN).json()
+    raters = {r["rater_id"]: r for r in res["raters"]}
+    assert raters[good]["excluded"] is False and raters[good]["ab_check_failed"] == 0
+    assert raters[bad]["excluded"] is True and raters[bad]["ab_check_failed"] == 2
+    assert "A/B check failed x2 of 2" in raters[bad]["reasons"]
+    assert "degraded anchor" in raters[bad]["reasons"]
+    (row,) = res["ab"]  # only the attentive rater's two votes
+    assert (row["x"], row["y"], row["y_wins"], row["x_wins"]) == ("a", "b", 2, 0)
+    res = httpx.get(
+        live.url + f"ll/admin/tests/{tid}/results?include_screened=true", headers=ADMIN
+    ).json()
+    (row,) = res["ab"]
+    assert row["y_wins"] == 4 and row["cmos_n"] == 4
 
 
 def test_mushra_hidden_reference_anchor_and_post_screening(live):

@@ -134,7 +134,9 @@ def build_admin(state: Any, svc: Listening):
             upload = gr.File(label="Prompt file (.txt, one per line)", file_types=[".txt"])
             with gr.Row():
                 items = gr.Number(value=10, precision=0, label="Items per rater")
-                screening = gr.Checkbox(value=True, label="Screening items (anchor, gold, trap)")
+                screening = gr.Checkbox(
+                    value=True, label="Screening items (MOS: anchor, gold, trap; A/B: check pairs)"
+                )
                 headphones = gr.Checkbox(value=True, label="Headphone check")
             consent = gr.Textbox(lines=2, label="Consent text (empty: the default)")
             with gr.Row():

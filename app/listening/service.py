@@ -139,7 +139,13 @@ class Listening:
         for it in items:
             takes, conds, roles = [], [], []
             for sl in it.slots:
-                if it.stimulus in {"anchor", "gold", "trap"}:
+                if it.stimulus == "ab_check":  # the anchor against its clean source
+                    s = (
+                        find("anchor", ANCHOR, None)
+                        if sl.role == "anchor"
+                        else find("gold", sl.system, None)
+                    )
+                elif it.stimulus in {"anchor", "gold", "trap"}:
                     s = find(
                         it.stimulus,
                         sl.system
@@ -455,6 +461,8 @@ class Listening:
                 if not isinstance(cmos, int) or isinstance(cmos, bool) or not -3 <= cmos <= 3:
                     raise InvalidRequest("cmos must be an integer -3..+3 (B vs A)")
                 choice = "b" if cmos > 0 else "a" if cmos < 0 else "tie"
+            if a.role != "item":  # a check pair: scored by screening, never an A/B vote
+                return {"choice": choice, "cmos": cmos}, []
             systems = a.meta.get("systems") or [None, None]
             row = {
                 "vote_id": answer_id,
