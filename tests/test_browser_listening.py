@@ -229,6 +229,11 @@ def test_ab_and_mushra_pages(setup):
     page.click("#lt-agree")
     page.wait_for_selector("#lt-item:not([hidden])")
     assert page.inner_text(".lt-play[data-slot='0']") == "Play A"
+    # show_text is on by default for A/B: the item's prompt, as text
+    assert page.inner_text("#lt-text") in {
+        "The birch canoe slid on the smooth planks.",
+        "Rice is often served in round bowls.",
+    }
     assert page.locator(".lt-choice").count() == 7  # CMOS -3..+3
     page.click(".lt-choice[data-value='2']")
     assert page.is_disabled("#lt-submit")
@@ -251,6 +256,7 @@ def test_ab_and_mushra_pages(setup):
     page.click("#lt-agree")
     page.wait_for_selector("#lt-item:not([hidden])")
     assert not page.is_hidden("#lt-reference")
+    assert page.is_hidden("#lt-text")  # MUSHRA: off by default
     assert page.locator(".lt-slider").count() == 3  # qwen, hidden reference, anchor
     page.click("#lt-ref")  # the open reference plays but does not unlock the vote
     page.wait_for_function("window.listenTest.lastEnded", timeout=60_000)
@@ -268,3 +274,24 @@ def test_ab_and_mushra_pages(setup):
     med = {r["condition"]: r["median"] for r in res["mushra"]}
     assert med == {"hidden reference": 100.0, "anchor": 5.0, "qwen": 70.0}
     assert not res["raters"][0]["excluded"]
+
+
+def test_prompt_text_with_markup_stays_text(setup):
+    live, browser = setup
+    hostile = "Read <b>this</b> & <img src=x onerror=window.pwned=1> aloud, please."
+    tid = new_test(
+        live,
+        prompts=[hostile],
+        systems=[{"name": "joe", "backend": "piper"}],
+        items_per_rater=1,
+        screening=False,
+        headphone_check=False,
+    )
+    page = open_rater(browser, f"{live.url}listen/{tid}")
+    page.click("#lt-agree")
+    page.wait_for_selector("#lt-item:not([hidden])")
+    assert page.inner_text("#lt-text") == hostile
+    assert page.evaluate("document.querySelector('#lt-text').children.length") == 0
+    assert page.query_selector_all("#lt-item img, #lt-item b") == []
+    page.wait_for_timeout(300)  # an injected onerror would have fired by now
+    assert page.evaluate("window.pwned === undefined")

@@ -79,7 +79,7 @@ def test_create_records_the_stimuli_with_a_progress_line(created):
         assert (t["kind"], t["name"], t["status"]) == ("mos", "From a spec", "open")
         cfg = t["config"]
         assert cfg["consent"] == "Agree?" and cfg["completion_code"] == "DONE42"
-        assert cfg["headphone_check"] is False
+        assert cfg["headphone_check"] is False and cfg["show_text"] is True  # MOS default
         assert [s["name"] for s in cfg["systems"]] == ["joe", "fast"]
         assert [s["backend"] for s in cfg["systems"]] == [JOE[4:], FAST[5:]]
         assert cfg["design"]["items_per_rater"] == 2 and len(cfg["design"]["prompts"]) == 2
@@ -183,6 +183,7 @@ def test_flags_build_the_admin_routes_spec():
     args = build_parser().parse_args(
         ["test", "create", "--system", JOE, "--system", "piper", "--params", "seed=3&speed=1.1"]
         + ["--type", "ab", "--ab-mode", "forced", "--no-screening", "--harvard", "3"]
+        + ["--no-show-text"]
     )
     spec = spec_from_args(args)
     assert spec["systems"] == [
@@ -194,6 +195,7 @@ def test_flags_build_the_admin_routes_spec():
     ]
     assert spec["prompts"] == {"source": "harvard", "n": 3}
     assert (spec["kind"], spec["ab_mode"], spec["screening"]) == ("ab", "forced", False)
+    assert spec["show_text"] is False
     assert "headphone_check" not in spec and "open" not in spec  # the designer's defaults
 
 

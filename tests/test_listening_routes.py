@@ -316,6 +316,48 @@ def test_ab_check_pairs_flag_a_rater_who_prefers_the_anchor(live):
     assert row["y_wins"] == 4 and row["cmos_n"] == 4
 
 
+HOSTILE_PROMPT = "Read <b>this</b> & <img src=x onerror=window.pwned=1> aloud, please."
+
+
+def test_show_text_sends_the_prompt_as_data(live):
+    """``show_text`` (default on for MOS and A/B): each item carries the text its clip speaks,
+    verbatim (markup included: the page sets it as text); off, or for MUSHRA, no text at all."""
+    prompts = ["The birch canoe slid on the smooth planks.", HOSTILE_PROMPT]
+    on = make_test(live, prompts=prompts, screening=False, headphone_check=False)
+    off = make_test(live, prompts=prompts, screening=False, headphone_check=False, show_text=False)
+    mu = make_test(live, kind="mushra", items_per_rater=1, headphone_check=False)
+    tests = live.state.store
+
+    async def texts(tid: str) -> list:
+        c = RaterClient(live.url, tid)
+        await c.join()
+        st = await c.status()
+        out = []
+        while not st["finished"]:
+            it = st["item"]
+            out.append(it.get("text"))
+            await c.listen(it["assignment_id"], 0)
+            for i in range(1, it["slots"]):
+                await c.listen(it["assignment_id"], i)
+            body = {"assignment_id": it["assignment_id"]}
+            if it["kind"] == "mushra":
+                body["scores"] = [50] * it["slots"]
+            else:
+                body["score"] = 3
+            assert (await c.vote(body)).status_code == 200
+            st = await c.status()
+        await c.aclose()
+        return out
+
+    got = run(texts(on))
+    assert sorted(got) == sorted(prompts)  # each item's own prompt, markup kept as text
+    assert run(texts(off)) == [None, None]
+    assert run(texts(mu)) == [None]
+    cfg = {t: tests.db["tests"].get(t)["config"] for t in (on, off, mu)}
+    assert ['"show_text": true' in cfg[on], '"show_text": false' in cfg[off]] == [True, True]
+    assert '"show_text": false' in cfg[mu]
+
+
 def test_mushra_hidden_reference_anchor_and_post_screening(live):
     tid = make_test(live, kind="mushra", reference="a", items_per_rater=2, headphone_check=False)
     store = live.state.store

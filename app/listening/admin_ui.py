@@ -16,7 +16,7 @@ import pandas as pd
 from app.admin import AdminPolicy
 from app.listening.designer import SystemSpec, TestSpec, create_test, parse_prompts
 from app.listening.routes import export_zip
-from app.listening.service import Listening
+from app.listening.service import SHOW_TEXT_KINDS, Listening
 from backends.base import ListenlabError
 from evaluation.results import test_results
 
@@ -135,9 +135,14 @@ def build_admin(state: Any, svc: Listening):
             with gr.Row():
                 items = gr.Number(value=10, precision=0, label="Items per rater")
                 screening = gr.Checkbox(
-                    value=True, label="Screening items (MOS: anchor, gold, trap; A/B: check pairs)"
+                    value=True,
+                    label="Screening items (anchor, gold, trap)",
+                    info="MOS: all three; A/B: the anchor against its clean source, once per side",
                 )
                 headphones = gr.Checkbox(value=True, label="Headphone check")
+                show_text = gr.Checkbox(value=True, label="Show the prompt text to raters")
+            # on by default for MOS and A/B (as the JSON route), off for MUSHRA and glitch hunts
+            kind.change(lambda k: gr.update(value=k in SHOW_TEXT_KINDS), kind, show_text)
             consent = gr.Textbox(lines=2, label="Consent text (empty: the default)")
             with gr.Row():
                 code = gr.Textbox(label="Completion code (empty: one per rater)")
@@ -160,6 +165,7 @@ def build_admin(state: Any, svc: Listening):
                 it,
                 scr,
                 hp,
+                shw,
                 cons,
                 cc,
                 rd,
@@ -198,6 +204,7 @@ def build_admin(state: Any, svc: Listening):
                             "reference": (ref or "").strip() or None,
                             "screening": scr,
                             "headphone_check": hp,
+                            "show_text": shw,
                             "consent": cons or None,
                             "completion_code": cc or None,
                             "redirect_url": rd or None,
@@ -224,6 +231,7 @@ def build_admin(state: Any, svc: Listening):
                     items,
                     screening,
                     headphones,
+                    show_text,
                     consent,
                     code,
                     redirect,
