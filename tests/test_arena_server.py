@@ -28,6 +28,15 @@ def post(url: str, **kw) -> httpx.Response:
     return httpx.post(url, timeout=TIMEOUT_S, **kw)
 
 
+def http_vote(live, battle_id: str, choice: str, cookie: str) -> httpx.Response:
+    """A vote over HTTP (``POST /ll/arena/api/battles/ID/vote``) from the session ``cookie``."""
+    return post(
+        f"{live.url}ll/arena/api/battles/{battle_id}/vote",
+        json={"choice": choice},
+        cookies={COOKIE: cookie},
+    )
+
+
 SYSTEMS = {"piper": "piper?deterministic=1", "qwen": "piper?deterministic=1&profile=qwen3-tts"}
 
 
@@ -80,6 +89,16 @@ class Page:
         """Send an arena message; return its reply (``arena_*``)."""
         self.send(type=kind, **msg)
         return self.until(lambda m: str(m.get("type", "")).startswith("arena_"))
+
+    def played(self, battle_id: str, side: str, done: dict) -> dict:
+        """Report ``side`` played to its end (as the page does when the player says so)."""
+        return self.arena(
+            "arena_played",
+            battle_id=battle_id,
+            side=side,
+            take_id=done["take_id"],
+            played_ms=done["duration_s"] * 1000,
+        )
 
     def speak(self, battle_id: str, side: str) -> dict:
         """Stream one side to its end; return the ``done`` summary (with the take id), plus
@@ -137,34 +156,18 @@ def test_a_full_battle_blind_until_the_vote(server):
         v = p.arena("arena_vote", battle_id=bid, choice="a")
         assert v["type"] == "arena_error" and v["reason"] == "not_played"
         assert "listen to both sides to the end first" in v["message"]
-        r = post(
-            f"{server.url}ll/arena/api/battles/{bid}/vote",
-            json={"choice": "a"},
-            cookies={COOKIE: cookie},
-        )
+        r = http_vote(server, bid, "a", cookie)
         assert r.status_code == 409 and "listen to both sides" in r.json()["error"]
 
         wait_until_heard(done_a, t)
-        ok = p.arena(
-            "arena_played",
-            battle_id=bid,
-            side="a",
-            take_id=done_a["take_id"],
-            played_ms=done_a["duration_s"] * 1000,
-        )
+        ok = p.played(bid, "a", done_a)
         assert ok["type"] == "arena_played", ok
         assert ok["played"] == {"a": True, "b": False}
         assert ok["ready"] is False and "systems" not in ok
         t = time.time()
         done_b = p.speak(bid, "b")
         wait_until_heard(done_b, t)
-        ok = p.arena(
-            "arena_played",
-            battle_id=bid,
-            side="b",
-            take_id=done_b["take_id"],
-            played_ms=done_b["duration_s"] * 1000,
-        )
+        ok = p.played(bid, "b", done_b)
         assert ok["ready"] is True
         # the page learnt no system name before voting
         before = "\n".join(p.texts)
@@ -176,17 +179,9 @@ def test_a_full_battle_blind_until_the_vote(server):
         # re-sends count once, over both routes; a different choice is refused
         again = p.arena("arena_vote", battle_id=bid, choice="b")
         assert again["type"] == "arena_voted" and again["counted"] is False
-        r = post(
-            f"{server.url}ll/arena/api/battles/{bid}/vote",
-            json={"choice": "b"},
-            cookies={COOKIE: cookie},
-        )
+        r = http_vote(server, bid, "b", cookie)
         assert r.status_code == 200 and r.json()["counted"] is False
-        r = post(
-            f"{server.url}ll/arena/api/battles/{bid}/vote",
-            json={"choice": "a"},
-            cookies={COOKIE: cookie},
-        )
+        r = http_vote(server, bid, "a", cookie)
         assert r.status_code == 409 and r.json()["reason"] == "already_voted"
     votes = list(server.state.store.db["arena_votes"].rows_where("battle_id = ?", [bid]))
     assert len(votes) == 1 and votes[0]["choice"] == "b"
@@ -218,11 +213,7 @@ def test_another_session_cannot_touch_a_battle(server):
         assert err["type"] == "error" and "another visitor" in err["message"]
     r = get(f"{server.url}ll/arena/api/battles/{bid}", cookies={COOKIE: theirs})
     assert r.status_code == 403
-    r = post(
-        f"{server.url}ll/arena/api/battles/{bid}/vote",
-        json={"choice": "a"},
-        cookies={COOKIE: theirs},
-    )
+    r = http_vote(server, bid, "a", theirs)
     assert r.status_code == 403 and "another visitor" in r.json()["error"]
     r = get(f"{server.url}ll/arena/api/battles/{bid}", cookies={COOKIE: mine})
     assert r.status_code == 200 and r.json()["voted"] is None and "systems" not in r.json()
@@ -261,13 +252,7 @@ def test_speaking_the_other_side_early_interrupts_the_first(server):
         done_a = p.speak(bid, "a")
         p.speak(bid, "b")  # asked for B while A could still be playing: A was cut off
         time.sleep(done_a["duration_s"] + 0.2)
-        m = p.arena(
-            "arena_played",
-            battle_id=bid,
-            side="a",
-            take_id=done_a["take_id"],
-            played_ms=done_a["duration_s"] * 1000,
-        )
+        m = p.played(bid, "a", done_a)
         assert m["type"] == "arena_error" and "interrupted" in m["message"]
         q = p.arena("arena_speak", token=1, battle_id=bid, side="x")
         assert q["type"] == "arena_error" and "side must be" in q["message"]
@@ -342,13 +327,7 @@ def test_every_pre_vote_message_is_system_neutral(server):
             done[side] = p.speak(bid, side)
             seen[side] = ([json.loads(x) for x in p.texts[m0:]], p.frames[n0:])
             wait_until_heard(done[side], t)
-            ok = p.arena(
-                "arena_played",
-                battle_id=bid,
-                side=side,
-                take_id=done[side]["take_id"],
-                played_ms=done[side]["duration_s"] * 1000,
-            )
+            ok = p.played(bid, side, done[side])
             assert ok["type"] == "arena_played", ok
         assert ok["ready"] is True
         before = "\n".join(p.texts).lower()

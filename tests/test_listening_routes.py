@@ -25,6 +25,7 @@ STALL = (
     "piper?deterministic=1&profile=custom&rate=22050&channels=1&first_frames=1"
     "&chunk_frames=1&frame_hz=4&pace=4&stall=10:6"
 )
+STALL_PROMPT = "A large size in stockings is hard to sell, and the stall is in the middle."
 
 
 @pytest.fixture(scope="module")
@@ -67,6 +68,34 @@ def make_test(live, **spec) -> str:
     return r.json()["test_id"]
 
 
+def one_item_test(live, system: dict, prompt: str, **spec) -> str:
+    """A test of one system on one prompt, one item per rater, no headphone check (and no
+    screening items unless asked)."""
+    spec.setdefault("screening", False)
+    return make_test(
+        live,
+        systems=[system],
+        prompts=[prompt],
+        items_per_rater=1,
+        headphone_check=False,
+        **spec,
+    )
+
+
+def assignment_of(store, test_id: str, st: dict):
+    """The stored assignment (roles, systems, expected answer) of the status's current item:
+    what the server knows and the page does not."""
+    aid = st["item"]["assignment_id"]
+    return next(x for x in store.assignments(test_id, st["rater_id"]) if x.assignment_id == aid)
+
+
+async def first_item(live, test_id: str) -> tuple[RaterClient, dict]:
+    """A new rater of ``test_id`` (joined, consented) and its first item."""
+    c = RaterClient(live.url, test_id)
+    await c.join()
+    return c, (await c.status())["item"]
+
+
 @pytest.fixture(scope="module")
 def mos_test(live):
     return make_test(live, screening=False, headphone_check=False)
@@ -78,9 +107,7 @@ def run(coro):
 
 def test_vote_before_listening_is_refused_by_the_server(live, mos_test):
     async def go():
-        c = RaterClient(live.url, mos_test)
-        await c.join()
-        it = (await c.status())["item"]
+        c, it = await first_item(live, mos_test)
         r = await c.vote({"assignment_id": it["assignment_id"], "score": 4})
         assert r.status_code == 409 and "listen first" in r.json()["detail"]
         # a page that claims it played the clip without being sent it gets nothing
@@ -105,9 +132,7 @@ def test_vote_before_listening_is_refused_by_the_server(live, mos_test):
 
 def test_double_submit_and_two_tabs_count_once(live, mos_test):
     async def go():
-        c = RaterClient(live.url, mos_test)
-        await c.join()
-        it = (await c.status())["item"]
+        c, it = await first_item(live, mos_test)
         await c.listen(it["assignment_id"], 0)
         body = {"answer_id": "fixed-answer-id-1", "assignment_id": it["assignment_id"], "score": 2}
         r1, r2 = await asyncio.gather(c.post("vote", body), c.post("vote", body))
@@ -224,11 +249,7 @@ def test_ab_sides_randomised_and_cmos_sign_corrected(live):
             st = await c.status()
             while not st["finished"]:
                 it = st["item"]
-                a = next(
-                    x
-                    for x in store.assignments(tid, st["rater_id"])
-                    if x.assignment_id == it["assignment_id"]
-                )
+                a = assignment_of(store, tid, st)
                 first = a.meta["systems"][0]
                 shown_first.append(first)
                 await c.listen(it["assignment_id"], 0)
@@ -270,11 +291,7 @@ def test_ab_check_pairs_flag_a_rater_who_prefers_the_anchor(live):
         while not st["finished"]:
             it = st["item"]
             assert set(it) >= {"assignment_id", "labels"} and "role" not in it
-            a = next(
-                x
-                for x in store.assignments(tid, st["rater_id"])
-                if x.assignment_id == it["assignment_id"]
-            )
+            a = assignment_of(store, tid, st)
             seen.append({"role": a.role, "systems": a.meta["systems"], "expected": a.expected})
             await c.listen(it["assignment_id"], 0)
             await c.listen(it["assignment_id"], 1)
@@ -369,11 +386,7 @@ def test_mushra_hidden_reference_anchor_and_post_screening(live):
         while not st["finished"]:
             it = st["item"]
             assert it["slots"] == 3 and it["has_reference"]
-            a = next(
-                x
-                for x in store.assignments(tid, st["rater_id"])
-                if x.assignment_id == it["assignment_id"]
-            )
+            a = assignment_of(store, tid, st)
             r = await c.vote({"assignment_id": it["assignment_id"], "scores": [50] * 3})
             assert r.status_code == 409  # every stimulus must be played first
             for i in range(3):
@@ -409,20 +422,15 @@ def TestStoreFrame(store, tid):  # noqa: N802 - small helper
 
 
 def test_as_streamed_replays_the_recorded_stall(live):
-    tid = make_test(
+    tid = one_item_test(
         live,
-        systems=[{"name": "stall", "backend": "stall"}],
-        prompts=["A large size in stockings is hard to sell, and the stall is in the middle."],
-        items_per_rater=1,
-        screening=False,
-        headphone_check=False,
+        {"name": "stall", "backend": "stall"},
+        STALL_PROMPT,
     )
     store = live.state.store
 
     async def go():
-        c = RaterClient(live.url, tid)
-        await c.join()
-        it = (await c.status())["item"]
+        c, it = await first_item(live, tid)
         p = await c.listen(it["assignment_id"], 0)
         await c.aclose()
         return p
@@ -442,20 +450,16 @@ def test_as_streamed_replays_the_recorded_stall(live):
 
 
 def test_glitch_hunt_marks_map_to_seams_and_close_the_item(live):
-    tid = make_test(
+    tid = one_item_test(
         live,
+        {"name": "stall", "backend": "stall"},
+        STALL_PROMPT,
         kind="glitch",
-        systems=[{"name": "stall", "backend": "stall"}],
-        prompts=["A large size in stockings is hard to sell, and the stall is in the middle."],
-        items_per_rater=1,
-        headphone_check=False,
     )
     store = live.state.store
 
     async def go():
-        c = RaterClient(live.url, tid)
-        await c.join()
-        it = (await c.status())["item"]
+        c, it = await first_item(live, tid)
         early = await c.glitch(it["assignment_id"], 0, 100.0)
         assert early["type"] == "listen_error"  # nothing streamed to this page yet
         p = await c.listen(it["assignment_id"], 0)
@@ -481,20 +485,15 @@ def test_glitch_hunt_marks_map_to_seams_and_close_the_item(live):
 
 
 def test_live_condition_generates_afresh_and_is_recorded(live):
-    tid = make_test(
+    tid = one_item_test(
         live,
-        systems=[{"name": "a", "backend": "piper", "condition": "live"}],
-        prompts=["Help the woman get back to her feet."],
-        items_per_rater=1,
-        screening=False,
-        headphone_check=False,
+        {"name": "a", "backend": "piper", "condition": "live"},
+        "Help the woman get back to her feet.",
     )
     store = live.state.store
 
     async def go():
-        c = RaterClient(live.url, tid)
-        await c.join()
-        it = (await c.status())["item"]
+        c, it = await first_item(live, tid)
         p = await c.listen(it["assignment_id"], 0)
         r = await c.vote({"assignment_id": it["assignment_id"], "score": 5})
         await c.aclose()

@@ -39,6 +39,11 @@ def _fmt(v: Any) -> str:
         return "–"
 
 
+def _ci_line(label: str, row: Any, value: str, low: str, high: str) -> str:
+    """``- LABEL: value [low, high] n=N`` for one row of a results table."""
+    return f"- {label}: {_fmt(row[value])} [{_fmt(row[low])}, {_fmt(row[high])}] n={int(row['n'])}"
+
+
 def summary_markdown(tables: dict[str, pd.DataFrame]) -> str:
     """Plain lines a person (and a test) can read: MOS ± CI, CMOS, MUSHRA medians, raters."""
     lines = []
@@ -54,10 +59,7 @@ def summary_markdown(tables: dict[str, pd.DataFrame]) -> str:
         if t is not None and not t.empty:
             lines.append(f"**{title}**")
             for _, x in t.iterrows():
-                lines.append(
-                    f"- MOS {x['system_id']}: {_fmt(x['mean'])} "
-                    f"[{_fmt(x['ci_low'])}, {_fmt(x['ci_high'])}] n={int(x['n'])}"
-                )
+                lines.append(_ci_line(f"MOS {x['system_id']}", x, "mean", "ci_low", "ci_high"))
     t = tables.get("ab")
     if t is not None and not t.empty:
         lines.append("**A/B** (CMOS = how much better y is than x, order corrected)")
@@ -73,8 +75,7 @@ def summary_markdown(tables: dict[str, pd.DataFrame]) -> str:
         lines.append("**MUSHRA** (median [95% CI])")
         for _, x in t.iterrows():
             lines.append(
-                f"- MUSHRA {x['condition']}: {_fmt(x['median'])} "
-                f"[{_fmt(x['median_low'])}, {_fmt(x['median_high'])}] n={int(x['n'])}"
+                _ci_line(f"MUSHRA {x['condition']}", x, "median", "median_low", "median_high")
             )
     return "\n".join(lines) or "No answers yet."
 
