@@ -60,6 +60,19 @@ def new_test(live, **kw) -> str:
     return r.json()["test_id"]
 
 
+def one_item_test(live, system: dict, prompt: str, **kw) -> str:
+    """One system on one prompt, one item, no screening items and no headphone check."""
+    return new_test(
+        live,
+        systems=[system],
+        prompts=[prompt],
+        items_per_rater=1,
+        screening=False,
+        headphone_check=False,
+        **kw,
+    )
+
+
 def open_rater(ctx, url):
     page = ctx.new_page()
     page.goto(url)
@@ -167,13 +180,10 @@ def test_mos_two_raters_screening_resume_and_results(setup):
 
 def test_as_streamed_item_stall_is_heard_and_reported(setup):
     live, browser = setup
-    tid = new_test(
+    tid = one_item_test(
         live,
-        systems=[{"name": "stall", "backend": "stall"}],
-        prompts=["A large size in stockings is hard to sell, and the stall is in the middle."],
-        items_per_rater=1,
-        screening=False,
-        headphone_check=False,
+        {"name": "stall", "backend": "stall"},
+        "A large size in stockings is hard to sell, and the stall is in the middle.",
         completion_code=None,
     )
     page = open_rater(browser, f"{live.url}listen/{tid}")
@@ -279,14 +289,7 @@ def test_ab_and_mushra_pages(setup):
 def test_prompt_text_with_markup_stays_text(setup):
     live, browser = setup
     hostile = "Read <b>this</b> & <img src=x onerror=window.pwned=1> aloud, please."
-    tid = new_test(
-        live,
-        prompts=[hostile],
-        systems=[{"name": "joe", "backend": "piper"}],
-        items_per_rater=1,
-        screening=False,
-        headphone_check=False,
-    )
+    tid = one_item_test(live, {"name": "joe", "backend": "piper"}, hostile)
     page = open_rater(browser, f"{live.url}listen/{tid}")
     page.click("#lt-agree")
     page.wait_for_selector("#lt-item:not([hidden])")
