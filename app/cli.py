@@ -20,6 +20,7 @@ COMMAND_MODULES = [
     "app.server",  # listenlab serve
     "evaluation.cli",  # analyze, report, export
     "evaluation.probe",  # probe
+    "app.listening.cli",  # test (listening tests)
 ]
 
 

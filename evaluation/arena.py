@@ -25,7 +25,7 @@ import re
 import sqlite3
 import time
 import uuid
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass, fields
 from datetime import UTC, datetime
 from typing import Any
 
@@ -286,28 +286,28 @@ class Arena:
         db = self.db
         db.execute("BEGIN IMMEDIATE")
         try:
-            mine = db.execute(
-                "SELECT count(*), min(created_ts) FROM arena_battles WHERE owner=? AND created_ts>?",
-                [owner, now - 60.0],
-            ).fetchone()
-            if mine[0] >= lim.battles_per_minute:
-                wait = max(1, math.ceil(mine[1] + 60.0 - now))
-                raise RateLimited(
-                    f"Slow down: at most {lim.battles_per_minute} battles per minute per "
-                    f"visitor. Try again in {wait} s.",
-                    retry_after_s=wait,
-                )
-            total = db.execute(
-                "SELECT count(*), min(created_ts) FROM arena_battles WHERE created_ts>?",
-                [now - 60.0],
-            ).fetchone()
-            if total[0] >= lim.global_battles_per_minute:
-                wait = max(1, math.ceil(total[1] + 60.0 - now))
-                raise RateLimited(
-                    f"The arena is busy (more than {lim.global_battles_per_minute} battles in "
-                    f"the last minute). Try again in {wait} s.",
-                    retry_after_s=wait,
-                )
+            for where, args, limit, why in (
+                (
+                    "owner=? AND created_ts>?",
+                    [owner, now - 60.0],
+                    lim.battles_per_minute,
+                    "Slow down: at most {n} battles per minute per visitor.",
+                ),
+                (
+                    "created_ts>?",
+                    [now - 60.0],
+                    lim.global_battles_per_minute,
+                    "The arena is busy (more than {n} battles in the last minute).",
+                ),
+            ):
+                count, oldest = db.execute(
+                    f"SELECT count(*), min(created_ts) FROM arena_battles WHERE {where}", args
+                ).fetchone()
+                if count >= limit:
+                    wait = max(1, math.ceil(oldest + 60.0 - now))
+                    raise RateLimited(
+                        f"{why.format(n=limit)} Try again in {wait} s.", retry_after_s=wait
+                    )
             bt = Battle(new_id(), owner, text, text_source, a, b, now, None, None)
             db.execute(
                 "INSERT INTO arena_battles (battle_id, owner, text, text_source, system_a, "
@@ -519,6 +519,28 @@ class Arena:
         return int(self.db.execute("SELECT count(*) FROM arena_votes").fetchone()[0])
 
 
+@dataclass(frozen=True)
+class BoardRow:
+    """One system on the board (JSON: ``asdict``). ``rank`` is None while not ``listed``."""
+
+    rank: int | None
+    system: str
+    rating: float
+    ci_low: float
+    ci_high: float
+    votes: int
+    wins: int
+    losses: int
+    ties: int
+    """Ties proper: 'both bad' votes are counted apart (both are draws in the fit)."""
+    both_bad: int
+    listed: bool
+
+
+BOARD_COLUMNS = [f.name for f in fields(BoardRow) if f.name != "listed"]
+"""The board's table columns, in order (``listed`` decides which table a row goes to)."""
+
+
 def leaderboard(
     votes: pd.DataFrame, *, min_votes: int = 20, n_boot: int = 200, seed: int = 0
 ) -> dict[str, Any]:
@@ -536,21 +558,21 @@ def leaderboard(
     df = bt_leaderboard(v, min_votes=min_votes, n_boot=n_boot, seed=seed)
     rows = []
     for r in df.to_dict("records"):
-        rows.append(
-            {
-                "rank": int(r["rank"]) if r["listed"] else None,
-                "system": str(r["system"]),
-                "rating": round(float(r["rating"]), 1),
-                "ci_low": round(float(r["ci_low"]), 1),
-                "ci_high": round(float(r["ci_high"]), 1),
-                "votes": int(r["votes"]),
-                "wins": int(r["wins"]),
-                "losses": int(r["losses"]),
-                "ties": int(r["ties"]) - both_bad.get(str(r["system"]), 0),
-                "both_bad": both_bad.get(str(r["system"]), 0),
-                "listed": bool(r["listed"]),
-            }
+        bb = both_bad.get(str(r["system"]), 0)
+        row = BoardRow(
+            rank=int(r["rank"]) if r["listed"] else None,
+            system=str(r["system"]),
+            rating=round(float(r["rating"]), 1),
+            ci_low=round(float(r["ci_low"]), 1),
+            ci_high=round(float(r["ci_high"]), 1),
+            votes=int(r["votes"]),
+            wins=int(r["wins"]),
+            losses=int(r["losses"]),
+            ties=int(r["ties"]) - bb,
+            both_bad=bb,
+            listed=bool(r["listed"]),
         )
+        rows.append(asdict(row))
     return {
         "method": "Bradley-Terry (evalica), Elo-like scale 1500 + 400*log10(strength); "
         f"95% percentile bootstrap over votes ({n_boot} resamples); sorted by the lower bound",

@@ -35,7 +35,8 @@ class Design:
     ab_mode: str = "cmos"
     """A/B: ``cmos`` (-3..+3) or ``forced`` (A or B)."""
     screening: bool = True
-    """MOS: add a low anchor, a gold item and a trap item to every rater's list."""
+    """MOS: add a low anchor, a gold item and a trap item to every rater's list. A/B: add two
+    check pairs, the low anchor against its clean source (once on each side)."""
     seed: int = 0
 
     def validate(self) -> Design:
@@ -112,8 +113,21 @@ class PlannedItem:
     """``item``, ``gold`` (known answer, ±1) or ``trap`` ("please select answer 2")."""
     expected: float | None = None
     stimulus: str = "item"
-    """Which stimulus kind to play: ``item``, ``anchor``, ``gold`` or ``trap``."""
+    """Which stimulus kind to play: ``item``, ``anchor``, ``gold``, ``trap``, or ``ab_check``
+    (an A/B pair of the anchor and the gold clip, by the slots' roles)."""
     meta: dict = field(default_factory=dict)
+
+
+def ab_checks(system: str) -> list[PlannedItem]:
+    """A/B screening pairs: the low anchor against the clean take it was made from (``system``
+    on the first prompt), once with the clean side as A and once as B, so a rater who always
+    picks one side fails one of them. ``expected`` is the clean side's sign on the CMOS scale
+    (-1: A, +1: B)."""
+    clean, anchor = Slot(system, "gold"), Slot(ANCHOR, "anchor")
+    return [
+        PlannedItem(0, None, (clean, anchor), "gold", -1.0, "ab_check", {"clean": "a"}),
+        PlannedItem(0, None, (anchor, clean), "gold", 1.0, "ab_check", {"clean": "b"}),
+    ]
 
 
 ANCHOR = "__anchor__"
@@ -175,6 +189,11 @@ def plan(design: Design, rater_seq: int) -> list[PlannedItem]:
             PlannedItem(0, None, (Slot(d.systems[0]),), "gold", GOLD_EXPECTED["gold"], "gold"),
             PlannedItem(0, None, (Slot("__trap__"),), "trap", float(TRAP_ANSWER), "trap"),
         ]
+    elif d.kind == "ab" and d.screening:
+        checks = ab_checks(d.systems[0])
+    else:
+        checks = []
+    if checks:
         rng.shuffle(checks)
         total = len(items) + len(checks)
         spots = [round((i + 1) * total / (len(checks) + 1)) - 1 for i in range(len(checks))]
@@ -186,4 +205,14 @@ def plan(design: Design, rater_seq: int) -> list[PlannedItem]:
     ]
 
 
-__all__ = ["ANCHOR", "KINDS", "TRAP_ANSWER", "Design", "PlannedItem", "Slot", "pairs", "plan"]
+__all__ = [
+    "ANCHOR",
+    "KINDS",
+    "ab_checks",
+    "TRAP_ANSWER",
+    "Design",
+    "PlannedItem",
+    "Slot",
+    "pairs",
+    "plan",
+]

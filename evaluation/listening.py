@@ -309,6 +309,24 @@ class TestStore:
             [test_id],
         )
 
+    def ab_checks_frame(self, test_id: str) -> pd.DataFrame:
+        """The answered A/B check pairs (anchor vs its clean source): rater, which side was
+        clean (``expected``: -1 A, +1 B) and the answer's ``choice`` and ``cmos``."""
+        df = self.store._query(
+            "SELECT ans.rater_id, ans.assignment_id, a.expected, ans.payload "
+            "FROM answers ans JOIN assignments a ON a.assignment_id = ans.assignment_id "
+            "AND a.test_id = ans.test_id "
+            "WHERE ans.test_id = ? AND ans.kind = 'ab' AND a.role = 'gold' "
+            "ORDER BY ans.created_at",
+            [test_id],
+        )
+        if df.empty:
+            return pd.DataFrame(columns=["rater_id", "assignment_id", "expected", "choice", "cmos"])
+        payload = df.pop("payload").map(json.loads)
+        df["choice"] = payload.map(lambda p: p.get("choice"))
+        df["cmos"] = payload.map(lambda p: p.get("cmos"))
+        return df
+
     def answers_frame(self, test_id: str) -> pd.DataFrame:
         return self.store._query(
             "SELECT * FROM answers WHERE test_id = ? ORDER BY created_at", [test_id]

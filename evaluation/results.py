@@ -1,9 +1,9 @@
 """One listening test's results: the tables the admin page, the report and the export show.
 
 Every number comes from :mod:`evaluation.stats` on the store's frames, so the results page,
-``listenlab report`` and a notebook agree. Screened raters (headphone check, gold, trap,
-straight-lining, unplayed items, BS.1534-3) are excluded unless ``include_screened``; the MOS
-table is given both ways so the effect of screening is visible.
+``listenlab report`` and a notebook agree. Screened raters (headphone check, gold, trap, A/B
+check pairs, straight-lining, unplayed items, BS.1534-3) are excluded unless
+``include_screened``; the MOS table is given both ways so the effect of screening is visible.
 """
 
 from __future__ import annotations
@@ -28,7 +28,8 @@ def test_results(
     store = tests.store
     mos = store.mos_frame(test_id)
     mushra = tests.mushra_frame(test_id)
-    raters = rater_table(tests.raters_frame(test_id), mos, mushra, scr)
+    checks = tests.ab_checks_frame(test_id) if t["kind"] == "ab" else None
+    raters = rater_table(tests.raters_frame(test_id), mos, mushra, scr, checks)
     excluded = set(raters.loc[raters["excluded"], "rater_id"]) if not raters.empty else set()
     keep = (lambda df: df) if include_screened else (lambda df: df[~df["rater_id"].isin(excluded)])
     out: dict[str, pd.DataFrame] = {"raters": raters}

@@ -7,7 +7,8 @@
   The server picks the trials (:func:`headphone_plan`) and scores the answers
   (:func:`score_headphone`); the browser only synthesises the tones.
 * :func:`rater_table` joins the P.808-style rules of :func:`evaluation.stats.screen_raters`
-  (gold, trap, variance, unplayed) with the headphone result and, for MUSHRA, the BS.1534-3
+  (gold, trap, variance, unplayed) with the headphone result, for A/B the check pairs (the low
+  anchor against its clean source: :func:`score_ab_checks`) and, for MUSHRA, the BS.1534-3
   post-screening, giving one row per rater with ``excluded`` and the ``reasons``.
 """
 
@@ -72,6 +73,24 @@ class TestScreening:
     rules: stats.ScreeningRules = stats.ScreeningRules()
     mushra: stats.MushraRules = stats.MushraRules()
     require_headphones: bool = True
+    max_ab_check_failures: int = 0
+    """A/B check pairs (the low anchor against its clean source) a rater may get wrong."""
+
+
+def ab_check_failed(expected: float, choice: str | None) -> bool:
+    """A check pair passes only if the clean side was preferred (a tie fails: the anchor is
+    low-passed, clicked and cut, which no attentive listener on headphones finds equal)."""
+    return choice != ("b" if expected > 0 else "a")
+
+
+def score_ab_checks(checks: pd.DataFrame) -> pd.DataFrame:
+    """Per rater: ``ab_checks`` answered and ``ab_check_failed`` (see :func:`ab_check_failed`)."""
+    if checks is None or checks.empty:
+        return pd.DataFrame(columns=["ab_checks", "ab_check_failed"]).rename_axis("rater_id")
+    pairs = zip(checks["expected"], checks["choice"], strict=True)
+    failed = [ab_check_failed(float(e), c) for e, c in pairs]
+    d = checks.assign(_failed=failed).groupby("rater_id")["_failed"]
+    return pd.DataFrame({"ab_checks": d.size(), "ab_check_failed": d.sum().astype(int)})
 
 
 def rater_table(
@@ -79,8 +98,11 @@ def rater_table(
     mos: pd.DataFrame | None = None,
     mushra: pd.DataFrame | None = None,
     screening: TestScreening = TestScreening(),
+    ab_checks: pd.DataFrame | None = None,
 ) -> pd.DataFrame:
-    """One row per rater of a test with every screening outcome, ``excluded`` and ``reasons``."""
+    """One row per rater of a test with every screening outcome, ``excluded`` and ``reasons``.
+
+    ``ab_checks``: :meth:`evaluation.listening.TestStore.ab_checks_frame` of an A/B test."""
     cols = [
         "rater_id",
         "seq",
@@ -90,6 +112,7 @@ def rater_table(
         "headphones",
         "gold_failed",
         "trap_failed",
+        "ab_check_failed",
         "variance",
         "unplayed",
         "ref_low",
@@ -109,6 +132,7 @@ def rater_table(
         if mushra is not None and not mushra.empty
         else pd.DataFrame()
     )
+    abc = score_ab_checks(ab_checks) if ab_checks is not None else None
     rows = []
     for _, r in raters.iterrows():
         rid = r["rater_id"]
@@ -123,6 +147,13 @@ def rater_table(
         m = bs.loc[rid] if rid in bs.index else None
         if m is not None and m["reasons"]:
             reasons.append(str(m["reasons"]))
+        c = abc.loc[rid] if abc is not None and rid in abc.index else None
+        if c is not None and int(c["ab_check_failed"]) > screening.max_ab_check_failures:
+            n = int(c["ab_check_failed"])
+            reasons.append(
+                f"A/B check failed x{n} of {int(c['ab_checks'])} "
+                "(did not prefer the clean clip over the degraded anchor)"
+            )
         rows.append(
             [
                 rid,
@@ -133,6 +164,7 @@ def rater_table(
                 hp_txt,
                 None if g is None else int(g["gold_failed"]),
                 None if g is None else int(g["trap_failed"]),
+                None if c is None else int(c["ab_check_failed"]),
                 None if g is None else float(g["variance"]),
                 None if g is None else int(g["unplayed"]),
                 None if m is None else int(m["ref_low"]),
@@ -149,7 +181,9 @@ __all__ = [
     "HEADPHONE_TRIALS",
     "HeadphoneTrial",
     "TestScreening",
+    "ab_check_failed",
     "headphone_plan",
     "rater_table",
+    "score_ab_checks",
     "score_headphone",
 ]

@@ -156,7 +156,8 @@ async def generate(
     """Record every system x prompt (streamed, timeline kept), normalise and store them.
 
     ``tests`` is an :class:`evaluation.listening.TestStore`. Screening items are added for MOS
-    tests with screening, and MUSHRA tests (their low anchor).
+    tests with screening (anchor, gold, trap), A/B tests with screening (the anchor and its
+    clean source, for the check pairs), and MUSHRA tests (their low anchor).
     """
     from evaluation.store import Prompt, System
 
@@ -164,6 +165,7 @@ async def generate(
     out: list[Stimulus] = []
     jobs = [(s, p) for s in design.systems for p in design.prompts]
     need_trap = design.kind == "mos" and design.screening
+    need_gold = design.kind in {"mos", "ab"} and design.screening
     total = len(jobs) + (1 if need_trap else 0)
     done = 0
 
@@ -190,9 +192,9 @@ async def generate(
     base_sys = design.reference or design.systems[0]
     base = takes[base_sys, design.prompts[0]]
     anchor_prompts = (
-        design.prompts if design.kind == "mushra" else design.prompts[:1] if need_trap else ()
+        design.prompts if design.kind == "mushra" else design.prompts[:1] if need_gold else ()
     )
-    for pid in anchor_prompts:  # MUSHRA: one per screen (same prompt); MOS: one gold "1"
+    for pid in anchor_prompts:  # MUSHRA: one per screen; MOS: a gold "1"; A/B: the bad side
         src = takes[base_sys, pid]
         anchor = derived_take(
             src, low_anchor(src.audio, src.sample_rate, src.boundaries), kind="anchor"
@@ -212,7 +214,7 @@ async def generate(
                 source=src.take_id,
             )
         )
-    if need_trap:
+    if need_gold:  # MOS: a gold "5"; A/B: the clean side of the check pairs
         gold = derived_take(base, base.audio, kind="gold")
         out.append(
             _save(
@@ -229,6 +231,7 @@ async def generate(
                 source=base.take_id,
             )
         )
+    if need_trap:
         tick("attention check (CPU voice)")
         tb = trap_backend or systems[base_sys].backend
         take = await record(tb, SpeechRequest(text=TRAP_TEXT).validated())

@@ -13,6 +13,7 @@ from websockets.sync.client import connect
 
 from app.listening.arena import COOKIE
 from app.server import create_app
+from app.stream_routes import HEADER
 from tests._app_util import live_server, tmp_db
 
 TEXT = "The birch canoe slid on the smooth planks."
@@ -25,6 +26,15 @@ def get(url: str, **kw) -> httpx.Response:
 
 def post(url: str, **kw) -> httpx.Response:
     return httpx.post(url, timeout=TIMEOUT_S, **kw)
+
+
+def http_vote(live, battle_id: str, choice: str, cookie: str) -> httpx.Response:
+    """A vote over HTTP (``POST /ll/arena/api/battles/ID/vote``) from the session ``cookie``."""
+    return post(
+        f"{live.url}ll/arena/api/battles/{battle_id}/vote",
+        json={"choice": choice},
+        cookies={COOKIE: cookie},
+    )
 
 
 SYSTEMS = {"piper": "piper?deterministic=1", "qwen": "piper?deterministic=1&profile=qwen3-tts"}
@@ -56,6 +66,8 @@ class Page:
     def __init__(self, ws):
         self.ws = ws
         self.texts: list[str] = []
+        self.frames: list[tuple[float, bytes]] = []
+        """Binary frames with their arrival time (``time.time()``)."""
         self.token = 100
 
     def send(self, **msg) -> None:
@@ -66,6 +78,7 @@ class Page:
         while True:
             raw = self.ws.recv(timeout=max(0.01, deadline - time.monotonic()))
             if isinstance(raw, bytes):
+                self.frames.append((time.time(), raw))
                 continue
             self.texts.append(raw)
             m = json.loads(raw)
@@ -77,14 +90,28 @@ class Page:
         self.send(type=kind, **msg)
         return self.until(lambda m: str(m.get("type", "")).startswith("arena_"))
 
+    def played(self, battle_id: str, side: str, done: dict) -> dict:
+        """Report ``side`` played to its end (as the page does when the player says so)."""
+        return self.arena(
+            "arena_played",
+            battle_id=battle_id,
+            side=side,
+            take_id=done["take_id"],
+            played_ms=done["duration_s"] * 1000,
+        )
+
     def speak(self, battle_id: str, side: str) -> dict:
-        """Stream one side to its end; return the ``done`` summary (with the take id)."""
+        """Stream one side to its end; return the ``done`` summary (with the take id), plus
+        ``first_audio`` (when this client received the first audio frame)."""
         self.token += 1
         tok = self.token
+        seen = len(self.frames)
         self.send(type="arena_speak", token=tok, battle_id=battle_id, side=side)
         m = self.until(lambda m: m.get("token") == tok and m["type"] in {"done", "error"})
         assert m["type"] == "done", m
-        return m
+        mine = [t for t, raw in self.frames[seen:] if HEADER.unpack_from(raw)[0] == tok]
+        assert mine, "a finished side sent no audio"
+        return {**m, "first_audio": mine[0]}
 
 
 @contextmanager
@@ -98,9 +125,9 @@ def page(live, cookie: str | None):
 
 
 def wait_until_heard(done: dict, t_sent: float) -> None:
-    """Sleep until the audio could have been heard to its end, as a real player would: its
-    first chunk arrived ``ttfa_ms`` after the request, and then it plays for ``duration_s``."""
-    end = t_sent + done["ttfa_ms"] / 1000 + done["duration_s"] + 0.1
+    """Sleep until the audio could have been heard to its end, as a real player would: it
+    starts on the first audio frame and then plays for ``duration_s``."""
+    end = max(t_sent, done["first_audio"]) + done["duration_s"] + 0.1
     time.sleep(max(0.0, end - time.time()))
 
 
@@ -118,7 +145,7 @@ def test_a_full_battle_blind_until_the_vote(server):
 
         t = time.time()
         done_a = p.speak(bid, "a")
-        assert done_a["duration_s"] > 1.0 and done_a["chunks"] >= 1
+        assert done_a["duration_s"] > 1.0 and done_a["frames"] >= 24000
         # Piper is faster than real time: the page cannot have heard it to the end yet
         early = p.arena(
             "arena_played", battle_id=bid, side="a", take_id=done_a["take_id"], played_ms=99_999
@@ -129,34 +156,18 @@ def test_a_full_battle_blind_until_the_vote(server):
         v = p.arena("arena_vote", battle_id=bid, choice="a")
         assert v["type"] == "arena_error" and v["reason"] == "not_played"
         assert "listen to both sides to the end first" in v["message"]
-        r = post(
-            f"{server.url}ll/arena/api/battles/{bid}/vote",
-            json={"choice": "a"},
-            cookies={COOKIE: cookie},
-        )
+        r = http_vote(server, bid, "a", cookie)
         assert r.status_code == 409 and "listen to both sides" in r.json()["error"]
 
         wait_until_heard(done_a, t)
-        ok = p.arena(
-            "arena_played",
-            battle_id=bid,
-            side="a",
-            take_id=done_a["take_id"],
-            played_ms=done_a["duration_s"] * 1000,
-        )
+        ok = p.played(bid, "a", done_a)
         assert ok["type"] == "arena_played", ok
         assert ok["played"] == {"a": True, "b": False}
         assert ok["ready"] is False and "systems" not in ok
         t = time.time()
         done_b = p.speak(bid, "b")
         wait_until_heard(done_b, t)
-        ok = p.arena(
-            "arena_played",
-            battle_id=bid,
-            side="b",
-            take_id=done_b["take_id"],
-            played_ms=done_b["duration_s"] * 1000,
-        )
+        ok = p.played(bid, "b", done_b)
         assert ok["ready"] is True
         # the page learnt no system name before voting
         before = "\n".join(p.texts)
@@ -168,17 +179,9 @@ def test_a_full_battle_blind_until_the_vote(server):
         # re-sends count once, over both routes; a different choice is refused
         again = p.arena("arena_vote", battle_id=bid, choice="b")
         assert again["type"] == "arena_voted" and again["counted"] is False
-        r = post(
-            f"{server.url}ll/arena/api/battles/{bid}/vote",
-            json={"choice": "b"},
-            cookies={COOKIE: cookie},
-        )
+        r = http_vote(server, bid, "b", cookie)
         assert r.status_code == 200 and r.json()["counted"] is False
-        r = post(
-            f"{server.url}ll/arena/api/battles/{bid}/vote",
-            json={"choice": "a"},
-            cookies={COOKIE: cookie},
-        )
+        r = http_vote(server, bid, "a", cookie)
         assert r.status_code == 409 and r.json()["reason"] == "already_voted"
     votes = list(server.state.store.db["arena_votes"].rows_where("battle_id = ?", [bid]))
     assert len(votes) == 1 and votes[0]["choice"] == "b"
@@ -210,11 +213,7 @@ def test_another_session_cannot_touch_a_battle(server):
         assert err["type"] == "error" and "another visitor" in err["message"]
     r = get(f"{server.url}ll/arena/api/battles/{bid}", cookies={COOKIE: theirs})
     assert r.status_code == 403
-    r = post(
-        f"{server.url}ll/arena/api/battles/{bid}/vote",
-        json={"choice": "a"},
-        cookies={COOKIE: theirs},
-    )
+    r = http_vote(server, bid, "a", theirs)
     assert r.status_code == 403 and "another visitor" in r.json()["error"]
     r = get(f"{server.url}ll/arena/api/battles/{bid}", cookies={COOKIE: mine})
     assert r.status_code == 200 and r.json()["voted"] is None and "systems" not in r.json()
@@ -253,13 +252,7 @@ def test_speaking_the_other_side_early_interrupts_the_first(server):
         done_a = p.speak(bid, "a")
         p.speak(bid, "b")  # asked for B while A could still be playing: A was cut off
         time.sleep(done_a["duration_s"] + 0.2)
-        m = p.arena(
-            "arena_played",
-            battle_id=bid,
-            side="a",
-            take_id=done_a["take_id"],
-            played_ms=done_a["duration_s"] * 1000,
-        )
+        m = p.played(bid, "a", done_a)
         assert m["type"] == "arena_error" and "interrupted" in m["message"]
         q = p.arena("arena_speak", token=1, battle_id=bid, side="x")
         assert q["type"] == "arena_error" and "side must be" in q["message"]
@@ -298,3 +291,89 @@ def test_votes_csv_is_admin_only(server):
     assert r.status_code == 200 and r.text.startswith("battle_id,system_a,system_b,choice")
     r = get(server.url + "ll/arena/api/votes.csv", headers={"X-Forwarded-For": "203.0.113.9"})
     assert r.status_code == 403 and "admin" in r.text
+
+
+def _walk(obj, path=""):
+    """Every (path, value) leaf of a JSON message."""
+    if isinstance(obj, dict):
+        for k, v in obj.items():
+            yield from _walk(v, f"{path}.{k}")
+    elif isinstance(obj, list):
+        for i, v in enumerate(obj):
+            yield from _walk(v, f"{path}[{i}]")
+    else:
+        yield path, obj
+
+
+def test_every_pre_vote_message_is_system_neutral(server):
+    """Piper streams 22050 Hz, the Qwen3-TTS wire profile 24000 Hz: before the vote the page
+    gets both at one rate and format, and no message names a system, a rate or a schedule."""
+    import numpy as np
+    import soxr
+
+    entries = server.state.backends
+    native = {label: e.backend.capabilities.sample_rate for label, e in entries.items()}
+    assert native == {"piper": 22050, "qwen": 24000}
+    # every string that could tell the systems apart
+    secrets_ = {s.lower() for s in ("piper", "qwen", "deterministic", "profile", "joe")}
+    for e in entries.values():
+        secrets_ |= {e.backend.describe().lower(), str(e.backend.name).lower()}
+    with page(server, new_cookie(server)) as p:
+        bid = p.arena("arena_new", text=TEXT)["battle_id"]
+        row = server.state.store.db["arena_battles"].get(bid)
+        done, seen = {}, {}
+        for side in ("a", "b"):
+            t, n0, m0 = time.time(), len(p.frames), len(p.texts)
+            done[side] = p.speak(bid, side)
+            seen[side] = ([json.loads(x) for x in p.texts[m0:]], p.frames[n0:])
+            wait_until_heard(done[side], t)
+            ok = p.played(bid, side, done[side])
+            assert ok["type"] == "arena_played", ok
+        assert ok["ready"] is True
+        before = "\n".join(p.texts).lower()
+        pre_vote_frames = list(p.frames)
+        voted = p.arena("arena_vote", battle_id=bid, choice="tie")
+
+    # one format for both sides, whatever their native rate
+    shapes = {}
+    for side, (msgs, _frames) in seen.items():
+        tok = done[side]["token"]
+        mine = [m for m in msgs if m.get("token") == tok]
+        kinds = [m["type"] for m in mine]
+        assert "findings" not in kinds and kinds[-1] == "done", kinds
+        start = next(m for m in mine if m["type"] == "start")
+        assert (start["sample_rate"], start["channels"]) == (24000, 1)
+        assert set(start) == {"type", "token", "take_id", "sample_rate", "channels", "text_chars"}
+        assert set(done[side]) - {"first_audio"} == {
+            "type", "token", "status", "take_id", "frames", "duration_s",
+        }  # fmt: skip
+        shapes[side] = {m["type"]: tuple(sorted(m)) for m in mine}
+    assert shapes["a"] == shapes["b"]
+    # no name, spec, voice or native rate anywhere before the vote
+    for s in secrets_:
+        assert s not in before, f"{s!r} reached the page before the vote"
+    for msgs, _ in seen.values():
+        for m in msgs:
+            for path, v in _walk(m):
+                assert v not in (22050, 22050.0), f"a native rate at {path} in {m}"
+    assert len(pre_vote_frames) > 0
+    # the audio is the stored native take, converted to 24 kHz mono (frames numbered 0, 1, …)
+    for side in ("a", "b"):
+        tok = done[side]["token"]
+        frames = [raw for _, raw in seen[side][1] if HEADER.unpack_from(raw)[0] == tok]
+        assert [HEADER.unpack_from(raw)[1] for raw in frames] == list(range(len(frames)))
+        got = np.concatenate([np.frombuffer(raw[HEADER.size :], "<i2") for raw in frames])
+        assert len(got) == done[side]["frames"]
+        take = server.state.store.load_take(done[side]["take_id"])
+        assert take.sample_rate == native[row[f"system_{side}"]]
+        want = take.audio.reshape(-1).astype(np.float32) / 32768.0
+        if take.sample_rate != 24000:
+            want = soxr.resample(want, take.sample_rate, 24000, quality="HQ")
+        want = np.clip(np.rint(want * 32768.0), -32768, 32767)
+        assert abs(len(got) - len(want)) <= 2
+        n = min(len(got), len(want))
+        assert np.max(np.abs(got[:n].astype(float) - want[:n])) <= 2
+        assert abs(done[side]["duration_s"] - take.duration_s) < 0.01
+    # after the vote, the names
+    assert voted["type"] == "arena_voted" and voted["counted"] is True
+    assert voted["systems"] == {"a": row["system_a"], "b": row["system_b"]}

@@ -94,6 +94,9 @@ def test_arena_battle_locked_then_revealed_and_the_board_updates(server, browser
     seen = json.dumps(page.evaluate("window.listenlab.arena.events"))
     assert "alpha" not in seen and "beta" not in seen
     assert page.inner_text("#ar-name-b") == "hidden until you vote"
+    # Piper (22050 Hz) and the Qwen3-TTS profile (24000 Hz) reached the player in one format
+    formats = page.evaluate("window.listenlab.player.gens.map(g => [g.sr, g.ch, !!g.start.learnt])")
+    assert len(formats) >= 2 and {tuple(f) for f in formats} == {(24000, 1, False)}
 
     page.click("#ar-vote-b")
     page.wait_for_function("window.listenlab.arena.voted === 'b'", timeout=30_000)

@@ -60,6 +60,19 @@ def new_test(live, **kw) -> str:
     return r.json()["test_id"]
 
 
+def one_item_test(live, system: dict, prompt: str, **kw) -> str:
+    """One system on one prompt, one item, no screening items and no headphone check."""
+    return new_test(
+        live,
+        systems=[system],
+        prompts=[prompt],
+        items_per_rater=1,
+        screening=False,
+        headphone_check=False,
+        **kw,
+    )
+
+
 def open_rater(ctx, url):
     page = ctx.new_page()
     page.goto(url)
@@ -167,13 +180,10 @@ def test_mos_two_raters_screening_resume_and_results(setup):
 
 def test_as_streamed_item_stall_is_heard_and_reported(setup):
     live, browser = setup
-    tid = new_test(
+    tid = one_item_test(
         live,
-        systems=[{"name": "stall", "backend": "stall"}],
-        prompts=["A large size in stockings is hard to sell, and the stall is in the middle."],
-        items_per_rater=1,
-        screening=False,
-        headphone_check=False,
+        {"name": "stall", "backend": "stall"},
+        "A large size in stockings is hard to sell, and the stall is in the middle.",
         completion_code=None,
     )
     page = open_rater(browser, f"{live.url}listen/{tid}")
@@ -217,11 +227,23 @@ def _play_all_and_wait(page, n):
 def test_ab_and_mushra_pages(setup):
     live, browser = setup
     store = live.state.store
-    ab = new_test(live, kind="ab", items_per_rater=1, headphone_check=False, completion_code=None)
+    ab = new_test(
+        live,
+        kind="ab",
+        items_per_rater=1,
+        headphone_check=False,
+        completion_code=None,
+        screening=False,
+    )
     page = open_rater(browser, f"{live.url}listen/{ab}")
     page.click("#lt-agree")
     page.wait_for_selector("#lt-item:not([hidden])")
     assert page.inner_text(".lt-play[data-slot='0']") == "Play A"
+    # show_text is on by default for A/B: the item's prompt, as text
+    assert page.inner_text("#lt-text") in {
+        "The birch canoe slid on the smooth planks.",
+        "Rice is often served in round bowls.",
+    }
     assert page.locator(".lt-choice").count() == 7  # CMOS -3..+3
     page.click(".lt-choice[data-value='2']")
     assert page.is_disabled("#lt-submit")
@@ -244,6 +266,7 @@ def test_ab_and_mushra_pages(setup):
     page.click("#lt-agree")
     page.wait_for_selector("#lt-item:not([hidden])")
     assert not page.is_hidden("#lt-reference")
+    assert page.is_hidden("#lt-text")  # MUSHRA: off by default
     assert page.locator(".lt-slider").count() == 3  # qwen, hidden reference, anchor
     page.click("#lt-ref")  # the open reference plays but does not unlock the vote
     page.wait_for_function("window.listenTest.lastEnded", timeout=60_000)
@@ -261,3 +284,17 @@ def test_ab_and_mushra_pages(setup):
     med = {r["condition"]: r["median"] for r in res["mushra"]}
     assert med == {"hidden reference": 100.0, "anchor": 5.0, "qwen": 70.0}
     assert not res["raters"][0]["excluded"]
+
+
+def test_prompt_text_with_markup_stays_text(setup):
+    live, browser = setup
+    hostile = "Read <b>this</b> & <img src=x onerror=window.pwned=1> aloud, please."
+    tid = one_item_test(live, {"name": "joe", "backend": "piper"}, hostile)
+    page = open_rater(browser, f"{live.url}listen/{tid}")
+    page.click("#lt-agree")
+    page.wait_for_selector("#lt-item:not([hidden])")
+    assert page.inner_text("#lt-text") == hostile
+    assert page.evaluate("document.querySelector('#lt-text').children.length") == 0
+    assert page.query_selector_all("#lt-item img, #lt-item b") == []
+    page.wait_for_timeout(300)  # an injected onerror would have fired by now
+    assert page.evaluate("window.pwned === undefined")

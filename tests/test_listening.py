@@ -45,7 +45,7 @@ def test_mos_screening_items_are_spread():
 
 
 def test_ab_sides_are_randomised_and_balanced():
-    d = Design("ab", ("x", "y"), tuple(f"p{i}" for i in range(8)), 8)
+    d = Design("ab", ("x", "y"), tuple(f"p{i}" for i in range(8)), 8, screening=False)
     firsts = Counter()
     orders = set()
     for r in range(4):
@@ -55,6 +55,21 @@ def test_ab_sides_are_randomised_and_balanced():
         orders.add(tuple(i.slots[0].system for i in items))
     assert firsts["x"] == firsts["y"] == 16
     assert len(orders) > 1
+
+
+def test_ab_screening_adds_two_check_pairs_one_per_side():
+    d = Design("ab", ("x", "y"), tuple(f"p{i}" for i in range(8)), 4)
+    for r in range(3):
+        items = plan(d, r)
+        assert len(items) == 6 and [i.position for i in items] == list(range(6))
+        checks = [i for i in items if i.stimulus == "ab_check"]
+        assert len(checks) == 2 and all(i.role == "gold" and i.prompt is None for i in checks)
+        by_side = {i.meta["clean"]: i for i in checks}
+        assert [s.system for s in by_side["a"].slots] == ["x", ANCHOR]
+        assert [s.system for s in by_side["b"].slots] == [ANCHOR, "x"]
+        assert (by_side["a"].expected, by_side["b"].expected) == (-1.0, 1.0)
+        assert min(items.index(i) for i in checks) > 0 and max(items.index(i) for i in checks) < 5
+    assert len(plan(Design("ab", ("x", "y"), ("p",), 1, screening=False), 0)) == 1
 
 
 def test_mushra_screen_has_hidden_reference_and_anchor():

@@ -25,6 +25,7 @@ STALL = (
     "piper?deterministic=1&profile=custom&rate=22050&channels=1&first_frames=1"
     "&chunk_frames=1&frame_hz=4&pace=4&stall=10:6"
 )
+STALL_PROMPT = "A large size in stockings is hard to sell, and the stall is in the middle."
 
 
 @pytest.fixture(scope="module")
@@ -67,6 +68,34 @@ def make_test(live, **spec) -> str:
     return r.json()["test_id"]
 
 
+def one_item_test(live, system: dict, prompt: str, **spec) -> str:
+    """A test of one system on one prompt, one item per rater, no headphone check (and no
+    screening items unless asked)."""
+    spec.setdefault("screening", False)
+    return make_test(
+        live,
+        systems=[system],
+        prompts=[prompt],
+        items_per_rater=1,
+        headphone_check=False,
+        **spec,
+    )
+
+
+def assignment_of(store, test_id: str, st: dict):
+    """The stored assignment (roles, systems, expected answer) of the status's current item:
+    what the server knows and the page does not."""
+    aid = st["item"]["assignment_id"]
+    return next(x for x in store.assignments(test_id, st["rater_id"]) if x.assignment_id == aid)
+
+
+async def first_item(live, test_id: str) -> tuple[RaterClient, dict]:
+    """A new rater of ``test_id`` (joined, consented) and its first item."""
+    c = RaterClient(live.url, test_id)
+    await c.join()
+    return c, (await c.status())["item"]
+
+
 @pytest.fixture(scope="module")
 def mos_test(live):
     return make_test(live, screening=False, headphone_check=False)
@@ -76,11 +105,17 @@ def run(coro):
     return asyncio.run(coro)
 
 
-def test_vote_before_listening_is_refused_by_the_server(live, mos_test):
+def test_vote_before_listening_is_refused_by_the_server(live):
+    # sent whole, so the server's clock (not a recorded stream that a busy machine made almost
+    # as slow as real time) is what caps the claim below
+    tid = one_item_test(
+        live,
+        {"name": "a", "backend": "piper", "condition": "whole"},
+        "The birch canoe slid on the smooth planks.",
+    )
+
     async def go():
-        c = RaterClient(live.url, mos_test)
-        await c.join()
-        it = (await c.status())["item"]
+        c, it = await first_item(live, tid)
         r = await c.vote({"assignment_id": it["assignment_id"], "score": 4})
         assert r.status_code == 409 and "listen first" in r.json()["detail"]
         # a page that claims it played the clip without being sent it gets nothing
@@ -99,15 +134,13 @@ def test_vote_before_listening_is_refused_by_the_server(live, mos_test):
         return c
 
     c = run(go())
-    mos = live.state.store.mos_frame(mos_test)
+    mos = live.state.store.mos_frame(tid)
     assert len(mos) == 1 and mos["score"].tolist() == [4.0] and c.token not in str(mos)
 
 
 def test_double_submit_and_two_tabs_count_once(live, mos_test):
     async def go():
-        c = RaterClient(live.url, mos_test)
-        await c.join()
-        it = (await c.status())["item"]
+        c, it = await first_item(live, mos_test)
         await c.listen(it["assignment_id"], 0)
         body = {"answer_id": "fixed-answer-id-1", "assignment_id": it["assignment_id"], "score": 2}
         r1, r2 = await asyncio.gather(c.post("vote", body), c.post("vote", body))
@@ -211,7 +244,9 @@ def test_hostile_input_is_bounded_and_refused(live, mos_test):
 
 
 def test_ab_sides_randomised_and_cmos_sign_corrected(live):
-    tid = make_test(live, kind="ab", items_per_rater=4, headphone_check=False)  # capped at 2
+    tid = make_test(  # capped at 2; the check pairs have a test of their own
+        live, kind="ab", items_per_rater=4, headphone_check=False, screening=False
+    )
     store = live.state.store
 
     async def go():
@@ -222,11 +257,7 @@ def test_ab_sides_randomised_and_cmos_sign_corrected(live):
             st = await c.status()
             while not st["finished"]:
                 it = st["item"]
-                a = next(
-                    x
-                    for x in store.assignments(tid, st["rater_id"])
-                    if x.assignment_id == it["assignment_id"]
-                )
+                a = assignment_of(store, tid, st)
                 first = a.meta["systems"][0]
                 shown_first.append(first)
                 await c.listen(it["assignment_id"], 0)
@@ -252,6 +283,106 @@ def test_ab_sides_randomised_and_cmos_sign_corrected(live):
     assert row["cmos_y"] == 2.0 and row["cmos_n"] == 4
 
 
+def test_ab_check_pairs_flag_a_rater_who_prefers_the_anchor(live):
+    """A/B screening: two hidden check pairs per rater (the low anchor against its clean
+    source, once on each side). A rater who prefers the anchor is flagged with the reason and
+    left out of the A/B table unless screened raters are included."""
+    tid = make_test(live, kind="ab", items_per_rater=2, headphone_check=False)
+    store = live.state.store
+
+    async def rate(attentive: bool) -> tuple[str, list[dict]]:
+        c = RaterClient(live.url, tid)
+        await c.join()
+        st = await c.status()
+        assert st["total"] == 4  # 2 items + 2 check pairs, indistinguishable on the page
+        seen = []
+        while not st["finished"]:
+            it = st["item"]
+            assert set(it) >= {"assignment_id", "labels"} and "role" not in it
+            a = assignment_of(store, tid, st)
+            seen.append({"role": a.role, "systems": a.meta["systems"], "expected": a.expected})
+            await c.listen(it["assignment_id"], 0)
+            await c.listen(it["assignment_id"], 1)
+            if a.role == "gold":  # the clean side is where the anchor is not
+                clean_is_b = a.meta["systems"][0] == "__anchor__"
+                prefers_b = clean_is_b if attentive else not clean_is_b
+                cmos = 3 if prefers_b else -3
+            else:  # both raters prefer system b by 1 on the real items
+                cmos = -1 if a.meta["systems"][0] == "b" else 1
+            r = await c.vote({"assignment_id": it["assignment_id"], "cmos": cmos})
+            assert r.status_code == 200, r.text
+            st = await c.status()
+        await c.aclose()
+        return st["rater_id"], seen
+
+    good, seen = run(rate(True))
+    bad, _ = run(rate(False))
+    checks = [s for s in seen if s["role"] == "gold"]
+    assert len(checks) == 2
+    assert sorted(c["expected"] for c in checks) == [-1.0, 1.0]  # clean once as A, once as B
+    assert all(sorted(c["systems"]) == ["__anchor__", "a"] for c in checks)
+    # the check pairs are not A/B votes: only the 2 real items of each rater are
+    votes = store.ab_frame(tid)
+    assert len(votes) == 4 and set(votes["system_a"]) | set(votes["system_b"]) == {"a", "b"}
+    answers = store.db.execute("SELECT count(*) FROM answers WHERE test_id = ?", [tid])
+    assert answers.fetchone()[0] == 8
+    res = httpx.get(live.url + f"ll/admin/tests/{tid}/results", headers=ADMIN).json()
+    raters = {r["rater_id"]: r for r in res["raters"]}
+    assert raters[good]["excluded"] is False and raters[good]["ab_check_failed"] == 0
+    assert raters[bad]["excluded"] is True and raters[bad]["ab_check_failed"] == 2
+    assert "A/B check failed x2 of 2" in raters[bad]["reasons"]
+    assert "degraded anchor" in raters[bad]["reasons"]
+    (row,) = res["ab"]  # only the attentive rater's two votes
+    assert (row["x"], row["y"], row["y_wins"], row["x_wins"]) == ("a", "b", 2, 0)
+    res = httpx.get(
+        live.url + f"ll/admin/tests/{tid}/results?include_screened=true", headers=ADMIN
+    ).json()
+    (row,) = res["ab"]
+    assert row["y_wins"] == 4 and row["cmos_n"] == 4
+
+
+HOSTILE_PROMPT = "Read <b>this</b> & <img src=x onerror=window.pwned=1> aloud, please."
+
+
+def test_show_text_sends_the_prompt_as_data(live):
+    """``show_text`` (default on for MOS and A/B): each item carries the text its clip speaks,
+    verbatim (markup included: the page sets it as text); off, or for MUSHRA, no text at all."""
+    prompts = ["The birch canoe slid on the smooth planks.", HOSTILE_PROMPT]
+    on = make_test(live, prompts=prompts, screening=False, headphone_check=False)
+    off = make_test(live, prompts=prompts, screening=False, headphone_check=False, show_text=False)
+    mu = make_test(live, kind="mushra", items_per_rater=1, headphone_check=False)
+    tests = live.state.store
+
+    async def texts(tid: str) -> list:
+        c = RaterClient(live.url, tid)
+        await c.join()
+        st = await c.status()
+        out = []
+        while not st["finished"]:
+            it = st["item"]
+            out.append(it.get("text"))
+            await c.listen(it["assignment_id"], 0)
+            for i in range(1, it["slots"]):
+                await c.listen(it["assignment_id"], i)
+            body = {"assignment_id": it["assignment_id"]}
+            if it["kind"] == "mushra":
+                body["scores"] = [50] * it["slots"]
+            else:
+                body["score"] = 3
+            assert (await c.vote(body)).status_code == 200
+            st = await c.status()
+        await c.aclose()
+        return out
+
+    got = run(texts(on))
+    assert sorted(got) == sorted(prompts)  # each item's own prompt, markup kept as text
+    assert run(texts(off)) == [None, None]
+    assert run(texts(mu)) == [None]
+    cfg = {t: tests.db["tests"].get(t)["config"] for t in (on, off, mu)}
+    assert ['"show_text": true' in cfg[on], '"show_text": false' in cfg[off]] == [True, True]
+    assert '"show_text": false' in cfg[mu]
+
+
 def test_mushra_hidden_reference_anchor_and_post_screening(live):
     tid = make_test(live, kind="mushra", reference="a", items_per_rater=2, headphone_check=False)
     store = live.state.store
@@ -263,11 +394,7 @@ def test_mushra_hidden_reference_anchor_and_post_screening(live):
         while not st["finished"]:
             it = st["item"]
             assert it["slots"] == 3 and it["has_reference"]
-            a = next(
-                x
-                for x in store.assignments(tid, st["rater_id"])
-                if x.assignment_id == it["assignment_id"]
-            )
+            a = assignment_of(store, tid, st)
             r = await c.vote({"assignment_id": it["assignment_id"], "scores": [50] * 3})
             assert r.status_code == 409  # every stimulus must be played first
             for i in range(3):
@@ -303,20 +430,15 @@ def TestStoreFrame(store, tid):  # noqa: N802 - small helper
 
 
 def test_as_streamed_replays_the_recorded_stall(live):
-    tid = make_test(
+    tid = one_item_test(
         live,
-        systems=[{"name": "stall", "backend": "stall"}],
-        prompts=["A large size in stockings is hard to sell, and the stall is in the middle."],
-        items_per_rater=1,
-        screening=False,
-        headphone_check=False,
+        {"name": "stall", "backend": "stall"},
+        STALL_PROMPT,
     )
     store = live.state.store
 
     async def go():
-        c = RaterClient(live.url, tid)
-        await c.join()
-        it = (await c.status())["item"]
+        c, it = await first_item(live, tid)
         p = await c.listen(it["assignment_id"], 0)
         await c.aclose()
         return p
@@ -336,20 +458,16 @@ def test_as_streamed_replays_the_recorded_stall(live):
 
 
 def test_glitch_hunt_marks_map_to_seams_and_close_the_item(live):
-    tid = make_test(
+    tid = one_item_test(
         live,
+        {"name": "stall", "backend": "stall"},
+        STALL_PROMPT,
         kind="glitch",
-        systems=[{"name": "stall", "backend": "stall"}],
-        prompts=["A large size in stockings is hard to sell, and the stall is in the middle."],
-        items_per_rater=1,
-        headphone_check=False,
     )
     store = live.state.store
 
     async def go():
-        c = RaterClient(live.url, tid)
-        await c.join()
-        it = (await c.status())["item"]
+        c, it = await first_item(live, tid)
         early = await c.glitch(it["assignment_id"], 0, 100.0)
         assert early["type"] == "listen_error"  # nothing streamed to this page yet
         p = await c.listen(it["assignment_id"], 0)
@@ -375,20 +493,15 @@ def test_glitch_hunt_marks_map_to_seams_and_close_the_item(live):
 
 
 def test_live_condition_generates_afresh_and_is_recorded(live):
-    tid = make_test(
+    tid = one_item_test(
         live,
-        systems=[{"name": "a", "backend": "piper", "condition": "live"}],
-        prompts=["Help the woman get back to her feet."],
-        items_per_rater=1,
-        screening=False,
-        headphone_check=False,
+        {"name": "a", "backend": "piper", "condition": "live"},
+        "Help the woman get back to her feet.",
     )
     store = live.state.store
 
     async def go():
-        c = RaterClient(live.url, tid)
-        await c.join()
-        it = (await c.status())["item"]
+        c, it = await first_item(live, tid)
         p = await c.listen(it["assignment_id"], 0)
         r = await c.vote({"assignment_id": it["assignment_id"], "score": 5})
         await c.aclose()

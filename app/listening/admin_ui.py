@@ -16,7 +16,7 @@ import pandas as pd
 from app.admin import AdminPolicy
 from app.listening.designer import SystemSpec, TestSpec, create_test, parse_prompts
 from app.listening.routes import export_zip
-from app.listening.service import Listening
+from app.listening.service import SHOW_TEXT_KINDS, Listening
 from backends.base import ListenlabError
 from evaluation.results import test_results
 
@@ -39,6 +39,11 @@ def _fmt(v: Any) -> str:
         return "–"
 
 
+def _ci_line(label: str, row: Any, value: str, low: str, high: str) -> str:
+    """``- LABEL: value [low, high] n=N`` for one row of a results table."""
+    return f"- {label}: {_fmt(row[value])} [{_fmt(row[low])}, {_fmt(row[high])}] n={int(row['n'])}"
+
+
 def summary_markdown(tables: dict[str, pd.DataFrame]) -> str:
     """Plain lines a person (and a test) can read: MOS ± CI, CMOS, MUSHRA medians, raters."""
     lines = []
@@ -54,10 +59,7 @@ def summary_markdown(tables: dict[str, pd.DataFrame]) -> str:
         if t is not None and not t.empty:
             lines.append(f"**{title}**")
             for _, x in t.iterrows():
-                lines.append(
-                    f"- MOS {x['system_id']}: {_fmt(x['mean'])} "
-                    f"[{_fmt(x['ci_low'])}, {_fmt(x['ci_high'])}] n={int(x['n'])}"
-                )
+                lines.append(_ci_line(f"MOS {x['system_id']}", x, "mean", "ci_low", "ci_high"))
     t = tables.get("ab")
     if t is not None and not t.empty:
         lines.append("**A/B** (CMOS = how much better y is than x, order corrected)")
@@ -73,8 +75,7 @@ def summary_markdown(tables: dict[str, pd.DataFrame]) -> str:
         lines.append("**MUSHRA** (median [95% CI])")
         for _, x in t.iterrows():
             lines.append(
-                f"- MUSHRA {x['condition']}: {_fmt(x['median'])} "
-                f"[{_fmt(x['median_low'])}, {_fmt(x['median_high'])}] n={int(x['n'])}"
+                _ci_line(f"MUSHRA {x['condition']}", x, "median", "median_low", "median_high")
             )
     return "\n".join(lines) or "No answers yet."
 
@@ -134,8 +135,15 @@ def build_admin(state: Any, svc: Listening):
             upload = gr.File(label="Prompt file (.txt, one per line)", file_types=[".txt"])
             with gr.Row():
                 items = gr.Number(value=10, precision=0, label="Items per rater")
-                screening = gr.Checkbox(value=True, label="Screening items (anchor, gold, trap)")
+                screening = gr.Checkbox(
+                    value=True,
+                    label="Screening items (anchor, gold, trap)",
+                    info="MOS: all three; A/B: the anchor against its clean source, once per side",
+                )
                 headphones = gr.Checkbox(value=True, label="Headphone check")
+                show_text = gr.Checkbox(value=True, label="Show the prompt text to raters")
+            # on by default for MOS and A/B (as the JSON route), off for MUSHRA and glitch hunts
+            kind.change(lambda k: gr.update(value=k in SHOW_TEXT_KINDS), kind, show_text)
             consent = gr.Textbox(lines=2, label="Consent text (empty: the default)")
             with gr.Row():
                 code = gr.Textbox(label="Completion code (empty: one per rater)")
@@ -158,6 +166,7 @@ def build_admin(state: Any, svc: Listening):
                 it,
                 scr,
                 hp,
+                shw,
                 cons,
                 cc,
                 rd,
@@ -196,6 +205,7 @@ def build_admin(state: Any, svc: Listening):
                             "reference": (ref or "").strip() or None,
                             "screening": scr,
                             "headphone_check": hp,
+                            "show_text": shw,
                             "consent": cons or None,
                             "completion_code": cc or None,
                             "redirect_url": rd or None,
@@ -222,6 +232,7 @@ def build_admin(state: Any, svc: Listening):
                     items,
                     screening,
                     headphones,
+                    show_text,
                     consent,
                     code,
                     redirect,

@@ -2,7 +2,9 @@
 
 A visitor's page never learns which systems it hears until it has voted: it asks for a battle
 (``arena_new``), then for a *side* (``arena_speak`` {battle_id, side}); the server picks the
-backend and streams it through the one player with :meth:`Session.run`. The vote unlocks on the
+backend and streams it through the one player with :meth:`Session.run`, seen through
+:class:`app.listening.blind.BlindSession`: every side arrives at one common rate, mono, and no
+message names a system, a rate or a chunk schedule until the vote is recorded. The vote unlocks on the
 server, not only in the page: each side must have been reported played (``arena_played``) and
 the report must be plausible for what the server streamed (:meth:`evaluation.arena.Arena.played`).
 
@@ -13,7 +15,7 @@ so the same owner is seen on ``/ll/ws`` and on the HTTP routes; the DB keeps onl
 WebSocket messages (page -> server; replies come back as JSON on the same socket):
 
 * ``arena_new`` {text, req} -> ``arena_battle`` {battle_id, text, req}
-* ``arena_speak`` {token, battle_id, side} -> the player's usual stream for ``token``
+* ``arena_speak`` {token, battle_id, side} -> the player's stream for ``token``, made blind
 * ``arena_played`` {battle_id, side, take_id, played_ms} -> ``arena_played`` {played, ready}
 * ``arena_vote`` {battle_id, choice} -> ``arena_voted`` {choice, counted, systems}
 * any refusal -> ``arena_error`` {message, reason, battle_id}
@@ -40,6 +42,7 @@ import numpy as np
 from fastapi import FastAPI, HTTPException, Request
 from fastapi.responses import JSONResponse, PlainTextResponse
 
+from app.listening.blind import BlindSession, common_rate
 from app.state import ASSETS
 from backends.base import SpeechRequest
 from evaluation.arena import (
@@ -115,6 +118,7 @@ class ArenaService:
         ]
         self._board: tuple[tuple[int, int, int], dict[str, Any]] | None = None
         self._board_lock = threading.Lock()
+        self._rate: tuple[tuple[str, ...], int] | None = None
 
     @property
     def systems(self) -> list[str]:
@@ -265,7 +269,22 @@ class ArenaService:
             session.send({"type": "error", "token": token, "message": str(e), "partial": False})
             self._refuse(session, e, msg)
             return
-        await session.begin(token, lambda t: self._stream(session, t, entry, req))
+        rate = self.stream_rate()
+        await session.begin(
+            token, lambda t: self._stream(BlindSession.over(session, t, rate), t, entry, req)
+        )
+
+    def stream_rate(self) -> int:
+        """The one rate every side is streamed at (:func:`app.listening.blind.common_rate` of
+        the configured systems; cached until the set of systems changes)."""
+        key = tuple(self.systems)
+        if self._rate is None or self._rate[0] != key:
+            rates = []
+            for e in list(self.state.backends.values()):
+                with contextlib.suppress(Exception):  # a remote backend may not know its rate
+                    rates.append(e.backend.capabilities.sample_rate)
+            self._rate = (key, common_rate(rates))
+        return self._rate[1]
 
     async def _stream(self, session: Any, token: int, entry: Any, req: SpeechRequest) -> None:
         """One side's stream through :meth:`Session.run`; then record how it ended.

@@ -13,24 +13,22 @@ from typing import TYPE_CHECKING, Any
 import pandas as pd
 
 from app.state import STATIC
+from evaluation.arena import BOARD_COLUMNS
 
 if TYPE_CHECKING:
     import gradio as gr
 
     from app.listening.arena import ArenaService
 
-BOARD_COLUMNS = [
-    "rank",
-    "system",
-    "rating",
-    "ci_low",
-    "ci_high",
-    "votes",
-    "wins",
-    "losses",
-    "ties",
-    "both_bad",
-]
+
+SIDE_HTML = """    <div class="ar-side" id="ar-side-{s}">
+      <div class="ar-title">System {S}</div>
+      <div class="ar-name" id="ar-name-{s}">hidden until you vote</div>
+      <div class="ar-state" id="ar-state-{s}">not played</div>
+      <button id="ar-play-{s}" type="button" disabled>Play {S}</button>
+    </div>
+"""
+"""One side's panel (``{s}``: a or b), filled in for both sides into ``ARENA_HTML``."""
 
 ARENA_HTML = """
 <div id="ll-arena" data-ready="0">
@@ -43,19 +41,7 @@ ARENA_HTML = """
     <span id="ar-count" class="ar-muted"></span>
   </div>
   <div class="ar-sides">
-    <div class="ar-side" id="ar-side-a">
-      <div class="ar-title">System A</div>
-      <div class="ar-name" id="ar-name-a">hidden until you vote</div>
-      <div class="ar-state" id="ar-state-a">not played</div>
-      <button id="ar-play-a" type="button" disabled>Play A</button>
-    </div>
-    <div class="ar-side" id="ar-side-b">
-      <div class="ar-title">System B</div>
-      <div class="ar-name" id="ar-name-b">hidden until you vote</div>
-      <div class="ar-state" id="ar-state-b">not played</div>
-      <button id="ar-play-b" type="button" disabled>Play B</button>
-    </div>
-  </div>
+__SIDES__  </div>
   <div class="ar-row ar-votes">
     <button id="ar-vote-a" type="button" disabled>A is better</button>
     <button id="ar-vote-tie" type="button" disabled>Tie</button>
@@ -65,6 +51,9 @@ ARENA_HTML = """
   <div id="ar-status" class="ar-status" role="status" aria-live="polite"></div>
 </div>
 """
+ARENA_HTML = ARENA_HTML.replace(
+    "__SIDES__", "".join(SIDE_HTML.format(s=s, S=s.upper()) for s in ("a", "b"))
+)
 
 ARENA_CSS = """
 #ll-arena { display: flex; flex-direction: column; gap: .6rem; }

@@ -131,51 +131,38 @@ class RaterClient:
             await self.play_event(assignment_id, slot, played)
         return Played(take, frames, sr, chunks, played, done, arrivals)
 
-    async def play_event(self, assignment_id: str, slot: int, played_ms: float) -> dict:
+    async def _ask(self, kind: str, replies: set[str], **fields: Any) -> dict:
+        """Send one rater message about this test and return the first reply of ``replies``."""
         ws = await self._socket()
-        await ws.send(
-            json.dumps(
-                {
-                    "type": "play_event",
-                    "test_id": self.test_id,
-                    "rater_token": self.token,
-                    "assignment_id": assignment_id,
-                    "slot": slot,
-                    "played_ms": played_ms,
-                }
-            )
-        )
+        msg = {"type": kind, "test_id": self.test_id, "rater_token": self.token, **fields}
+        await ws.send(json.dumps(msg))
         while True:
             m = await ws.recv()
             if isinstance(m, bytes):
                 continue
             d = json.loads(m)
-            if d.get("type") in {"play_saved", "listen_error"}:
+            if d.get("type") in replies:
                 return d
+
+    async def play_event(self, assignment_id: str, slot: int, played_ms: float) -> dict:
+        return await self._ask(
+            "play_event",
+            {"play_saved", "listen_error"},
+            assignment_id=assignment_id,
+            slot=slot,
+            played_ms=played_ms,
+        )
 
     async def glitch(self, assignment_id: str, slot: int, position_ms: float) -> dict:
         """A "G" mark at ``position_ms`` of the stimulus this client last streamed."""
-        ws = await self._socket()
-        await ws.send(
-            json.dumps(
-                {
-                    "type": "listen_glitch",
-                    "test_id": self.test_id,
-                    "rater_token": self.token,
-                    "assignment_id": assignment_id,
-                    "slot": slot,
-                    "position_ms": position_ms,
-                    "report_id": uuid.uuid4().hex,
-                }
-            )
+        return await self._ask(
+            "listen_glitch",
+            {"listen_glitch_saved", "listen_error"},
+            assignment_id=assignment_id,
+            slot=slot,
+            position_ms=position_ms,
+            report_id=uuid.uuid4().hex,
         )
-        while True:
-            m = await ws.recv()
-            if isinstance(m, bytes):
-                continue
-            d = json.loads(m)
-            if d.get("type") in {"listen_glitch_saved", "listen_error"}:
-                return d
 
     async def vote(self, body: dict[str, Any]) -> httpx.Response:
         body = {"answer_id": uuid.uuid4().hex, **body}

@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from app.listening.service import SHOW_TEXT_KINDS
 from app.state import ASSETS, BackendEntry
 from backends.base import InvalidRequest
 from evaluation.design import Design
@@ -69,6 +70,8 @@ class TestSpec:
     ab_mode: str = "cmos"
     screening: bool = True
     headphone_check: bool = True
+    show_text: bool | None = None
+    """Show the prompt's text on the vote page; None: yes for MOS and A/B, no otherwise."""
     consent: str | None = None
     completion_code: str | None = None
     redirect_url: str | None = None
@@ -112,6 +115,7 @@ class TestSpec:
                 ab_mode=str(d.get("ab_mode", "cmos")),
                 screening=bool(d.get("screening", True)),
                 headphone_check=bool(d.get("headphone_check", True)),
+                show_text=None if d.get("show_text") is None else bool(d["show_text"]),
                 consent=(str(d["consent"])[:4000] if d.get("consent") else None),
                 completion_code=(
                     str(d["completion_code"])[:64] if d.get("completion_code") else None
@@ -195,6 +199,7 @@ async def create_test(
         ],
         "backends": live,
         "headphone_check": spec.headphone_check,
+        "show_text": spec.show_text if spec.show_text is not None else spec.kind in SHOW_TEXT_KINDS,
         "consent": spec.consent,
         "completion_code": spec.completion_code,
         "redirect_url": spec.redirect_url,

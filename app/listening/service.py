@@ -73,6 +73,18 @@ class Item:
     need_ms: list[float]
     """Playback per slot the server needs before it takes a vote (listen-gating)."""
     has_reference: bool = False
+    text: str | None = None
+    """The prompt's text, when the test shows it (``show_text``); the page sets it as text."""
+
+
+SHOW_TEXT_KINDS = ("mos", "ab")
+"""Test types that show the prompt's text unless the test says otherwise."""
+
+
+def show_text(test: dict[str, Any]) -> bool:
+    """Whether the vote page shows the prompt's text (tests made before the option: by type)."""
+    v = test["config"].get("show_text")
+    return bool(v) if v is not None else test["kind"] in SHOW_TEXT_KINDS
 
 
 class Listening:
@@ -139,7 +151,13 @@ class Listening:
         for it in items:
             takes, conds, roles = [], [], []
             for sl in it.slots:
-                if it.stimulus in {"anchor", "gold", "trap"}:
+                if it.stimulus == "ab_check":  # the anchor against its clean source
+                    s = (
+                        find("anchor", ANCHOR, None)
+                        if sl.role == "anchor"
+                        else find("gold", sl.system, None)
+                    )
+                elif it.stimulus in {"anchor", "gold", "trap"}:
                     s = find(
                         it.stimulus,
                         sl.system
@@ -219,7 +237,15 @@ class Listening:
         takes = list(a.slots or (a.take_id,))
         need = [round(self._need(t["kind"], d), 1) for d in self._durations(takes)]
         has_ref = "reference" in (a.meta.get("roles") or [])
-        return Item(a.assignment_id, a.position, t["kind"], n, labels, need, has_ref)
+        text = self._text(takes[0]) if show_text(t) else None
+        return Item(a.assignment_id, a.position, t["kind"], n, labels, need, has_ref, text)
+
+    def _text(self, take_id: str) -> str | None:
+        """The text the clip speaks (for check items too, so they look like any other)."""
+        row = self.store.db.execute(
+            "SELECT text FROM takes WHERE take_id = ?", [take_id]
+        ).fetchone()
+        return None if row is None else row[0]
 
     def _finish(self, t: dict[str, Any], r: dict[str, Any]) -> dict[str, Any]:
         cfg = t["config"]
@@ -455,6 +481,8 @@ class Listening:
                 if not isinstance(cmos, int) or isinstance(cmos, bool) or not -3 <= cmos <= 3:
                     raise InvalidRequest("cmos must be an integer -3..+3 (B vs A)")
                 choice = "b" if cmos > 0 else "a" if cmos < 0 else "tie"
+            if a.role != "item":  # a check pair: scored by screening, never an A/B vote
+                return {"choice": choice, "cmos": cmos}, []
             systems = a.meta.get("systems") or [None, None]
             row = {
                 "vote_id": answer_id,
@@ -518,4 +546,4 @@ DEFAULT_CONSENT = (
     "at any time; closing the page keeps your progress."
 )
 
-__all__ = ["Denied", "Listening", "NotYet", "check_id"]
+__all__ = ["SHOW_TEXT_KINDS", "Denied", "Listening", "NotYet", "check_id", "show_text"]

@@ -55,7 +55,7 @@
     const cur = S.current;
     const mine = cur && player && player.current && player.current.token === cur.token;
     switch (type) {
-      case 'queued': if (mine) sideState(cur.side, 'waiting for the server (position ' + d.position + ')'); break;
+      case 'queued': if (mine) sideState(cur.side, 'waiting for the server…'); break;
       case 'start': if (mine) sideState(cur.side, 'streaming…'); break;
       case 'playing': if (mine) sideState(cur.side, 'playing…'); break;
       case 'underrun': if (mine) sideState(cur.side, 'playing (the stream stalled)…'); break;

@@ -187,6 +187,9 @@
       glitch: 'Listen to the whole clip and press G at every glitch you hear (click, gap, repeat…).',
     };
     $('lt-instructions').textContent = S.status.test.instructions || ins[kind] || '';
+    // the prompt's text, when the test shows it: always as text, never as markup
+    $('lt-text').textContent = typeof it.text === 'string' ? it.text : '';
+    $('lt-text').hidden = typeof it.text !== 'string' || !it.text;
     const slots = $('lt-slots'); slots.replaceChildren();
     $('lt-reference').hidden = !(kind === 'mushra' && it.has_reference);
     for (let i = 0; i < it.slots; i++) {

@@ -1,0 +1,321 @@
+"""``listenlab test``: listening tests from the command line, mirroring the Python API.
+
+* ``listenlab test create`` builds the same JSON spec as ``POST /ll/admin/tests`` (or reads it
+  with ``--spec``), parses it with :meth:`app.listening.designer.TestSpec.from_dict` and calls
+  :func:`app.listening.designer.create_test`, the function the admin designer calls: one
+  implementation, so a test made here is the same as one made by clicking. It records the
+  stimuli with a progress line on stderr.
+* ``listenlab test list`` is :meth:`evaluation.listening.TestStore.list_tests`.
+* ``listenlab test results ID`` is :func:`evaluation.results.test_results` (``--json`` gives
+  the same JSON as ``GET /ll/admin/tests/ID/results``).
+* ``listenlab test open|close ID`` is :meth:`TestStore.set_status`.
+
+Systems are backend specs (``--system joe=piper``, ``--system qwen=piper?profile=qwen3-tts``);
+they are loaded in this process, so the ``live`` condition (which needs a running server's
+backend) is not available here.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+from backends.base import InvalidRequest
+
+DESIGN_KINDS = ("mos", "ab", "mushra", "glitch")
+
+
+def _open_store(path: str | None, *, read_only: bool = False):
+    from app.state import default_db, journal_mode_for
+    from evaluation.store import Store
+
+    db = path or default_db()
+    return Store.open(db, journal_mode=journal_mode_for(db), read_only=read_only)
+
+
+def _system(arg: str, condition: str, voice: str | None) -> dict[str, Any]:
+    """``NAME=SPEC`` or ``SPEC`` (named after its backend, as ``listenlab serve`` does)."""
+    from app.state import parse_backend_args
+
+    ((name, spec),) = parse_backend_args([arg])
+    return {"name": name, "backend": spec, "voice": voice, "condition": condition}
+
+
+def _params(text: str | None) -> dict[str, Any]:
+    """``seed=1&speed=1.1`` -> {seed: 1, speed: 1.1} (the designer's params field)."""
+    from urllib.parse import parse_qsl
+
+    out: dict[str, Any] = {}
+    for k, v in parse_qsl(text or "", keep_blank_values=True, strict_parsing=bool(text)):
+        try:
+            out[k] = int(v)
+        except ValueError:
+            try:
+                out[k] = float(v)
+            except ValueError:
+                out[k] = v
+    return out
+
+
+def spec_from_args(args: argparse.Namespace) -> dict[str, Any]:
+    """The ``POST /ll/admin/tests`` body these options describe (``--spec`` first, then flags)."""
+    spec: dict[str, Any] = {}
+    if args.spec:
+        try:
+            spec = json.loads(Path(args.spec).read_text(encoding="utf-8"))
+        except (OSError, ValueError) as e:
+            raise InvalidRequest(f"cannot read the test spec {args.spec}: {e}") from None
+        if not isinstance(spec, dict):
+            raise InvalidRequest("the test spec must be a JSON object")
+    if args.system:
+        params = _params(args.params)
+        spec["systems"] = [
+            {**_system(s, args.condition, args.voice), "params": params} for s in args.system
+        ]
+    if args.prompts_file:
+        try:
+            spec["prompts"] = Path(args.prompts_file).read_text(encoding="utf-8")
+        except (OSError, UnicodeDecodeError) as e:
+            raise InvalidRequest(f"cannot read prompts from {args.prompts_file}: {e}") from None
+    elif args.prompt:
+        spec["prompts"] = list(args.prompt)
+    elif args.harvard is not None or "prompts" not in spec:
+        spec["prompts"] = {"source": "harvard", "n": args.harvard or 10}
+    for key, value in (
+        ("name", args.name),
+        ("kind", args.type),
+        ("items_per_rater", args.items_per_rater),
+        ("reference", args.reference),
+        ("ab_mode", args.ab_mode),
+        ("consent", args.consent),
+        ("completion_code", args.completion_code),
+        ("redirect_url", args.redirect_url),
+        ("seed", args.seed),
+        ("screening", args.screening),
+        ("headphone_check", args.headphone_check),
+        ("show_text", args.show_text),
+    ):
+        if value is not None:
+            spec[key] = value
+    if args.draft:
+        spec["open"] = False
+    if not spec.get("systems"):
+        raise InvalidRequest("give the systems: --system NAME=SPEC (twice or more), or --spec")
+    return spec
+
+
+class ProgressLine:
+    """One self-overwriting progress line on a terminal, plain lines otherwise."""
+
+    def __init__(self, stream=None):
+        self.stream = stream or sys.stderr
+        self.tty = bool(getattr(self.stream, "isatty", lambda: False)())
+        self.t0 = time.monotonic()
+        self.last = ""
+
+    def __call__(self, frac: float, msg: str) -> None:
+        line = f"generating stimuli {frac * 100:5.1f}%  {msg}  ({time.monotonic() - self.t0:.0f} s)"
+        if line == self.last:
+            return
+        self.last = line
+        self.stream.write(("\r\x1b[K" + line) if self.tty else line + "\n")
+        self.stream.flush()
+
+    def close(self) -> None:
+        if self.tty and self.last:
+            self.stream.write("\n")
+            self.stream.flush()
+
+
+def _run_create(args: argparse.Namespace) -> int:
+    from app.listening.designer import TestSpec, create_test
+    from app.state import AppState
+
+    spec = TestSpec.from_dict(spec_from_args(args))  # the admin route's parser
+    store = _open_store(args.db)
+    progress = ProgressLine()
+    try:
+        state = AppState(backends={}, default="", store=store, library=None)
+        test_id = asyncio.run(create_test(state, spec, progress))
+        progress.close()
+        t = _tests(store).require_test(test_id)
+        n = len(_tests(store).stimuli(test_id))
+    finally:
+        store.close()
+    out = {"test_id": test_id, "url": f"/listen/{test_id}", "status": t["status"], "stimuli": n}
+    if args.json:
+        print(json.dumps(out))
+    else:
+        print(
+            f"test {test_id} ({t['kind']}, {n} stimuli) is {t['status']}: raters open "
+            f"/listen/{test_id} on `listenlab serve --db {args.db or '<default>'}`"
+        )
+    return 0
+
+
+def _tests(store):
+    from evaluation.listening import TestStore
+
+    return TestStore(store)
+
+
+def _run_list(args: argparse.Namespace) -> int:
+    from app.listening.routes import _clean
+
+    store = _open_store(args.db, read_only=True)
+    try:
+        rows = _clean(_tests(store).list_tests())
+    finally:
+        store.close()
+    if args.json:
+        print(json.dumps({"tests": rows}))
+        return 0
+    if not rows:
+        print("no tests")
+        return 0
+    import pandas as pd
+
+    print(pd.DataFrame(rows).to_string(index=False))
+    return 0
+
+
+def _run_results(args: argparse.Namespace) -> int:
+    from app.listening.routes import frames_json
+    from evaluation.results import test_results
+
+    store = _open_store(args.db, read_only=True)
+    try:
+        tests = _tests(store)
+        t = tests.require_test(args.test_id)
+        tables = test_results(tests, args.test_id, include_screened=args.include_screened)
+    finally:
+        store.close()
+    if args.csv:
+        folder = Path(args.csv)
+        folder.mkdir(parents=True, exist_ok=True)
+        for name, df in tables.items():
+            df.to_csv(folder / f"{args.test_id}_{name}.csv", index=False)
+    if args.json:
+        print(json.dumps(frames_json(tables)))
+        return 0
+    import pandas as pd
+
+    print(f"{t['name']} ({t['kind']}, {t['status']})")
+    with pd.option_context("display.width", 160, "display.max_columns", 30):
+        for name, df in tables.items():
+            print(f"\n== {name} ==")
+            print(df.to_string(index=False) if not df.empty else "(none)")
+    return 0
+
+
+def _run_status(args: argparse.Namespace) -> int:
+    store = _open_store(args.db)
+    try:
+        _tests(store).set_status(args.test_id, "open" if args.command_test == "open" else "closed")
+    finally:
+        store.close()
+    print(f"test {args.test_id} is {'open' if args.command_test == 'open' else 'closed'}")
+    return 0
+
+
+def _flag(p: argparse.ArgumentParser, name: str, help_: str) -> None:
+    """``--NAME`` / ``--no-NAME``; unset keeps the spec's (or the designer's) default."""
+    p.add_argument(f"--{name}", action=argparse.BooleanOptionalAction, default=None, help=help_)
+
+
+def add_cli(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser(
+        "test",
+        help="listening tests: create (with stimuli), list, results, open, close",
+        description="Listening tests from the command line: the same functions as the admin "
+        "designer (/admin/tests) and its JSON routes.",
+    )
+    tsub = p.add_subparsers(dest="command_test", required=True, help="what to do")
+    db_help = (
+        "SQLite store (default $LISTENLAB_DB, $LISTENLAB_DATA/listenlab.db or data/listenlab.db)"
+    )
+
+    c = tsub.add_parser(
+        "create",
+        help="design a test and record its stimuli",
+        description="Design a test and record its stimuli (each system x prompt as a stored, "
+        "loudness-normalised take, plus the screening items). Example: listenlab test create "
+        "--type mos --system joe=piper --system qwen='piper?profile=qwen3-tts' --harvard 5",
+    )
+    c.add_argument("--db", help=db_help)
+    c.add_argument(
+        "--spec", metavar="FILE", help="a JSON test spec (the POST /ll/admin/tests body)"
+    )
+    c.add_argument("--name", help="test name")
+    c.add_argument("--type", choices=DESIGN_KINDS, help="test type (default mos)")
+    c.add_argument(
+        "--system",
+        action="append",
+        metavar="NAME=SPEC",
+        help="a system: a backend spec, e.g. joe=piper or qwen='piper?profile=qwen3-tts' "
+        "(repeat; two configurations of one backend are two systems)",
+    )
+    c.add_argument("--voice", help="voice for every system (default: each backend's default)")
+    c.add_argument(
+        "--params", metavar="QUERY", help="request params for every system: seed=1&speed=1"
+    )
+    c.add_argument(
+        "--condition",
+        choices=("as_streamed", "whole"),
+        default="as_streamed",
+        help="as_streamed replays each take's recorded chunk timeline; whole sends it at once "
+        "(default %(default)s)",
+    )
+    src = c.add_mutually_exclusive_group()
+    src.add_argument(
+        "--harvard",
+        type=int,
+        metavar="N",
+        help="the first N bundled Harvard sentences (default 10)",
+    )
+    src.add_argument("--prompts-file", metavar="FILE", help="a text file, one prompt per line")
+    src.add_argument("--prompt", action="append", metavar="TEXT", help="a prompt (repeat)")
+    c.add_argument("--items-per-rater", type=int, help="items per rater (default 10)")
+    c.add_argument("--reference", metavar="NAME", help="MUSHRA: the reference system")
+    c.add_argument("--ab-mode", choices=("cmos", "forced"), help="A/B: CMOS -3..+3 or forced A/B")
+    _flag(c, "screening", "screening items (MOS: anchor, gold, trap; A/B: check pairs)")
+    _flag(c, "headphone-check", "the antiphase headphone check before the items")
+    _flag(c, "show-text", "show the prompt's text on the vote page (default on for MOS and A/B)")
+    c.add_argument("--consent", help="consent text shown before the test")
+    c.add_argument("--completion-code", help="fixed completion code (default: one per rater)")
+    c.add_argument("--redirect-url", help="https://… URL to send raters to at the end ({code})")
+    c.add_argument("--seed", type=int, help="design seed")
+    c.add_argument("--draft", action="store_true", help="leave the test as a draft (not open)")
+    c.add_argument("--json", action="store_true", help="print {test_id, url, status} as JSON")
+    c.set_defaults(func=_run_create)
+
+    ls = tsub.add_parser("list", help="list the tests in the store")
+    ls.add_argument("--db", help=db_help)
+    ls.add_argument("--json", action="store_true", help="print JSON")
+    ls.set_defaults(func=_run_list)
+
+    r = tsub.add_parser(
+        "results",
+        help="a test's results: MOS, A/B, MUSHRA, glitches and the rater table",
+        description="A test's results, computed as on the admin Results tab.",
+    )
+    r.add_argument("test_id", metavar="ID")
+    r.add_argument("--db", help=db_help)
+    r.add_argument("--include-screened", action="store_true", help="keep screened-out raters")
+    r.add_argument("--json", action="store_true", help="the JSON of GET /ll/admin/tests/ID/results")
+    r.add_argument("--csv", metavar="DIR", help="also write each table as DIR/ID_TABLE.csv")
+    r.set_defaults(func=_run_results)
+
+    for verb in ("open", "close"):
+        s = tsub.add_parser(verb, help=f"{verb} a test for votes")
+        s.add_argument("test_id", metavar="ID")
+        s.add_argument("--db", help=db_help)
+        s.set_defaults(func=_run_status)
+
+
+__all__ = ["add_cli", "spec_from_args"]
