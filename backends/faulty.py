@@ -43,9 +43,8 @@ from backends.base import (
     Health,
     InvalidRequest,
     SpeechRequest,
-    Voice,
 )
-from backends.registry import register_wrapper
+from backends.registry import WrapperBackend, register_wrapper
 
 FAULTS = {
     "replay": "re-send the last fault_s seconds after seam fault_seam",
@@ -68,10 +67,12 @@ class _Live:
     order: int = 0
 
 
-class FaultyBackend(Backend):
+class FaultyBackend(WrapperBackend):
     """``inner`` with the bug ``fault``; per-request state lives in ``_live`` until it ends."""
 
     name = "faulty"
+    trigger = "fault"
+    example = "piper?deterministic=1&fault=replay"
 
     def __init__(self, inner: Backend, fault: str, seam: int = 1, seconds: float = 0.6):
         self.inner, self.fault, self.seam, self.seconds = inner, fault, seam, seconds
@@ -89,40 +90,21 @@ class FaultyBackend(Backend):
         if not self.seconds > 0:
             raise InvalidRequest(f"fault_s must be > 0, got {self.seconds}")
 
-    @classmethod
-    def from_params(cls, params: dict[str, str], target: str | None = None) -> FaultyBackend:
-        raise InvalidRequest(
-            "fault is a wrapper, not an engine: add it to a backend spec, "
-            "e.g. 'piper?deterministic=1&fault=replay'"
-        )
-
     # -- delegation
 
     @property
     def capabilities(self) -> Capabilities:
         return self.inner.capabilities
 
-    def describe(self) -> str:
-        inner = self.inner.describe()
-        return self.spec or f"{inner}{'&' if '?' in inner else '?'}fault={self.fault}"
-
-    def warm_up(self) -> None:
-        warm = getattr(self.inner, "warm_up", None)
-        if callable(warm):
-            warm()
+    def trigger_value(self) -> str:
+        return self.fault
 
     async def synthesize(self, request: SpeechRequest) -> Audio:
         return await self.inner.synthesize(request)
 
-    async def voices(self) -> list[Voice]:
-        return await self.inner.voices()
-
     async def health(self) -> Health:
         h = await self.inner.health()
         return Health(h.ok, f"{h.detail} with fault {self.fault}")
-
-    async def aclose(self) -> None:
-        await self.inner.aclose()
 
     # -- the faults
 

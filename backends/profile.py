@@ -46,7 +46,7 @@ from backends.base import (
     SpeechRequest,
     Voice,
 )
-from backends.registry import register_wrapper
+from backends.registry import WrapperBackend, register_wrapper
 
 VLLM_OMNI = "vllm-project/vllm-omni"
 
@@ -490,7 +490,7 @@ class _Converter:
         return x
 
 
-class ProfileBackend(Backend):
+class ProfileBackend(WrapperBackend):
     """Any backend, re-emitted on the wire as ``profile`` (see the module docstring).
 
     ``synthesize`` is the base class's join of the stream, so a non-streaming answer comes when
@@ -498,6 +498,8 @@ class ProfileBackend(Backend):
     """
 
     name = "profile"
+    trigger = "profile"
+    example = "piper?profile=qwen3-tts"
 
     def __init__(self, inner: Backend, profile: WireProfile, *, queue_chunks: int = 16):
         self.inner = inner
@@ -507,19 +509,6 @@ class ProfileBackend(Backend):
         # name), so clients that pick settings by model id meet what that server would say.
         self.name = profile.model
 
-    def warm_up(self) -> None:
-        """Warm the inner voice (``listenlab api`` calls this before serving)."""
-        warm = getattr(self.inner, "warm_up", None)
-        if callable(warm):
-            warm()
-
-    @classmethod
-    def from_params(cls, params: dict[str, str], target: str | None = None) -> ProfileBackend:
-        raise InvalidRequest(
-            "profile is a wrapper, not an engine: add it to a backend spec, "
-            "e.g. 'piper?profile=qwen3-tts'"
-        )
-
     @property
     def capabilities(self) -> Capabilities:
         return replace(
@@ -528,12 +517,8 @@ class ProfileBackend(Backend):
             channels=self.profile.channels,
         )
 
-    def describe(self) -> str:
-        inner = self.inner.describe()
-        return self.spec or f"{inner}{'&' if '?' in inner else '?'}profile={self.profile.name}"
-
-    async def voices(self) -> list[Voice]:
-        return await self.inner.voices()
+    def trigger_value(self) -> str:
+        return self.profile.name
 
     async def add_voice(
         self, name: str, wav: bytes, *, ref_text: str | None = None, consent: str = ""
@@ -546,9 +531,6 @@ class ProfileBackend(Backend):
     async def health(self) -> Health:
         h = await self.inner.health()
         return Health(h.ok, f"{h.detail} as profile {self.profile.name}")
-
-    async def aclose(self) -> None:
-        await self.inner.aclose()
 
     async def refresh(self) -> Capabilities:
         """Let a remote inner engine learn its capabilities; the format stays the profile's."""

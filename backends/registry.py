@@ -19,9 +19,10 @@ import pkgutil
 import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import ClassVar
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
-from backends.base import Backend, UnknownBackend
+from backends.base import Backend, InvalidRequest, UnknownBackend, Voice
 
 _ENGINES: dict[str, type[Backend]] = {}
 _WRAPPERS: dict[str, tuple[Callable[[Backend, dict[str, str]], Backend], frozenset[str]]] = {}
@@ -45,6 +46,49 @@ def register_wrapper(
     ``consumes`` are the parameter names the wrapper owns; they are not passed to the engine.
     """
     _WRAPPERS[trigger] = (factory, frozenset(consumes) | {trigger})
+
+
+class WrapperBackend(Backend):
+    """A backend around ``inner`` that a spec parameter (``trigger``) adds to any engine.
+
+    It is not an engine of its own (no spec names it), and it passes warm-up, voices and closing
+    through to ``inner``; subclasses say what they change.
+    """
+
+    trigger: ClassVar[str]
+    example: ClassVar[str]
+    """A spec that uses the wrapper (shown when someone names it as an engine)."""
+    inner: Backend
+
+    @classmethod
+    def from_params(cls, params: dict[str, str], target: str | None = None) -> Backend:
+        raise InvalidRequest(
+            f"{cls.trigger} is a wrapper, not an engine: add it to a backend spec, "
+            f"e.g. {cls.example!r}"
+        )
+
+    def trigger_value(self) -> str:
+        """The ``trigger`` parameter's value, for :meth:`describe`."""
+        raise NotImplementedError
+
+    def describe(self) -> str:
+        inner = self.inner.describe()
+        return (
+            self.spec
+            or f"{inner}{'&' if '?' in inner else '?'}{self.trigger}={self.trigger_value()}"
+        )
+
+    def warm_up(self) -> None:
+        """Warm the inner voice (``listenlab api`` calls this before serving)."""
+        warm = getattr(self.inner, "warm_up", None)
+        if callable(warm):
+            warm()
+
+    async def voices(self) -> list[Voice]:
+        return await self.inner.voices()
+
+    async def aclose(self) -> None:
+        await self.inner.aclose()
 
 
 def _discover() -> None:

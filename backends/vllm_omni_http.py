@@ -308,6 +308,15 @@ class _Framer:
     def leftover(self) -> int:
         return len(self.buf)
 
+    def check_end(self, what: str, empty: str, *, cut_note: str = "") -> None:
+        """After the final :meth:`take`: stray bytes mean a cut stream, no chunk means no audio."""
+        if self.leftover():
+            raise BackendError(
+                f"{what} ended mid-frame ({self.leftover()} stray bytes){cut_note}", partial=True
+            )
+        if self.index == 0:
+            raise BackendError(empty)
+
 
 # --------------------------------------------------------------------------- SSE
 
@@ -711,6 +720,12 @@ class VllmOmniHttpBackend(Backend):
             body["sample_rate"] = self.options.sample_rate
         return body
 
+    async def _assume_format(self, framer: _Framer, what: str, channels: int | None = None) -> None:
+        """Set ``framer``'s rate/channels from :meth:`_fallback_format` and note the assumption."""
+        framer.sample_rate, framer.channels, framer.assumed = await self._fallback_format(
+            what, channels
+        )
+
     async def _fallback_format(
         self, what: str, channels: int | None = None
     ) -> tuple[int, int, str]:
@@ -823,19 +838,13 @@ class VllmOmniHttpBackend(Backend):
             if not wav and not framer.known:
                 if self.options.format == "wav":
                     raise BackendError(not_wav_message(data))
-                (
-                    framer.sample_rate,
-                    framer.channels,
-                    framer.assumed,
-                ) = await self._fallback_format("the raw PCM stream")
+                await self._assume_format(framer, "the raw PCM stream")
             if wav and not framer.known:
                 header += data
-                fmt = parse_wav_header(header)
-                if fmt is None:
+                body = self._start_wav(framer, header)
+                if body is None:
                     continue
-                self._check_rate(fmt.sample_rate)
-                framer.sample_rate, framer.channels = fmt.sample_rate, fmt.channels
-                data = header[fmt.data_offset :]
+                data = body
             framer.feed(data)
             chunk = framer.take()
             if chunk is not None:
@@ -847,13 +856,20 @@ class VllmOmniHttpBackend(Backend):
         chunk = framer.take(final=True)
         if chunk is not None:
             yield chunk
-        if framer.leftover():
-            raise BackendError(
-                f"the audio stream ended mid-frame ({framer.leftover()} stray bytes): the connection was cut",
-                partial=True,
-            )
-        if framer.index == 0:
-            raise BackendError("the server ended the stream without sending any audio")
+        framer.check_end(
+            "the audio stream",
+            "the server ended the stream without sending any audio",
+            cut_note=": the connection was cut",
+        )
+
+    def _start_wav(self, framer: _Framer, header: bytes) -> bytes | None:
+        """Once ``header`` holds a whole WAV header: set ``framer``'s format, return the audio after it."""
+        fmt = parse_wav_header(header)
+        if fmt is None:
+            return None
+        self._check_rate(fmt.sample_rate)
+        framer.sample_rate, framer.channels = fmt.sample_rate, fmt.channels
+        return header[fmt.data_offset :]
 
     def _check_rate(self, rate: int) -> None:
         pinned = self.options.sample_rate
@@ -917,20 +933,14 @@ class VllmOmniHttpBackend(Backend):
                     if not framer.known:
                         if fmt_name == "wav":
                             header += raw
-                            wf = parse_wav_header(header)
-                            if wf is None:
+                            body = self._start_wav(framer, header)
+                            if body is None:
                                 continue
-                            self._check_rate(wf.sample_rate)
-                            framer.sample_rate, framer.channels = wf.sample_rate, wf.channels
-                            raw = header[wf.data_offset :]
+                            raw = body
                         else:
                             if self.options.format == "wav":
                                 raise BackendError(not_wav_message(raw))
-                            (
-                                framer.sample_rate,
-                                framer.channels,
-                                framer.assumed,
-                            ) = await self._fallback_format("the PCM SSE stream")
+                            await self._assume_format(framer, "the PCM SSE stream")
                     framer.feed(raw)
                     chunk = framer.take()
                     if chunk is not None:
@@ -939,15 +949,9 @@ class VllmOmniHttpBackend(Backend):
                     chunk = framer.take(final=True)
                     if chunk is not None:
                         yield chunk
-                    if framer.leftover():
-                        raise BackendError(
-                            f"the SSE audio ended mid-frame ({framer.leftover()} stray bytes)",
-                            partial=True,
-                        )
-                    if framer.index == 0:
-                        raise BackendError(
-                            "the server finished (speech.audio.done) without any audio"
-                        )
+                    framer.check_end(
+                        "the SSE audio", "the server finished (speech.audio.done) without any audio"
+                    )
                     finished = True  # read on to EOF: nothing may follow the terminal event
                 elif kind == "speech.audio.error":
                     err = payload.get("error") if isinstance(payload.get("error"), dict) else {}
@@ -1059,12 +1063,8 @@ class VllmOmniHttpBackend(Backend):
                             self._check_rate(sr)
                             framer.sample_rate, framer.channels = sr, int(ch or 1)
                         else:
-                            (
-                                framer.sample_rate,
-                                framer.channels,
-                                framer.assumed,
-                            ) = await self._fallback_format(
-                                "the WebSocket stream (audio.start has no sample_rate)", ch
+                            await self._assume_format(
+                                framer, "the WebSocket stream (audio.start has no sample_rate)", ch
                             )
                 elif kind == "audio.done":
                     if m.get("error"):
@@ -1075,13 +1075,10 @@ class VllmOmniHttpBackend(Backend):
                     chunk = framer.take(final=True)
                     if chunk is not None:
                         yield chunk
-                    if framer.leftover():
-                        raise BackendError(
-                            f"the WebSocket audio ended mid-frame ({framer.leftover()} stray bytes)",
-                            partial=True,
-                        )
-                    if framer.index == 0:
-                        raise BackendError("the server finished (session.done) without any audio")
+                    framer.check_end(
+                        "the WebSocket audio",
+                        "the server finished (session.done) without any audio",
+                    )
                     done = True
                     return
                 elif kind == "error":

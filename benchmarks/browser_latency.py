@@ -32,7 +32,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from tests._app_util import chromium, live_server, open_playground, tmp_db  # noqa: E402
+from tests._app_util import chromium, live_server, open_playground, speak, tmp_db  # noqa: E402
 
 TEXT = "Hello there. This is a quick latency test of the streaming player."
 CLICK_PROBE = """
@@ -73,16 +73,20 @@ def median(xs):
     return round(statistics.median(xs), 1) if xs else None
 
 
+def speak_to_end(ctx, live, backend_label: str, text: str, timeout_ms: float):
+    """A fresh Playground load that speaks ``text`` and has finished playing it; the page."""
+    page = open_playground(ctx, live.url)
+    speak(page, text, backend_label)
+    page.wait_for_function(
+        "window.listenlab.last && window.listenlab.last.finished", timeout=timeout_ms
+    )
+    return page
+
+
 def run_listenlab(ctx, live, backend_label: str, runs: int, shot: Path | None) -> dict:
     overheads, totals, ttfas, stalls, stall_ms, first_sound = [], [], [], [], [], []
     for i in range(runs + 1):  # the first load warms caches and is not counted
-        page = open_playground(ctx, live.url)
-        page.select_option("#ll-backend", backend_label)
-        page.fill("#ll-text", TEXT)
-        page.click("#ll-speak")
-        page.wait_for_function(
-            "window.listenlab.last && window.listenlab.last.finished", timeout=90_000
-        )
+        page = speak_to_end(ctx, live, backend_label, TEXT, timeout_ms=90_000)
         r = page.evaluate(
             """() => { const g = window.listenlab.last;
             return {click: window.__ll_click, clickT: g.clickT, sched: g.firstScheduledMs,
@@ -125,9 +129,7 @@ def screenshot(ctx, live, backend_label: str, path: Path) -> None:
     """The Playground after a paragraph, with one glitch mark, for the README."""
     page = open_playground(ctx, live.url)
     page.set_viewport_size({"width": 1100, "height": 1400})
-    page.select_option("#ll-backend", backend_label)
-    page.fill("#ll-text", PARAGRAPH)
-    page.click("#ll-speak")
+    speak(page, PARAGRAPH, backend_label)
     page.wait_for_function("window.listenlab.positionMs() > 2500", timeout=60_000)
     page.select_option("#ll-glitch-kind", "click")
     page.locator("body").press("g")
@@ -190,13 +192,7 @@ def run_schedule(ctx, live, label: str, loads: int) -> dict:
     """Median over fresh page loads of the start rule's record on one schedule."""
     rows = []
     for i in range(loads + 1):  # the first load warms up and teaches the learnt priors
-        page = open_playground(ctx, live.url)
-        page.select_option("#ll-backend", label)
-        page.fill("#ll-text", PARAGRAPH)
-        page.click("#ll-speak")
-        page.wait_for_function(
-            "window.listenlab.last && window.listenlab.last.finished", timeout=180_000
-        )
+        page = speak_to_end(ctx, live, label, PARAGRAPH, timeout_ms=180_000)
         r = page.evaluate(
             """() => { const g = window.listenlab.last;
             return {click: window.__ll_click, clickT: g.clickT, sound: g.firstSoundMs,

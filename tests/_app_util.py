@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import base64
 import contextlib
-import socket
 import tempfile
 import threading
 import time
@@ -15,6 +14,8 @@ from typing import Any
 
 import numpy as np
 import uvicorn
+
+from tests._remote_util import free_port
 
 CHROMIUM = "/usr/bin/chromium"
 CHROMIUM_FLAGS = [
@@ -27,12 +28,6 @@ CHROMIUM_FLAGS = [
     "--disable-component-update",
     "--disable-sync",
 ]
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 @dataclass
@@ -91,6 +86,13 @@ def open_playground(ctx, url: str, timeout_ms: float = 30_000):
     page.goto(url)
     page.wait_for_selector("#ll-root[data-ready='1']", timeout=timeout_ms)
     return page
+
+
+def speak(page, text: str, backend: str = "piper") -> None:
+    """In the Playground: pick ``backend``, type ``text`` and press Speak."""
+    page.select_option("#ll-backend", backend)
+    page.fill("#ll-text", text)
+    page.click("#ll-speak")
 
 
 def wait_finished(page, timeout_ms: float = 60_000) -> dict[str, Any]:

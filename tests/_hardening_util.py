@@ -1,6 +1,6 @@
 """Attack material and measuring tools shared by the hardening tests and benchmarks/abuse.py.
 
-A server under attack runs as a real child process (``listenlab api`` / ``listenlab serve``), so
+A server under attack runs as a real child process (``tests._remote_util.listenlab_process``), so
 its memory can be read from ``/proc/<pid>/status`` without the test's own allocations in it.
 """
 
@@ -9,30 +9,16 @@ from __future__ import annotations
 import contextlib
 import io
 import json
-import os
 import struct
 import subprocess
 import sys
 import threading
 import time
-from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
-import httpx
 import numpy as np
 import soundfile as sf
-
-ROOT = Path(__file__).resolve().parents[1]
-
-
-def free_port() -> int:
-    import socket
-
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
 
 # --------------------------------------------------------------------------- attack material
 
@@ -167,50 +153,3 @@ class HealthProbe:
             self._proc.wait(35)
         if self._reader is not None:
             self._reader.join(5)
-
-
-@dataclass
-class Child:
-    url: str
-    proc: subprocess.Popen
-
-    @property
-    def pid(self) -> int:
-        return self.proc.pid
-
-
-@contextlib.contextmanager
-def listenlab_process(
-    command: str, *args: str, health: str, env: dict[str, str] | None = None, timeout: float = 90
-) -> Iterator[Child]:
-    """``listenlab COMMAND ARGS --port P`` as a child process, until ``health`` answers 200."""
-    port = free_port()
-    full_env = {**os.environ, "PYTHONUNBUFFERED": "1", **(env or {})}
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "app.cli", command, *args, "--port", str(port)],
-        cwd=ROOT,
-        env=full_env,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.PIPE,
-    )
-    url = f"http://127.0.0.1:{port}"
-    try:
-        deadline = time.monotonic() + timeout
-        while True:
-            if proc.poll() is not None:
-                err = proc.stderr.read().decode(errors="replace") if proc.stderr else ""
-                raise RuntimeError(f"listenlab {command} exited with {proc.returncode}: {err}")
-            with contextlib.suppress(httpx.HTTPError):
-                if httpx.get(url + health, timeout=2, trust_env=False).status_code == 200:
-                    break
-            if time.monotonic() > deadline:
-                raise RuntimeError(f"listenlab {command} did not become healthy")
-            time.sleep(0.2)
-        yield Child(url, proc)
-    finally:
-        proc.terminate()
-        try:
-            proc.wait(10)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()

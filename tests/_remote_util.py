@@ -15,6 +15,7 @@ import sys
 import threading
 import time
 from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
 
 import httpx
@@ -26,6 +27,22 @@ def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return s.getsockname()[1]
+
+
+def cli(*args: str, check: bool = True) -> subprocess.CompletedProcess:
+    """``listenlab ARGS`` run to the end (3 min at most); with ``check`` a failure raises."""
+    p = subprocess.run(
+        [sys.executable, "-m", "app.cli", *args],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=180,
+    )
+    if check and p.returncode != 0:
+        raise AssertionError(
+            f"listenlab {' '.join(args)} -> {p.returncode}\n{p.stdout}\n{p.stderr}"
+        )
+    return p
 
 
 class ServerThread:
@@ -92,28 +109,50 @@ def serve_api(backend, **app_kwargs) -> Iterator[str]:
 @contextlib.contextmanager
 def api_subprocess(spec: str, *extra: str, timeout: float = 60.0) -> Iterator[str]:
     """``listenlab api --backend SPEC`` as a real child process; yields the base URL."""
+    with listenlab_process(
+        "api", "--backend", spec, *extra, health="/health", timeout=timeout
+    ) as c:
+        yield c.url
+
+
+@dataclass
+class Child:
+    url: str
+    proc: subprocess.Popen
+
+    @property
+    def pid(self) -> int:
+        return self.proc.pid
+
+
+@contextlib.contextmanager
+def listenlab_process(
+    command: str, *args: str, health: str, env: dict[str, str] | None = None, timeout: float = 90
+) -> Iterator[Child]:
+    """``listenlab COMMAND ARGS --port P`` as a child process, until ``health`` answers 200."""
     port = free_port()
-    env = {**os.environ, "PYTHONUNBUFFERED": "1"}
-    cmd = [sys.executable, "-m", "app.cli", "api", "--backend", spec, "--port", str(port), *extra]
+    full_env = {**os.environ, "PYTHONUNBUFFERED": "1", **(env or {})}
     proc = subprocess.Popen(
-        cmd, cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT
+        [sys.executable, "-m", "app.cli", command, *args, "--port", str(port)],
+        cwd=ROOT,
+        env=full_env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
     )
     url = f"http://127.0.0.1:{port}"
     try:
         deadline = time.monotonic() + timeout
         while True:
             if proc.poll() is not None:
-                out = proc.stdout.read().decode(errors="replace") if proc.stdout else ""
-                raise RuntimeError(f"listenlab api exited with {proc.returncode}: {out}")
-            try:
-                if httpx.get(url + "/health", timeout=1, trust_env=False).status_code == 200:
+                err = proc.stderr.read().decode(errors="replace") if proc.stderr else ""
+                raise RuntimeError(f"listenlab {command} exited with {proc.returncode}: {err}")
+            with contextlib.suppress(httpx.HTTPError):
+                if httpx.get(url + health, timeout=2, trust_env=False).status_code == 200:
                     break
-            except httpx.HTTPError:
-                pass
             if time.monotonic() > deadline:
-                raise RuntimeError("listenlab api did not become healthy")
+                raise RuntimeError(f"listenlab {command} did not become healthy")
             time.sleep(0.2)
-        yield url
+        yield Child(url, proc)
     finally:
         proc.terminate()
         try:

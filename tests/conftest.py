@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 
 from backends.piper import PiperBackend, PiperOptions
+from tests._app_util import CHROMIUM, chromium
 
 
 @pytest.fixture(scope="session")
@@ -15,7 +16,11 @@ def piper_det() -> PiperBackend:
     return b
 
 
-CHROMIUM = "/usr/bin/chromium"
+@pytest.fixture(scope="module")
+def browser():
+    """One headless Chromium context (fresh user-data-dir) shared by a browser test module."""
+    with chromium() as ctx:
+        yield ctx
 
 
 def pytest_collection_modifyitems(config, items):

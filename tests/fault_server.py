@@ -1,7 +1,9 @@
 """A fault-injection stand-in for a vLLM-Omni speech server (real HTTP/WS on 127.0.0.1).
 
 vLLM-Omni needs a GPU, so this server follows its wire protocol (reference §3-§5) and
-misbehaves on request. The fault is the first path segment, so a remote backend selects it
+misbehaves on request. Well-formed bytes (WAV header, SSE events, error bodies) come from the
+app's own ``app.api.encoding``, which follows the same protocol; the faults are this file's own.
+The fault is the first path segment, so a remote backend selects it
 by its base URL: ``vllm-omni+http://127.0.0.1:PORT/<fault>?mode=…``. Faults take options
 after commas, e.g. ``/ok,rate=48000,ch=2`` or ``/cut,after=2``.
 
@@ -45,7 +47,6 @@ import asyncio
 import base64
 import contextlib
 import json
-import struct
 import time
 from dataclasses import dataclass, field
 from typing import Any
@@ -53,6 +54,8 @@ from typing import Any
 import numpy as np
 from fastapi import FastAPI, File, Form, Request, UploadFile, WebSocket, WebSocketDisconnect
 from fastapi.responses import JSONResponse, Response, StreamingResponse
+
+from app.api.encoding import error_body, sse_event, wav_stream_header
 
 MODEL = "Qwen/Qwen3-TTS-12Hz-0.6B-Base"
 CONTENT = {"wav": "audio/wav", "pcm": "audio/pcm"}
@@ -66,39 +69,16 @@ def signal(frames: int, rate: int, channels: int, start: int = 0) -> np.ndarray:
     return x.reshape(-1)
 
 
-def wav_header(rate: int, channels: int) -> bytes:
-    return struct.pack(
-        "<4sI4s4sIHHIIHH4sI",
-        b"RIFF",
-        0xFFFFFFFF,
-        b"WAVE",
-        b"fmt ",
-        16,
-        1,
-        channels,
-        rate,
-        rate * channels * 2,
-        channels * 2,
-        16,
-        b"data",
-        0xFFFFFFFF,
-    )
-
-
-def sse(name: str, payload: dict) -> bytes:
-    return f"event: {name}\ndata: {json.dumps(payload, separators=(',', ':'))}\n\n".encode()
-
-
 def delta(data: bytes, fmt: str) -> bytes:
     payload = {
         "type": "speech.audio.delta",
         "audio": base64.b64encode(data).decode(),
         "response_format": fmt,
     }
-    return sse("speech.audio.delta", payload)
+    return sse_event("speech.audio.delta", payload)
 
 
-DONE = sse(
+DONE = sse_event(
     "speech.audio.done",
     {"type": "speech.audio.done", "usage": {"input_tokens": 3, "output_tokens": 5}},
 )
@@ -106,10 +86,7 @@ DONE = sse(
 
 def openai_error(message: str, code: int, type_: str | None = None) -> JSONResponse:
     type_ = type_ or ("BadRequestError" if code < 500 else "server_error")
-    return JSONResponse(
-        {"error": {"message": message, "type": type_, "param": None, "code": code}},
-        status_code=code,
-    )
+    return JSONResponse(error_body(message, type_, code), status_code=code)
 
 
 @dataclass
@@ -177,7 +154,7 @@ def create_fault_app() -> FastAPI:
         audio = [
             signal(frames, rate, ch, i * frames).astype("<i2").tobytes() for i in range(chunks)
         ]
-        header = wav_header(f.int("hdr", 0) if f.name == "bad_rate" else rate, ch)
+        header = wav_stream_header(f.int("hdr", 0) if f.name == "bad_rate" else rate, ch)
 
         if f.name == "http500":
             return openai_error("engine exploded: CUDA error: an illegal memory access", 500)
@@ -276,7 +253,7 @@ def create_fault_app() -> FastAPI:
                 if f.name == "cut" and i == f.int("after", 1):
                     raise Cut("cut on purpose")
                 if f.name == "error_event" and i == f.int("after", 1):
-                    yield sse(
+                    yield sse_event(
                         "speech.audio.error",
                         {
                             "type": "speech.audio.error",

@@ -9,10 +9,12 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import contextlib
 import io
 import json
 import struct
 import time
+from collections.abc import Iterator
 
 import httpx
 import numpy as np
@@ -590,36 +592,37 @@ def faults():
     srv.stop()
 
 
-def _over_faults(faults, fault: str) -> ServerThread:
+@contextlib.contextmanager
+def _over_faults(faults, fault: str) -> Iterator[ServerThread]:
     """listenlab api over a remote backend pointed at the fault server (a real chain)."""
     from backends.registry import load_backend
 
     inner = load_backend(f"vllm-omni+http://127.0.0.1:{faults.port}/{fault}?mode=sse&format=pcm")
-    return ServerThread(create_api_app(inner, own_backend=True)).start()
-
-
-def test_failure_after_200_cuts_a_raw_stream(faults):
-    srv = _over_faults(faults, "cut,after=2")
+    srv = ServerThread(create_api_app(inner, own_backend=True)).start()
     try:
-        with (
-            pytest.raises(httpx.RemoteProtocolError),
-            httpx.stream(
-                "POST",
-                srv.url + "/v1/audio/speech",
-                json={"input": TEXT, "stream_format": "audio", "response_format": "pcm"},
-                timeout=30,
-            ) as r,
-        ):
-            assert r.status_code == 200
-            for _ in r.iter_raw():
-                pass
+        yield srv
     finally:
         srv.stop()
 
 
+def test_failure_after_200_cuts_a_raw_stream(faults):
+    with (
+        _over_faults(faults, "cut,after=2") as srv,
+        pytest.raises(httpx.RemoteProtocolError),
+        httpx.stream(
+            "POST",
+            srv.url + "/v1/audio/speech",
+            json={"input": TEXT, "stream_format": "audio", "response_format": "pcm"},
+            timeout=30,
+        ) as r,
+    ):
+        assert r.status_code == 200
+        for _ in r.iter_raw():
+            pass
+
+
 def test_failure_after_200_is_one_sse_error_event(faults):
-    srv = _over_faults(faults, "error_event,after=2")
-    try:
+    with _over_faults(faults, "error_event,after=2") as srv:
         r = httpx.post(
             srv.url + "/v1/audio/speech", json={"input": TEXT, "stream": True}, timeout=30
         )
@@ -630,24 +633,18 @@ def test_failure_after_200_is_one_sse_error_event(faults):
         assert last["partial_audio"] is True and last["action"] == "discard"
         assert last["error"]["type"] == "server_error" and last["error"]["code"] == 500
         assert "did not emit codec EOS" in last["error"]["message"]
-    finally:
-        srv.stop()
 
 
 def test_error_before_audio_keeps_the_upstream_status(faults):
-    srv = _over_faults(faults, "http500")
-    try:
+    with _over_faults(faults, "http500") as srv:
         r = httpx.post(
             srv.url + "/v1/audio/speech", json={"input": TEXT, "stream": True}, timeout=30
         )
         assert_error(r, 500, "server_error", "engine exploded")
-    finally:
-        srv.stop()
 
 
 async def test_ws_failure_mid_stream(faults):
-    srv = _over_faults(faults, "cut,after=2")
-    try:
+    with _over_faults(faults, "cut,after=2") as srv:
         async with connect(ws_url(srv)) as ws:
             await ws.send(
                 json.dumps(
@@ -671,13 +668,10 @@ async def test_ws_failure_mid_stream(faults):
         )
         done = next(m for m in msgs if isinstance(m, dict) and m["type"] == "audio.done")
         assert done["error"] is True and done["total_bytes"] > 0
-    finally:
-        srv.stop()
 
 
 def test_voice_upload_and_delete_through_a_cloning_backend(faults):
-    srv = _over_faults(faults, "ok")
-    try:
+    with _over_faults(faults, "ok") as srv:
         clip = io.BytesIO()
         sf.write(clip, np.sin(np.arange(16000 * 3) / 10) * 0.3, 16000, format="WAV")
         r = httpx.post(
@@ -726,5 +720,3 @@ def test_voice_upload_and_delete_through_a_cloning_backend(faults):
             "NotFoundError",
             "Voice 'narrator' not found",
         )
-    finally:
-        srv.stop()

@@ -13,7 +13,7 @@ import json
 import pytest
 
 from app.server import create_app
-from tests._app_util import chromium, live_server, tmp_db
+from tests._app_util import live_server, tmp_db
 
 pytestmark = pytest.mark.browser
 
@@ -30,12 +30,6 @@ def server():
     app.state.arena.config.min_votes = 1  # so the first vote ranks both systems
     with live_server(app) as live:
         yield live
-
-
-@pytest.fixture(scope="module")
-def browser():
-    with chromium() as ctx:
-        yield ctx
 
 
 def open_arena(ctx, url: str):

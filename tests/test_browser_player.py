@@ -9,10 +9,10 @@ import pytest
 
 from app.server import create_app
 from tests._app_util import (
-    chromium,
     live_server,
     open_playground,
     page_pcm,
+    speak,
     tmp_db,
     wait_finished,
 )
@@ -46,12 +46,6 @@ def server():
         yield live
 
 
-@pytest.fixture(scope="module")
-def browser():
-    with chromium() as ctx:
-        yield ctx
-
-
 def late_chunk_starts(g, slack_ms: float = 50.0) -> tuple[set[float], set[float]]:
     """From what the player recorded: audio positions (ms) of chunks that arrived after the
     audio before them had run out (``late``), and of those that arrived within ``slack_ms`` of
@@ -77,12 +71,6 @@ def assert_stalls_explained(g) -> None:
     pos = {round(p, 3) for p in g["underruns"]["positions"]}
     assert late <= pos <= late | border, (late, border, g["underruns"])
     assert g["underruns"]["count"] == len(g["underruns"]["positions"])
-
-
-def speak(page, text: str, backend: str = "piper") -> None:
-    page.select_option("#ll-backend", backend)
-    page.fill("#ll-text", text)
-    page.click("#ll-speak")
 
 
 def test_speak_plays_the_takes_exact_pcm(server, browser, tmp_path):

@@ -16,7 +16,7 @@ import pytest
 from app.server import create_app
 from app.ui import player_core_js
 from evaluation.playout import POLICY, ideal_start_s, simulate
-from tests._app_util import chromium, live_server, open_playground, tmp_db, wait_finished
+from tests._app_util import live_server, open_playground, speak, tmp_db, wait_finished
 
 pytestmark = pytest.mark.browser
 
@@ -40,12 +40,6 @@ def server():
     app = create_app({"piper": "piper?deterministic=1", **SCHEDULES}, tmp_db())
     with live_server(app) as live:
         yield live
-
-
-@pytest.fixture(scope="module")
-def browser():
-    with chromium() as ctx:
-        yield ctx
 
 
 def test_js_twin_makes_the_fixture_s_decisions(browser):
@@ -74,10 +68,9 @@ def test_js_twin_makes_the_fixture_s_decisions(browser):
     page.close()
 
 
-def speak(page, backend: str, text: str) -> dict:
-    page.select_option("#ll-backend", backend)
-    page.fill("#ll-text", text)
-    page.click("#ll-speak")
+def speak_record(page, backend: str, text: str) -> dict:
+    """Speak ``text`` on ``backend`` to the end; what the player recorded of the start rule."""
+    speak(page, text, backend)
     wait_finished(page, 120_000)
     return page.evaluate(
         """() => { const g = window.listenlab.last;
@@ -92,8 +85,8 @@ def speak(page, backend: str, text: str) -> dict:
 @pytest.mark.parametrize("backend", list(SCHEDULES))
 def test_live_player_follows_the_rule(server, browser, backend):
     page = open_playground(browser, server.url)
-    speak(page, backend, SHORT)  # a past take of this backend: the rule's learnt priors
-    g = speak(page, backend, SHORT)
+    speak_record(page, backend, SHORT)  # a past take of this backend: the rule's learnt priors
+    g = speak_record(page, backend, SHORT)
     assert g["status"] == "ok"
     learnt = g["start"]["learnt"]
     assert learnt["takes"] >= 1 and learnt["sec_per_char"] > 0
@@ -140,8 +133,8 @@ def test_slow_stream_starts_late_enough_and_close_to_the_ideal(server, browser):
     """0.67x real time: the rule waits for the predicted need (not for the first chunk) and
     starts within the issue's target of the ideal start measured from the same record."""
     page = open_playground(browser, server.url)
-    speak(page, "uniform320-0.67x", SHORT)
-    g = speak(page, "uniform320-0.67x", SHORT)
+    speak_record(page, "uniform320-0.67x", SHORT)
+    g = speak_record(page, "uniform320-0.67x", SHORT)
     ideal = g["idealStartMs"] / 1000
     actual = g["actualStartMs"] / 1000
     assert ideal > 1.0  # slower than real time: the ideal start is well after the first chunk

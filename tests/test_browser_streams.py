@@ -10,7 +10,15 @@ import numpy as np
 import pytest
 
 from app.server import create_app
-from tests._app_util import chromium, live_server, open_playground, page_pcm, tmp_db, wait_finished
+from tests._app_util import (
+    chromium,
+    live_server,
+    open_playground,
+    page_pcm,
+    speak,
+    tmp_db,
+    wait_finished,
+)
 
 pytestmark = pytest.mark.browser
 
@@ -41,9 +49,7 @@ def setup():
 def test_stereo_48k_plays_at_its_own_rate(setup):
     live, browser = setup
     page = open_playground(browser, live.url)
-    page.select_option("#ll-backend", "stereo48")
-    page.fill("#ll-text", TEXT)
-    page.click("#ll-speak")
+    speak(page, TEXT, "stereo48")
     g = wait_finished(page, 60_000)
     assert g["status"] == "ok" and (g["sr"], g["ch"]) == (48000, 2)
     assert g["ctxRate"] == 48000
@@ -58,9 +64,7 @@ def test_stereo_48k_plays_at_its_own_rate(setup):
 def test_a_cut_stream_is_an_error_with_partial_audio(setup):
     live, browser = setup
     page = open_playground(browser, live.url)
-    page.select_option("#ll-backend", "cut")
-    page.fill("#ll-text", TEXT)
-    page.click("#ll-speak")
+    speak(page, TEXT, "cut")
     g = wait_finished(page, 60_000)
     assert g["status"] == "error" and g["frames"] > 0
     status = page.inner_text("#ll-status")
@@ -101,14 +105,10 @@ def test_speaking_again_drops_the_old_generation(setup):
     """A second Speak mid-stream: nothing of the first generation is played after it."""
     live, browser = setup
     page = open_playground(browser, live.url)
-    page.select_option("#ll-backend", "slow")
-    page.fill("#ll-text", TEXT + " " + TEXT)
-    page.click("#ll-speak")
+    speak(page, TEXT + " " + TEXT, "slow")
     page.wait_for_function("window.listenlab.last.chunks.length >= 2", timeout=30_000)
     first = page.evaluate("window.listenlab.last.takeId")
-    page.select_option("#ll-backend", "piper")
-    page.fill("#ll-text", "Something else now.")
-    page.click("#ll-speak")
+    speak(page, "Something else now.")
     g = wait_finished(page)
     assert g["status"] == "ok" and g["takeId"] != first
     take = live.state.store.load_take(g["takeId"])

@@ -10,8 +10,6 @@ from __future__ import annotations
 import csv
 import random
 import sqlite3
-import subprocess
-import sys
 from pathlib import Path
 
 import numpy as np
@@ -31,6 +29,7 @@ from evaluation.store import (
     System,
 )
 from evaluation.takes import ChunkRecord, Take
+from tests._remote_util import cli
 
 ROOT = Path(__file__).resolve().parents[1]
 NASTY = ['=HYPERLINK("http://x","y")', "+1+1", "-2+3", "@SUM(A1)", "\t=1", "plain", "é ü"]
@@ -147,21 +146,7 @@ def test_single_chunk_takes_with_every_mark(tmp_path):
     tid = store.save_take(_take(rng, 1, "Hi."), system_id="s")
     store.add_glitch_report(GlitchReport("g1", tid, "r", position_ms=120.0))
     store.close()
-    p = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "app.cli",
-            "report",
-            str(tmp_path / "lab.db"),
-            "-o",
-            str(tmp_path / "r.html"),
-        ],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        timeout=180,
-    )
+    p = cli("report", str(tmp_path / "lab.db"), "-o", str(tmp_path / "r.html"), check=False)
     assert p.returncode == 0, p.stderr
     rates = list(csv.DictReader((tmp_path / "r_csv" / "stats_glitch_rates.csv").open()))
     assert rates[0]["system_id"] == "s" and rates[0]["reports"] == "1"

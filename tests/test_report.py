@@ -3,9 +3,6 @@
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
-from pathlib import Path
 
 import pandas as pd
 import pytest
@@ -24,27 +21,12 @@ from evaluation.store import (
     Store,
     System,
 )
+from tests._remote_util import cli
 
-ROOT = Path(__file__).resolve().parents[1]
 TEXTS = [
     "The quick brown fox jumps over the lazy dog, and then it runs away into the forest.",
     "Is it going to rain tomorrow? I honestly have no idea, but the forecast says maybe.",
 ]
-
-
-def cli(*args: str, check: bool = True) -> subprocess.CompletedProcess:
-    p = subprocess.run(
-        [sys.executable, "-m", "app.cli", *args],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        timeout=180,
-    )
-    if check and p.returncode != 0:
-        raise AssertionError(
-            f"listenlab {' '.join(args)} -> {p.returncode}\n{p.stdout}\n{p.stderr}"
-        )
-    return p
 
 
 @pytest.fixture(scope="module")

@@ -158,6 +158,13 @@ def _decode_soundfile(data: bytes, what: str) -> tuple[np.ndarray, int] | None:
     return mono, sr
 
 
+def _run_bounded(cmd: list[str]) -> subprocess.CompletedProcess[bytes]:
+    """ffmpeg/ffprobe with no stdin and a time bound, so a hostile file cannot hang a worker."""
+    return subprocess.run(
+        cmd, stdin=subprocess.DEVNULL, capture_output=True, timeout=FFMPEG_TIMEOUT_S, check=False
+    )
+
+
 def _ffprobe(path: Path, fmt: str) -> tuple[int, int, float | None] | None:
     cmd = [
         "ffprobe",
@@ -173,13 +180,7 @@ def _ffprobe(path: Path, fmt: str) -> tuple[int, int, float | None] | None:
         str(path),
     ]
     try:
-        proc = subprocess.run(
-            cmd,
-            stdin=subprocess.DEVNULL,
-            capture_output=True,
-            timeout=FFMPEG_TIMEOUT_S,
-            check=False,
-        )
+        proc = _run_bounded(cmd)
         info = json.loads(proc.stdout or b"{}")
     except (subprocess.TimeoutExpired, ValueError):
         return None
@@ -234,13 +235,7 @@ def _decode_ffmpeg(data: bytes, fmt: str, what: str) -> tuple[np.ndarray, int] |
             "pipe:1",
         ]
         try:
-            proc = subprocess.run(
-                cmd,
-                stdin=subprocess.DEVNULL,
-                capture_output=True,
-                timeout=FFMPEG_TIMEOUT_S,
-                check=False,
-            )
+            proc = _run_bounded(cmd)
         except subprocess.TimeoutExpired:
             raise ClipError(
                 f"{what} took longer than {FFMPEG_TIMEOUT_S:.0f} s to decode; send a simpler file"

@@ -173,6 +173,8 @@ class ModelAdapter:
     prompt_extra: ClassVar[frozenset[str]] = frozenset({"max_new_tokens"})
     """``SpeechRequest.extra`` keys that are prompt fields, not stage-0 ``extra_args``."""
     final_only_without_async_chunk: ClassVar[bool] = False
+    requires_ref_audio: ClassVar[bool] = False
+    """Zero-shot cloners with no preset voice: :meth:`check` refuses a request without a clip."""
     sources: ClassVar[tuple[str, ...]] = ()
     """vLLM-Omni files each mapping was read from (shown in the README)."""
 
@@ -235,6 +237,10 @@ class ModelAdapter:
             names = ", ".join(v.name for v in self.voices()) or "none (clone with a reference clip)"
             raise UnknownVoice(f"unknown voice {request.voice!r} for {self.title}; voices: {names}")
         max_new_tokens(request, self.default_max_new_tokens)
+        if self.requires_ref_audio and request.ref_audio is None:
+            raise InvalidRequest(
+                f"{self.title} requires 'ref_audio' (reference audio for voice cloning)"
+            )
 
     def build_prompt(self, request: SpeechRequest) -> dict[str, Any]:
         raise NotImplementedError

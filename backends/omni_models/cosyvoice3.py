@@ -51,6 +51,7 @@ class CosyVoice3(ModelAdapter):
     model_types = frozenset({"cosyvoice3"})
     name_keys = ("cosyvoice3",)
     sample_rate = 24000
+    requires_ref_audio = True
     sources = (
         "examples/offline_inference/cosyvoice3/verify_e2e_cosyvoice.py",
         "vllm_omni/entrypoints/openai/tts_adapters/cosyvoice3.py",
@@ -84,10 +85,6 @@ class CosyVoice3(ModelAdapter):
 
     def check(self, request: SpeechRequest) -> None:
         super().check(request)
-        if request.ref_audio is None:
-            raise InvalidRequest(
-                "CosyVoice3 requires 'ref_audio' (reference audio for voice cloning)"
-            )
         if not (request.ref_text or "").strip():
             raise InvalidRequest(
                 "CosyVoice3 requires 'ref_text' (transcript of the reference audio)"

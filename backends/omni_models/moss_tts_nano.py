@@ -26,7 +26,7 @@ import hashlib
 from dataclasses import replace
 from typing import Any
 
-from backends.base import Capabilities, InvalidRequest, SpeechRequest
+from backends.base import Capabilities, SpeechRequest
 from backends.omni_models.base import ModelAdapter, decode_ref_audio, max_new_tokens
 
 
@@ -38,6 +38,7 @@ class MossTTSNano(ModelAdapter):
     model_types = frozenset({"moss_tts_nano"})
     name_keys = ("mossttsnano",)
     sample_rate = 48000
+    requires_ref_audio = True
     sources = (
         "vllm_omni/entrypoints/openai/tts_adapters/moss_tts.py",
         "vllm_omni/model_executor/models/moss_tts_nano/modeling_moss_tts_nano.py",
@@ -46,13 +47,6 @@ class MossTTSNano(ModelAdapter):
 
     def capabilities(self) -> Capabilities:
         return replace(super().capabilities(), cloning=True)
-
-    def check(self, request: SpeechRequest) -> None:
-        super().check(request)
-        if request.ref_audio is None:
-            raise InvalidRequest(
-                "MOSS-TTS-Nano requires 'ref_audio' (reference audio for voice cloning)"
-            )
 
     def build_prompt(self, request: SpeechRequest) -> dict[str, Any]:
         self.check(request)
