@@ -463,7 +463,7 @@ def _to_pcm(x: np.ndarray) -> np.ndarray:
     return np.clip(np.rint(x.reshape(-1) * 32768.0), -32768, 32767).astype(np.int16)
 
 
-class _Converter:
+class PcmConverter:
     """Per-request rate and channel conversion; soxr's stream state lives here."""
 
     def __init__(self, in_rate: int, in_channels: int, out_rate: int, out_channels: int):
@@ -550,7 +550,7 @@ class ProfileBackend(WrapperBackend):
             self._pump(request, queue), name=f"profile-{request.request_id}"
         )
         pending = _Pending()
-        converter: _Converter | None = None
+        converter: PcmConverter | None = None
         fmt: tuple[int, int] | None = None
         index = produced = 0
 
@@ -587,7 +587,7 @@ class ProfileBackend(WrapperBackend):
                 c: AudioChunk = item
                 if fmt is None:
                     fmt = (c.sample_rate, c.channels)
-                    converter = _Converter(c.sample_rate, c.channels, p.sample_rate, p.channels)
+                    converter = PcmConverter(c.sample_rate, c.channels, p.sample_rate, p.channels)
                 elif fmt != (c.sample_rate, c.channels):
                     raise BackendError(
                         f"inner stream changed format mid-way: {fmt} then "

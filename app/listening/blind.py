@@ -31,7 +31,7 @@ from typing import Any
 import numpy as np
 
 from app.stream_routes import HEADER, Session
-from backends.profile import _Converter
+from backends.profile import PcmConverter
 
 log = logging.getLogger("listenlab.arena")
 
@@ -51,7 +51,7 @@ class _Conversion:
     token: int
     in_rate: int
     in_channels: int
-    converter: _Converter
+    converter: PcmConverter
     frames_out: int = 0
     index: int = 0
     last_ms: float = 0.0
@@ -102,7 +102,7 @@ class BlindSession(Session):
                 tok,
                 int(m["sample_rate"]),
                 int(m["channels"]),
-                _Converter(int(m["sample_rate"]), int(m["channels"]), self.blind_rate, CHANNELS),
+                PcmConverter(int(m["sample_rate"]), int(m["channels"]), self.blind_rate, CHANNELS),
             )
             return {
                 "type": "start",
