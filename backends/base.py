@@ -213,6 +213,9 @@ class Capabilities:
 
     streaming: bool = True
     cloning: bool = False
+    clone_required: bool = False
+    """Every request needs a reference clip (zero-shot-only models such as CosyVoice3 and
+    MOSS-TTS-Nano have no built-in voice): the UI asks for a voice before Speak."""
     languages: tuple[str, ...] = ()
     sample_rate: int | None = None
     """Native rate if known before the first chunk; None means 'read it from the stream'."""

@@ -185,6 +185,8 @@ def test_capabilities_show_only_what_each_model_takes(standin, models):
         assert c.sample_rate == RATES[name] and c.channels == 1 and c.seed
     q = caps["qwen3_tts"]  # a CustomVoice checkpoint: presets and style, no cloning
     assert not q.cloning and q.instructions and "English" in q.languages
+    # zero-shot-only models have no voice of their own: the UI must ask for a clip
+    assert {n for n in SEEDS if caps[n].clone_required} == {"cosyvoice3", "moss_tts_nano"}
 
 
 @pytest.mark.parametrize("name", ["fish_speech", "cosyvoice3", "moss_tts_nano", "voxcpm2"])

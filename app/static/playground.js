@@ -43,13 +43,16 @@
     const c = b.capabilities;
     const vs = $('ll-voice'); const prev = vs.value;
     const opts = [];
-    const builtins = b.voices.length ? b.voices : [{ name: 'default', kind: 'builtin' }];
+    // a model that only clones has no voice of its own: a saved (cloned) voice must be chosen
+    const builtins = c.clone_required ? [] : (b.voices.length ? b.voices : [{ name: 'default', kind: 'builtin' }]);
+    if (c.clone_required) { const o = option('', 'choose a saved voice ★ (this model only clones)'); o.disabled = true; opts.push(o); }
     for (const v of builtins) opts.push(option(v.name === 'default' ? '' : v.name, v.name + (v.kind === 'uploaded' ? ' (server voice)' : '')));
     for (const v of config.library) {
       const o = option('lib:' + v.voice_id, '★ ' + v.name + ' (cloned)'); o.disabled = !b.can_clone; opts.push(o);
     }
     vs.replaceChildren(...opts);
     if ([...vs.options].some((o) => o.value === prev && !o.disabled)) vs.value = prev;
+    else if (c.clone_required) { const lib = [...vs.options].find((o) => o.value && !o.disabled); vs.value = lib ? lib.value : ''; }
     const langs = c.languages || [];
     $('ll-language-wrap').hidden = langs.length === 0;
     $('ll-language').replaceChildren(option('', 'Auto'), ...langs.map((l) => option(String(l), String(l))));
@@ -62,6 +65,7 @@
     $('ll-speed-wrap').title = speedOk ? '' : 'speed applies only to non-streaming output on this backend';
     const notes = [];
     if (!b.can_clone) notes.push(b.clone_note);
+    if (c.clone_required) notes.push(b.label + ' speaks only in a cloned voice: choose a saved voice, or save a clip below');
     if (b.voice_error) notes.push('voices unavailable: ' + b.voice_error);
     $('ll-caps-note').textContent = notes.join(' · ');
     $('ll-clone-note').textContent = b.can_clone ? 'Saved voices can be used with ' + b.label + '.' : b.clone_note;
@@ -83,6 +87,10 @@
   function speak() {
     const clickT = performance.now();
     const b = selectedBackend();
+    if (b && b.capabilities.clone_required && !String($('ll-voice').value).startsWith('lib:')) {
+      status(b.label + ' speaks only in a cloned voice: choose a saved voice (or save a clip under Voices) first.', 'error');
+      return;
+    }
     resetCard();
     status('Requesting…', 'busy');
     $('ll-stop').disabled = false; $('ll-glitch').disabled = true; $('ll-replay').disabled = true; $('ll-download').hidden = true;

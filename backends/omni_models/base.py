@@ -205,6 +205,7 @@ class ModelAdapter:
         return Capabilities(
             streaming=True,
             cloning=False,
+            clone_required=self.requires_ref_audio,
             sample_rate=self.sample_rate,
             channels=self.channels,
             speed=False,
