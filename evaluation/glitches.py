@@ -285,6 +285,7 @@ def _lpc_scores(
     floor: float,
     search: int = 0,
     screen: tuple[float, float] | None = None,
+    top: int | None = None,
 ) -> tuple[np.ndarray, np.ndarray]:
     """Symmetric short-term prediction failure at each point ``t`` (a seam between t-1 and t),
     and at the ``search`` samples either side of it.
@@ -296,7 +297,9 @@ def _lpc_scores(
     used for all offsets (a one-sample shift of the fit window changes nothing that matters).
     With ``screen = (min_score, min_jump)`` the backward side is computed only where the
     forward side reaches both (elsewhere the minimum cannot; the forward values are returned
-    there, an upper bound that is still below the screen).
+    there, an upper bound that is still below the screen). With ``top = k`` only the k largest
+    scores are exact (the backward side is computed in order of the forward score until no
+    other point can reach them); the rest are upper bounds below them.
     """
     n_off = 2 * search + 1
     if not len(pts):
@@ -330,14 +333,28 @@ def _lpc_scores(
     fwd = x[pts[:, None] - search - w - p + np.arange(n_seg)[None, :]]
     # residual index (segment index - p) of offset o's point: forward x[t], backward x[t-1]
     sf_, jf = one_side(fwd, (w + off)[None, :])
-    todo = np.arange(len(pts))
+
+    def backward(todo: np.ndarray) -> None:
+        if len(todo):
+            bwd = x[pts[todo, None] + search + w + p - 1 - np.arange(n_seg)[None, :]]
+            sb_, jb = one_side(bwd, (w + 2 * search - off)[None, :])
+            sf_[todo] = np.minimum(sf_[todo], sb_)
+            jf[todo] = np.minimum(jf[todo], jb)
+
     if screen is not None:
-        todo = np.flatnonzero(((sf_ >= screen[0]) & (jf >= screen[1])).any(axis=1))
-    if len(todo):
-        bwd = x[pts[todo, None] + search + w + p - 1 - np.arange(n_seg)[None, :]]
-        sb_, jb = one_side(bwd, (w + 2 * search - off)[None, :])
-        sf_[todo] = np.minimum(sf_[todo], sb_)
-        jf[todo] = np.minimum(jf[todo], jb)
+        backward(np.flatnonzero(((sf_ >= screen[0]) & (jf >= screen[1])).any(axis=1)))
+    elif top is not None:
+        order = np.argsort(-sf_.max(axis=1), kind="stable")
+        done, m = 0, min(len(pts), 8 * top)
+        while True:
+            backward(order[done:m])
+            done = m
+            kth = np.sort(sf_[order[:m]].max(axis=1))[-min(top, m)]
+            if m == len(pts) or sf_[order[m]].max() <= kth:
+                break
+            m = min(len(pts), 4 * m)
+    else:
+        backward(np.arange(len(pts)))
     return sf_, jf
 
 
@@ -365,7 +382,9 @@ def _clicks(s: _Signal, cfg: DetectorConfig) -> list[Finding]:
     ref = rng.integers(margin, s.n - margin, size=cfg.click_ref_points * 2)
     near = np.abs(ref[:, None] - s.boundaries[None, :]).min(axis=1) <= w
     ref = ref[~near][: cfg.click_ref_points]
-    ref_score = _lpc_scores(s.x, ref, w, p, floor)[0][:, 0]
+    # the 99.9th percentile depends only on the few largest scores: only they need be exact
+    top = len(ref) - int(np.floor(0.999 * (len(ref) - 1)))
+    ref_score = _lpc_scores(s.x, ref, w, p, floor, top=top)[0][:, 0]
     q = float(np.quantile(ref_score, 0.999)) if len(ref_score) else 0.0
     need = max(cfg.click_min_score, cfg.click_ref_factor * q)
     all_b = s.boundaries.tolist()
@@ -486,8 +505,83 @@ def _replays(
         # the reference repeats itself the same way: the repetition is in the content
         own = [f.evidence["lag_s"] for f in _replay_scan(ref, cfg, ref.n / ref.sr)]
         found = [f for f in found if not any(abs(f.evidence["lag_s"] - lag) <= 0.15 for lag in own)]
+    if found and ref is not None:
+        found = [f for f in found if not _said_twice_in_reference(f, s, ref, cfg)]
     del speed
     return found
+
+
+def _prints(sig: _Signal, fs: float = 0.02) -> np.ndarray:
+    """Content prints of every ``fs`` frame of a take (see :func:`_spectra`)."""
+    n, onehot = _filterbank(sig.sr, fs)
+    m = sig.n // n
+    if m < 2:
+        return np.zeros((0, onehot.shape[1]))
+    fr = sig.x[: m * n].reshape(m, n) * np.hanning(n).astype(np.float32)
+    p = np.abs(np.fft.rfft(fr, 2 * (onehot.shape[0] - 1), axis=1)) ** 2
+    return _spectra(p @ onehot)
+
+
+def _dtw_path(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """For each row of ``a``, the median row of ``b`` it is aligned to (full DTW path)."""
+    an = a / (np.linalg.norm(a, axis=1, keepdims=True) + 1e-9)
+    bn = b / (np.linalg.norm(b, axis=1, keepdims=True) + 1e-9)
+    c = 1 - an @ bn.T
+    n, m = c.shape
+    acc = np.empty((n, m))
+    prev = np.full(m + 1, np.inf)
+    prev[0] = 0.0
+    for i in range(n):
+        down = np.minimum(prev[1:], prev[:-1]) + c[i]
+        cs = np.cumsum(c[i])
+        prev[1:] = cs + np.minimum.accumulate(down - cs)
+        prev[0] = np.inf
+        acc[i] = prev[1:]
+    i, j = n - 1, m - 1
+    pairs = [(i, j)]
+    while i > 0 or j > 0:
+        steps = [
+            (acc[i - 1, j - 1] if i and j else np.inf, i - 1, j - 1),
+            (acc[i - 1, j] if i else np.inf, i - 1, j),
+            (acc[i, j - 1] if j else np.inf, i, j - 1),
+        ]
+        _, i, j = min(steps)
+        pairs.append((i, j))
+    pa = np.array(pairs[::-1])
+    out = np.zeros(n, np.int64)
+    for k in range(n):
+        out[k] = int(np.median(pa[pa[:, 0] == k, 1]))
+    return out
+
+
+def _said_twice_in_reference(f: Finding, s: _Signal, ref: _Signal, cfg: DetectorConfig) -> bool:
+    """Does the reference (an independent rendering of the same request) say this repeat's
+    words twice too, at the places the take's source and copy align to? Then the repeat is the
+    content (a deterministic engine renders a repeated phrase identically), not a replay.
+
+    A replayed chunk has no counterpart in the reference: aligned over the whole take, the copy
+    maps onto the source's place in the reference (or onto a few frames at the seam), never onto
+    a second, distinct saying of the same words."""
+    fs = 0.02
+    tp, rp = _prints(s, fs), _prints(ref, fs)
+    if len(tp) < 4 or len(rp) < 4 or len(tp) * len(rp) > 4_000_000:
+        return False
+    path = _dtw_path(tp, rp)
+
+    def mapped(t0: float, length: float) -> tuple[int, int]:
+        a = min(len(tp) - 1, max(0, int(t0 / fs)))
+        b = min(len(tp), max(a + 1, int((t0 + length) / fs)))
+        return int(path[a]), int(path[b - 1]) + 1
+
+    length = f.evidence["length_s"]
+    n = max(1, int(length / fs))
+    s0, s1 = mapped(f.evidence["source_s"], length)
+    c0, c1 = mapped(f.time_s, length)
+    overlap = max(0, min(s1, c1) - max(s0, c0))
+    if c1 - c0 < 0.5 * n or s1 - s0 < 0.5 * n or overlap > 0.5 * min(s1 - s0, c1 - c0):
+        return False  # the copy has no distinct counterpart in the reference
+    cost = _dtw_cost(rp[s0:s1], rp[c0:c1])
+    return cost <= cfg.crosstalk_min_dist
 
 
 def _refine(x: np.ndarray, src0: int, qs: int, n: int, q: int) -> tuple[float, int]:
@@ -830,14 +924,19 @@ def _gaps(s: _Signal, cfg: DetectorConfig, speed: float, ref: _Signal | None) ->
     ref_pauses = _pauses(ref) if ref is not None else None
     long_s = cfg.gap_long_s / min(1.0, max(speed, 0.25))
     edge = max(1, int(round(0.02 / s.frame_s)))
-    done: set[int] = set()
-    for k, b in enumerate(s.boundaries):
-        bf = b / s.hop
-        hit = np.flatnonzero((pauses[:, 0] - 1 <= bf) & (bf <= pauses[:, 1] + 1))
-        if not len(hit) or int(hit[0]) in done:
+    # the first pause each seam is in (+-1 frame), and the first seam in each pause
+    bf = s.boundaries / s.hop
+    j = np.searchsorted(pauses[:, 0] - 1, bf, side="right") - 1
+    hit = np.full(len(bf), -1, np.int64)
+    for d in (0, 1):  # the pause before may reach this seam too (when they are 1-2 frames apart)
+        jj = j - d
+        ok = (jj >= 0) & (bf <= pauses[np.maximum(jj, 0), 1] + 1)
+        hit[ok] = jj[ok]
+    pause_ids, first_seam = np.unique(hit, return_index=True)
+    for pi, k in zip(pause_ids.tolist(), first_seam.tolist(), strict=True):
+        if pi < 0:
             continue
-        done.add(int(hit[0]))
-        st, en, before = (int(v) for v in pauses[hit[0]])
+        st, en, before = (int(v) for v in pauses[pi])
         length = (en - st) * s.frame_s
         t0 = st * s.frame_s
         if length < cfg.gap_min_s or any(a <= t0 + 0.03 and t0 <= z for a, z in covered):
@@ -996,22 +1095,6 @@ def _durations(
 # --------------------------------------------------------------------------- crosstalk
 
 
-def _band_energies(x: np.ndarray, sr: int, frame_s: float = 0.02) -> np.ndarray:
-    """Band energies per frame (24 log-spaced bands, 100 Hz to 7 kHz)."""
-    n = max(64, int(sr * frame_s))
-    nfft = 1 << (n - 1).bit_length()
-    m = len(x) // n
-    if m < 2:
-        return np.zeros((0, 24))
-    fr = x[: m * n].reshape(m, n) * np.hanning(n).astype(np.float32)
-    p = np.abs(np.fft.rfft(fr, nfft, axis=1)) ** 2
-    freqs = np.fft.rfftfreq(nfft, 1 / sr)
-    edges = np.geomspace(100, min(7000, sr / 2 - 1), 25)
-    band = np.digitize(freqs, edges) - 1
-    onehot = (band[:, None] == np.arange(24)[None, :]).astype(p.dtype)  # bins -> bands
-    return p @ onehot
-
-
 def _spectra(e: np.ndarray) -> np.ndarray:
     """Log band energies with the mean removed: a content print (the words, not the channel)."""
     if not len(e):
@@ -1021,23 +1104,24 @@ def _spectra(e: np.ndarray) -> np.ndarray:
 
 
 def _ltas(e: np.ndarray) -> np.ndarray:
-    """Long-term spectrum of the louder frames, level removed: a voice print."""
+    """Long-term spectrum of active frames (pauses already left out), level removed: a voice
+    print. Every active frame counts: picking only the louder ones made the high bands depend
+    on whether a few fricatives crossed the cut (two renderings of one text then differed)."""
     if not len(e):
         return np.zeros(24)
-    tot = e.sum(axis=1)
-    loud = tot >= np.percentile(tot, 30)
-    f = np.log(e[loud].mean(axis=0) + 1e-12)
+    f = np.log(e.mean(axis=0) + 1e-12)
     return f - f.mean()
 
 
-def _dtw_cost(a: np.ndarray, b: np.ndarray) -> float:
-    """Dynamic-time-warping cost (cosine frame distance, per path step) between two prints.
+def _dtw_ends(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """Dynamic-time-warping cost (cosine frame distance, per path step) of all of ``a`` against
+    every prefix of ``b``: entry j is the cost of ending at ``b[j]`` (open end).
 
     Same words in the same voice align cheaply even when timing differs (~0.01-0.09 for two
     Piper renditions of one text); other words or another voice do not (>= 0.2).
     """
     if not len(a) or not len(b):
-        return 1.0
+        return np.ones(max(1, len(b)))
     an = a / (np.linalg.norm(a, axis=1, keepdims=True) + 1e-9)
     bn = b / (np.linalg.norm(b, axis=1, keepdims=True) + 1e-9)
     c = 1 - an @ bn.T
@@ -1051,7 +1135,12 @@ def _dtw_cost(a: np.ndarray, b: np.ndarray) -> float:
         cs = np.cumsum(c[i])
         prev[1:] = cs + np.minimum.accumulate(down - cs)
         prev[0] = np.inf
-    return float(prev[m] / (n + m))
+    return prev[1:] / (n + np.arange(1, m + 1))
+
+
+def _dtw_cost(a: np.ndarray, b: np.ndarray) -> float:
+    """DTW cost of all of ``a`` against all of ``b`` (see :func:`_dtw_ends`)."""
+    return float(_dtw_ends(a, b)[-1]) if len(a) and len(b) else 1.0
 
 
 def _last_active_s(sig: _Signal) -> float:
@@ -1059,46 +1148,88 @@ def _last_active_s(sig: _Signal) -> float:
     return float((a[-1] + 1) * sig.frame_s) if len(a) else sig.n / sig.sr
 
 
+def _filterbank(sr: int, fs: float) -> tuple[int, np.ndarray]:
+    """Frame length for ``fs`` seconds, and the FFT-bin -> band matrix (24 log-spaced bands,
+    100 Hz to 7 kHz) for it."""
+    n = max(64, int(sr * fs))
+    nfft = 1 << (n - 1).bit_length()
+    freqs = np.fft.rfftfreq(nfft, 1 / sr)
+    edges = np.geomspace(100, min(7000, sr / 2 - 1), 25)
+    band = np.digitize(freqs, edges) - 1
+    return n, (band[:, None] == np.arange(24)[None, :]).astype(np.float32)
+
+
+def _active_prints(
+    sig: _Signal, xs: np.ndarray, t0: float, t1: float, fb: tuple[int, np.ndarray]
+) -> np.ndarray:
+    """Band energies of the *active* frames in ``[t0, t1)`` of ``xs``: pauses (natural, or gaps
+    and stalls padded with silence) are left out, so a print covers the same words whatever
+    the pausing."""
+    n, onehot = fb
+    seg = xs[max(0, int(t0 * sig.sr)) : max(0, int(t1 * sig.sr))]
+    m = len(seg) // n
+    if m < 2:
+        return np.zeros((0, onehot.shape[1]))
+    fr = seg[: m * n].reshape(m, n)
+    db = 10 * np.log10(np.einsum("ij,ij->i", fr, fr) / n + 1e-12)
+    fr = fr[db >= sig.thresh]
+    if not len(fr):
+        return np.zeros((0, onehot.shape[1]))
+    nfft = 2 * (onehot.shape[0] - 1)
+    p = np.abs(np.fft.rfft(fr * np.hanning(n).astype(np.float32), nfft, axis=1)) ** 2
+    return p @ onehot
+
+
 def _crosstalk(
-    s: _Signal, ref: _Signal, cfg: DetectorConfig, repeats: Sequence[Finding] = ()
+    s: _Signal, ref: _Signal, cfg: DetectorConfig, cuts: Sequence[Finding] = ()
 ) -> list[Finding]:
     """Does the take start with other words or another voice than its reference?
 
-    ``repeats`` are the replays already found: their repeated audio is cut out before the
-    comparison, so a replay near the start is reported once, as a replay, not also as foreign
-    content."""
+    ``cuts`` are the replays and gaps already found: their audio is cut out before the
+    comparison, so a replay or gap near the start is reported once, as itself, not also as
+    foreign content. Only active frames are compared (pauses differ between renderings), and
+    the reference's side of each comparison is found by an open-ended alignment (its speaking
+    rate may be half to twice the take's), so the prints cover the same words."""
     fs = 0.02
     on_s = cfg.crosstalk_onset_s
     t_on = s.first_active_frame() * s.frame_s
     t_off = _last_active_s(s)
     x = s.x
-    for f in sorted(repeats, key=lambda f: -f.time_s):  # from the end: earlier cuts stay put
-        a, b = int(f.time_s * s.sr), int((f.time_s + f.evidence["length_s"]) * s.sr)
+    for f in sorted(cuts, key=lambda f: -f.time_s):  # from the end: earlier cuts stay put
+        span = f.evidence.get("length_s", f.evidence.get("pause_s", 0.0))
+        a, b = int(f.time_s * s.sr), int((f.time_s + span) * s.sr)
         if t_on * s.sr <= a < b <= len(x):
             x = np.concatenate([x[:a], x[b:]])
             t_off -= (b - a) / s.sr if b / s.sr <= t_off else 0.0
-
-    def window(sig: _Signal, t0: float, length: float, xs: np.ndarray | None = None) -> np.ndarray:
-        a = int(t0 * sig.sr)
-        xs = sig.x if xs is None else xs
-        return _band_energies(xs[a : a + int(length * sig.sr)], sig.sr, fs)
-
-    r_on = ref.first_active_frame() * ref.frame_s
-    if len(x) / s.sr - t_on < on_s * 0.8 or (ref.n / ref.sr) - r_on < on_s * 0.8:
+    r_on, r_off = ref.first_active_frame() * ref.frame_s, _last_active_s(ref)
+    n_on = int(round(on_s / fs))
+    fb_t = _filterbank(s.sr, fs)
+    fb_r = fb_t if ref.sr == s.sr else _filterbank(ref.sr, fs)
+    take_p = _active_prints(s, x, t_on, t_off, fb_t)
+    ref_p = _active_prints(ref, ref.x, r_on, r_off, fb_r)
+    if len(take_p) < 0.8 * n_on or len(ref_p) < 0.8 * n_on:
         return []
-    e_on, r_e_on = window(s, t_on, on_s, x), window(ref, r_on, on_s)
-    onset = _dtw_cost(_spectra(e_on), _spectra(r_e_on))
-    voice = float(np.sqrt(np.mean((_ltas(e_on) - _ltas(r_e_on)) ** 2)))
-    # the rest of the take is compared at its end (end-aligned): foreign audio longer than
-    # the onset window must not leak into the comparison that says "the rest matches"
-    r_off = _last_active_s(ref)
-    body_len = min(on_s, t_off - t_on - on_s, r_off - r_on - on_s)
+
+    def compare(a: np.ndarray, b: np.ndarray) -> tuple[float, float]:
+        """Content cost of ``a`` against as many active frames of ``b``, and the voice distance
+        against the prefix of ``b`` that says the same words (found by an open-ended
+        alignment: half to twice as long, so the speaking rate does not change which sounds,
+        e.g. fricatives, each long-term spectrum holds)."""
+        n = len(a)
+        ends = _dtw_ends(_spectra(a), _spectra(b))
+        lo, hi = max(1, n // 2), min(len(b), 2 * n)
+        j = lo - 1 + int(np.argmin(ends[lo - 1 : hi]))
+        voice = float(np.sqrt(np.mean((_ltas(a) - _ltas(b[: j + 1])) ** 2)))
+        return float(ends[min(n, len(b)) - 1]), voice
+
+    onset, voice = compare(take_p[:n_on], ref_p[: 2 * n_on])
+    # the rest of the take is compared at its end (end-aligned, reversed so the open end is
+    # the start): foreign audio longer than the onset window must not leak into the
+    # comparison that says "the rest matches"
+    n_b = min(n_on, len(take_p) - n_on, len(ref_p) - n_on)
     body = body_voice = None
-    if body_len >= 0.5:
-        e_b = window(s, t_off - body_len, body_len, x)
-        r_e_b = window(ref, r_off - body_len, body_len)
-        body = _dtw_cost(_spectra(e_b), _spectra(r_e_b))
-        body_voice = float(np.sqrt(np.mean((_ltas(e_b) - _ltas(r_e_b)) ** 2)))
+    if n_b * fs >= 0.5:
+        body, body_voice = compare(take_p[::-1][:n_b], ref_p[::-1][: 2 * n_b])
     ev = {
         "onset_dist": onset,
         "body_dist": body,
@@ -1200,7 +1331,9 @@ def analyze(
         )
         findings += _gaps(s, cfg, float(take.request.speed or 1.0), ref)
         if ref is not None:
-            findings += _crosstalk(s, ref, cfg, [f for f in findings if f.kind == "replay"])
+            findings += _crosstalk(
+                s, ref, cfg, [f for f in findings if f.kind in ("replay", "gap")]
+            )
     if _has_timeline(take):
         findings += _underruns(take, cfg)
     findings += _durations(take, s, cfg, ref, reference)
