@@ -1160,24 +1160,28 @@ def _filterbank(sr: int, fs: float) -> tuple[int, np.ndarray]:
 
 
 def _active_prints(
-    sig: _Signal, xs: np.ndarray, t0: float, t1: float, fb: tuple[int, np.ndarray]
-) -> np.ndarray:
-    """Band energies of the *active* frames in ``[t0, t1)`` of ``xs``: pauses (natural, or gaps
-    and stalls padded with silence) are left out, so a print covers the same words whatever
-    the pausing."""
+    sig: _Signal, xs: np.ndarray, t0: float, t1: float, fb: tuple[int, np.ndarray], keep: int
+) -> tuple[np.ndarray, np.ndarray, int]:
+    """Band energies of the first and the last ``keep`` *active* frames in ``[t0, t1)`` of
+    ``xs``, and how many active frames there are. Pauses (natural, or gaps and stalls padded
+    with silence) are left out, so a print covers the same words whatever the pausing."""
     n, onehot = fb
     seg = xs[max(0, int(t0 * sig.sr)) : max(0, int(t1 * sig.sr))]
     m = len(seg) // n
+    empty = np.zeros((0, onehot.shape[1]))
     if m < 2:
-        return np.zeros((0, onehot.shape[1]))
+        return empty, empty, 0
     fr = seg[: m * n].reshape(m, n)
     db = 10 * np.log10(np.einsum("ij,ij->i", fr, fr) / n + 1e-12)
-    fr = fr[db >= sig.thresh]
-    if not len(fr):
-        return np.zeros((0, onehot.shape[1]))
+    act = np.flatnonzero(db >= sig.thresh)
+    if not len(act):
+        return empty, empty, 0
+    # only the frames that are compared are transformed (a long take has many more)
+    pick = act if len(act) <= 2 * keep else np.r_[act[:keep], act[-keep:]]
     nfft = 2 * (onehot.shape[0] - 1)
-    p = np.abs(np.fft.rfft(fr * np.hanning(n).astype(np.float32), nfft, axis=1)) ** 2
-    return p @ onehot
+    p = np.abs(np.fft.rfft(fr[pick] * np.hanning(n).astype(np.float32), nfft, axis=1)) ** 2
+    e = p @ onehot
+    return e[:keep], e[-keep:], len(act)
 
 
 def _crosstalk(
@@ -1205,9 +1209,9 @@ def _crosstalk(
     n_on = int(round(on_s / fs))
     fb_t = _filterbank(s.sr, fs)
     fb_r = fb_t if ref.sr == s.sr else _filterbank(ref.sr, fs)
-    take_p = _active_prints(s, x, t_on, t_off, fb_t)
-    ref_p = _active_prints(ref, ref.x, r_on, r_off, fb_r)
-    if len(take_p) < 0.8 * n_on or len(ref_p) < 0.8 * n_on:
+    t_head, t_tail, n_t = _active_prints(s, x, t_on, t_off, fb_t, n_on)
+    r_head, r_tail, n_r = _active_prints(ref, ref.x, r_on, r_off, fb_r, 2 * n_on)
+    if n_t < 0.8 * n_on or n_r < 0.8 * n_on:
         return []
 
     def compare(a: np.ndarray, b: np.ndarray) -> tuple[float, float]:
@@ -1222,14 +1226,14 @@ def _crosstalk(
         voice = float(np.sqrt(np.mean((_ltas(a) - _ltas(b[: j + 1])) ** 2)))
         return float(ends[min(n, len(b)) - 1]), voice
 
-    onset, voice = compare(take_p[:n_on], ref_p[: 2 * n_on])
+    onset, voice = compare(t_head[:n_on], r_head[: 2 * n_on])
     # the rest of the take is compared at its end (end-aligned, reversed so the open end is
     # the start): foreign audio longer than the onset window must not leak into the
     # comparison that says "the rest matches"
-    n_b = min(n_on, len(take_p) - n_on, len(ref_p) - n_on)
+    n_b = min(n_on, n_t - n_on, n_r - n_on)
     body = body_voice = None
     if n_b * fs >= 0.5:
-        body, body_voice = compare(take_p[::-1][:n_b], ref_p[::-1][: 2 * n_b])
+        body, body_voice = compare(t_tail[::-1][:n_b], r_tail[::-1][: 2 * n_b])
     ev = {
         "onset_dist": onset,
         "body_dist": body,
