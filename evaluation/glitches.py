@@ -518,15 +518,15 @@ def _prints(sig: _Signal, fs: float = 0.02) -> np.ndarray:
     if m < 2:
         return np.zeros((0, onehot.shape[1]))
     fr = sig.x[: m * n].reshape(m, n) * np.hanning(n).astype(np.float32)
-    p = np.abs(np.fft.rfft(fr, 2 * (onehot.shape[0] - 1), axis=1)) ** 2
-    return _spectra(p @ onehot)
+    spec = sp_fft.rfft(fr, 2 * (onehot.shape[0] - 1), axis=1)  # float32
+    return _spectra(_band_sum(spec.real**2 + spec.imag**2, onehot))
 
 
 def _dtw_path(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     """For each row of ``a``, the median row of ``b`` it is aligned to (full DTW path)."""
     an = a / (np.linalg.norm(a, axis=1, keepdims=True) + 1e-9)
     bn = b / (np.linalg.norm(b, axis=1, keepdims=True) + 1e-9)
-    c = 1 - an @ bn.T
+    c = 1 - np.einsum("ik,jk->ij", an, bn)
     n, m = c.shape
     acc = np.empty((n, m))
     prev = np.full(m + 1, np.inf)
@@ -592,7 +592,7 @@ def _refine(x: np.ndarray, src0: int, qs: int, n: int, q: int) -> tuple[float, i
     a = x[lo : hi + n].astype(np.float64)
     b = x[qs : qs + n].astype(np.float64)
     b = b - b.mean()
-    num = sliding_window_view(a, n) @ b  # a few dozen lags: a direct product beats an FFT
+    num = np.einsum("ln,n->l", sliding_window_view(a, n), b)  # a few dozen lags: no FFT
     c1 = np.r_[0.0, np.cumsum(a)]
     c2 = np.r_[0.0, np.cumsum(a * a)]
     ssum = c1[n:] - c1[:-n]
@@ -1124,7 +1124,7 @@ def _dtw_ends(a: np.ndarray, b: np.ndarray) -> np.ndarray:
         return np.ones(max(1, len(b)))
     an = a / (np.linalg.norm(a, axis=1, keepdims=True) + 1e-9)
     bn = b / (np.linalg.norm(b, axis=1, keepdims=True) + 1e-9)
-    c = 1 - an @ bn.T
+    c = 1 - np.einsum("ik,jk->ij", an, bn)  # (small: no BLAS threads)
     n, m = c.shape
     prev = np.full(m + 1, np.inf)
     prev[0] = 0.0
@@ -1159,6 +1159,15 @@ def _filterbank(sr: int, fs: float) -> tuple[int, np.ndarray]:
     return n, (band[:, None] == np.arange(24)[None, :]).astype(np.float32)
 
 
+def _band_sum(p: np.ndarray, onehot: np.ndarray) -> np.ndarray:
+    """``p @ onehot`` (bins -> bands) as differences of a running sum: each band is a run of
+    bins, and a BLAS product of these small matrices spends more on threads than on sums."""
+    cols = np.flatnonzero(onehot.any(axis=1))
+    start = np.searchsorted(np.argmax(onehot[cols], axis=1), np.arange(25), side="left")
+    cs = np.pad(np.cumsum(p[:, cols], axis=1, dtype=np.float64), ((0, 0), (1, 0)))
+    return cs[:, start[1:]] - cs[:, start[:-1]]
+
+
 def _active_prints(
     sig: _Signal, xs: np.ndarray, t0: float, t1: float, fb: tuple[int, np.ndarray], keep: int
 ) -> tuple[np.ndarray, np.ndarray, int]:
@@ -1179,8 +1188,8 @@ def _active_prints(
     # only the frames that are compared are transformed (a long take has many more)
     pick = act if len(act) <= 2 * keep else np.r_[act[:keep], act[-keep:]]
     nfft = 2 * (onehot.shape[0] - 1)
-    p = np.abs(np.fft.rfft(fr[pick] * np.hanning(n).astype(np.float32), nfft, axis=1)) ** 2
-    e = p @ onehot
+    spec = sp_fft.rfft(fr[pick] * np.hanning(n).astype(np.float32), nfft, axis=1)  # float32
+    e = _band_sum(spec.real**2 + spec.imag**2, onehot)
     return e[:keep], e[-keep:], len(act)
 
 
