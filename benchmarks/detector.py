@@ -24,7 +24,10 @@ with the reference, and with both. A defect is *found* when a finding of its kin
 0.3 s (or one seam) of where it was injected (take-level kinds: anywhere). ``precision``
 counts every finding on defect cases and clean cases: correct are findings of the injected
 kind at its place, and findings of another kind at the same place (a gap cut into a word is
-also a click there). False alarms per clean minute are findings on clean cases, per kind.
+also a click there). The place is the whole injected audio +- 0.3 s (a re-sent chunk or a
+foreign onset also jumps where it ends; a doubled generation pauses where it starts; a restart
+also makes the take too long); ``precision_point_rule`` counts only the defect's start, as
+before. False alarms per clean minute are findings on clean cases, per kind.
 
 **Speed.** Multiples of real time (audio seconds / wall seconds, median of ``--runs``) on the
 clean held-out takes with their profile chunks, and on the same takes cut into uniform 80 ms
@@ -155,6 +158,8 @@ class Case:
     time_s: float | None = None
     seam: int | None = None
     text: str = ""
+    end_s: float | None = None
+    """Where the injected audio ends (replayed, foreign or appended audio; a gap's silence)."""
 
 
 # --------------------------------------------------------------------------- renders
@@ -231,9 +236,10 @@ def _append(t: Take, extra: np.ndarray, prof: WireProfile) -> Take:
 
 def inject(
     kind: str, diff: str, t: Take, other: Take, prof: WireProfile, rng: np.random.Generator
-) -> tuple[Take, float | None, int | None] | None:
+) -> tuple[Take, float | None, int | None, float | None] | None:
     """One defect of ``kind`` at difficulty ``diff`` into ``t`` (on its profile). Returns the
-    defective take, the defect's time and seam, or None when this take cannot hold it."""
+    defective take, the defect's time, seam and the end of the injected audio (None: a point),
+    or None when this take cannot hold it."""
     sr = t.sample_rate
     if kind in {"click", "gap", "replay", "underrun"}:
         seams = speech_seams(t, 0.6 if kind == "replay" else 0.3)
@@ -251,7 +257,7 @@ def inject(
                 lo, hi = {"medium": (40, 160), "hard": (4, 30)}[diff]
                 n = int(rng.integers(lo, hi + 1)) * (1 if rng.integers(2) else -1)
                 t2 = inject_sample_slip(t, k, n)
-            return t2, b / sr, k
+            return t2, b / sr, k, None
         if kind == "gap":
             if diff == "easy":
                 t2 = inject_quiet_gap(t, k, float(rng.uniform(0.5, 1.0)), None)
@@ -265,7 +271,7 @@ def inject(
                 t2 = inject_quiet_gap(
                     t, k, float(rng.uniform(0.05, 0.15)), lvl, int(rng.integers(1e9))
                 )
-            return t2, b / sr, k
+            return t2, b / sr, k, (b + t2.frames - t.frames) / sr
         if kind == "replay":
             if diff == "easy":
                 src = t.audio[:b]
@@ -275,8 +281,9 @@ def inject(
                 src = t.audio[max(0, b - int(rng.uniform(0.16, 0.3) * sr)) : b]
             gain = float(rng.uniform(0.7, 1.0)) if rng.integers(2) else 1.0
             src = np.clip(src.astype(np.float64) * gain, -32768, 32767).astype(np.int16)
-            return insert_chunks(t, k, src, prof.chunk_end(0)), b / sr, k
-        # underrun: delay chunk k+1 and everything after so the 200 ms player stalls by `want`
+            return insert_chunks(t, k, src, prof.chunk_end(0)), b / sr, k, (b + len(src)) / sr
+        # underrun: delay chunk k+1 and everything after so that listenlab's player (the start
+        # rule the detector simulates, evaluation/playout.py) stalls by `want`
         want = {"easy": (1.0, 3.0), "medium": (0.2, 0.5), "hard": (0.04, 0.1)}[diff]
         want_ms = float(rng.uniform(*want)) * 1000
         pieces, arr = pieces_of(t)
@@ -284,13 +291,13 @@ def inject(
         for _ in range(40):  # the delay that gives that stall (bisection on the simulation)
             mid = (lo + hi) / 2
             tt = rebuild(t, pieces, [a + (mid if i > k else 0.0) for i, a in enumerate(arr)])
-            st = sum(s.stall_ms for s in simulate_playback(tt, 200.0))
+            st = sum(s.stall_ms for s in simulate_playback(tt))
             lo, hi = (mid, hi) if st < want_ms else (lo, mid)
         tt = rebuild(t, pieces, [a + (hi if i > k else 0.0) for i, a in enumerate(arr)])
-        st = simulate_playback(tt, 200.0)
+        st = simulate_playback(tt)
         if not st:
             return None
-        return tt, st[0].position_ms / 1000, st[0].chunk_index - 1
+        return tt, st[0].position_ms / 1000, st[0].chunk_index - 1, None
     if kind == "truncation":
         pieces, arr = pieces_of(t)
         if diff == "easy":
@@ -320,14 +327,16 @@ def inject(
             a2.append(a)
             off += len(p)
         err = "the server closed the stream" if status == "error" else None
-        return rebuild(t, out, a2, status=status, error=err), n / sr, None
+        return rebuild(t, out, a2, status=status, error=err), n / sr, None, None
     if kind == "duration":
         if diff == "easy":  # the whole generation twice (#3326)
-            return _append(t, t.audio.copy(), prof), t.duration_s, None
+            t2 = _append(t, t.audio.copy(), prof)
+            return t2, t.duration_s, None, t2.duration_s
         share = (1.0, 1.5) if diff == "medium" else (0.6, 0.9)  # runaway: more speech after the end
         m = int(t.frames * rng.uniform(*share))
         extra = np.concatenate([other.audio] * (1 + m // max(1, other.frames)))[:m]
-        return _append(t, extra, prof), t.duration_s, None
+        t2 = _append(t, extra, prof)
+        return t2, t.duration_s, None, t2.duration_s
     if kind == "crosstalk":
         if t.duration_s < 3.0:
             return None
@@ -337,21 +346,21 @@ def inject(
             o = _other_voice(other).audio
             m = min(n, len(o))
             audio[:m] = o[:m]
-            return replace(t, audio=audio), 0.0, None
+            return replace(t, audio=audio), 0.0, None, m / sr
         if diff == "medium":  # another request (same voice) for 2-3 s: longer than any window
             if t.duration_s < 4.5:
                 return None
             n = int(rng.uniform(2.0, 3.0) * sr)
             m = min(n, other.frames)
             audio[:m] = other.audio[:m]
-            return replace(t, audio=audio), 0.0, None
+            return replace(t, audio=audio), 0.0, None, m / sr
         # another request's 0.5-0.9 s (same voice) before this request's own audio
         o0 = np.flatnonzero(np.abs(other.audio[:, 0]) > 300)
         s0 = int(o0[0]) if len(o0) else 0
         m = int(rng.uniform(0.5, 0.9) * sr)
         pieces, arr = pieces_of(t)
         pieces[0] = np.concatenate([other.audio[s0 : s0 + m], pieces[0]])
-        return rebuild(t, pieces, arr), 0.0, None
+        return rebuild(t, pieces, arr), 0.0, None, m / sr
     raise ValueError(kind)
 
 
@@ -378,7 +387,7 @@ def build_cases(renders: list[dict], seed: int = 0) -> list[Case]:
                     got = inject(kind, diff, t, other, prof, rng)
                     if got is None:
                         continue
-                    tt, ts, seam = got
+                    tt, ts, seam, end = got
                     cases.append(
                         Case(
                             f"{kind}/{diff}/{pname}",
@@ -390,6 +399,7 @@ def build_cases(renders: list[dict], seed: int = 0) -> list[Case]:
                             ts,
                             seam,
                             r["text"],
+                            end,
                         )
                     )
     return cases
@@ -410,7 +420,15 @@ def run_case(c: Case, cond: str, cfg: DetectorConfig):
     return analyze(take, ref, cfg)
 
 
-def _at_place(f, c: Case, tol_s: float = 0.3) -> bool:
+def _at_place(f, c: Case, tol_s: float = 0.3, span: bool = True) -> bool:
+    """Is finding ``f`` at the defect's place? ``span``: anywhere in the injected audio (+-
+    ``tol_s``) counts too, e.g. the jump where a re-sent chunk or a foreign onset ends, the
+    pause where a doubled generation starts, or the excess length a restart causes (the
+    default); without it, only the defect's start does (the older, stricter rule)."""
+    if span and c.end_s is not None and c.time_s - tol_s <= f.time_s <= c.end_s + tol_s:
+        return True
+    if span and c.kind == "replay" and f.kind == "duration":
+        return True  # a restart is also a doubled generation (cf. duration -> replay below)
     if c.kind in TAKE_LEVEL:
         return f.kind in TAKE_LEVEL or (c.kind == "duration" and f.kind == "replay")
     near_seam = (
@@ -429,7 +447,10 @@ def _hit(f, c: Case) -> bool:
 
 def score(cases: list[Case], cond: str, cfg: DetectorConfig) -> dict:
     cell: dict[str, dict[str, dict]] = {
-        k: {d: {"cases": 0, "found": 0, "findings": 0, "correct": 0} for d in DIFFICULTIES}
+        k: {
+            d: {"cases": 0, "found": 0, "findings": 0, "correct": 0, "correct_point": 0}
+            for d in DIFFICULTIES
+        }
         for k in KINDS
     }
     clean_s = 0.0
@@ -456,6 +477,7 @@ def score(cases: list[Case], cond: str, cfg: DetectorConfig) -> dict:
         cl["found"] += found
         cl["findings"] += len(f)
         cl["correct"] += sum(1 for x in f if _hit(x, c) or _at_place(x, c))
+        cl["correct_point"] += sum(1 for x in f if _hit(x, c) or _at_place(x, c, span=False))
         if not found:
             misses.append(f"{c.name} t={c.time_s} {c.text[:30]!r} -> {[str(x) for x in f][:2]}")
     for k in KINDS:
@@ -470,12 +492,14 @@ def score(cases: list[Case], cond: str, cfg: DetectorConfig) -> dict:
         found = sum(cell[k][d]["found"] for k in KINDS for d in diffs)
         nf = sum(cell[k][d]["findings"] for k in KINDS for d in diffs)
         corr = sum(cell[k][d]["correct"] for k in KINDS for d in diffs)
+        corr_p = sum(cell[k][d]["correct_point"] for k in KINDS for d in diffs)
         # precision over these defect cases and every clean case (false alarms count against it)
         allf = nf + sum(fa.values())
         return {
             "cases": n,
             "recall": found / n if n else None,
             "precision": corr / allf if allf else 1.0,
+            "precision_point_rule": corr_p / allf if allf else 1.0,
         }
 
     return {
@@ -554,7 +578,8 @@ def _print(sc: dict, split: str) -> None:
     fa = sc["false_alarms_per_clean_minute"]
     print(
         f"[{split} / {sc['condition']}] recall easy+medium {em['recall']:.3f} (precision "
-        f"{em['precision']:.3f}), hard {h['recall']:.3f} (precision {h['precision']:.3f}); "
+        f"{em['precision']:.3f}; at the start only {em['precision_point_rule']:.3f}), "
+        f"hard {h['recall']:.3f} (precision {h['precision']:.3f}); "
         f"false alarms/clean min {fa['total']:.2f} {dict((k, round(v, 2)) for k, v in fa.items() if k != 'total')}"
     )
     line = []

@@ -164,11 +164,13 @@ class DetectorConfig:
     # -- crosstalk
     crosstalk_onset_s: float = 1.2
     crosstalk_min_dist: float = 0.15
-    """DTW cost (cosine distance of log band energies per step) between the take's onset and the
-    reference's that counts as foreign audio (same text and voice: <= 0.09 on Piper)."""
+    """DTW cost (cosine distance of log band energies per step) between the take's first
+    ``crosstalk_onset_s`` of active speech and as many active frames of the reference that
+    counts as foreign audio (same text and voice: <= 0.1 on Piper's dev split)."""
     crosstalk_voice_dist: float = 0.6
     """RMS difference (natural-log units per band) between the onset's long-term spectrum and
-    the reference onset's that counts as another voice (same voice: <= 0.35 on Piper)."""
+    that of the reference's frames saying the same words, that counts as another voice (same
+    voice: <= 0.36 on Piper's dev split with 7 independent references per text)."""
     crosstalk_ratio: float = 2.0
     """... and either distance must be this many times the same distance after the onset."""
 
@@ -302,38 +304,84 @@ def _nearest(boundaries_s: np.ndarray, t: float) -> tuple[int | None, float | No
 
 
 def _lpc_scores(
-    x: np.ndarray, pts: np.ndarray, w: int, p: int, floor: float
+    x: np.ndarray,
+    pts: np.ndarray,
+    w: int,
+    p: int,
+    floor: float,
+    search: int = 0,
+    screen: tuple[float, float] | None = None,
+    top: int | None = None,
 ) -> tuple[np.ndarray, np.ndarray]:
-    """Symmetric short-term prediction failure at each point ``t`` (a seam between t-1 and t).
+    """Symmetric short-term prediction failure at each point ``t`` (a seam between t-1 and t),
+    and at the ``search`` samples either side of it.
 
-    Returns ``(score, jump)``: score = min(forward, backward) residual over in-window residual
-    RMS; jump = the smaller of the two absolute residuals (what would be heard).
+    Returns ``(score, jump)``, each ``(len(pts), 2 * search + 1)``: score = min(forward,
+    backward) residual over in-window residual RMS; jump = the smaller of the two absolute
+    residuals (what would be heard). One predictor per side and point is fit on the ``w + p``
+    samples before the earliest (forward) or after the latest (backward) searched offset, and
+    used for all offsets (a one-sample shift of the fit window changes nothing that matters).
+    With ``screen = (min_score, min_jump)`` the backward side is computed only where the
+    forward side reaches both (elsewhere the minimum cannot; the forward values are returned
+    there, an upper bound that is still below the screen). With ``top = k`` only the k largest
+    scores are exact (the backward side is computed in order of the forward score until no
+    other point can reach them); the rest are upper bounds below them.
     """
+    n_off = 2 * search + 1
     if not len(pts):
-        return np.zeros(0), np.zeros(0)
+        return np.zeros((0, n_off)), np.zeros((0, n_off))
     k = 2
-    win = np.hanning(w + p).astype(np.float32)
+    win = np.hanning(w + p)
     lags = np.abs(np.arange(p)[:, None] - np.arange(p)[None, :])
+    nfft = sp_fft.next_fast_len(2 * (w + p), real=True)
+    off = np.arange(n_off)  # offset index o: point pts + o - search
+    lo = w // 2  # residuals are needed from here on (the in-window RMS) ...
+    span = w + 2 * search + k - lo  # ... to the last searched point + k
 
-    def one_side(seg: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        fit = seg[:, : w + p] * win
-        r = np.stack(
-            [np.einsum("ij,ij->i", fit[:, : w + p - j], fit[:, j:]) for j in range(p + 1)], 1
-        )
+    def one_side(seg: np.ndarray, pos: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """``seg`` (n, w + p + 2 * search + k); ``pos`` the residual index of each offset."""
+        fit = seg[:, : w + p].astype(np.float64) * win
+        spec = sp_fft.rfft(fit, nfft, axis=1)
+        r = sp_fft.irfft(spec.real**2 + spec.imag**2, nfft, axis=1)[:, : p + 1]
         r[:, 0] = r[:, 0] * (1 + 1e-4) + 1e-10  # a little white-noise conditioning
         a = np.linalg.solve(r[:, lags], r[:, 1:, None])[:, :, 0]
-        lagged = sliding_window_view(seg, p + 1, axis=1)  # (n, w + k, p + 1): x[j-p .. j]
-        pred = np.einsum("nwk,nk->nw", lagged[:, :, -2::-1], a)
-        e = lagged[:, :, -1] - pred
-        sig = np.sqrt(np.mean(e[:, w // 2 : w] ** 2, axis=1))
-        out = np.abs(e[:, w:]).max(axis=1)
+        lagged = sliding_window_view(seg[:, lo:], p + 1, axis=1)[:, :span]  # x[j-p .. j]
+        e = lagged[:, :, -1] - np.einsum("nwk,nk->nw", lagged[:, :, -2::-1], a)
+        e2 = np.pad(np.cumsum(e * e, axis=1), ((0, 0), (1, 0)))
+        rows = np.arange(len(seg))[:, None]
+        # in-window residual RMS over the w/2 samples before each offset's point
+        sig = np.sqrt((e2[rows, pos - lo] - e2[rows, pos - lo - w // 2]) / (w // 2))
+        ae = np.abs(e)
+        out = np.maximum(ae[rows, pos - lo], ae[rows, pos - lo + 1])
         return out / np.maximum(sig, floor), out
 
-    fwd_idx = pts[:, None] + np.arange(-w - p, k)[None, :]
-    bwd_idx = pts[:, None] - 1 - np.arange(-w - p, k)[None, :]
-    sf_, jf = one_side(x[fwd_idx])
-    sb_, jb = one_side(x[bwd_idx])
-    return np.minimum(sf_, sb_), np.minimum(jf, jb)
+    n_seg = w + p + 2 * search + k
+    fwd = x[pts[:, None] - search - w - p + np.arange(n_seg)[None, :]]
+    # residual index (segment index - p) of offset o's point: forward x[t], backward x[t-1]
+    sf_, jf = one_side(fwd, (w + off)[None, :])
+
+    def backward(todo: np.ndarray) -> None:
+        if len(todo):
+            bwd = x[pts[todo, None] + search + w + p - 1 - np.arange(n_seg)[None, :]]
+            sb_, jb = one_side(bwd, (w + 2 * search - off)[None, :])
+            sf_[todo] = np.minimum(sf_[todo], sb_)
+            jf[todo] = np.minimum(jf[todo], jb)
+
+    if screen is not None:
+        backward(np.flatnonzero(((sf_ >= screen[0]) & (jf >= screen[1])).any(axis=1)))
+    elif top is not None:
+        order = np.argsort(-sf_.max(axis=1), kind="stable")
+        done, m = 0, min(len(pts), 8 * top)
+        while True:
+            backward(order[done:m])
+            done = m
+            kth = np.sort(sf_[order[:m]].max(axis=1))[-min(top, m)]
+            if m == len(pts) or sf_[order[m]].max() <= kth:
+                break
+            m = min(len(pts), 4 * m)
+    else:
+        backward(np.arange(len(pts)))
+    return sf_, jf
 
 
 def _clicks(s: _Signal, cfg: DetectorConfig) -> list[Finding]:
@@ -345,10 +393,10 @@ def _clicks(s: _Signal, cfg: DetectorConfig) -> list[Finding]:
         return []
     floor = max(3e-4, 10 ** ((s.level - 60) / 20))
     off = np.arange(-cfg.click_search_samples, cfg.click_search_samples + 1)
-    pts = (b[:, None] + off[None, :]).reshape(-1)
-    score, jump = _lpc_scores(s.x, pts, w, p, floor)
-    score = score.reshape(len(b), -1)
-    jump = jump.reshape(len(b), -1)
+    # the backward side only where the forward side already fails (most seams never need it)
+    score, jump = _lpc_scores(
+        s.x, b, w, p, floor, cfg.click_search_samples, (cfg.click_min_score, cfg.click_min_amp)
+    )
     best = score.argmax(axis=1)
     bs = score[np.arange(len(b)), best]
     bj = jump[np.arange(len(b)), best]
@@ -360,7 +408,9 @@ def _clicks(s: _Signal, cfg: DetectorConfig) -> list[Finding]:
     ref = rng.integers(margin, s.n - margin, size=cfg.click_ref_points * 2)
     near = np.abs(ref[:, None] - s.boundaries[None, :]).min(axis=1) <= w
     ref = ref[~near][: cfg.click_ref_points]
-    ref_score, _ = _lpc_scores(s.x, ref, w, p, floor)
+    # the 99.9th percentile depends only on the few largest scores: only they need be exact
+    top = len(ref) - int(np.floor(0.999 * (len(ref) - 1)))
+    ref_score = _lpc_scores(s.x, ref, w, p, floor, top=top)[0][:, 0]
     q = float(np.quantile(ref_score, 0.999)) if len(ref_score) else 0.0
     need = max(cfg.click_min_score, cfg.click_ref_factor * q)
     all_b = s.boundaries.tolist()
@@ -481,32 +531,94 @@ def _replays(
         # the reference repeats itself the same way: the repetition is in the content
         own = [f.evidence["lag_s"] for f in _replay_scan(ref, cfg, ref.n / ref.sr)]
         found = [f for f in found if not any(abs(f.evidence["lag_s"] - lag) <= 0.15 for lag in own)]
+    if found and ref is not None:
+        found = [f for f in found if not _said_twice_in_reference(f, s, ref, cfg)]
     del speed
     return found
 
 
-def _peaks(c: np.ndarray, floor: float, sep: int, most: int = 4) -> list[int]:
-    """Indices of up to ``most`` best local maxima of ``c`` above ``floor``, ``sep`` apart."""
-    idx = np.flatnonzero(c >= floor)
-    out: list[int] = []
-    for j in idx[np.argsort(c[idx])[::-1]]:
-        if all(abs(int(j) - k) >= sep for k in out):
-            out.append(int(j))
-            if len(out) == most:
-                break
+def _prints(sig: _Signal, fs: float = 0.02) -> np.ndarray:
+    """Content prints of every ``fs`` frame of a take (see :func:`_spectra`)."""
+    n, onehot = _filterbank(sig.sr, fs)
+    m = sig.n // n
+    if m < 2:
+        return np.zeros((0, onehot.shape[1]))
+    fr = sig.x[: m * n].reshape(m, n) * np.hanning(n).astype(np.float32)
+    spec = sp_fft.rfft(fr, 2 * (onehot.shape[0] - 1), axis=1)  # float32
+    return _spectra(_band_sum(spec.real**2 + spec.imag**2, onehot))
+
+
+def _dtw_path(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """For each row of ``a``, the median row of ``b`` it is aligned to (full DTW path)."""
+    an = a / (np.linalg.norm(a, axis=1, keepdims=True) + 1e-9)
+    bn = b / (np.linalg.norm(b, axis=1, keepdims=True) + 1e-9)
+    c = 1 - np.einsum("ik,jk->ij", an, bn)
+    n, m = c.shape
+    acc = np.empty((n, m))
+    prev = np.full(m + 1, np.inf)
+    prev[0] = 0.0
+    for i in range(n):
+        down = np.minimum(prev[1:], prev[:-1]) + c[i]
+        cs = np.cumsum(c[i])
+        prev[1:] = cs + np.minimum.accumulate(down - cs)
+        prev[0] = np.inf
+        acc[i] = prev[1:]
+    i, j = n - 1, m - 1
+    pairs = [(i, j)]
+    while i > 0 or j > 0:
+        steps = [
+            (acc[i - 1, j - 1] if i and j else np.inf, i - 1, j - 1),
+            (acc[i - 1, j] if i else np.inf, i - 1, j),
+            (acc[i, j - 1] if j else np.inf, i, j - 1),
+        ]
+        _, i, j = min(steps)
+        pairs.append((i, j))
+    pa = np.array(pairs[::-1])
+    out = np.zeros(n, np.int64)
+    for k in range(n):
+        out[k] = int(np.median(pa[pa[:, 0] == k, 1]))
     return out
 
 
+def _said_twice_in_reference(f: Finding, s: _Signal, ref: _Signal, cfg: DetectorConfig) -> bool:
+    """Does the reference (an independent rendering of the same request) say this repeat's
+    words twice too, at the places the take's source and copy align to? Then the repeat is the
+    content (a deterministic engine renders a repeated phrase identically), not a replay.
+
+    A replayed chunk has no counterpart in the reference: aligned over the whole take, the copy
+    maps onto the source's place in the reference (or onto a few frames at the seam), never onto
+    a second, distinct saying of the same words."""
+    fs = 0.02
+    tp, rp = _prints(s, fs), _prints(ref, fs)
+    if len(tp) < 4 or len(rp) < 4 or len(tp) * len(rp) > 4_000_000:
+        return False
+    path = _dtw_path(tp, rp)
+
+    def mapped(t0: float, length: float) -> tuple[int, int]:
+        a = min(len(tp) - 1, max(0, int(t0 / fs)))
+        b = min(len(tp), max(a + 1, int((t0 + length) / fs)))
+        return int(path[a]), int(path[b - 1]) + 1
+
+    length = f.evidence["length_s"]
+    n = max(1, int(length / fs))
+    s0, s1 = mapped(f.evidence["source_s"], length)
+    c0, c1 = mapped(f.time_s, length)
+    overlap = max(0, min(s1, c1) - max(s0, c0))
+    if c1 - c0 < 0.5 * n or s1 - s0 < 0.5 * n or overlap > 0.5 * min(s1 - s0, c1 - c0):
+        return False  # the copy has no distinct counterpart in the reference
+    cost = _dtw_cost(rp[s0:s1], rp[c0:c1])
+    return cost <= cfg.crosstalk_min_dist
+
+
 def _refine(x: np.ndarray, src0: int, qs: int, n: int, q: int) -> tuple[float, int]:
-    """Best full-rate NCC (and source start) within ``q`` samples of ``src0`` (one FFT)."""
+    """Best full-rate NCC (and source start) within ``q`` samples of ``src0``."""
     lo, hi = max(0, src0 - q), min(src0 + q, qs - n)
     if hi < lo:
         return -1.0, src0
     a = x[lo : hi + n].astype(np.float64)
     b = x[qs : qs + n].astype(np.float64)
     b = b - b.mean()
-    m = sp_fft.next_fast_len(len(a) + n - 1, real=True)
-    num = sp_fft.irfft(sp_fft.rfft(a, m) * np.conj(sp_fft.rfft(b, m)), m)[: hi - lo + 1]
+    num = np.einsum("ln,n->l", sliding_window_view(a, n), b)  # a few dozen lags: no FFT
     c1 = np.r_[0.0, np.cumsum(a)]
     c2 = np.r_[0.0, np.cumsum(a * a)]
     ssum = c1[n:] - c1[:-n]
@@ -534,25 +646,70 @@ def _envelope_precheck(
     env: np.ndarray,
     e1: np.ndarray,
     e2: np.ndarray,
-    plan: list[tuple[int, int, int, int]],
+    first: np.ndarray,
+    lookback: np.ndarray,
+    frames: np.ndarray,
     floor: float,
-) -> dict[int, list[int]]:
-    """Best envelope NCC of each planned query ``(id, first_frame, lookback_frame, frames)`` against
-    the earlier envelope (queries of one length batched, 64 at a time: bounded memory). Returns
-    the frames of up to 4 best matches >= ``floor`` per query, best first."""
-    out: dict[int, list[int]] = {}
-    by_len: dict[int, list[tuple[int, int, int]]] = {}
-    for item in plan:
-        by_len.setdefault(item[3], []).append(item[:3])
-    for L, items in by_len.items():
-        for k in range(0, len(items), 64):
-            block = items[k : k + 64]
-            c = _ncc_batch(env, e1, e2, np.stack([env[f : f + L] for _, f, _ in block]))
-            for row, (i, f, f_lo) in zip(c, block, strict=True):
-                seg = row[f_lo : max(f_lo, f - L + 1)]  # earlier: the match ends before f
-                if len(seg) and seg.max() >= floor:
-                    top = max(floor, float(seg.max()) - 0.05)
-                    out[i] = [f_lo + j for j in _peaks(seg, top, L, most=3)]
+    most: int = 3,
+) -> np.ndarray:
+    """Best envelope matches of each query (``first`` frame, ``frames`` long) against the
+    earlier envelope (from ``lookback``; the match ends before the query begins). Queries of one
+    length are batched, 64 at a time (bounded memory). Returns ``(len(first), most)`` frames of
+    the best matches >= ``floor`` (greedy, at least a query length apart, best first; -1: none)."""
+    out = np.full((len(first), most), -1, np.int64)
+    for L in np.unique(frames):
+        rows = np.flatnonzero(frames == L)
+        for k in range(0, len(rows), 64):
+            blk = rows[k : k + 64]
+            c = _ncc_batch(env, e1, e2, env[first[blk, None] + np.arange(L)[None, :]])
+            j = np.arange(c.shape[1])[None, :]
+            ok = (j >= lookback[blk, None]) & (
+                j < np.maximum(lookback[blk], first[blk] - L + 1)[:, None]
+            )
+            c = np.where(ok, c, -np.inf)
+            top = np.maximum(floor, c.max(axis=1) - 0.05)
+            rr = np.arange(len(blk))
+            for m in range(most):  # greedy: the best, then the best at least L away, ...
+                a = c.argmax(axis=1)
+                v = c[rr, a]
+                hit = v >= top
+                out[blk[hit], m] = a[hit]
+                if not hit.any():
+                    break
+                c = np.where(np.abs(j - a[:, None]) < L, -np.inf, c)
+    return out
+
+
+def _coarse_check(
+    y: np.ndarray, qs: np.ndarray, qlen: np.ndarray, cand: np.ndarray, d: int, floor: float
+) -> np.ndarray:
+    """Best NCC at the search rate within ``d`` samples of each candidate source start ``cand``
+    for the query starting at ``qs`` (``qlen`` samples; all at the search rate), batched over
+    every (query, candidate) pair. Returns the best start per pair, or -1 below ``floor``."""
+    out = np.full(len(cand), -1, np.int64)
+    for L in np.unique(qlen):
+        rows = np.flatnonzero(qlen == L)
+        if L < 8:
+            continue
+        q_ = y[qs[rows, None] + np.arange(L)[None, :]]
+        q_ = q_ - q_.mean(axis=1, keepdims=True)
+        base = cand[rows] - d
+        seg = y[np.clip(base[:, None] + np.arange(L + 2 * d)[None, :], 0, len(y) - 1)]
+        n = sp_fft.next_fast_len(L + 2 * d, real=True)
+        num = sp_fft.irfft(sp_fft.rfft(seg, n, axis=1) * np.conj(sp_fft.rfft(q_, n, axis=1)), n)
+        num = num[:, : 2 * d + 1]
+        c1 = np.pad(np.cumsum(seg, axis=1, dtype=np.float64), ((0, 0), (1, 0)))
+        c2 = np.pad(np.cumsum(seg.astype(np.float64) ** 2, axis=1), ((0, 0), (1, 0)))
+        s1 = c1[:, L:] - c1[:, :-L]
+        var = np.maximum(c2[:, L:] - c2[:, :-L] - s1 * s1 / L, 0.0)
+        den = np.sqrt(var * np.einsum("pl,pl->p", q_, q_)[:, None])
+        st = base[:, None] + np.arange(2 * d + 1)[None, :]  # source starts
+        ok = (st >= 0) & (st + L <= qs[rows, None])  # the source ends before the query starts
+        cc = np.where(ok, num / np.maximum(den, 1e-12), -np.inf)
+        a = cc.argmax(axis=1)
+        r = np.arange(len(rows))
+        good = cc[r, a] >= floor
+        out[rows[good]] = st[r, a][good]
     return out
 
 
@@ -580,108 +737,113 @@ def _replay_scan(s: _Signal, cfg: DetectorConfig, duration_s: float) -> list[Fin
     if m < 8:
         return []
     rate = s.sr / q
-    y = s.x[: m * q].reshape(m, q).mean(axis=1, dtype=np.float32)  # the search rate
-    # level envelope (dB per 10 ms frame, floored at the silence threshold) for a cheap
-    # pre-check: a repeat has the same envelope too, so most seams never need the search
-    env = np.maximum(s.db, s.thresh).astype(np.float64)
-    e1 = np.r_[0.0, np.cumsum(env)]
-    e2 = np.r_[0.0, np.cumsum(env * env)]
     starts = s.boundaries
     if not len(starts):  # no timeline (a bare file): look at every pause-to-speech onset
         runs = s.silent_runs()
         starts = runs[:, 1][runs[:, 1] < len(s.silent)] * s.hop
+    starts = np.asarray(starts, dtype=np.int64)
+    if not len(starts):
+        return []
+    ends = np.r_[starts[1:], s.n]
+    nf = len(s.silent)
+    t_first = s.first_active_frame() * s.frame_s
+    # Every seam's query at once (vectorised: with 80 ms chunks a take has ~12 seams a second).
+    # The query starts at the first active frame after the seam (silence matches silence), up
+    # to 0.5 s after it.
+    act = np.flatnonzero(~s.silent)
+    if not len(act):
+        return []
+    f0 = -(-starts // s.hop)
+    pos = np.minimum(np.searchsorted(act, f0), len(act) - 1)
+    fa = act[pos]
+    keep = (fa >= f0) & (fa < np.minimum(f0 + int(0.5 / s.frame_s), nf))
+    starts, ends, fa = starts[keep], ends[keep], fa[keep]
+    qs = fa * s.hop
+    # The query stays inside this chunk when it is long enough (a re-sent chunk is followed
+    # by new audio); after a short chunk (80 ms codec frames) it runs on across the next
+    # seams for replay_min_query_s, since a replay is then sent as several short chunks.
+    # The source of a repeat is audio, so it starts at or after the take's first active
+    # frame and ends before the query begins: a query longer than that could never match
+    # (a re-sent first chunk, "Hello!" "Hello!", has only its own length to look back on;
+    # two frames spare for frame rounding).
+    room = np.minimum(
+        np.minimum(cfg.replay_query_s, qs / s.sr - t_first - 2 * s.frame_s), (s.n - qs) / s.sr
+    )
+    chunk_s = (np.maximum(ends, qs + 1) - qs) / s.sr
+    L_s = np.minimum(
+        room, np.where(chunk_s >= cfg.replay_min_query_s, chunk_s, cfg.replay_min_query_s)
+    )
+    keep = L_s >= cfg.replay_min_query_s
+    qs, L_s = qs[keep], L_s[keep]
+    qf0 = qs // s.hop
+    qf1 = (qs + np.floor(L_s * s.sr).astype(np.int64)) // s.hop
+    n_act = np.r_[0, np.cumsum(~s.silent)]
+    keep = (qf1 - qf0 >= 4) & ((n_act[qf1] - n_act[qf0]) * s.frame_s >= cfg.replay_min_active_s)
+    qs, qf0, qf1 = qs[keep], qf0[keep], qf1[keep]
+    if not len(qs):
+        return []
+    lo = np.maximum(0, qs // q - int(cfg.replay_max_lookback_s * rate))
+    # The envelope pre-check for every seam at once: a repeat has the same level envelope
+    # (dB per 10 ms frame, floored at the silence threshold) too. Then each envelope match is
+    # checked at the search rate, all (seam, match) pairs in one batched product, so only a
+    # few candidates per take reach the full-rate FFT below.
+    env = np.maximum(s.db, s.thresh).astype(np.float64)
+    e1 = np.r_[0.0, np.cumsum(env)]
+    e2 = np.r_[0.0, np.cumsum(env * env)]
+    peaks = _envelope_precheck(
+        env, e1, e2, qf0, lo * q // s.hop, qf1 - qf0, cfg.replay_envelope_ncc
+    )
+    pi, pk = np.nonzero(peaks >= 0)
+    if not len(pi):
+        return []
+    y = s.x[: m * q].reshape(m, q).mean(axis=1, dtype=np.float32)  # the search rate
+    Lf = (qf1 - qf0) * s.hop
+    coarse = _coarse_check(
+        y,
+        qs[pi] // q,
+        Lf[pi] // q,
+        peaks[pi, pk] * s.hop // q,
+        s.hop // q + 1,
+        cfg.replay_coarse_ncc,
+    )
+    cand: dict[int, list[int]] = {}
+    for i, c in zip(pi[coarse >= 0].tolist(), coarse[coarse >= 0].tolist(), strict=True):
+        cand.setdefault(i, []).append(c)
     out: list[Finding] = []
     bounds_s = s.boundaries / s.sr
-    starts = np.asarray(starts, dtype=np.int64)
-    ends = np.r_[starts[1:], s.n]
-    plans = []
-    t_first = s.first_active_frame() * s.frame_s
-    for b, b_end in zip(starts, ends, strict=True):
-        # start the query at the first active frame after the seam (silence matches silence)
-        f0 = -(-int(b) // s.hop)
-        act = np.flatnonzero(~s.silent[f0 : f0 + int(0.5 / s.frame_s)])
-        if not len(act):
-            continue
-        qs = (f0 + int(act[0])) * s.hop
-        # The query stays inside this chunk when it is long enough (a re-sent chunk is followed
-        # by new audio); after a short chunk (80 ms codec frames) it runs on across the next
-        # seams for replay_min_query_s, since a replay is then sent as several short chunks.
-        # The source of a repeat is audio, so it starts at or after the take's first active
-        # frame and ends before the query begins: a query longer than that could never match
-        # (a re-sent first chunk, "Hello!" "Hello!", has only its own length to look back on;
-        # two frames spare for frame rounding).
-        room = min(cfg.replay_query_s, qs / s.sr - t_first - 2 * s.frame_s, (s.n - qs) / s.sr)
-        chunk_s = (max(int(b_end), qs + 1) - qs) / s.sr
-        L_s = min(room, chunk_s if chunk_s >= cfg.replay_min_query_s else cfg.replay_min_query_s)
-        if L_s < cfg.replay_min_query_s:
-            continue
-        qf = slice(qs // s.hop, (qs + int(L_s * s.sr)) // s.hop)
-        if qf.stop - qf.start < 4 or (~s.silent[qf]).sum() * s.frame_s < cfg.replay_min_active_s:
-            continue
-        i0, L = qs // q, int(L_s * rate)
-        lo = max(0, i0 - int(cfg.replay_max_lookback_s * rate))
-        plans.append((int(b), qs, i0, L, lo, lo * q // s.hop, qf))
-    # the envelope pre-check for every seam at once: a repeat has the same envelope too, so
-    # most seams never need the waveform search
-    pre = _envelope_precheck(
-        env,
-        e1,
-        e2,
-        [(n, p[6].start, p[5], p[6].stop - p[6].start) for n, p in enumerate(plans)],
-        cfg.replay_envelope_ncc,
-    )
     skip_until = -1
     blk = max(1, int(cfg.replay_block_s * s.sr))
-    for n, (_b, qs, _i0, _L, _lo, _f_lo, qf) in enumerate(plans):
-        if qs < skip_until:  # still inside a repeat already reported
+    for n in sorted(cand):
+        qs_, Lf_ = int(qs[n]), int(Lf[n])
+        if qs_ < skip_until:  # still inside a repeat already reported
             continue
-        peaks = pre.get(n, [])
-        if not peaks:
-            continue
-        # Confirm each envelope match at the full rate within one frame of it. Several earlier
-        # places may match (the text repeats itself, or the audio was repeated more than
-        # once): keep the one whose repeat goes on longest.
-        Lf = (qf.stop - qf.start) * s.hop
+        # Confirm each match at the full rate within one search-rate sample of it (one FFT).
+        # Several earlier places may match (the text repeats itself, or the audio was
+        # repeated more than once): keep the one whose repeat goes on longest.
         best = src = length = None
-        yq = y[qs // q : qs // q + Lf // q]
-        for p in peaks:
-            # at the search rate first (one small matrix product), then at the full rate
-            # within one search-rate sample of the best lag (one FFT)
-            c0, d = p * s.hop // q, s.hop // q + 1
-            lo_, hi_ = max(0, c0 - d), min(c0 + d, qs // q - len(yq))
-            if hi_ < lo_ or len(yq) < 8:
-                continue
-            win = sliding_window_view(y[lo_ : hi_ + len(yq)], len(yq))
-            wc = win - win.mean(axis=1, keepdims=True)
-            qc = yq - yq.mean()
-            cc = (wc @ qc) / np.maximum(
-                np.sqrt(np.einsum("ij,ij->i", wc, wc) * float(qc @ qc)), 1e-12
-            )
-            j = int(np.argmax(cc))
-            if cc[j] < cfg.replay_coarse_ncc:
-                continue
-            v, st = _refine(s.x, (lo_ + j) * q, qs, Lf, q)
+        for c in cand[n]:
+            v, st = _refine(s.x, c * q, qs_, Lf_, q)
             if v < cfg.replay_min_ncc:
                 continue
-            n_ = _repeat_length(s, st, qs, Lf, blk, cfg.replay_min_ncc)
+            n_ = _repeat_length(s, st, qs_, Lf_, blk, cfg.replay_min_ncc)
             if length is None or n_ > length:
                 best, src, length = v, st, n_
         if length is None:
             continue
-        lag = qs - src
-        skip_until = qs + length
+        lag = qs_ - src
+        skip_until = qs_ + length
         # the repeat may begin before the query did (with silence, or before a later seam's
         # active onset): walk back 10 ms at a time while it still matches, up to 0.5 s
         back, h = 0, s.hop
-        while back < int(0.5 * s.sr) and src - back - h >= 0 and qs - back - h > src:
-            fa, fb = (src - back - h) // h, (qs - back - h) // h
+        while back < int(0.5 * s.sr) and src - back - h >= 0 and qs_ - back - h > src:
+            fa, fb = (src - back - h) // h, (qs_ - back - h) // h
             both_silent = s.silent[fa] and s.silent[fb]
             a_ = s.x[src - back - h : src - back]
-            b_ = s.x[qs - back - h : qs - back]
+            b_ = s.x[qs_ - back - h : qs_ - back]
             if not (both_silent or _ncc(a_, b_) >= cfg.replay_min_ncc):
                 break
             back += h
-        start = qs - back
+        start = qs_ - back
         length += back
         src -= back
         t = start / s.sr
@@ -788,14 +950,19 @@ def _gaps(s: _Signal, cfg: DetectorConfig, speed: float, ref: _Signal | None) ->
     ref_pauses = _pauses(ref) if ref is not None else None
     long_s = cfg.gap_long_s / min(1.0, max(speed, 0.25))
     edge = max(1, int(round(0.02 / s.frame_s)))
-    done: set[int] = set()
-    for k, b in enumerate(s.boundaries):
-        bf = b / s.hop
-        hit = np.flatnonzero((pauses[:, 0] - 1 <= bf) & (bf <= pauses[:, 1] + 1))
-        if not len(hit) or int(hit[0]) in done:
+    # the first pause each seam is in (+-1 frame), and the first seam in each pause
+    bf = s.boundaries / s.hop
+    j = np.searchsorted(pauses[:, 0] - 1, bf, side="right") - 1
+    hit = np.full(len(bf), -1, np.int64)
+    for d in (0, 1):  # the pause before may reach this seam too (when they are 1-2 frames apart)
+        jj = j - d
+        ok = (jj >= 0) & (bf <= pauses[np.maximum(jj, 0), 1] + 1)
+        hit[ok] = jj[ok]
+    pause_ids, first_seam = np.unique(hit, return_index=True)
+    for pi, k in zip(pause_ids.tolist(), first_seam.tolist(), strict=True):
+        if pi < 0:
             continue
-        done.add(int(hit[0]))
-        st, en, before = (int(v) for v in pauses[hit[0]])
+        st, en, before = (int(v) for v in pauses[pi])
         length = (en - st) * s.frame_s
         t0 = st * s.frame_s
         if length < cfg.gap_min_s or any(a <= t0 + 0.03 and t0 <= z for a, z in covered):
@@ -1003,22 +1170,6 @@ def _durations(
 # --------------------------------------------------------------------------- crosstalk
 
 
-def _band_energies(x: np.ndarray, sr: int, frame_s: float = 0.02) -> np.ndarray:
-    """Band energies per frame (24 log-spaced bands, 100 Hz to 7 kHz)."""
-    n = max(64, int(sr * frame_s))
-    nfft = 1 << (n - 1).bit_length()
-    m = len(x) // n
-    if m < 2:
-        return np.zeros((0, 24))
-    fr = x[: m * n].reshape(m, n) * np.hanning(n).astype(np.float32)
-    p = np.abs(np.fft.rfft(fr, nfft, axis=1)) ** 2
-    freqs = np.fft.rfftfreq(nfft, 1 / sr)
-    edges = np.geomspace(100, min(7000, sr / 2 - 1), 25)
-    band = np.digitize(freqs, edges) - 1
-    onehot = (band[:, None] == np.arange(24)[None, :]).astype(p.dtype)  # bins -> bands
-    return p @ onehot
-
-
 def _spectra(e: np.ndarray) -> np.ndarray:
     """Log band energies with the mean removed: a content print (the words, not the channel)."""
     if not len(e):
@@ -1028,26 +1179,27 @@ def _spectra(e: np.ndarray) -> np.ndarray:
 
 
 def _ltas(e: np.ndarray) -> np.ndarray:
-    """Long-term spectrum of the louder frames, level removed: a voice print."""
+    """Long-term spectrum of active frames (pauses already left out), level removed: a voice
+    print. Every active frame counts: picking only the louder ones made the high bands depend
+    on whether a few fricatives crossed the cut (two renderings of one text then differed)."""
     if not len(e):
         return np.zeros(24)
-    tot = e.sum(axis=1)
-    loud = tot >= np.percentile(tot, 30)
-    f = np.log(e[loud].mean(axis=0) + 1e-12)
+    f = np.log(e.mean(axis=0) + 1e-12)
     return f - f.mean()
 
 
-def _dtw_cost(a: np.ndarray, b: np.ndarray) -> float:
-    """Dynamic-time-warping cost (cosine frame distance, per path step) between two prints.
+def _dtw_ends(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """Dynamic-time-warping cost (cosine frame distance, per path step) of all of ``a`` against
+    every prefix of ``b``: entry j is the cost of ending at ``b[j]`` (open end).
 
     Same words in the same voice align cheaply even when timing differs (~0.01-0.09 for two
     Piper renditions of one text); other words or another voice do not (>= 0.2).
     """
     if not len(a) or not len(b):
-        return 1.0
+        return np.ones(max(1, len(b)))
     an = a / (np.linalg.norm(a, axis=1, keepdims=True) + 1e-9)
     bn = b / (np.linalg.norm(b, axis=1, keepdims=True) + 1e-9)
-    c = 1 - an @ bn.T
+    c = 1 - np.einsum("ik,jk->ij", an, bn)  # (small: no BLAS threads)
     n, m = c.shape
     prev = np.full(m + 1, np.inf)
     prev[0] = 0.0
@@ -1058,7 +1210,12 @@ def _dtw_cost(a: np.ndarray, b: np.ndarray) -> float:
         cs = np.cumsum(c[i])
         prev[1:] = cs + np.minimum.accumulate(down - cs)
         prev[0] = np.inf
-    return float(prev[m] / (n + m))
+    return prev[1:] / (n + np.arange(1, m + 1))
+
+
+def _dtw_cost(a: np.ndarray, b: np.ndarray) -> float:
+    """DTW cost of all of ``a`` against all of ``b`` (see :func:`_dtw_ends`)."""
+    return float(_dtw_ends(a, b)[-1]) if len(a) and len(b) else 1.0
 
 
 def _last_active_s(sig: _Signal) -> float:
@@ -1066,46 +1223,101 @@ def _last_active_s(sig: _Signal) -> float:
     return float((a[-1] + 1) * sig.frame_s) if len(a) else sig.n / sig.sr
 
 
+def _filterbank(sr: int, fs: float) -> tuple[int, np.ndarray]:
+    """Frame length for ``fs`` seconds, and the FFT-bin -> band matrix (24 log-spaced bands,
+    100 Hz to 7 kHz) for it."""
+    n = max(64, int(sr * fs))
+    nfft = 1 << (n - 1).bit_length()
+    freqs = np.fft.rfftfreq(nfft, 1 / sr)
+    edges = np.geomspace(100, min(7000, sr / 2 - 1), 25)
+    band = np.digitize(freqs, edges) - 1
+    return n, (band[:, None] == np.arange(24)[None, :]).astype(np.float32)
+
+
+def _band_sum(p: np.ndarray, onehot: np.ndarray) -> np.ndarray:
+    """``p @ onehot`` (bins -> bands) as differences of a running sum: each band is a run of
+    bins, and a BLAS product of these small matrices spends more on threads than on sums."""
+    cols = np.flatnonzero(onehot.any(axis=1))
+    start = np.searchsorted(np.argmax(onehot[cols], axis=1), np.arange(25), side="left")
+    cs = np.pad(np.cumsum(p[:, cols], axis=1, dtype=np.float64), ((0, 0), (1, 0)))
+    return cs[:, start[1:]] - cs[:, start[:-1]]
+
+
+def _active_prints(
+    sig: _Signal, xs: np.ndarray, t0: float, t1: float, fb: tuple[int, np.ndarray], keep: int
+) -> tuple[np.ndarray, np.ndarray, int]:
+    """Band energies of the first and the last ``keep`` *active* frames in ``[t0, t1)`` of
+    ``xs``, and how many active frames there are. Pauses (natural, or gaps and stalls padded
+    with silence) are left out, so a print covers the same words whatever the pausing."""
+    n, onehot = fb
+    seg = xs[max(0, int(t0 * sig.sr)) : max(0, int(t1 * sig.sr))]
+    m = len(seg) // n
+    empty = np.zeros((0, onehot.shape[1]))
+    if m < 2:
+        return empty, empty, 0
+    fr = seg[: m * n].reshape(m, n)
+    db = 10 * np.log10(np.einsum("ij,ij->i", fr, fr) / n + 1e-12)
+    act = np.flatnonzero(db >= sig.thresh)
+    if not len(act):
+        return empty, empty, 0
+    # only the frames that are compared are transformed (a long take has many more)
+    pick = act if len(act) <= 2 * keep else np.r_[act[:keep], act[-keep:]]
+    nfft = 2 * (onehot.shape[0] - 1)
+    spec = sp_fft.rfft(fr[pick] * np.hanning(n).astype(np.float32), nfft, axis=1)  # float32
+    e = _band_sum(spec.real**2 + spec.imag**2, onehot)
+    return e[:keep], e[-keep:], len(act)
+
+
 def _crosstalk(
-    s: _Signal, ref: _Signal, cfg: DetectorConfig, repeats: Sequence[Finding] = ()
+    s: _Signal, ref: _Signal, cfg: DetectorConfig, cuts: Sequence[Finding] = ()
 ) -> list[Finding]:
     """Does the take start with other words or another voice than its reference?
 
-    ``repeats`` are the replays already found: their repeated audio is cut out before the
-    comparison, so a replay near the start is reported once, as a replay, not also as foreign
-    content."""
+    ``cuts`` are the replays and gaps already found: their audio is cut out before the
+    comparison, so a replay or gap near the start is reported once, as itself, not also as
+    foreign content. Only active frames are compared (pauses differ between renderings), and
+    the reference's side of each comparison is found by an open-ended alignment (its speaking
+    rate may be half to twice the take's), so the prints cover the same words."""
     fs = 0.02
     on_s = cfg.crosstalk_onset_s
     t_on = s.first_active_frame() * s.frame_s
     t_off = _last_active_s(s)
     x = s.x
-    for f in sorted(repeats, key=lambda f: -f.time_s):  # from the end: earlier cuts stay put
-        a, b = int(f.time_s * s.sr), int((f.time_s + f.evidence["length_s"]) * s.sr)
+    for f in sorted(cuts, key=lambda f: -f.time_s):  # from the end: earlier cuts stay put
+        span = f.evidence.get("length_s", f.evidence.get("pause_s", 0.0))
+        a, b = int(f.time_s * s.sr), int((f.time_s + span) * s.sr)
         if t_on * s.sr <= a < b <= len(x):
             x = np.concatenate([x[:a], x[b:]])
             t_off -= (b - a) / s.sr if b / s.sr <= t_off else 0.0
-
-    def window(sig: _Signal, t0: float, length: float, xs: np.ndarray | None = None) -> np.ndarray:
-        a = int(t0 * sig.sr)
-        xs = sig.x if xs is None else xs
-        return _band_energies(xs[a : a + int(length * sig.sr)], sig.sr, fs)
-
-    r_on = ref.first_active_frame() * ref.frame_s
-    if len(x) / s.sr - t_on < on_s * 0.8 or (ref.n / ref.sr) - r_on < on_s * 0.8:
+    r_on, r_off = ref.first_active_frame() * ref.frame_s, _last_active_s(ref)
+    n_on = int(round(on_s / fs))
+    fb_t = _filterbank(s.sr, fs)
+    fb_r = fb_t if ref.sr == s.sr else _filterbank(ref.sr, fs)
+    t_head, t_tail, n_t = _active_prints(s, x, t_on, t_off, fb_t, n_on)
+    r_head, r_tail, n_r = _active_prints(ref, ref.x, r_on, r_off, fb_r, 2 * n_on)
+    if n_t < 0.8 * n_on or n_r < 0.8 * n_on:
         return []
-    e_on, r_e_on = window(s, t_on, on_s, x), window(ref, r_on, on_s)
-    onset = _dtw_cost(_spectra(e_on), _spectra(r_e_on))
-    voice = float(np.sqrt(np.mean((_ltas(e_on) - _ltas(r_e_on)) ** 2)))
-    # the rest of the take is compared at its end (end-aligned): foreign audio longer than
-    # the onset window must not leak into the comparison that says "the rest matches"
-    r_off = _last_active_s(ref)
-    body_len = min(on_s, t_off - t_on - on_s, r_off - r_on - on_s)
+
+    def compare(a: np.ndarray, b: np.ndarray) -> tuple[float, float]:
+        """Content cost of ``a`` against as many active frames of ``b``, and the voice distance
+        against the prefix of ``b`` that says the same words (found by an open-ended
+        alignment: half to twice as long, so the speaking rate does not change which sounds,
+        e.g. fricatives, each long-term spectrum holds)."""
+        n = len(a)
+        ends = _dtw_ends(_spectra(a), _spectra(b))
+        lo, hi = max(1, n // 2), min(len(b), 2 * n)
+        j = lo - 1 + int(np.argmin(ends[lo - 1 : hi]))
+        voice = float(np.sqrt(np.mean((_ltas(a) - _ltas(b[: j + 1])) ** 2)))
+        return float(ends[min(n, len(b)) - 1]), voice
+
+    onset, voice = compare(t_head[:n_on], r_head[: 2 * n_on])
+    # the rest of the take is compared at its end (end-aligned, reversed so the open end is
+    # the start): foreign audio longer than the onset window must not leak into the
+    # comparison that says "the rest matches"
+    n_b = min(n_on, n_t - n_on, n_r - n_on)
     body = body_voice = None
-    if body_len >= 0.5:
-        e_b = window(s, t_off - body_len, body_len, x)
-        r_e_b = window(ref, r_off - body_len, body_len)
-        body = _dtw_cost(_spectra(e_b), _spectra(r_e_b))
-        body_voice = float(np.sqrt(np.mean((_ltas(e_b) - _ltas(r_e_b)) ** 2)))
+    if n_b * fs >= 0.5:
+        body, body_voice = compare(t_tail[::-1][:n_b], r_tail[::-1][: 2 * n_b])
     ev = {
         "onset_dist": onset,
         "body_dist": body,
@@ -1207,7 +1419,9 @@ def analyze(
         )
         findings += _gaps(s, cfg, float(take.request.speed or 1.0), ref)
         if ref is not None:
-            findings += _crosstalk(s, ref, cfg, [f for f in findings if f.kind == "replay"])
+            findings += _crosstalk(
+                s, ref, cfg, [f for f in findings if f.kind in ("replay", "gap")]
+            )
     timeline = _has_timeline(take)
     play = playout(take, cfg) if timeline else None
     stalls = player_stalls(take, cfg, play) if timeline else []
