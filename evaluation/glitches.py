@@ -139,8 +139,6 @@ class DetectorConfig:
     rate_prior: float | None = None
     """For the start rule: the backend's generation rate learnt from past takes (audio seconds
     per second; None: no history, so the player waits for a second chunk to measure it)."""
-    gap_prior: float | None = None
-    """For the start rule: the gap between the first two chunks learnt from past takes (s)."""
     underrun_min_ms: float = 20.0
 
     # -- truncation / duration
@@ -195,7 +193,7 @@ class DetectorConfig:
         return replace(base, **{k: conv(k, v) for k, v in d.items()})
 
 
-_OPTIONAL_FLOATS = frozenset({"prebuffer_ms", "sec_per_char", "rate_prior", "gap_prior"})
+_OPTIONAL_FLOATS = frozenset({"prebuffer_ms", "sec_per_char", "rate_prior"})
 
 
 @dataclass(frozen=True)
@@ -1028,7 +1026,6 @@ def playout(take: Take, cfg: DetectorConfig | None = None) -> PlayoutResult:
         len((take.request.text or "").strip()),
         sec_per_char=cfg.sec_per_char,
         rate_prior=cfg.rate_prior,
-        gap_prior=cfg.gap_prior,
         done_s=done,
     )
 

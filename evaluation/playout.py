@@ -24,11 +24,7 @@ Before the stream ends, the chunks still to come are predicted:
   past takes of that backend (default 0.07 s/char), at least one more chunk (without a text:
   as much again as arrived so far);
 * future chunks are as large as the largest seen so far, or as much audio as arrives in the
-  longest gap seen (so bursts count as one big chunk); before a second chunk has arrived, also
-  as much as arrives in the gap between the first two chunks learnt from past takes of the
-  backend (a backend that sends an 80 ms chunk first and then 2 s chunks is known to go quiet
-  for a while after the first one; once a second chunk is here, the gaps seen take over, so a
-  past stall does not delay every later take).
+  longest gap seen (so bursts count as one big chunk).
 
 Because predicted arrivals grow linearly with the offset, the maximum over predicted chunks is
 at the first or the last of them, so the rule is O(chunks). It starts at
@@ -143,7 +139,6 @@ def plan(
     text_chars: int = 0,
     sec_per_char: float | None = None,
     rate_prior: float | None = None,
-    gap_prior: float | None = None,
     policy: Policy = POLICY,
 ) -> Plan:
     """When to start playing from audio position ``pos_s``, given the chunks that arrived."""
@@ -191,8 +186,6 @@ def plan(
         chunk = 0.0
         for k in range(1, n):
             chunk = max(chunk, durations_s[k], rate * (arrivals_s[k] - arrivals_s[k - 1]))
-    if gap_prior and n == 1:  # how long this backend is known to take for its second chunk
-        chunk = max(chunk, rate * gap_prior)
     # the audio still to come, from the text
     spc = sec_per_char or policy.default_sec_per_char
     # without a text, assume as much audio again as arrived so far (each stall doubles the buffer)
@@ -214,7 +207,6 @@ def simulate(
     *,
     sec_per_char: float | None = None,
     rate_prior: float | None = None,
-    gap_prior: float | None = None,
     done_s: float | None = None,
     policy: Policy = POLICY,
 ) -> PlayoutResult:
@@ -254,7 +246,6 @@ def simulate(
                 text_chars=text_chars,
                 sec_per_char=sec_per_char,
                 rate_prior=rate_prior,
-                gap_prior=gap_prior,
                 policy=policy,
             )
             s = max(t, p.start_at_s)
@@ -304,14 +295,11 @@ class Learnt:
     sec_per_char: float | None
     rate: float | None
     takes: int
-    gap_s: float | None = None
-    """The gap between the first and the second chunk's arrival (median over takes)."""
 
     def to_dict(self) -> dict[str, Any]:
         return {
             "sec_per_char": self.sec_per_char,
             "rate": self.rate,
-            "gap_s": self.gap_s,
             "takes": self.takes,
         }
 
@@ -360,11 +348,10 @@ def learn_from_takes(takes: Sequence[Any]) -> Learnt:
 
 
 def _summarise(takes: list[tuple[str, float, list[tuple[float, int]], int]]) -> Learnt:
-    """Medians of seconds per character, generation rate and first gap over
+    """Medians of seconds per character and generation rate over
     ``(text, duration_s, [(arrival_ms, frames)], sample_rate)`` per take."""
     spc: list[float] = []
     rates: list[float] = []
-    gaps: list[float] = []
     for text, duration_s, chunks, sr in takes:
         if len(text) >= 8:
             spc.append(duration_s / len(text))
@@ -374,10 +361,8 @@ def _summarise(takes: list[tuple[str, float, list[tuple[float, int]], int]]) -> 
         if span >= POLICY.min_span_s:
             # audio seconds per second after the first chunk
             rates.append(sum(f for _, f in chunks[1:]) / sr / span)
-        gaps.append((chunks[1][0] - chunks[0][0]) / 1000.0)
     return Learnt(
         statistics.median(spc) if spc else None,
         statistics.median(rates) if rates else None,
         len(takes),
-        statistics.median(gaps) if gaps else None,
     )

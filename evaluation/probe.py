@@ -464,7 +464,7 @@ class _Run:
 
     def learn(self, takes: list[Take]) -> None:
         """Give the simulated player the history a returning Playground user's player has: the
-        backend's seconds per character, generation rate and gap before the second chunk,
+        backend's seconds per character and generation rate,
         learnt from the solo streams, for the concurrency layer. (The streaming layer plays as
         a first-ever take does, without history: the start rule then waits for a second
         chunk, so a stall after the first chunk shows as a late first sound, not a stall.)"""
@@ -474,7 +474,6 @@ class _Run:
             self.cfg,
             sec_per_char=learnt.sec_per_char,
             rate_prior=learnt.rate,
-            gap_prior=learnt.gap_s,
         )
 
     def check_whole(self, take: Take, p: ProbePrompt, caps: Any) -> dict[str, Any]:

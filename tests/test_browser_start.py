@@ -52,7 +52,6 @@ def test_js_twin_makes_the_fixture_s_decisions(browser):
     got = page.evaluate(
         """(cases) => cases.map((c) => LLPlayer.simulate(c.arrivals_s, c.durations_s, {
             text_chars: c.text_chars, sec_per_char: c.sec_per_char, rate_prior: c.rate_prior,
-            gap_prior: c.gap_prior,
             done_s: c.done_s }))""",
         FIXTURE["cases"],
     )
@@ -101,7 +100,6 @@ def test_live_player_follows_the_rule(server, browser, backend):
         g["textChars"],
         sec_per_char=learnt["sec_per_char"],
         rate_prior=learnt["rate"],
-        gap_prior=learnt.get("gap_s"),
         done_s=g["doneMs"] / 1000,
     )
     decided = g["firstScheduledMs"] / 1000

@@ -43,7 +43,6 @@ def run_case(case: dict, policy: Policy = POLICY):
         case.get("text_chars", 0),
         sec_per_char=case.get("sec_per_char"),
         rate_prior=case.get("rate_prior"),
-        gap_prior=case.get("gap_prior"),
         done_s=case.get("done_s"),
         policy=policy,
     )
@@ -133,7 +132,6 @@ def test_fixture_covers_the_issue_schedules():
         "jittery-1x",
         "recorded-piper",
         "recorded-qwen3-2x",
-        "qwen3-2x-on-time-first-chunk",
     ):
         assert need in names
 
@@ -296,8 +294,6 @@ def test_learn_from_stored_takes_of_one_backend(tmp_path):
     )
     assert got.rate == pytest.approx(rates[1])
     assert got.rate > 0  # (about 3x unless the machine is too busy for Piper to keep up)
-    gaps = sorted((t.chunks[1].arrival_ms - t.chunks[0].arrival_ms) / 1000 for t in takes)
-    assert got.gap_s == pytest.approx(gaps[1]) and got.gap_s > 0
     # the same medians from the takes in hand (the probe learns this way)
     assert learn_from_takes(takes) == got
     assert learn(store, "other").takes == 0
@@ -443,12 +439,6 @@ def build() -> dict:
         spc_factor=1.1,
         rate_prior=0.67,
     )
-    # the first 80 ms chunk arrives on time for real time (a profile paced from the request),
-    # then 2 s chunks at 2x: only the first gap learnt from past takes (1 s) says the next chunk
-    # will be long in coming (without it the player starts at once and stalls 0.58 s)
-    on_time = _paced(q, 2.0)
-    on_time[0] = 0.08
-    add("qwen3-2x-on-time-first-chunk", "predictable", on_time, q, rate_prior=2.0, gap_prior=1.0)
     add("uniform320-0.67x-no-text", "no-text", _paced(u, 0.67, 0.05), u, text=False)
     add("single-chunk", "predictable", [0.4], [3.0])
     add(

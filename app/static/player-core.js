@@ -77,7 +77,6 @@
       chunk = 0;
       for (let k = 1; k < n; k++) chunk = Math.max(chunk, durationsS[k], rate * (arrivalsS[k] - arrivalsS[k - 1]));
     }
-    if (o.gap_prior && n === 1) chunk = Math.max(chunk, rate * o.gap_prior);   // how long this backend takes for its second chunk
     const spc = o.sec_per_char || P.default_sec_per_char;
     const chars = o.text_chars || 0;
     const total = chars > 0 ? chars * spc * (1 + P.text_margin) : 2 * received;
@@ -100,7 +99,7 @@
     const events = [...new Set(arr.concat([end]))].sort((x, y) => x - y);
     const offsets = []; let off = 0;
     for (const d of dur) { offsets.push(off); off += d; }
-    const popts = (pos, done) => ({ pos_s: pos, done, text_chars: o.text_chars || 0, sec_per_char: o.sec_per_char, rate_prior: o.rate_prior, gap_prior: o.gap_prior, policy: o.policy });
+    const popts = (pos, done) => ({ pos_s: pos, done, text_chars: o.text_chars || 0, sec_per_char: o.sec_per_char, rate_prior: o.rate_prior, policy: o.policy });
     const decide = (tFrom, pos) => {
       const cand = [tFrom].concat(events.filter((e) => e > tFrom));
       for (let i = 0; i < cand.length; i++) {
@@ -294,7 +293,7 @@
         const st = g.start || {}, learnt = st.learnt || {};
         const p = plan(g.chunks.map((c) => c.arrivalMs / 1000), g.chunks.map((c) => c.frames / g.sr), {
           pos_s: pos, done: g.done, text_chars: g.textChars,
-          sec_per_char: learnt.sec_per_char || null, rate_prior: learnt.rate || null, gap_prior: learnt.gap_s || null,
+          sec_per_char: learnt.sec_per_char || null, rate_prior: learnt.rate || null,
         });
         g.plan = p;
         if (g.plans.length < 2000) g.plans.push({ at_s: nowS, chunks: g.chunks.length, pos_s: pos, start_at_s: p.start_at_s, rate: p.rate, reason: p.reason });

@@ -177,7 +177,7 @@
     if (d.late_by_ms != null) parts.push('Started ' + Math.round(Math.abs(d.late_by_ms)) + ' ms ' + (d.late_by_ms >= 0 ? 'after' : 'before') + ' the ideal start (max over chunks of arrival − audio before it)');
     for (const s of d.stalls || []) parts.push('stall of ' + Math.round(s.stall_ms) + ' ms at ' + (s.position_ms / 1000).toFixed(2) + ' s');
     const learnt = g.start && g.start.learnt;
-    if (learnt && learnt.takes) parts.push('learnt from ' + learnt.takes + ' past take(s): ' + (learnt.sec_per_char ? (1 / learnt.sec_per_char).toFixed(1) + ' chars/s' : 'no text rate') + (learnt.rate ? ', generation ' + Number(learnt.rate).toFixed(2) + '× real time' : '') + (learnt.gap_s ? ', second chunk after ' + Math.round(Number(learnt.gap_s) * 1000) + ' ms' : ''));
+    if (learnt && learnt.takes) parts.push('learnt from ' + learnt.takes + ' past take(s): ' + (learnt.sec_per_char ? (1 / learnt.sec_per_char).toFixed(1) + ' chars/s' : 'no text rate') + (learnt.rate ? ', generation ' + Number(learnt.rate).toFixed(2) + '× real time' : ''));
     $('ll-start-note').textContent = parts.join(' · ');
   }
 
