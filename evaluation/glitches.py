@@ -636,7 +636,7 @@ def _refine(x: np.ndarray, src0: int, qs: int, n: int, q: int) -> tuple[float, i
     a = x[lo : hi + n].astype(np.float64)
     b = x[qs : qs + n].astype(np.float64)
     b = b - b.mean()
-    num = np.einsum("ln,n->l", sliding_window_view(a, n), b)  # a few dozen lags: no FFT
+    num = np.correlate(a, b, "valid")  # a few dozen lags: direct (one dot product each)
     c1 = np.r_[0.0, np.cumsum(a)]
     c2 = np.r_[0.0, np.cumsum(a * a)]
     ssum = c1[n:] - c1[:-n]
@@ -823,7 +823,8 @@ def _replay_scan(s: _Signal, cfg: DetectorConfig, duration_s: float) -> list[Fin
     pi, pk = np.nonzero(peaks >= 0)
     if not len(pi):
         return []
-    y = s.x[: m * q].reshape(m, q).mean(axis=1, dtype=np.float32)  # the search rate
+    # the search rate: block means (as a matrix-vector product: ten times faster than .mean)
+    y = s.x[: m * q].reshape(m, q) @ np.full(q, 1 / q, np.float32)
     Lf = (qf1 - qf0) * s.hop
     coarse = _coarse_check(
         y,
@@ -1240,24 +1241,28 @@ def _dtw_ends_many(pairs: Sequence[tuple[np.ndarray, np.ndarray]]) -> list[np.nd
     if costs:
         n_max = max(c.shape[0] for _, c in costs)
         m_max = max(c.shape[1] for _, c in costs)
-        # padding on the right never reaches the columns before it (a path only moves right)
-        cc = np.full((len(costs), n_max, m_max), 4.0)
+        # padding on the right never reaches the columns before it (a path only moves right);
+        # the pairs are the last axis, so each row's scan runs over contiguous memory
+        cc = np.full((n_max, m_max, len(costs)), 4.0)
         for r, (_, c) in enumerate(costs):
-            cc[r, : c.shape[0], : c.shape[1]] = c
-        prev = np.full((len(costs), m_max + 1), np.inf)
-        prev[:, 0] = 0.0
+            cc[: c.shape[0], : c.shape[1], r] = c
+        prev = np.full((m_max + 1, len(costs)), np.inf)
+        prev[0] = 0.0
+        # the (i, j-1) step: row[j] = min(down[j], row[j-1] + c[i, j]) is a min-plus prefix
+        # scan, i.e. C[j] + min_{k<=j}(down[k] - C[k]) with C the running sum of c[i]
+        run = np.cumsum(cc, axis=1)
+        down = np.empty((m_max, len(costs)))
         for i in range(n_max):
-            row = cc[:, i]
-            down = np.minimum(prev[:, 1:], prev[:, :-1]) + row  # from (i-1, j) or (i-1, j-1)
-            # the (i, j-1) step: row[j] = min(down[j], row[j-1] + c[i, j]) is a min-plus prefix
-            # scan, i.e. C[j] + min_{k<=j}(down[k] - C[k]) with C the running sum of c[i]
-            cs = np.cumsum(row, axis=1)
-            prev[:, 1:] = cs + np.minimum.accumulate(down - cs, axis=1)
-            prev[:, 0] = np.inf
+            np.minimum(prev[1:], prev[:-1], out=down)  # from (i-1, j) or (i-1, j-1)
+            down += cc[i]
+            down -= run[i]
+            np.minimum.accumulate(down, axis=0, out=prev[1:])
+            prev[1:] += run[i]
+            prev[0] = np.inf
             for r, (k, c) in enumerate(costs):
                 if c.shape[0] == i + 1:
                     n, m = c.shape
-                    out[k] = prev[r, 1 : m + 1] / (n + np.arange(1, m + 1))
+                    out[k] = prev[1 : m + 1, r] / (n + np.arange(1, m + 1))
     return out  # type: ignore[return-value]
 
 
