@@ -555,15 +555,44 @@ def _replays(
     return found
 
 
+@functools.lru_cache(maxsize=16)
+def _band_plan(n: int, nfft: int, sr: int) -> tuple[int, np.ndarray, np.ndarray]:
+    """How frames of ``n`` samples become band energies: the decimation (2 at >= 32 kHz: the
+    bands end at 7 kHz), the Hann window, and per FFT bin the power gain that undoes the
+    pair-sum filter (1 / cos(pi f / sr)^2), so the bands hold what the full-rate FFT saw."""
+    dec = 2 if sr >= 32000 and n % 2 == 0 and nfft % 4 == 0 else 1
+    win = np.hanning(n).astype(np.float32)
+    f = np.arange(nfft // (2 * dec) + 1) * sr / nfft
+    gain = (1.0 / np.maximum(np.cos(np.pi * f / sr) ** 2, 1e-6)).astype(np.float32)
+    for a in (win, gain):
+        a.flags.writeable = False
+    return dec, win, gain
+
+
+def _frame_bands(fr: np.ndarray, onehot: np.ndarray, sr: int) -> np.ndarray:
+    """Band energies of Hann-windowed frames (rows of ``fr``), as the full-rate FFT of
+    ``2 * (bins - 1)`` points gives them. At 44.1-48 kHz each windowed frame is pair-summed
+    first and the filter's gain undone per bin: half the FFT for the same bands (what folds
+    back is above 17 kHz, attenuated >= 7 dB more, where speech has almost no energy)."""
+    nfft = 2 * (onehot.shape[0] - 1)
+    dec, win, gain = _band_plan(fr.shape[1], nfft, sr)
+    w = fr * win
+    if dec == 1:
+        spec = sp_fft.rfft(w, nfft, axis=1)  # float32
+        return _band_sum(spec.real**2 + spec.imag**2, onehot)
+    w = w[:, 0::2] + w[:, 1::2]  # x[2m] + x[2m+1]: half the DFT sums, gain 2 cos (pi f / sr)
+    spec = sp_fft.rfft(w, nfft // 2, axis=1)
+    p = (spec.real**2 + spec.imag**2) * gain
+    return _band_sum(p, onehot[: len(gain)])
+
+
 def _prints(sig: _Signal, fs: float = 0.02) -> np.ndarray:
     """Content prints of every ``fs`` frame of a take (see :func:`_spectra`)."""
     n, onehot = _filterbank(sig.sr, fs)
     m = sig.n // n
     if m < 2:
         return np.zeros((0, onehot.shape[1]))
-    fr = sig.x[: m * n].reshape(m, n) * np.hanning(n).astype(np.float32)
-    spec = sp_fft.rfft(fr, 2 * (onehot.shape[0] - 1), axis=1)  # float32
-    return _spectra(_band_sum(spec.real**2 + spec.imag**2, onehot))
+    return _spectra(_frame_bands(sig.x[: m * n].reshape(m, n), onehot, sig.sr))
 
 
 def _dtw_path(a: np.ndarray, b: np.ndarray) -> np.ndarray:
@@ -1251,18 +1280,19 @@ def _dtw_ends_many(pairs: Sequence[tuple[np.ndarray, np.ndarray]]) -> list[np.nd
         # the (i, j-1) step: row[j] = min(down[j], row[j-1] + c[i, j]) is a min-plus prefix
         # scan, i.e. C[j] + min_{k<=j}(down[k] - C[k]) with C the running sum of c[i]
         run = np.cumsum(cc, axis=1)
+        step = cc - run
         down = np.empty((m_max, len(costs)))
+        done: dict[int, list[tuple[int, int, int]]] = {}
+        for r, (k, c) in enumerate(costs):
+            done.setdefault(c.shape[0] - 1, []).append((r, k, c.shape[1]))
         for i in range(n_max):
             np.minimum(prev[1:], prev[:-1], out=down)  # from (i-1, j) or (i-1, j-1)
-            down += cc[i]
-            down -= run[i]
+            down += step[i]
             np.minimum.accumulate(down, axis=0, out=prev[1:])
             prev[1:] += run[i]
-            prev[0] = np.inf
-            for r, (k, c) in enumerate(costs):
-                if c.shape[0] == i + 1:
-                    n, m = c.shape
-                    out[k] = prev[1 : m + 1, r] / (n + np.arange(1, m + 1))
+            prev[0] = np.inf  # (only the first row starts from the corner)
+            for r, k, m in done.get(i, ()):
+                out[k] = prev[1 : m + 1, r] / (i + 1 + np.arange(1, m + 1))
     return out  # type: ignore[return-value]
 
 
@@ -1321,9 +1351,7 @@ def _active_prints(
         return empty, empty, 0
     # only the frames that are compared are transformed (a long take has many more)
     pick = act if len(act) <= 2 * keep else np.r_[act[:keep], act[-keep:]]
-    nfft = 2 * (onehot.shape[0] - 1)
-    spec = sp_fft.rfft(fr[pick] * np.hanning(n).astype(np.float32), nfft, axis=1)  # float32
-    e = _band_sum(spec.real**2 + spec.imag**2, onehot)
+    e = _frame_bands(fr[pick], onehot, sig.sr)
     return e[:keep], e[-keep:], len(act)
 
 
