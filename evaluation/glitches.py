@@ -1332,27 +1332,19 @@ def _band_sum(p: np.ndarray, onehot: np.ndarray) -> np.ndarray:
     return out
 
 
-def _active_prints(
-    sig: _Signal, xs: np.ndarray, t0: float, t1: float, fb: tuple[int, np.ndarray], keep: int
-) -> tuple[np.ndarray, np.ndarray, int]:
-    """Band energies of the first and the last ``keep`` *active* frames in ``[t0, t1)`` of
-    ``xs``, and how many active frames there are. Pauses (natural, or gaps and stalls padded
-    with silence) are left out, so a print covers the same words whatever the pausing."""
-    n, onehot = fb
+def _active_frames(
+    sig: _Signal, xs: np.ndarray, t0: float, t1: float, n: int
+) -> tuple[np.ndarray, np.ndarray]:
+    """The ``n``-sample frames of ``[t0, t1)`` of ``xs`` and which of them are active. Pauses
+    (natural, or gaps and stalls padded with silence) are left out of the prints, so a print
+    covers the same words whatever the pausing."""
     seg = xs[max(0, int(t0 * sig.sr)) : max(0, int(t1 * sig.sr))]
     m = len(seg) // n
-    empty = np.zeros((0, onehot.shape[1]))
     if m < 2:
-        return empty, empty, 0
+        return np.zeros((0, n), np.float32), np.zeros(0, np.int64)
     fr = seg[: m * n].reshape(m, n)
     db = 10 * np.log10(np.einsum("ij,ij->i", fr, fr) / n + 1e-12)
-    act = np.flatnonzero(db >= sig.thresh)
-    if not len(act):
-        return empty, empty, 0
-    # only the frames that are compared are transformed (a long take has many more)
-    pick = act if len(act) <= 2 * keep else np.r_[act[:keep], act[-keep:]]
-    e = _frame_bands(fr[pick], onehot, sig.sr)
-    return e[:keep], e[-keep:], len(act)
+    return fr, np.flatnonzero(db >= sig.thresh)
 
 
 def _crosstalk(
@@ -1378,10 +1370,11 @@ def _crosstalk(
             t_off -= (b - a) / s.sr if b / s.sr <= t_off else 0.0
     r_on, r_off = ref.first_active_frame() * ref.frame_s, _last_active_s(ref)
     n_on = int(round(on_s / fs))
-    fb_t = _filterbank(s.sr, fs)
-    fb_r = fb_t if ref.sr == s.sr else _filterbank(ref.sr, fs)
-    t_head, t_tail, n_t = _active_prints(s, x, t_on, t_off, fb_t, n_on)
-    r_head, r_tail, n_r = _active_prints(ref, ref.x, r_on, r_off, fb_r, 2 * n_on)
+    n_t_fr, oh_t = _filterbank(s.sr, fs)
+    n_r_fr, oh_r = _filterbank(ref.sr, fs)
+    t_fr, t_act = _active_frames(s, x, t_on, t_off, n_t_fr)
+    r_fr, r_act = _active_frames(ref, ref.x, r_on, r_off, n_r_fr)
+    n_t, n_r = len(t_act), len(r_act)
     if n_t < 0.8 * n_on or n_r < 0.8 * n_on:
         return []
 
@@ -1396,18 +1389,27 @@ def _crosstalk(
         voice = float(np.sqrt(np.mean((_ltas(a) - _ltas(b[: j + 1])) ** 2)))
         return float(ends[min(n, len(b)) - 1]), voice
 
-    pairs = [(t_head[:n_on], r_head[: 2 * n_on])]
+    # only the frames that are compared are transformed (a long take has many more)
+    head = (
+        _frame_bands(t_fr[t_act[:n_on]], oh_t, s.sr),
+        _frame_bands(r_fr[r_act[: 2 * n_on]], oh_r, ref.sr),
+    )
+    (ends,) = _dtw_ends_many([(_spectra(head[0]), _spectra(head[1]))])
+    onset, voice = compare(*head, ends)
+    if onset < cfg.crosstalk_min_dist and voice < cfg.crosstalk_voice_dist:
+        return []  # neither test can hold, whatever the rest of the take says
     # the rest of the take is compared at its end (end-aligned, reversed so the open end is
     # the start): foreign audio longer than the onset window must not leak into the
     # comparison that says "the rest matches"
     n_b = min(n_on, n_t - n_on, n_r - n_on)
-    if n_b * fs >= 0.5:
-        pairs.append((t_tail[::-1][:n_b], r_tail[::-1][: 2 * n_b]))
-    ends = _dtw_ends_many([(_spectra(a), _spectra(b)) for a, b in pairs])
-    onset, voice = compare(*pairs[0], ends[0])
     body = body_voice = None
-    if len(pairs) > 1:
-        body, body_voice = compare(*pairs[1], ends[1])
+    if n_b * fs >= 0.5:
+        tail = (
+            _frame_bands(t_fr[t_act[-n_b:]], oh_t, s.sr)[::-1],
+            _frame_bands(r_fr[r_act[-2 * n_b :]], oh_r, ref.sr)[::-1],
+        )
+        (ends,) = _dtw_ends_many([(_spectra(tail[0]), _spectra(tail[1]))])
+        body, body_voice = compare(*tail, ends)
     ev = {
         "onset_dist": onset,
         "body_dist": body,
