@@ -265,11 +265,11 @@ class _Signal:
     def __init__(self, take: Take, cfg: DetectorConfig):
         self.sr = int(take.sample_rate) or 1
         x = take.audio
+        scale = np.float32(1 / 32768)
         if x.ndim == 2 and x.shape[1] > 1:
-            x = x.astype(np.float32).mean(axis=1)
-        else:
-            x = x.reshape(-1).astype(np.float32)
-        self.x = x * np.float32(1 / 32768)
+            self.x = x.astype(np.float32).mean(axis=1) * scale
+        else:  # one pass and one array (fresh pages cost as much as the arithmetic)
+            self.x = np.multiply(x.reshape(-1), scale, dtype=np.float32)
         self.n = len(self.x)
         self.hop = max(1, int(round(self.sr * cfg.frame_ms / 1000)))
         nf = self.n // self.hop
