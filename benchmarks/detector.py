@@ -1,7 +1,7 @@
 """Glitch detector benchmark: a realistic, hard evaluation set with a fixed held-out split, and speed.
 
-    .venv/bin/python benchmarks/detector.py [--split heldout|dev|both] [--runs 3]
-                                            [--out benchmarks/results/detector.json]
+    .venv/bin/python benchmarks/detector.py [--split heldout|dev|both] [--runs 5] [--load 2]
+                                            [--speed-only] [--out benchmarks/results/detector.json]
 
 **The set.** Real Piper speech of :data:`BENCH_TEXTS` (incl. natural repetitions: "tick tock, tick
 tock", counting, "knock knock"). Each text is rendered twice as a *take*: by the deterministic
@@ -29,9 +29,12 @@ foreign onset also jumps where it ends; a doubled generation pauses where it sta
 also makes the take too long); ``precision_point_rule`` counts only the defect's start, as
 before. False alarms per clean minute are findings on clean cases, per kind.
 
-**Speed.** Multiples of real time (audio seconds / wall seconds, median of ``--runs``) on the
-clean held-out takes with their profile chunks, and on the same takes cut into uniform 80 ms
-chunks at 24 kHz and at 48 kHz (many seams). Target >= 1000x.
+**Speed.** Multiples of real time (audio seconds / wall seconds, median and best of ``--runs``;
+the same by CPU time) on the clean held-out takes with their profile chunks, and on the same
+takes cut into uniform 80 ms chunks at 24 kHz and at 48 kHz (many seams). Target >= 1000x.
+Measured twice: on the machine as it is, then with ``--load`` busy-loop processes beside it
+(default 2: both cores of the 2-core CI machine busy), since a shared machine is the usual case.
+``--speed-only`` reruns just this and replaces the speed entries of an existing ``--out``.
 """
 
 from __future__ import annotations
@@ -562,15 +565,43 @@ def speed(
                 "cpu_s": cpus,
                 "x_realtime": audio_s / statistics.median(walls),
                 "x_realtime_cpu": audio_s / statistics.median(cpus),
+                "best_x_realtime": audio_s / min(walls),
+                "best_x_realtime_cpu": audio_s / min(cpus),
+                "cpu_ms_per_take": 1000 * statistics.median(cpus) / len(pairs),
             }
         out[name] = res
+        nr, wr = res["no_reference"], res["with_reference"]
         print(
             f"speed {name}: {audio_s / 60:.0f} min of audio, {res['seams']} seams: "
-            f"{res['no_reference']['x_realtime']:.0f}x real time without a reference, "
-            f"{res['with_reference']['x_realtime']:.0f}x with one (by CPU time "
-            f"{res['no_reference']['x_realtime_cpu']:.0f}x / {res['with_reference']['x_realtime_cpu']:.0f}x)"
+            f"{nr['x_realtime']:.0f}x real time without a reference (best {nr['best_x_realtime']:.0f}x), "
+            f"{wr['x_realtime']:.0f}x with one (best {wr['best_x_realtime']:.0f}x); by CPU time "
+            f"{nr['x_realtime_cpu']:.0f}x / {wr['x_realtime_cpu']:.0f}x"
         )
     return out
+
+
+def _busy() -> None:  # pragma: no cover - runs in a child process until terminated
+    while True:
+        pass
+
+
+def speed_under_load(
+    renders: list[dict], cases: list[Case], runs: int, cfg: DetectorConfig, minutes: float, n: int
+) -> dict:
+    """:func:`speed` with ``n`` busy-loop processes beside it (a shared CI machine)."""
+    import multiprocessing as mp
+
+    procs = [mp.Process(target=_busy, daemon=True) for _ in range(n)]
+    for p in procs:
+        p.start()
+    try:
+        time.sleep(1.0)
+        print(f"(with {n} busy-loop processes beside it)")
+        return {"busy_processes": n, **speed(renders, cases, runs, cfg, minutes)}
+    finally:
+        for p in procs:
+            p.terminate()
+            p.join()
 
 
 def _print(sc: dict, split: str) -> None:
@@ -592,10 +623,12 @@ def _print(sc: dict, split: str) -> None:
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--split", default="heldout", choices=("heldout", "dev", "both"))
-    ap.add_argument("--runs", type=int, default=3)
+    ap.add_argument("--runs", type=int, default=5)
     ap.add_argument("--minutes", type=float, default=30.0, help="audio per speed set")
     ap.add_argument("--cache", help="pickle the renders here (speeds up reruns while tuning)")
     ap.add_argument("--no-speed", action="store_true")
+    ap.add_argument("--speed-only", action="store_true", help="only the speed (kept accuracy)")
+    ap.add_argument("--load", type=int, default=2, help="busy processes for the loaded run")
     ap.add_argument("--show", type=int, default=0, help="print this many misses/false alarms")
     ap.add_argument("--out", default=str(ROOT / "benchmarks" / "results" / "detector.json"))
     args = ap.parse_args(argv)
@@ -608,6 +641,17 @@ def main(argv: list[str] | None = None) -> int:
         f"{len(cases)} cases ({sum(c.kind is None for c in cases)} clean), "
         f"{sum(c.split == 'heldout' for c in cases)} held out"
     )
+    if args.speed_only:
+        out = Path(args.out)
+        result = json.loads(out.read_text(encoding="utf-8")) if out.exists() else {}
+        result["speed"] = speed(renders, cases, args.runs, cfg, args.minutes)
+        if args.load:
+            result["speed_under_load"] = speed_under_load(
+                renders, cases, args.runs, cfg, args.minutes, args.load
+            )
+        out.write_text(json.dumps(result, indent=1, default=float), encoding="utf-8")
+        print(f"wrote {out}")
+        return 0
     splits = ("dev", "heldout") if args.split == "both" else (args.split,)
     acc: dict[str, dict] = {}
     for split in splits:
@@ -643,6 +687,10 @@ def main(argv: list[str] | None = None) -> int:
     }
     if not args.no_speed:
         result["speed"] = speed(renders, cases, args.runs, cfg, args.minutes)
+        if args.load:
+            result["speed_under_load"] = speed_under_load(
+                renders, cases, args.runs, cfg, args.minutes, args.load
+            )
     if args.split == "heldout" or args.split == "both":
         out = Path(args.out)
         out.parent.mkdir(parents=True, exist_ok=True)
