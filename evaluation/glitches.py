@@ -453,8 +453,9 @@ def _clicks(s: _Signal, cfg: DetectorConfig) -> list[Finding]:
 def _ncc(a: np.ndarray, b: np.ndarray) -> float:
     a = a - a.mean()
     b = b - b.mean()
-    d = float(np.sqrt(np.dot(a, a) * np.dot(b, b)))
-    return float(np.dot(a, b) / d) if d > 0 else 0.0
+    # (einsum, not BLAS: a long block would wake a second BLAS thread)
+    d = float(np.sqrt(np.einsum("i,i->", a, a) * np.einsum("i,i->", b, b)))
+    return float(np.einsum("i,i->", a, b) / d) if d > 0 else 0.0
 
 
 def repeated_text_s(text: str, cfg: DetectorConfig, speed: float = 1.0) -> float:
@@ -665,14 +666,34 @@ def _refine(x: np.ndarray, src0: int, qs: int, n: int, q: int) -> tuple[float, i
     a = x[lo : hi + n].astype(np.float64)
     b = x[qs : qs + n].astype(np.float64)
     b = b - b.mean()
-    num = np.correlate(a, b, "valid")  # a few dozen lags: direct (one dot product each)
+    num = _correlate(a, b)  # a few dozen lags: direct (dot products)
     c1 = np.r_[0.0, np.cumsum(a)]
     c2 = np.r_[0.0, np.cumsum(a * a)]
     ssum = c1[n:] - c1[:-n]
     var = np.maximum(c2[n:] - c2[:-n] - ssum * ssum / n, 1e-30)
-    v = num / np.sqrt(var * max(float(b @ b), 1e-30))
+    v = num / np.sqrt(var * max(float(np.einsum("i,i->", b, b)), 1e-30))  # (no BLAS threads)
     j = int(np.argmax(v))
     return float(v[j]), lo + j
+
+
+# OpenBLAS runs a product on one thread up to m*n*k = 65536 * 4 multiply-adds, and a dot
+# product up to 10000 terms; past that it wakes a second thread, which on a busy 2-core machine
+# costs more CPU than it saves. The detector keeps its products under these sizes.
+_BLAS_ONE_THREAD = 65536 * 4
+_DOT_ONE_THREAD = 8192
+
+
+def _correlate(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """``np.correlate(a, b, "valid")`` as sums over pieces of ``b`` short enough for BLAS to
+    compute each dot product on one thread."""
+    if len(b) <= _DOT_ONE_THREAD:
+        return np.correlate(a, b, "valid")
+    lags = len(a) - len(b) + 1
+    out = np.zeros(lags)
+    for k in range(0, len(b), _DOT_ONE_THREAD):
+        piece = b[k : k + _DOT_ONE_THREAD]
+        out += np.correlate(a[k : k + len(piece) + lags - 1], piece, "valid")
+    return out
 
 
 def _ncc_batch(y: np.ndarray, c1: np.ndarray, c2: np.ndarray, queries: np.ndarray) -> np.ndarray:
@@ -681,10 +702,14 @@ def _ncc_batch(y: np.ndarray, c1: np.ndarray, c2: np.ndarray, queries: np.ndarra
     N = len(y)
     qn = queries - queries.mean(axis=1, keepdims=True)
     qe = np.sqrt(np.einsum("ij,ij->i", qn, qn))
-    if (N - L + 1) * L <= 1 << 20:
-        # short queries on a short take (the usual case: 0.15-0.6 s of 10 ms frames): one
-        # matrix product over the sliding windows is several times cheaper than the FFTs
-        num = qn @ sliding_window_view(y, L).T
+    rows = _BLAS_ONE_THREAD // max(1, (N - L + 1) * L)
+    if rows >= 4:
+        # short queries on a short take (the usual case: 0.15-0.6 s of 10 ms frames): matrix
+        # products over the sliding windows are several times cheaper than the FFTs; a few
+        # queries each, so that BLAS stays on one thread (on a busy machine a second thread
+        # waits for a core and doubles the CPU time)
+        win = sliding_window_view(y, L).T
+        num = np.concatenate([qn[k : k + rows] @ win for k in range(0, m, rows)])
     else:
         n = sp_fft.next_fast_len(N + L - 1, real=True)
         num = sp_fft.irfft(

@@ -169,3 +169,56 @@ class TrackingBackend:
                     self.events.append(("finished" if finished else "closed", n))
 
         return _Tracking()
+
+
+# The three systems the listening-test tests stream: the CPU voice, the same voice on Qwen3-TTS's
+# wire profile, and one that stalls 6 s after its 10th chunk (a broken stream mid-item).
+LISTENING_BACKENDS = {
+    "piper": "piper?deterministic=1",
+    "qwen": "piper?deterministic=1&profile=qwen3-tts",
+    "stall": (
+        "piper?deterministic=1&profile=custom&rate=22050&channels=1&first_frames=1"
+        "&chunk_frames=1&frame_hz=4&pace=4&stall=10:6"
+    ),
+}
+TWO_PROMPTS = ["The birch canoe slid on the smooth planks.", "Rice is often served in round bowls."]
+
+
+def listening_app(admin_password: str | None = None):
+    """The app on :data:`LISTENING_BACKENDS` and a fresh SQLite file; with ``admin_password``
+    the admin routes need it, without one they are open to localhost. The environment is
+    restored after the app has read it."""
+    import os
+
+    from app.server import create_app
+
+    old = os.environ.get("LISTENLAB_ADMIN_PASSWORD")
+    if admin_password is None:
+        os.environ.pop("LISTENLAB_ADMIN_PASSWORD", None)
+    else:
+        os.environ["LISTENLAB_ADMIN_PASSWORD"] = admin_password
+    try:
+        return create_app(dict(LISTENING_BACKENDS), tmp_db(), mount_ui=False)
+    finally:
+        if old is None:
+            os.environ.pop("LISTENLAB_ADMIN_PASSWORD", None)
+        else:
+            os.environ["LISTENLAB_ADMIN_PASSWORD"] = old
+
+
+def create_test(live: Live, headers: dict | None = None, **spec) -> str:
+    """POST a listening test (two systems on :data:`TWO_PROMPTS`, MOS, two items per rater,
+    overridden by ``spec``) and return its id."""
+    import httpx
+
+    body = {
+        "name": "t",
+        "kind": "mos",
+        "systems": [{"name": "a", "backend": "piper"}, {"name": "b", "backend": "qwen"}],
+        "prompts": list(TWO_PROMPTS),
+        "items_per_rater": 2,
+        **spec,
+    }
+    r = httpx.post(live.url + "ll/admin/tests", json=body, headers=headers or {}, timeout=300)
+    assert r.status_code == 200, r.text
+    return r.json()["test_id"]

@@ -8,56 +8,33 @@
 
 from __future__ import annotations
 
-import os
-
 import httpx
 import numpy as np
 import pytest
 from scipy import stats
 
-from app.server import create_app
-from tests._app_util import chromium, live_server, tmp_db
+from tests._app_util import chromium, create_test, listening_app, live_server
 
 pytestmark = pytest.mark.browser
-
-STALL = (
-    "piper?deterministic=1&profile=custom&rate=22050&channels=1&first_frames=1"
-    "&chunk_frames=1&frame_hz=4&pace=4&stall=10:6"
-)
 
 
 @pytest.fixture(scope="module")
 def setup():
-    os.environ.pop("LISTENLAB_ADMIN_PASSWORD", None)  # localhost admin
-    app = create_app(
-        {
-            "piper": "piper?deterministic=1",
-            "qwen": "piper?deterministic=1&profile=qwen3-tts",
-            "stall": STALL,
-        },
-        tmp_db(),
-        mount_ui=False,
-    )
+    app = listening_app()  # localhost admin
     with live_server(app) as live, chromium(["--autoplay-policy=no-user-gesture-required"]) as b:
         yield live, b
 
 
 def new_test(live, **kw) -> str:
-    body = {
-        "name": "Two wire profiles",
-        "kind": "mos",
-        "systems": [{"name": "joe", "backend": "piper"}, {"name": "qwen", "backend": "qwen"}],
-        "prompts": [
-            "The birch canoe slid on the smooth planks.",
-            "Rice is often served in round bowls.",
-        ],
-        "items_per_rater": 2,
-        "completion_code": "C0DE42",
-        **kw,
-    }
-    r = httpx.post(live.url + "ll/admin/tests", json=body, timeout=300)
-    assert r.status_code == 200, r.text
-    return r.json()["test_id"]
+    return create_test(
+        live,
+        **{
+            "name": "Two wire profiles",
+            "systems": [{"name": "joe", "backend": "piper"}, {"name": "qwen", "backend": "qwen"}],
+            "completion_code": "C0DE42",
+            **kw,
+        },
+    )
 
 
 def one_item_test(live, system: dict, prompt: str, **kw) -> str:

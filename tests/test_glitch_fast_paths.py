@@ -116,3 +116,12 @@ def test_frame_bands_equal_the_full_rate_spectrum(piper_det, sr):
     assert speech.sum() > 50 and bands.sum() >= 20
     d = np.abs(np.log(fast[speech][:, bands]) - np.log(plain[speech][:, bands]))
     assert d.max() < 0.01  # nepers: under 0.05 dB in every band of every speech frame
+
+
+@pytest.mark.parametrize("n", [100, 8192, 8193, 20_000, 30_001])
+def test_piecewise_correlation_equals_numpy(n):
+    rng = np.random.default_rng(n)
+    a, b = rng.standard_normal(n + 48), rng.standard_normal(n)
+    np.testing.assert_allclose(
+        G._correlate(a, b), np.correlate(a, b, "valid"), rtol=1e-10, atol=1e-9
+    )

@@ -9,63 +9,27 @@ post-screening and the *as streamed* replay of a recorded stall.
 from __future__ import annotations
 
 import asyncio
-import os
 
 import httpx
 import numpy as np
 import pytest
 
 from app.listening.client import RaterClient
-from app.server import create_app
-from tests._app_util import live_server, tmp_db
+from tests._app_util import create_test, listening_app, live_server
 
 PW = "s3cret-admin-pw"
 ADMIN = {"Authorization": f"Bearer {PW}"}
-STALL = (
-    "piper?deterministic=1&profile=custom&rate=22050&channels=1&first_frames=1"
-    "&chunk_frames=1&frame_hz=4&pace=4&stall=10:6"
-)
 STALL_PROMPT = "A large size in stockings is hard to sell, and the stall is in the middle."
 
 
 @pytest.fixture(scope="module")
 def live():
-    old = os.environ.get("LISTENLAB_ADMIN_PASSWORD")
-    os.environ["LISTENLAB_ADMIN_PASSWORD"] = PW
-    try:
-        app = create_app(
-            {
-                "piper": "piper?deterministic=1",
-                "qwen": "piper?deterministic=1&profile=qwen3-tts",
-                "stall": STALL,
-            },
-            tmp_db(),
-            mount_ui=False,
-        )
-    finally:
-        if old is None:
-            os.environ.pop("LISTENLAB_ADMIN_PASSWORD", None)
-        else:
-            os.environ["LISTENLAB_ADMIN_PASSWORD"] = old
-    with live_server(app) as lv:
+    with live_server(listening_app(PW)) as lv:
         yield lv
 
 
 def make_test(live, **spec) -> str:
-    body = {
-        "name": "t",
-        "kind": "mos",
-        "systems": [{"name": "a", "backend": "piper"}, {"name": "b", "backend": "qwen"}],
-        "prompts": [
-            "The birch canoe slid on the smooth planks.",
-            "Rice is often served in round bowls.",
-        ],
-        "items_per_rater": 2,
-        **spec,
-    }
-    r = httpx.post(live.url + "ll/admin/tests", json=body, headers=ADMIN, timeout=300)
-    assert r.status_code == 200, r.text
-    return r.json()["test_id"]
+    return create_test(live, ADMIN, **spec)
 
 
 def one_item_test(live, system: dict, prompt: str, **spec) -> str:
