@@ -260,21 +260,23 @@ class Analysis:
 
 
 class _Signal:
-    """Mono float32 audio plus frame levels, computed once per take."""
+    """Mono audio plus frame levels, computed once per take. The float32 samples (``x``) are
+    made on first use: a reference often needs only its levels and a few frames, and a fresh
+    take-sized array costs as much in new memory pages as in arithmetic."""
 
     def __init__(self, take: Take, cfg: DetectorConfig):
         self.sr = int(take.sample_rate) or 1
-        x = take.audio
-        scale = np.float32(1 / 32768)
-        if x.ndim == 2 and x.shape[1] > 1:
-            self.x = x.astype(np.float32).mean(axis=1) * scale
-        else:  # one pass and one array (fresh pages cost as much as the arithmetic)
-            self.x = np.multiply(x.reshape(-1), scale, dtype=np.float32)
-        self.n = len(self.x)
+        a = take.audio
+        self._x: np.ndarray | None = None
+        if a.ndim == 2 and a.shape[1] > 1:
+            self._x = a.astype(np.float32).mean(axis=1) * _SCALE
+            self.raw, self.raw_scale = self._x, np.float32(1)
+        else:
+            self.raw, self.raw_scale = a.reshape(-1), _SCALE
+        self.n = len(self.raw)
         self.hop = max(1, int(round(self.sr * cfg.frame_ms / 1000)))
         nf = self.n // self.hop
-        fr = self.x[: nf * self.hop].reshape(nf, self.hop)
-        ms = np.einsum("ij,ij->i", fr, fr) / self.hop
+        ms = _frame_energies(self.raw[: nf * self.hop].reshape(nf, self.hop), self.raw_scale)
         self.db = 10 * np.log10(ms + 1e-12)
         self.level = _percentile(self.db, 95) if nf else -120.0
         # silent: below the speech level + silence_rel_db, and always below the absolute floor
@@ -283,6 +285,13 @@ class _Signal:
         self.boundaries = np.asarray(take.boundaries, dtype=np.int64)
         self.frame_s = self.hop / self.sr
         self._runs: np.ndarray | None = None
+
+    @property
+    def x(self) -> np.ndarray:
+        """The samples as float32 in [-1, 1] (one pass, one array)."""
+        if self._x is None:
+            self._x = np.multiply(self.raw, self.raw_scale, dtype=np.float32)
+        return self._x
 
     def silent_runs(self) -> np.ndarray:
         """``(start_frame, end_frame)`` of every silent run (end exclusive)."""
@@ -297,6 +306,20 @@ class _Signal:
     def first_active_frame(self) -> int:
         a = np.flatnonzero(~self.silent)
         return int(a[0]) if len(a) else 0
+
+
+_SCALE = np.float32(1 / 32768)
+
+
+def _frame_energies(fr: np.ndarray, scale: np.float32, block: int = 2048) -> np.ndarray:
+    """Mean square of each row of ``fr`` (int16 or float32 samples) times ``scale``, through
+    float32 blocks of ``block`` frames: the same values as on a float32 copy, without making
+    one."""
+    out = np.empty(len(fr))
+    for k in range(0, len(fr), block):
+        f = np.multiply(fr[k : k + block], scale, dtype=np.float32)
+        out[k : k + block] = np.einsum("ij,ij->i", f, f)
+    return out / fr.shape[1] if fr.shape[1] else out
 
 
 def _percentile(a: np.ndarray, q: float) -> float:
@@ -1358,18 +1381,23 @@ def _band_sum(p: np.ndarray, onehot: np.ndarray) -> np.ndarray:
 
 
 def _active_frames(
-    sig: _Signal, xs: np.ndarray, t0: float, t1: float, n: int
+    sig: _Signal, xs: np.ndarray, t0: float, t1: float, n: int, scale: np.float32 = _SCALE
 ) -> tuple[np.ndarray, np.ndarray]:
-    """The ``n``-sample frames of ``[t0, t1)`` of ``xs`` and which of them are active. Pauses
-    (natural, or gaps and stalls padded with silence) are left out of the prints, so a print
-    covers the same words whatever the pausing."""
+    """The ``n``-sample frames of ``[t0, t1)`` of ``xs`` (samples times ``scale``; int16 or
+    float32) and which of them are active. Pauses (natural, or gaps and stalls padded with
+    silence) are left out of the prints, so a print covers the same words whatever the
+    pausing."""
     seg = xs[max(0, int(t0 * sig.sr)) : max(0, int(t1 * sig.sr))]
     m = len(seg) // n
     if m < 2:
         return np.zeros((0, n), np.float32), np.zeros(0, np.int64)
     fr = seg[: m * n].reshape(m, n)
-    db = 10 * np.log10(np.einsum("ij,ij->i", fr, fr) / n + 1e-12)
+    db = 10 * np.log10(_frame_energies(fr, scale) + 1e-12)
     return fr, np.flatnonzero(db >= sig.thresh)
+
+
+def _picked(fr: np.ndarray, idx: np.ndarray, scale: np.float32) -> np.ndarray:
+    return np.multiply(fr[idx], scale, dtype=np.float32)
 
 
 def _crosstalk(
@@ -1397,8 +1425,10 @@ def _crosstalk(
     n_on = int(round(on_s / fs))
     n_t_fr, oh_t = _filterbank(s.sr, fs)
     n_r_fr, oh_r = _filterbank(ref.sr, fs)
-    t_fr, t_act = _active_frames(s, x, t_on, t_off, n_t_fr)
-    r_fr, r_act = _active_frames(ref, ref.x, r_on, r_off, n_r_fr)
+    one = np.float32(1)
+    t_fr, t_act = _active_frames(s, x, t_on, t_off, n_t_fr, one)
+    # the reference's own samples: its float32 copy is never needed here
+    r_fr, r_act = _active_frames(ref, ref.raw, r_on, r_off, n_r_fr, ref.raw_scale)
     n_t, n_r = len(t_act), len(r_act)
     if n_t < 0.8 * n_on or n_r < 0.8 * n_on:
         return []
@@ -1416,8 +1446,8 @@ def _crosstalk(
 
     # only the frames that are compared are transformed (a long take has many more)
     head = (
-        _frame_bands(t_fr[t_act[:n_on]], oh_t, s.sr),
-        _frame_bands(r_fr[r_act[: 2 * n_on]], oh_r, ref.sr),
+        _frame_bands(_picked(t_fr, t_act[:n_on], one), oh_t, s.sr),
+        _frame_bands(_picked(r_fr, r_act[: 2 * n_on], ref.raw_scale), oh_r, ref.sr),
     )
     (ends,) = _dtw_ends_many([(_spectra(head[0]), _spectra(head[1]))])
     onset, voice = compare(*head, ends)
@@ -1430,8 +1460,8 @@ def _crosstalk(
     body = body_voice = None
     if n_b * fs >= 0.5:
         tail = (
-            _frame_bands(t_fr[t_act[-n_b:]], oh_t, s.sr)[::-1],
-            _frame_bands(r_fr[r_act[-2 * n_b :]], oh_r, ref.sr)[::-1],
+            _frame_bands(_picked(t_fr, t_act[-n_b:], one), oh_t, s.sr)[::-1],
+            _frame_bands(_picked(r_fr, r_act[-2 * n_b :], ref.raw_scale), oh_r, ref.sr)[::-1],
         )
         (ends,) = _dtw_ends_many([(_spectra(tail[0]), _spectra(tail[1]))])
         body, body_voice = compare(*tail, ends)
