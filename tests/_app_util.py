@@ -222,3 +222,20 @@ def create_test(live: Live, headers: dict | None = None, **spec) -> str:
     r = httpx.post(live.url + "ll/admin/tests", json=body, headers=headers or {}, timeout=300)
     assert r.status_code == 200, r.text
     return r.json()["test_id"]
+
+
+def create_one_item_test(
+    live: Live, system: dict, prompt: str, headers: dict | None = None, **spec
+) -> str:
+    """One system on one prompt, one item per rater, no headphone check (and no screening
+    items unless asked)."""
+    spec.setdefault("screening", False)
+    return create_test(
+        live,
+        headers,
+        systems=[system],
+        prompts=[prompt],
+        items_per_rater=1,
+        headphone_check=False,
+        **spec,
+    )

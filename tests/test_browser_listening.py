@@ -13,7 +13,13 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from tests._app_util import chromium, create_test, listening_app, live_server
+from tests._app_util import (
+    chromium,
+    create_one_item_test,
+    create_test,
+    listening_app,
+    live_server,
+)
 
 pytestmark = pytest.mark.browser
 
@@ -38,16 +44,8 @@ def new_test(live, **kw) -> str:
 
 
 def one_item_test(live, system: dict, prompt: str, **kw) -> str:
-    """One system on one prompt, one item, no screening items and no headphone check."""
-    return new_test(
-        live,
-        systems=[system],
-        prompts=[prompt],
-        items_per_rater=1,
-        screening=False,
-        headphone_check=False,
-        **kw,
-    )
+    kw = {"name": "Two wire profiles", "completion_code": "C0DE42", **kw}
+    return create_one_item_test(live, system, prompt, **kw)
 
 
 def open_rater(ctx, url):

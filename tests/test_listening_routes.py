@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 
 from app.listening.client import RaterClient
-from tests._app_util import create_test, listening_app, live_server
+from tests._app_util import create_one_item_test, create_test, listening_app, live_server
 
 PW = "s3cret-admin-pw"
 ADMIN = {"Authorization": f"Bearer {PW}"}
@@ -33,17 +33,7 @@ def make_test(live, **spec) -> str:
 
 
 def one_item_test(live, system: dict, prompt: str, **spec) -> str:
-    """A test of one system on one prompt, one item per rater, no headphone check (and no
-    screening items unless asked)."""
-    spec.setdefault("screening", False)
-    return make_test(
-        live,
-        systems=[system],
-        prompts=[prompt],
-        items_per_rater=1,
-        headphone_check=False,
-        **spec,
-    )
+    return create_one_item_test(live, system, prompt, ADMIN, **spec)
 
 
 def assignment_of(store, test_id: str, st: dict):
