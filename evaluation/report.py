@@ -167,8 +167,8 @@ def compute_tables(store: Store, opts: ReportOptions = ReportOptions()) -> dict[
 
 def listening_tables(store: Store) -> dict[str, pd.DataFrame]:
     """Per listening test (schema v2): its results tables, named ``test_<id>_<table>``."""
-    from evaluation.listening import TestStore
-    from evaluation.results import test_results
+    from evaluation.listening.results import test_results
+    from evaluation.listening.tables import TestStore
 
     tests = TestStore(store)
     out: dict[str, pd.DataFrame] = {}

@@ -1,4 +1,4 @@
-"""The arena's data layer (evaluation/arena.py) on a real SQLite store: pair weighting, the play
+"""The arena's data layer (evaluation/listening/arena.py) on a real SQLite store: pair weighting, the play
 checks, one vote per battle, ownership, rate limits and the Bradley–Terry board."""
 
 from __future__ import annotations
@@ -7,7 +7,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from evaluation.arena import (
+from evaluation.listening.arena import (
     AlreadyVoted,
     Arena,
     ArenaError,

@@ -11,10 +11,15 @@ import pandas as pd
 import pytest
 
 from evaluation import stats
-from evaluation.design import ANCHOR, Design, plan
-from evaluation.listening import TestStore, token_hash
-from evaluation.screening import TestScreening, headphone_plan, rater_table, score_headphone
-from evaluation.stimuli import low_anchor, measure_lufs, normalise_loudness
+from evaluation.listening.design import ANCHOR, Design, plan
+from evaluation.listening.screening import (
+    TestScreening,
+    headphone_plan,
+    rater_table,
+    score_headphone,
+)
+from evaluation.listening.stimuli import low_anchor, measure_lufs, normalise_loudness
+from evaluation.listening.tables import TestStore, token_hash
 from evaluation.store import SCHEMA_VERSION, AlreadyVoted, Store
 
 

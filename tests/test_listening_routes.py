@@ -378,7 +378,7 @@ def test_mushra_hidden_reference_anchor_and_post_screening(live):
 
 
 def TestStoreFrame(store, tid):  # noqa: N802 - small helper
-    from evaluation.listening import TestStore
+    from evaluation.listening.tables import TestStore
 
     return TestStore(store).mushra_frame(tid)
 

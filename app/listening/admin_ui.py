@@ -18,7 +18,7 @@ from app.listening.designer import SystemSpec, TestSpec, create_test, parse_prom
 from app.listening.routes import export_zip
 from app.listening.service import SHOW_TEXT_KINDS, Listening
 from backends.base import ListenlabError
-from evaluation.results import test_results
+from evaluation.listening.results import test_results
 
 SYSTEM_COLS = ["name", "backend", "voice", "params", "condition"]
 

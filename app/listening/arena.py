@@ -6,7 +6,7 @@ backend and streams it through the one player with :meth:`Session.run`, seen thr
 :class:`app.listening.blind.BlindSession`: every side arrives at one common rate, mono, and no
 message names a system, a rate or a chunk schedule until the vote is recorded. The vote unlocks on the
 server, not only in the page: each side must have been reported played (``arena_played``) and
-the report must be plausible for what the server streamed (:meth:`evaluation.arena.Arena.played`).
+the report must be plausible for what the server streamed (:meth:`evaluation.listening.arena.Arena.played`).
 
 Who owns a battle: the browser session, i.e. the random ``ll_arena`` cookie that
 ``POST /ll/arena/session`` sets (HttpOnly, SameSite=Strict). The WebSocket handshake carries it,
@@ -45,7 +45,7 @@ from fastapi.responses import JSONResponse, PlainTextResponse
 from app.listening.blind import BlindSession, common_rate
 from app.state import ASSETS
 from backends.base import SpeechRequest
-from evaluation.arena import (
+from evaluation.listening.arena import (
     SIDES,
     Arena,
     ArenaError,

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any
 import pandas as pd
 
 from app.state import STATIC
-from evaluation.arena import BOARD_COLUMNS
+from evaluation.listening.arena import BOARD_COLUMNS
 
 if TYPE_CHECKING:
     import gradio as gr

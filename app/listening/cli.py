@@ -5,8 +5,8 @@
   :func:`app.listening.designer.create_test`, the function the admin designer calls: one
   implementation, so a test made here is the same as one made by clicking. It records the
   stimuli with a progress line on stderr.
-* ``listenlab test list`` is :meth:`evaluation.listening.TestStore.list_tests`.
-* ``listenlab test results ID`` is :func:`evaluation.results.test_results` (``--json`` gives
+* ``listenlab test list`` is :meth:`evaluation.listening.tables.TestStore.list_tests`.
+* ``listenlab test results ID`` is :func:`evaluation.listening.results.test_results` (``--json`` gives
   the same JSON as ``GET /ll/admin/tests/ID/results``).
 * ``listenlab test open|close ID`` is :meth:`TestStore.set_status`.
 
@@ -159,7 +159,7 @@ def _run_create(args: argparse.Namespace) -> int:
 
 
 def _tests(store):
-    from evaluation.listening import TestStore
+    from evaluation.listening.tables import TestStore
 
     return TestStore(store)
 
@@ -186,7 +186,7 @@ def _run_list(args: argparse.Namespace) -> int:
 
 def _run_results(args: argparse.Namespace) -> int:
     from app.listening.routes import frames_json
-    from evaluation.results import test_results
+    from evaluation.listening.results import test_results
 
     store = _open_store(args.db, read_only=True)
     try:

@@ -16,9 +16,9 @@ from typing import Any
 from app.listening.service import SHOW_TEXT_KINDS
 from app.state import ASSETS, BackendEntry
 from backends.base import InvalidRequest
-from evaluation.design import Design
-from evaluation.listening import TestStore
-from evaluation.stimuli import CONDITIONS, SystemSource, generate
+from evaluation.listening.design import Design
+from evaluation.listening.stimuli import CONDITIONS, SystemSource, generate
+from evaluation.listening.tables import TestStore
 
 MAX_PROMPTS = 200
 MAX_PROMPT_CHARS = 600

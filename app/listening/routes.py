@@ -32,7 +32,7 @@ from fastapi.responses import HTMLResponse, JSONResponse, Response
 from app.admin import policy, require_admin
 from app.listening.service import Denied, Listening, NotYet, check_id
 from backends.base import InvalidRequest
-from evaluation.results import test_results
+from evaluation.listening.results import test_results
 from evaluation.store import AlreadyVoted, UnknownItem
 
 STATIC = Path(__file__).parent / "static"

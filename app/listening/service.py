@@ -21,9 +21,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from backends.base import InvalidRequest
-from evaluation import screening
-from evaluation.design import ANCHOR, Design, plan
-from evaluation.listening import TestStore
+from evaluation.listening import screening
+from evaluation.listening.design import ANCHOR, Design, plan
+from evaluation.listening.tables import TestStore
 from evaluation.store import Assignment, UnknownItem, now_iso
 
 ID_RE = re.compile(r"^[A-Za-z0-9_-]{1,64}$")

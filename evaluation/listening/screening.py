@@ -102,7 +102,7 @@ def rater_table(
 ) -> pd.DataFrame:
     """One row per rater of a test with every screening outcome, ``excluded`` and ``reasons``.
 
-    ``ab_checks``: :meth:`evaluation.listening.TestStore.ab_checks_frame` of an A/B test."""
+    ``ab_checks``: :meth:`evaluation.listening.tables.TestStore.ab_checks_frame` of an A/B test."""
     cols = [
         "rater_id",
         "seq",

@@ -11,8 +11,8 @@ from __future__ import annotations
 import pandas as pd
 
 from evaluation import stats
-from evaluation.listening import TestStore
-from evaluation.screening import TestScreening, rater_table
+from evaluation.listening.screening import TestScreening, rater_table
+from evaluation.listening.tables import TestStore
 
 
 def test_results(

@@ -24,7 +24,7 @@ import numpy as np
 from scipy import signal
 
 from backends.base import Backend, SpeechRequest
-from evaluation.design import ANCHOR, Design
+from evaluation.listening.design import ANCHOR, Design
 from evaluation.takes import Take, record
 
 TARGET_LUFS = -23.0
@@ -155,7 +155,7 @@ async def generate(
 ) -> list[Stimulus]:
     """Record every system x prompt (streamed, timeline kept), normalise and store them.
 
-    ``tests`` is an :class:`evaluation.listening.TestStore`. Screening items are added for MOS
+    ``tests`` is an :class:`evaluation.listening.tables.TestStore`. Screening items are added for MOS
     tests with screening (anchor, gold, trap), A/B tests with screening (the anchor and its
     clean source, for the check pairs), and MUSHRA tests (their low anchor).
     """

@@ -19,7 +19,7 @@ from typing import Any
 import pandas as pd
 
 from backends.base import InvalidRequest
-from evaluation.stimuli import Stimulus
+from evaluation.listening.stimuli import Stimulus
 from evaluation.store import AlreadyVoted, ListeningTest, Rater, Store, UnknownItem, now_iso
 
 STATUSES = ("draft", "open", "closed")
