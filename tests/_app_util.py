@@ -15,7 +15,7 @@ from typing import Any
 import numpy as np
 import uvicorn
 
-from tests._remote_util import free_port
+from tests._remote_util import bound_socket, free_port  # noqa: F401 (free_port: re-exported)
 
 CHROMIUM = "/usr/bin/chromium"
 CHROMIUM_FLAGS = [
@@ -44,11 +44,12 @@ class Live:
 @contextlib.contextmanager
 def live_server(app) -> Iterator[Live]:
     """Serve ``app`` with uvicorn on a free 127.0.0.1 port in a thread, until the block exits."""
-    port = free_port()
+    sock = bound_socket()
+    port = sock.getsockname()[1]
     server = uvicorn.Server(
         uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning", lifespan="on")
     )
-    th = threading.Thread(target=server.run, daemon=True)
+    th = threading.Thread(target=server.run, args=([sock],), daemon=True)
     th.start()
     deadline = time.monotonic() + 30
     while not server.started:
@@ -60,6 +61,7 @@ def live_server(app) -> Iterator[Live]:
     finally:
         server.should_exit = True
         th.join(15)
+        sock.close()
 
 
 @contextlib.contextmanager
