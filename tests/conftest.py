@@ -1,9 +1,10 @@
 """Shared fixtures and the suite's parallel run.
 
 The Piper voice is real; it loads once per test process. pyproject's addopts run the suite on
-pytest-xdist workers, one test file per worker at a time (``--dist loadfile``: a file's module
-fixtures, its servers and its Chromium, start once). Tests marked ``alone`` measure the
-machine's spare compute; they run while no other worker runs a test (see :func:`_turn`).
+pytest-xdist workers, a whole test file per worker (a file's module fixtures, its servers and its
+Chromium, start once), or a whole ``xdist_group`` (files that share a costly session fixture;
+see :func:`pytest_xdist_make_scheduler`). Tests marked ``alone`` measure the machine's spare
+compute; they run while no other worker runs a test (see :func:`_turn`).
 """
 
 from __future__ import annotations
@@ -45,6 +46,26 @@ def pytest_collection_modifyitems(config, items):
     for item in items:
         if "browser" in item.keywords:
             item.add_marker(skip)
+
+
+# --------------------------------------------------------------------------- parallel run
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_xdist_make_scheduler(config, log):
+    """``--dist loadgroup``, except that a test without an ``xdist_group`` mark goes with its
+    file (plain loadgroup sends those one by one, so each worker would start the module's
+    fixtures again)."""
+    if config.getvalue("dist") != "loadgroup":
+        return None
+    from xdist.scheduler import LoadGroupScheduling
+
+    class FileOrGroup(LoadGroupScheduling):
+        def _split_scope(self, nodeid: str) -> str:
+            group = super()._split_scope(nodeid)
+            return nodeid.split("::", 1)[0] if group == nodeid else group
+
+    return FileOrGroup(config, log)
 
 
 # --------------------------------------------------------------------------- tests run alone
