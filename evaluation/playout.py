@@ -17,9 +17,12 @@ Before the stream ends, the chunks still to come are predicted:
   most the same measure taken after the second burst (a first chunk held back, then a catch-up
   burst, must not look like a fast server; a slow start -- a cold voice, a queue -- is not held
   against the stream); while only one gap is known, which cannot tell the two apart, at most
-  the average rate since the request. Before a second arrival time exists, a rate learnt from
+  the average rate since the request, unless that gap agrees with the learnt rate (no faster
+  than ``agree`` = 1.5 x it). Before a second arrival time exists, a rate learnt from
   past takes of the same backend is used, capped by what the first chunk shows; with neither,
-  the rule waits for another chunk;
+  the first burst's audio over ``first arrival + first_shrink_s`` (1 s): a voice that sends
+  a sentence at a time is trusted from its first chunk, while a short first chunk gives a low
+  rate, so the rule waits for the next one;
 * the audio still to come is the text's length times the seconds per character learnt from
   past takes of that backend (default 0.058 s/char), at least one more chunk (without a text:
   as much again as arrived so far); once more audio arrived than the text was worth, the rest
@@ -63,8 +66,13 @@ class Policy:
     """Weight of the learnt rate, as seconds of observation at that rate."""
     rate_cap: float = 1.0
     """The measured rate is at most this times the average rate since the request."""
+    agree: float = 1.5
+    """A first gap at most this times the learnt rate agrees with it (is not a catch-up)."""
     rate_shrink_s: float = 0.1
     """Without a learnt rate, a rate of 0 observed for this long (shrinks short-span rates)."""
+    first_shrink_s: float = 1.0
+    """Before a second arrival, without a learnt rate: the rate is the audio that arrived over
+    (the time since the request + this)."""
     default_sec_per_char: float = 0.058
     """Prior for the utterance length when no past take of the backend is known (~17 chars/s:
     the CPU voice speaks 0.056 s/char, the bundled human reference clip 0.059). A slower voice
@@ -190,16 +198,21 @@ def plan(
             # here, the rate after the second one bounds it (the first gap is where a catch-up
             # shows; a slow start -- a cold voice, a queue -- is not held against the stream)
             rate = min(rate, (received - first_burst - second_burst + prior * tau) / (span2 + tau))
-        else:
-            # one gap only: it cannot tell a catch-up from a fast stream, so never trust more
-            # than rate_cap x the average rate since the request
+        elif not (rate_prior and received - first_burst <= policy.agree * rate_prior * span):
+            # one gap only: it cannot tell a catch-up from a fast stream after a slow start, so
+            # never trust more than rate_cap x the average rate since the request -- unless the
+            # gap agrees with the learnt rate (no faster than agree x it): then it is the stream
             rate = min(rate, policy.rate_cap * received / max(a_last, 1e-3))
         how = "measured"
     elif rate_prior:
         rate = min(rate_prior, received / max(a_last, 1e-3))
         how = "learnt"
     else:
-        return Plan(INF, None, durations_s[0], 0.0, "no rate yet: waiting for another chunk")
+        # one burst and nothing learnt: its audio over the time since the request, as if
+        # first_shrink_s more had passed with nothing (a sentence-long first chunk that came
+        # fast is trusted; a short one gives a low rate, so the rule waits for the next chunk)
+        rate = received / (a_last + policy.first_shrink_s)
+        how = "first burst"
     rate = max(rate, 1e-3) / (1.0 + policy.rate_margin)
     # the size of the chunks to come (a burst counts as one chunk)
     chunk = durations_s[0]

@@ -182,9 +182,33 @@ def test_ideal_start_formula():
     assert ideal_start_s([], []) is None
 
 
-def test_one_chunk_without_a_rate_waits_for_a_second():
+def test_one_short_chunk_without_a_rate_waits_for_a_second():
+    """320 ms at 150 ms looks 2x, but one short chunk is weak evidence: the rate is taken over
+    the time since the request + first_shrink_s, so the start is far past the next chunk."""
     p = plan([0.15], [0.32], text_chars=100)
-    assert p.start_at_s == float("inf") and "waiting" in p.reason
+    assert p.reason == "first burst"
+    assert p.rate == pytest.approx(0.32 / 1.15 / 1.02)
+    assert p.start_at_s > 10.0
+
+
+def test_one_long_fast_chunk_is_trusted_on_a_first_visit():
+    """A voice that sends a sentence at a time: 3.7 s of audio after 0.9 s is > 1x even with
+    first_shrink_s, so playback starts on it instead of waiting ~1 s for the next sentence."""
+    p = plan([0.9], [3.7], text_chars=176)
+    assert p.rate > 1.0 and p.start_at_s == pytest.approx(0.9)
+
+
+def test_a_first_gap_is_trusted_when_it_agrees_with_the_learnt_rate():
+    """1.5 s to the first chunk, then 2 s of audio 1 s later: with a learnt 2x it is the
+    stream; with a learnt 0.8x it looks like a catch-up and the average since the request
+    bounds the rate (as without a learnt rate)."""
+    arr, dur = [1.54, 2.54], [0.08, 2.0]
+    agrees = plan(arr, dur, text_chars=176, sec_per_char=0.058, rate_prior=2.0)
+    doubts = plan(arr, dur, text_chars=176, sec_per_char=0.058, rate_prior=0.8)
+    blind = plan(arr, dur, text_chars=176, sec_per_char=0.058)
+    assert agrees.rate > 1.5 and agrees.start_at_s <= 2.54  # start on its arrival
+    assert doubts.rate == pytest.approx(2.08 / 2.54 / 1.02)
+    assert blind.rate == pytest.approx(2.08 / 2.54 / 1.02)
 
 
 def test_done_starts_at_once_and_nothing_buffered_waits():
@@ -266,7 +290,7 @@ def test_detector_and_probe_underruns_are_the_start_rule_s():
     # 0.5 s chunks at 5x real time, then the server stalls 3 s before chunk 6
     arr = [0.1 + 0.1 * i for i in range(6)] + [3.6 + 0.1 * i for i in range(6)]
     dur = [0.5] * 12
-    text = "x" * 86  # 12 x 0.5 s of audio at the default 0.07 s per character
+    text = "x" * 103  # 12 x 0.5 s of audio at the default 0.058 s per character
     take = _timeline_take(arr, dur, text)
     exp = simulate(arr, dur, len(text), done_s=arr[-1])
     assert len(exp.underruns) == 1 and exp.underruns[0][0] == pytest.approx(3.0)
@@ -491,6 +515,9 @@ def build(rerecord: bool = False) -> dict:
         rate_prior=2.5,
         max_stall_s=0.1,
     )
+    # a later take whose first chunk came late (a loaded voice's first sentence): the first
+    # gap agrees with the learnt rate, so it is trusted (no wait for a third chunk)
+    add("qwen3-2x-slow-first-chunk", "predictable", _paced(q, 2.0, 1.5), q, rate_prior=2.0)
     # first visits (a freshly started server: no past take, so neither a learnt rate nor a
     # learnt length); the CPU voice says PARA in PIPER_PARA_S, a slower voice at 0.07 s/char
     qp, up = _qwen_sizes(PIPER_PARA_S), _uniform(PIPER_PARA_S, 0.32)
@@ -565,6 +592,16 @@ def build(rerecord: bool = False) -> dict:
             spc_factor=sum(dur) / total,
             rate_prior=round(prior, 6) if prior else None,
         )
+    # the CPU voice without a profile sends a sentence at a time: on a first visit its first
+    # sentence, long and fast, is trusted as the rate (the recording above, nothing learnt)
+    piper = next(c for c in cases if c["name"] == "recorded-piper")
+    add(
+        "recorded-piper-first-visit",
+        "first-visit",
+        piper["arrivals_s"],
+        piper["durations_s"],
+        learnt=False,
+    )
     for c in cases:
         c["expected"] = run_case(c).to_dict()
     return {"policy": POLICY.to_dict(), "text": PARA, "cases": cases}

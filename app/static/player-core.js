@@ -27,7 +27,7 @@
   // checked against tests/playout_timelines.json). Times are seconds since the request.
   const POLICY = Object.freeze({   // lead_s: audio starts this long after the decision
     margin_s: 0.06, rate_margin: 0.02, text_margin: 0.02, min_span_s: 0.05,
-    rate_pseudo_s: 0.5, rate_shrink_s: 0.1, rate_cap: 1.0,
+    rate_pseudo_s: 0.5, rate_shrink_s: 0.1, rate_cap: 1.0, first_shrink_s: 1.0, agree: 1.5,
     default_sec_per_char: 0.058, text_overrun: 0.2, lead_s: 0.02, late_tol_s: 0.005,
   });
 
@@ -73,12 +73,14 @@
       rate = (received - firstBurst + prior * tau) / (span + tau); how = 'measured';
       const span2 = aLast - arrivalsS[k2];
       // a catch-up burst must not look fast: bounded by the rate after the second burst, or
-      // (one gap only) by the average since the request; a slow start is not held against it
+      // (one gap only) by the average since the request unless the gap agrees with the learnt
+      // rate; a slow start (a cold voice, a queue) is not held against the stream
+      const agrees = o.rate_prior && received - firstBurst <= P.agree * o.rate_prior * span;
       if (span2 >= P.min_span_s) rate = Math.min(rate, (received - firstBurst - secondBurst + prior * tau) / (span2 + tau));
-      else rate = Math.min(rate, P.rate_cap * received / Math.max(aLast, 1e-3));
+      else if (!agrees) rate = Math.min(rate, P.rate_cap * received / Math.max(aLast, 1e-3));
     }
     else if (o.rate_prior) { rate = Math.min(o.rate_prior, received / Math.max(aLast, 1e-3)); how = 'learnt'; }
-    else return { start_at_s: Infinity, rate: null, chunk_s: durationsS[0], remaining_s: 0, reason: 'no rate yet: waiting for another chunk' };
+    else { rate = received / (aLast + P.first_shrink_s); how = 'first burst'; }   // a short first chunk: a low rate
     rate = Math.max(rate, 1e-3) / (1 + P.rate_margin);
     let chunk = durationsS[0];
     if (n >= 2) {
