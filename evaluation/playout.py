@@ -196,8 +196,12 @@ def plan(
         if span2 >= policy.min_span_s:
             # a late first chunk followed by a catch-up burst looks fast: once a third burst is
             # here, the rate after the second one bounds it (the first gap is where a catch-up
-            # shows; a slow start -- a cold voice, a queue -- is not held against the stream)
-            rate = min(rate, (received - first_burst - second_burst + prior * tau) / (span2 + tau))
+            # shows; a slow start -- a cold voice, a queue -- is not held against the stream).
+            # A bound needs no shrinking toward 0: without a learnt rate it is the plain measure
+            tau2 = tau if rate_prior else 0.0
+            rate = min(
+                rate, (received - first_burst - second_burst + prior * tau2) / (span2 + tau2)
+            )
         elif not (rate_prior and received - first_burst <= policy.agree * rate_prior * span):
             # one gap only: it cannot tell a catch-up from a fast stream after a slow start, so
             # never trust more than rate_cap x the average rate since the request -- unless the

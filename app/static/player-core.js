@@ -76,7 +76,8 @@
       // (one gap only) by the average since the request unless the gap agrees with the learnt
       // rate; a slow start (a cold voice, a queue) is not held against the stream
       const agrees = o.rate_prior && received - firstBurst <= P.agree * o.rate_prior * span;
-      if (span2 >= P.min_span_s) rate = Math.min(rate, (received - firstBurst - secondBurst + prior * tau) / (span2 + tau));
+      const tau2 = o.rate_prior ? tau : 0;                              // a bound is not shrunk
+      if (span2 >= P.min_span_s) rate = Math.min(rate, (received - firstBurst - secondBurst + prior * tau2) / (span2 + tau2));
       else if (!agrees) rate = Math.min(rate, P.rate_cap * received / Math.max(aLast, 1e-3));
     }
     else if (o.rate_prior) { rate = Math.min(o.rate_prior, received / Math.max(aLast, 1e-3)); how = 'learnt'; }
