@@ -9,6 +9,7 @@ rule's answer with them.
 from __future__ import annotations
 
 import json
+import random
 from pathlib import Path
 
 import pytest
@@ -72,6 +73,53 @@ def test_js_twin_makes_the_fixture_s_decisions(browser):
         assert len(g["underruns"]) == len(exp["underruns"]), case["name"]
         for (p, s), (ep, es) in zip(g["underruns"], exp["underruns"], strict=True):
             assert (p, s) == pytest.approx((ep, es), abs=1e-9), case["name"]
+    page.close()
+
+
+def test_js_and_python_twins_agree_on_random_timelines(browser):
+    """Beyond the fixture: 300 seeded random timelines (bursts, stalls, tiny and sentence-long
+    chunks, with and without learnt priors), the same decisions in both twins."""
+    rng = random.Random(20)
+    cases = []
+    for _ in range(300):
+        n = rng.randint(1, 30)
+        durs = [rng.choice([0.08, 0.32, 2.0, rng.uniform(0.02, 4.0)]) for _ in range(n)]
+        pace = rng.choice([0.5, 0.67, 1.0, 2.0, 4.0])
+        t, arr = rng.uniform(0.02, 3.0), []
+        for d in durs:
+            t += d / pace * rng.choice([0.0, 0.5, 1.0, 1.0, 1.0, 2.5]) + rng.uniform(0, 0.05)
+            arr.append(round(t, 6))
+        learnt = rng.random() < 0.5
+        cases.append(
+            {
+                "arrivals_s": arr,
+                "durations_s": [round(d, 6) for d in durs],
+                "text_chars": rng.choice([0, 20, 176, 600]),
+                "sec_per_char": rng.uniform(0.04, 0.09) if learnt else None,
+                "rate_prior": rng.choice([None, 0.5, 0.8, 2.0, 3.0]) if learnt else None,
+            }
+        )
+    page = browser.new_page()
+    page.set_content("<html><body></body></html>")
+    page.add_script_tag(content=player_core_js())
+    got = page.evaluate(
+        """(cases) => cases.map((c) => LLPlayer.simulate(c.arrivals_s, c.durations_s, {
+            text_chars: c.text_chars, sec_per_char: c.sec_per_char, rate_prior: c.rate_prior }))""",
+        cases,
+    )
+    for c, g in zip(cases, got, strict=True):
+        exp = simulate(
+            c["arrivals_s"],
+            c["durations_s"],
+            c["text_chars"],
+            sec_per_char=c["sec_per_char"],
+            rate_prior=c["rate_prior"],
+        )
+        assert g["decisions"] == pytest.approx(exp.decisions, abs=1e-9), c
+        assert len(g["underruns"]) == len(exp.underruns), c
+        for got_u, exp_u in zip(g["underruns"], exp.underruns, strict=True):
+            assert got_u == pytest.approx(list(exp_u), abs=1e-9), c
+    assert sum(1 for g in got if g["underruns"]) > 10  # the timelines do exercise resumes
     page.close()
 
 
