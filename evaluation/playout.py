@@ -18,7 +18,10 @@ Before the stream ends, the chunks still to come are predicted:
   burst, must not look like a fast server; a slow start -- a cold voice, a queue -- is not held
   against the stream); while only one gap is known, which cannot tell the two apart, at most
   the average rate since the request, unless that gap agrees with the learnt rate (no faster
-  than ``agree`` = 1.5 x it). Before a second arrival time exists, a rate learnt from
+  than ``agree`` = 1.5 x it); with nothing learnt, up to real time at least
+  (``first_gap_trust``: a cold voice's slow first chunk must not cost a chunk interval on a
+  first visit; the price, a first chunk held back and a catch-up burst on a stream slower than
+  real time, is one stall). Before a second arrival time exists, a rate learnt from
   past takes of the same backend is used, capped by what the first chunk shows; with neither,
   the first burst's audio over ``first arrival + first_shrink_s`` (1 s): a voice that sends
   a sentence at a time is trusted from its first chunk, while a short first chunk gives a low
@@ -66,6 +69,9 @@ class Policy:
     """Weight of the learnt rate, as seconds of observation at that rate."""
     rate_cap: float = 1.0
     """The measured rate is at most this times the average rate since the request."""
+    first_gap_trust: float = 1.0
+    """Without a learnt rate, one gap's measured rate is trusted up to this (x real time),
+    whatever the average since the request (a freshly started voice's first chunk is slow)."""
     agree: float = 1.5
     """A first gap at most this times the learnt rate agrees with it (is not a catch-up)."""
     rate_shrink_s: float = 0.1
@@ -205,8 +211,11 @@ def plan(
         elif not (rate_prior and received - first_burst <= policy.agree * rate_prior * span):
             # one gap only: it cannot tell a catch-up from a fast stream after a slow start, so
             # never trust more than rate_cap x the average rate since the request -- unless the
-            # gap agrees with the learnt rate (no faster than agree x it): then it is the stream
-            rate = min(rate, policy.rate_cap * received / max(a_last, 1e-3))
+            # gap agrees with the learnt rate (no faster than agree x it): then it is the stream.
+            # With nothing learnt, a gap is trusted up to first_gap_trust (real time): a cold
+            # first chunk before a fast stream then costs no chunk interval
+            cap = policy.rate_cap * received / max(a_last, 1e-3)
+            rate = min(rate, cap if rate_prior else max(cap, policy.first_gap_trust))
         how = "measured"
     elif rate_prior:
         rate = min(rate_prior, received / max(a_last, 1e-3))

@@ -27,7 +27,7 @@
   // checked against tests/playout_timelines.json). Times are seconds since the request.
   const POLICY = Object.freeze({   // lead_s: audio starts this long after the decision
     margin_s: 0.06, rate_margin: 0.02, text_margin: 0.02, min_span_s: 0.05,
-    rate_pseudo_s: 0.5, rate_shrink_s: 0.1, rate_cap: 1.0, first_shrink_s: 1.0, agree: 1.5,
+    rate_pseudo_s: 0.5, rate_shrink_s: 0.1, rate_cap: 1.0, first_shrink_s: 1.0, first_gap_trust: 1.0, agree: 1.5,
     default_sec_per_char: 0.058, text_overrun: 0.2, lead_s: 0.02, late_tol_s: 0.005,
   });
 
@@ -78,7 +78,10 @@
       const agrees = o.rate_prior && received - firstBurst <= P.agree * o.rate_prior * span;
       const tau2 = o.rate_prior ? tau : 0;                              // a bound is not shrunk
       if (span2 >= P.min_span_s) rate = Math.min(rate, (received - firstBurst - secondBurst + prior * tau2) / (span2 + tau2));
-      else if (!agrees) rate = Math.min(rate, P.rate_cap * received / Math.max(aLast, 1e-3));
+      else if (!agrees) {
+        const cap = P.rate_cap * received / Math.max(aLast, 1e-3);
+        rate = Math.min(rate, o.rate_prior ? cap : Math.max(cap, P.first_gap_trust));   // nothing learnt: up to real time
+      }
     }
     else if (o.rate_prior) { rate = Math.min(o.rate_prior, received / Math.max(aLast, 1e-3)); how = 'learnt'; }
     else { rate = received / (aLast + P.first_shrink_s); how = 'first burst'; }   // a short first chunk: a low rate
