@@ -37,6 +37,7 @@ from app.guard import (
     loads_limited,
 )
 from app.identity import IdentityMiddleware, identity
+from app.slashes import add_slash_redirects
 from app.state import (
     DEFAULT_CONCURRENCY,
     DEFAULT_DB,
@@ -372,6 +373,7 @@ def create_app(
 
         app = gr.mount_gradio_app(app, build_ui(state), path="/", css=CSS)
         app.state.listenlab = state
+    add_slash_redirects(app)  # /arena and /arena/ alike (app/slashes.py), after every route
     return app
 
 
