@@ -312,3 +312,15 @@ def test_no_bare_sudo_in_pasted_lines():
     """A root shell or a container has no sudo: `$(command -v sudo)` works in both."""
     bad = [f"{p}: {ln}" for p, ln in shell_lines() if re.search(r"(^|[;&|]\s*)sudo\s", ln)]
     assert bad == []
+
+
+def test_readme_links_reach_the_manual():
+    """README.md is outside the MkDocs site, so `mkdocs build --strict` does not check it."""
+    text = (ROOT / "README.md").read_text()
+    links = re.findall(r"\]\(([^)#\s]+)(?:#[^)]*)?\)", text)
+    local = [ln for ln in links if not re.match(r"[a-z]+:", ln)]
+    assert len(local) >= 10
+    assert [ln for ln in local if not (ROOT / ln).exists()] == []
+    nav = (ROOT / "mkdocs.yml").read_text()
+    for page in sorted((ROOT / "docs").glob("*.md")):
+        assert f": {page.name}" in nav, f"{page.name} is not in mkdocs.yml's nav"
