@@ -372,8 +372,8 @@ def create_app(
         from app.ui import CSS, build_ui
 
         app = gr.mount_gradio_app(app, build_ui(state), path="/", css=CSS)
+        add_slash_redirects(app)  # /arena and /arena/ alike, past Gradio's catch-all at "/"
         app.state.listenlab = state
-    add_slash_redirects(app)  # /arena and /arena/ alike (app/slashes.py), after every route
     return app
 
 
