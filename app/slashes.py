@@ -35,16 +35,22 @@ async def _strip_slash(request: Request) -> RedirectResponse:
 
 def slash_twins(routes: Iterable[BaseRoute]) -> list[Route]:
     """The redirect routes for ``routes``: ``/mount`` -> ``/mount/`` for each mounted app, and
-    ``/route/`` -> ``/route`` for each HTTP route (with its methods), skipping any path that
+    ``/route/`` <-> ``/route`` for each HTTP route (with its methods), skipping any path that
     a route already has."""
     routes = list(routes)
     taken = {r.path for r in routes if isinstance(r, Route)}
     methods: dict[tuple[str, bool], set[str]] = {}  # (twin path, adds the slash) -> methods
     for r in routes:
-        if isinstance(r, Mount) and r.path and r.path not in taken:
-            methods.setdefault((r.path, True), set()).update(ALL_METHODS)
-        elif isinstance(r, Route) and not r.path.endswith("/") and r.path + "/" not in taken:
-            methods.setdefault((r.path + "/", False), set()).update(r.methods or ALL_METHODS)
+        if isinstance(r, Mount):
+            twin, add, allowed = r.path, True, ALL_METHODS
+        elif isinstance(r, Route) and r.path != "/":
+            slash = r.path.endswith("/")
+            twin = r.path.rstrip("/") if slash else r.path + "/"
+            add, allowed = slash, r.methods or ALL_METHODS
+        else:
+            continue
+        if twin and twin not in taken:
+            methods.setdefault((twin, add), set()).update(allowed)
     return [
         Route(path, _add_slash if add else _strip_slash, methods=sorted(m), include_in_schema=False)
         for (path, add), m in methods.items()

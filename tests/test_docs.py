@@ -324,3 +324,27 @@ def test_readme_links_reach_the_manual():
     nav = (ROOT / "mkdocs.yml").read_text()
     for page in sorted((ROOT / "docs").glob("*.md")):
         assert f": {page.name}" in nav, f"{page.name} is not in mkdocs.yml's nav"
+
+
+def test_slash_twins_keep_methods_and_never_shadow_a_real_route():
+    from starlette.responses import PlainTextResponse
+    from starlette.routing import Mount, Route
+
+    from app.slashes import ALL_METHODS, slash_twins
+
+    async def ok(_request):
+        return PlainTextResponse("ok")
+
+    routes = [
+        Route("/a", ok, methods=["POST"]),
+        Route("/a", ok, methods=["GET"]),
+        Route("/b", ok),
+        Route("/b/", ok),  # both forms are real: no twin
+        Route("/c/", ok, methods=["GET"]),  # ends in a slash: /c redirects to it
+        Mount("/m", app=ok),
+        Mount("", app=ok),  # the catch-all itself gets no twin
+    ]
+    twins = {r.path: r.methods for r in slash_twins(routes)}
+    assert twins == {"/a/": {"GET", "HEAD", "POST"}, "/c": {"GET", "HEAD"}, "/m": set(ALL_METHODS)}
+    adds = {r.path: r.endpoint.__name__ for r in slash_twins(routes)}
+    assert adds == {"/a/": "_strip_slash", "/c": "_add_slash", "/m": "_add_slash"}
