@@ -348,3 +348,19 @@ def test_slash_twins_keep_methods_and_never_shadow_a_real_route():
     assert twins == {"/a/": {"GET", "HEAD", "POST"}, "/c": {"GET", "HEAD"}, "/m": set(ALL_METHODS)}
     adds = {r.path: r.endpoint.__name__ for r in slash_twins(routes)}
     assert adds == {"/a/": "_strip_slash", "/c": "_add_slash", "/m": "_add_slash"}
+
+
+def test_screenshots_are_referenced_small_and_retakeable():
+    """Every docs/img PNG is shown on a page, is ~1000 px wide and small, and is one that
+    docs/screenshots.py writes (so it can be retaken, not only kept)."""
+    from PIL import Image
+
+    shown = set(re.findall(r"\]\(img/([^)]+\.png)\)", page_text()))
+    script = (ROOT / "docs" / "screenshots.py").read_text()
+    pngs = sorted((ROOT / "docs" / "img").glob("*.png"))
+    assert {p.name for p in pngs} == shown
+    for p in pngs:
+        with Image.open(p) as img:
+            assert img.width <= 1000 and img.height <= 1500, p.name
+        assert p.stat().st_size < 200_000, p.name
+        assert f'"{p.name}"' in script, f"{p.name} is not written by docs/screenshots.py"
