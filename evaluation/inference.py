@@ -126,7 +126,9 @@ def clustered_mean(
             var = max(var_r, var_p)
     else:
         var = var_r
-    sd = float(np.sqrt(var))
+    sd = float(np.sqrt(max(var, 0.0)))
+    if not np.isfinite(sd) or sd <= 1e-12:
+        return Interval(n, nr, npr, mean, float("nan"), float("nan"), f"{TOO_FEW} (no spread)")
     df_t = max(1, min(nr, npr if npr > 1 else nr) - 1)
     half = float(stats.t.ppf(0.5 + confidence / 2, df_t)) * sd
     lo, hi = mean - half, mean + half

@@ -423,7 +423,9 @@ def bt_leaderboard(
     percentile bootstrap intervals over resampled votes, sorted by the interval's lower bound.
 
     Systems with fewer than ``min_votes`` votes are still fitted (their games inform the others)
-    but flagged ``listed = False`` and put at the bottom.
+    but flagged ``listed = False`` and put at the bottom (rank 0). A listed system's ``rank`` is
+    1 + the number of listed systems significantly stronger (``better_systems``), so systems
+    whose intervals overlap share a rank instead of being ordered by noise.
     """
     cols = [
         "system",
@@ -435,6 +437,7 @@ def bt_leaderboard(
         "losses",
         "ties",
         "listed",
+        "better_systems",
         "rank",
     ]
     v = oriented_votes(votes)
@@ -469,12 +472,39 @@ def bt_leaderboard(
                 n >= min_votes,
             ]
         )
-    df = pd.DataFrame(rows, columns=cols[:-1])
+    df = pd.DataFrame(rows, columns=cols[:-2])
+    better = _significantly_better(point, boots, df["listed"].to_numpy(), alpha=1 - confidence)
+    df["better_systems"] = better
     df = df.sort_values(
         ["listed", "ci_low", "rating"], ascending=[False, False, False], ignore_index=True
     )
-    df["rank"] = np.where(df["listed"], np.arange(1, len(df) + 1), 0)
+    df["rank"] = np.where(df["listed"], 1 + df["better_systems"], 0)
     return df
+
+
+def _significantly_better(
+    point: np.ndarray, boots: np.ndarray, listed: np.ndarray, alpha: float = 0.05
+) -> np.ndarray:
+    """Per system, how many listed systems are significantly stronger: for each pair, a Wald
+    test of the log-strength difference with its bootstrap sd, Holm-corrected over all pairs
+    of listed systems. Without bootstrap resamples nothing is significant (all rank 1)."""
+    from evaluation.inference import holm
+
+    idx = np.flatnonzero(listed)
+    out = np.zeros(len(point), dtype=int)
+    if len(boots) < 2 or len(idx) < 2:
+        return out
+    pairs = [(i, j) for k, i in enumerate(idx) for j in idx[k + 1 :]]
+    ps = []
+    for i, j in pairs:
+        sd = float((boots[:, j] - boots[:, i]).std(ddof=1))
+        z = abs(point[j] - point[i]) / sd if sd > 0 else (np.inf if point[j] != point[i] else 0)
+        ps.append(float(2 * stats.norm.sf(z)))
+    sig = holm(ps) < alpha
+    for (i, j), s in zip(pairs, sig, strict=True):
+        if s:
+            out[i if point[j] > point[i] else j] += 1
+    return out
 
 
 # --------------------------------------------------------------------------- glitch reports
