@@ -87,6 +87,10 @@ async def rate_all(live, tid: str, scores, *, headphones: bool | None = True) ->
     return st["rater_id"]
 
 
+def rat_prompts(live, tid: str) -> set[str]:
+    return set(live.state.store.mos_frame(tid)["prompt_id"])
+
+
 async def drop_out(live, tid: str) -> str:
     """A rater who joins (and consents) and leaves before the headphone check."""
     c = RaterClient(live.url, tid)
@@ -130,6 +134,20 @@ def test_dropout_and_straight_liner_leave_results_working(live):
     every = results(live, tid, include_screened="true")
     assert sum(r["n"] for r in every["mos"]) == 8
     assert "screened ones included" in every["methods"][1]["title"]
+
+    # the admin Results tab: summary with exclusions and methods, a plot on the whole scale,
+    # only the MOS tables
+    from app.listening.admin_ui import results_view
+    from evaluation.listening.results import test_results
+    from evaluation.listening.tables import TestStore
+
+    v = results_view(test_results(TestStore(live.state.store), tid))
+    assert "Raters: 3 (2 finished, 2 screened out)" in v["summary"]
+    assert f"- excluded {flat}: variance 0.00" in v["summary"]
+    assert "Wilcoxon signed-rank" in v["summary"] and "MOS a vs b" in v["summary"]
+    assert v["plot"].axes[0].get_xlim() == (1.0, 5.0)
+    assert set(v["main"]["system_id"]) == {"a", "b"} and len(v["pairwise"]) == 1
+    assert set(v["by_prompt"]["prompt_id"]) == set(rat_prompts(live, tid))
 
     files = export(live, tid)
     rat = files["raw/ratings.csv"]
