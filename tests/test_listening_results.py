@@ -158,6 +158,20 @@ def test_dropout_and_straight_liner_leave_results_working(live):
     methods = files["results/methods.csv"]
     assert "two-way cluster bootstrap" in " ".join(methods["method"])
 
+    # the global report and export screen by the same rule as the test's own page
+    from evaluation.report import ReportOptions, compute_tables
+
+    t = compute_tables(live.state.store, ReportOptions(n_boot=20))
+    scr = t["screening"]
+    mine = scr[scr["test_id"] == tid].set_index("rater_id")
+    assert mine["excluded"].to_dict() == {gone: True, honest: False, flat: True}
+    glob = t["mos"].set_index("system_id")
+    mos = live.state.store.mos_frame()
+    kept = mos[
+        (mos["role"] == "item") & ~mos["rater_id"].isin(set(scr.loc[scr["excluded"], "rater_id"]))
+    ]
+    assert glob["n"].sum() == len(kept)
+
 
 def test_glitch_mark_on_a_one_chunk_take(live):
     tid = create_test(

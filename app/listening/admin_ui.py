@@ -151,7 +151,11 @@ def results_view(tables: dict[str, pd.DataFrame]) -> dict[str, Any]:
         "plot": fig,
         "main": get("mos", "ab", "mushra", "glitch_marks"),
         "pairwise": get("mos_pairwise", "ab_pairwise", "mushra_pairwise"),
-        "by_prompt": get("mos_by_prompt", "glitches_by_seam"),
+        "by_prompt": get("mos_by_prompt")
+        if get("mos_by_prompt") is not None
+        else (
+            None if get("glitches_by_seam") is None else tables["glitches_by_seam"].reset_index()
+        ),
         "raters": tables.get("raters"),
         "methods": tables.get("methods"),
     }
