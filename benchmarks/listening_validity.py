@@ -41,7 +41,7 @@ import pandas as pd
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from benchmarks.raters import free_port, wait_up  # noqa: E402
+from benchmarks.raters import create_test, free_port, start_server, wait_up  # noqa: E402
 from evaluation import inference, stats  # noqa: E402
 from evaluation.simulate import (  # noqa: E402
     BAD_KINDS,
@@ -200,22 +200,6 @@ def mushra_part(sims: int) -> dict:
 SERVICE_SYSTEMS = {"s30": 3.0, "s35": 3.5, "s40": 4.0}
 
 
-def start_server(db: Path, port: int):
-    import subprocess
-
-    env = {**os.environ, "GRADIO_ANALYTICS_ENABLED": "False"}
-    env.pop("LISTENLAB_ADMIN_PASSWORD", None)  # localhost admin
-    return subprocess.Popen(
-        [sys.executable, "-m", "app.cli", "serve", "--port", str(port), "--db", str(db)]
-        + ["--backend", "joe=piper?deterministic=1"],
-        cwd=ROOT,
-        env=env,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-        start_new_session=True,
-    )
-
-
 def _oracle(db: Path, test_id: str, rater_id: str) -> dict[str, dict]:
     """The simulation's truth for a rater's items (the rater page never sees it)."""
     con = sqlite3.connect(f"file:{db}?mode=ro", uri=True, timeout=30)
@@ -298,29 +282,26 @@ async def service_run(seed: int, order: int, honest: int, bad_each: int, prompts
     db = tmp / "listenlab.db"
     port = free_port()
     url = f"http://127.0.0.1:{port}"
-    proc = start_server(db, port)
+    proc = start_server(db, port, ("joe=piper?deterministic=1",))
     try:
         await asyncio.to_thread(wait_up, url)
         names = list(SERVICE_SYSTEMS)[:: -1 if order else 1]
         speeds = {"s30": "0.9", "s35": "1.0", "s40": "1.1"}
         t0 = time.monotonic()
-        async with httpx.AsyncClient(timeout=900) as h:
-            r = await h.post(
-                url + "/ll/admin/tests",
-                json={
-                    "name": "validity",
-                    "kind": "mos",
-                    "systems": [
-                        {"name": n, "backend": "joe", "params": {"speed": speeds[n]}} for n in names
-                    ],
-                    "prompts": {"source": "harvard", "n": prompts},
-                    "items_per_rater": prompts,
-                    "screening": True,
-                    "headphone_check": True,
-                },
-            )
-            r.raise_for_status()
-            tid = r.json()["test_id"]
+        tid = await create_test(
+            url,
+            {
+                "name": "validity",
+                "kind": "mos",
+                "systems": [
+                    {"name": n, "backend": "joe", "params": {"speed": speeds[n]}} for n in names
+                ],
+                "prompts": {"source": "harvard", "n": prompts},
+                "items_per_rater": prompts,
+                "screening": True,
+                "headphone_check": True,
+            },
+        )
         gen_s = time.monotonic() - t0
         model = MosModel()
         kinds = ["honest"] * honest + [k for k in BAD_KINDS for _ in range(bad_each)]
