@@ -116,13 +116,14 @@ def mos_part(sims: int) -> dict:
     return out
 
 
-def fwer_mos(sims: int) -> dict:
+def fwer_mos(sims: int, null_sims: int) -> dict:
     model = MosModel(system_means={"s1": 3.5, "s2": 3.5, "s3": 3.5}, bad={}, screening=False)
     alt = MosModel(bad={}, screening=False)
     any_sig, power = [], []
-    for i in range(sims):
+    for i in range(null_sims):
         d = mos_ratings(model, np.random.default_rng([i, 7]), i % 2)
         any_sig.append(bool(inference.paired_tests(d)["significant"].any()))
+    for i in range(sims):
         a = mos_ratings(alt, np.random.default_rng([i, 8]), i % 2)
         power.append(float(inference.paired_tests(a)["significant"].mean()))
     return {
@@ -134,7 +135,7 @@ def fwer_mos(sims: int) -> dict:
 # --------------------------------------------------------------------------- A/B
 
 
-def ab_part(sims: int) -> dict:
+def ab_part(sims: int, null_sims: int) -> dict:
     model = AbModel()
     tr = ab_truth(model)
     cov_c, cov_s, naive_c = [], [], []
@@ -151,9 +152,10 @@ def ab_part(sims: int) -> dict:
             naive_c.append(bool(lo <= t["cmos"] <= hi))
     null = AbModel(system_means={"s1": 3.5, "s2": 3.5, "s3": 3.5})
     any_sig, power = [], []
-    for i in range(sims):
+    for i in range(null_sims):
         v = ab_votes(null, np.random.default_rng([i, 12]), i % 2)
         any_sig.append(bool(inference.sign_tests(stats.oriented_votes(v))["significant"].any()))
+    for i in range(sims):
         a = ab_votes(model, np.random.default_rng([i, 13]), i % 2)
         power.append(float(inference.sign_tests(stats.oriented_votes(a))["significant"].mean()))
     return {
@@ -169,7 +171,7 @@ def ab_part(sims: int) -> dict:
 # --------------------------------------------------------------------------- MUSHRA
 
 
-def mushra_part(sims: int) -> dict:
+def mushra_part(sims: int, null_sims: int) -> dict:
     model = MushraModel()
     tr = mushra_truth(model)
     cov, naive = [], []
@@ -182,7 +184,7 @@ def mushra_part(sims: int) -> dict:
             naive.append(bool(lo <= v <= hi))
     null = MushraModel(system_means={"s1": 70.0, "s2": 70.0, "s3": 70.0})
     any_sig = []
-    for i in range(sims):
+    for i in range(null_sims):
         d = mushra_scores(null, np.random.default_rng([i, 22]))
         any_sig.append(bool(inference.paired_tests(d)["significant"].any()))
     return {
@@ -360,16 +362,19 @@ def main() -> int:
     ap.add_argument("--quick", action="store_true", help="fewer simulated tests, one service run")
     ap.add_argument("--sims", type=int, default=None)
     ap.add_argument("--service-runs", type=int, default=None)
+    ap.add_argument("--null-sims", type=int, default=None, help="tests per FWER estimate")
     ap.add_argument("--out", default=str(ROOT / "benchmarks/results/listening_validity.json"))
     args = ap.parse_args()
     sims = args.sims or (40 if args.quick else 200)
+    null_sims = args.null_sims or max(3 * sims, 200)  # a FWER near 0.05 needs many tests
     runs = args.service_runs if args.service_runs is not None else (1 if args.quick else 2)
     t = time.monotonic()
     res: dict = {"simulated_tests_per_statistic": sims, "n_boot": N_BOOT}
     res["mos"] = mos_part(sims)
-    res["mos_pairwise"] = fwer_mos(sims * 2)
-    res["ab"] = ab_part(sims)
-    res["mushra"] = mushra_part(sims)
+    res["null_tests_per_fwer"] = null_sims
+    res["mos_pairwise"] = fwer_mos(sims, null_sims)
+    res["ab"] = ab_part(sims, null_sims)
+    res["mushra"] = mushra_part(sims, null_sims)
     res["simulation_s"] = round(time.monotonic() - t, 1)
     res["service"] = [asyncio.run(service_run(seed, seed % 2, 30, 2, 6)) for seed in range(runs)]
     res["machine"] = f"{platform.machine()}, {os.cpu_count()} cores (shared with other work)"
