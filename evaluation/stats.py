@@ -6,15 +6,23 @@ and returns a DataFrame, so a notebook, the report and the tests all use the sam
 
 * :func:`mos_table` — MOS per system (or system × prompt) with a Student-t 95 % interval.
 * :func:`add_z_scores` — per-rater z-normalised scores (a robustness column; raw stays primary).
-* :func:`screen_raters` / :func:`usable_ratings` — P.808-style screening: failed gold or trap
-  items, near-zero rating variance (straight-lining), unplayed items.
+* :func:`screen_raters` / :func:`usable_ratings` — P.808-style screening: failed trap items,
+  check items judged against the rater's own use of the scale (:class:`ScreeningRules`),
+  near-zero rating variance (straight-lining), unplayed items.
 * :func:`ab_table` — per system pair: preference share and CMOS with two-way cluster bootstrap
   intervals (raters x prompts), a vote-level sign test (ties reported separately), all with the
   sign corrected for presentation order; plus the first-position bias.
 * :func:`bt_leaderboard` — Bradley–Terry ratings (evalica) with bootstrap 95 % intervals,
-  sorted by the lower bound, with a minimum-votes threshold.
-* :func:`glitch_rates`, :func:`glitches_by_seam` — rater glitch reports per minute of audio and
-  per chunk seam, per system.
+  sorted by the lower bound, with a minimum-votes threshold; rank = 1 + the listed systems
+  significantly stronger (Holm).
+* :func:`glitch_rates`, :func:`glitches_by_seam`, :func:`glitch_marks` — rater glitch reports
+  per minute of audio and per chunk seam, per system (a mark on a one-chunk take has no seam).
+* :func:`mushra_screening`, :func:`mushra_table` — BS.1534-3 post-screening (mid anchor) and
+  per-condition medians, quartiles and clustered means.
+
+Intervals and pairwise tests that account for raters and prompts are in
+:mod:`evaluation.inference`; :func:`mos_table` (a plain t interval) stays for single-rater data
+and as the "naive" comparison of the validity benchmark.
 * :func:`agreement` — rater marks vs automatic findings, matched within a tolerance.
 """
 
@@ -642,6 +650,7 @@ def agreement(
 
 
 __all__ = [
+    "MushraRules",
     "ScreeningRules",
     "ab_table",
     "add_z_scores",
@@ -650,7 +659,11 @@ __all__ = [
     "glitch_rates",
     "glitch_marks",
     "glitches_by_seam",
+    "median_interval",
     "mos_table",
+    "mushra_conditions",
+    "mushra_screening",
+    "mushra_table",
     "order_bias",
     "oriented_votes",
     "preference_matrix",
