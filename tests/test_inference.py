@@ -20,7 +20,13 @@ from evaluation.inference import (
     sign_tests,
 )
 from evaluation.simulate import MosModel, expected_rating, mos_ratings
-from evaluation.stats import bt_leaderboard, oriented_votes, screen_raters
+from evaluation.stats import (
+    bt_leaderboard,
+    mushra_screening,
+    mushra_table,
+    oriented_votes,
+    screen_raters,
+)
 
 
 def test_holm_by_hand():
@@ -172,3 +178,26 @@ def test_arena_ranks_are_shared_until_told_apart():
     lb = bt_leaderboard(votes, n_boot=200, seed=1).set_index("system")
     assert lb.loc["p", "rank"] == lb.loc["q", "rank"] == 1
     assert lb.loc["w", "rank"] == 3 and lb.loc["w", "better_systems"] == 2
+
+
+def test_mushra_screens_on_the_mid_anchor_and_labels_both():
+    rows = []
+    for rater, low, mid in (("ok", 95, 40), ("deaf_to_7k", 20, 95)):
+        for k in range(4):
+            a = f"{rater}{k}"
+            rows += [
+                (rater, a, "reference", "ref", 100.0),
+                (rater, a, "anchor", "__anchor_low__", float(low)),
+                (rater, a, "anchor", "__anchor_mid__", float(mid)),
+                (rater, a, "item", "s1", 60.0 + k),
+            ]
+    df = pd.DataFrame(rows, columns=["rater_id", "assignment_id", "role", "system_id", "score"])
+    scr = mushra_screening(df).set_index("rater_id")
+    # a low anchor rated 95 is odd but not BS.1534-3's rule; the mid anchor above 90 is
+    assert not scr.loc["ok", "excluded"]
+    assert scr.loc["deaf_to_7k", "excluded"] and scr.loc["deaf_to_7k", "anchor_high"] == 4
+    assert "mid anchor (7 kHz) > 90 on 4/4 items" in scr.loc["deaf_to_7k", "reasons"]
+    t = mushra_table(df[df["rater_id"] == "ok"], n_boot=200).set_index("condition")
+    assert set(t.index) == {"hidden reference", "low anchor (3.5 kHz)", "mid anchor (7 kHz)", "s1"}
+    assert (t.loc["s1", "q1"], t.loc["s1", "median"], t.loc["s1", "q3"]) == (60.75, 61.5, 62.25)
+    assert t.loc["s1", "note"] == TOO_FEW  # one rater: no interval over raters
