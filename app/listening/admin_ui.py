@@ -34,25 +34,54 @@ def _params(s: str) -> dict[str, Any]:
 
 def _fmt(v: Any) -> str:
     try:
-        return f"{float(v):.2f}"
+        f = float(v)
     except (TypeError, ValueError):
         return "–"
+    return "–" if f != f else f"{f:.2f}"
 
 
 def _ci_line(label: str, row: Any, value: str, low: str, high: str) -> str:
-    """``- LABEL: value [low, high] n=N`` for one row of a results table."""
-    return f"- {label}: {_fmt(row[value])} [{_fmt(row[low])}, {_fmt(row[high])}] n={int(row['n'])}"
+    """``- LABEL: value [low, high] n=N, raters=R`` for one row of a results table; an interval
+    that could not be computed says why instead (never a zero-width or off-scale one)."""
+    lo, hi = _fmt(row.get(low)), _fmt(row.get(high))
+    ci = f"[{lo}, {hi}]" if "–" not in (lo, hi) else f"({row.get('note') or 'no interval'})"
+    n = f"n={int(row['n'])}" + (f", raters={int(row['raters'])}" if "raters" in row else "")
+    return f"- {label}: {_fmt(row[value])} {ci} {n}"
+
+
+def _pair_lines(t: pd.DataFrame, what: str) -> list[str]:
+    out = []
+    for _, x in t.iterrows():
+        mark = "significant" if x["significant"] else "not significant"
+        if "diff_y_minus_x" in x:
+            eff = (
+                f"{x['y']} - {x['x']} = {_fmt(x['diff_y_minus_x'])}, r = {_fmt(x['rank_biserial'])}"
+            )
+        else:
+            eff = (
+                f"raters preferring {x['x']}: {int(x['raters_x'])}, {x['y']}: {int(x['raters_y'])}"
+            )
+        out.append(f"- {what} {x['x']} vs {x['y']}: {eff}; Holm p = {_fmt(x['p_holm'])} ({mark})")
+    return out
 
 
 def summary_markdown(tables: dict[str, pd.DataFrame]) -> str:
-    """Plain lines a person (and a test) can read: MOS ± CI, CMOS, MUSHRA medians, raters."""
+    """Plain lines a person (and a test) can read: MOS with intervals, pairwise tests, CMOS,
+    MUSHRA medians, raters and exclusions, and the methods."""
     lines = []
     r = tables.get("raters")
     if r is not None and not r.empty:
         n_ex = int(r["excluded"].sum())
-        lines.append(f"Raters: {len(r)} ({n_ex} screened out)")
+        n_fin = int(r["finished"].sum())
+        lines.append(f"Raters: {len(r)} ({n_fin} finished, {n_ex} screened out)")
+        for _, x in r[r["excluded"]].iterrows():
+            lines.append(f"- excluded {x['crowd_id'] or x['rater_id']}: {x['reasons']}")
+    titles = {}
+    m = tables.get("methods")
+    if m is not None and not m.empty:
+        titles = dict(zip(m["table"], m["title"], strict=True))
     for name, title in (
-        ("mos", "MOS (screened raters excluded)"),
+        ("mos", titles.get("mos", "MOS")),
         ("mos_all_raters", "MOS (all raters)"),
     ):
         t = tables.get(name)
@@ -60,24 +89,76 @@ def summary_markdown(tables: dict[str, pd.DataFrame]) -> str:
             lines.append(f"**{title}**")
             for _, x in t.iterrows():
                 lines.append(_ci_line(f"MOS {x['system_id']}", x, "mean", "ci_low", "ci_high"))
+    for name, what in (("mos_pairwise", "MOS"), ("mushra_pairwise", "MUSHRA")):
+        t = tables.get(name)
+        if t is not None and not t.empty:
+            lines.append(f"**{titles.get(name, name)}**")
+            lines += _pair_lines(t, what)
     t = tables.get("ab")
     if t is not None and not t.empty:
-        lines.append("**A/B** (CMOS = how much better y is than x, order corrected)")
+        lines.append(f"**{titles.get('ab', 'A/B')}**")
         for _, x in t.iterrows():
             lines.append(
                 f"- {x['x']} vs {x['y']}: n={int(x['n'])}, {x['x']} preferred "
                 f"{_fmt(x['x_share'])} [{_fmt(x['x_share_low'])}, {_fmt(x['x_share_high'])}], "
                 f"CMOS {x['y']} vs {x['x']}: {_fmt(x['cmos_y'])} "
                 f"[{_fmt(x['cmos_low'])}, {_fmt(x['cmos_high'])}]"
+                + (f" ({x['note']})" if x.get("note") else "")
             )
+    t = tables.get("ab_pairwise")
+    if t is not None and not t.empty:
+        lines += _pair_lines(t, "A/B")
     t = tables.get("mushra")
     if t is not None and not t.empty:
-        lines.append("**MUSHRA** (median [95% CI])")
+        lines.append(f"**{titles.get('mushra', 'MUSHRA')}** (median [95% CI])")
         for _, x in t.iterrows():
             lines.append(
                 _ci_line(f"MUSHRA {x['condition']}", x, "median", "median_low", "median_high")
             )
+    if m is not None and not m.empty:
+        lines.append("**Methods**")
+        lines += [f"- {x['table']}: {x['method']}" for _, x in m.iterrows() if x["method"]]
     return "\n".join(lines) or "No answers yet."
+
+
+def results_view(tables: dict[str, pd.DataFrame]) -> dict[str, Any]:
+    """What the Results tab shows for one test: the summary, a plot with intervals drawn from
+    the scale's bottom, and only the tables this test kind has (``None``: hide the table)."""
+    from evaluation.report import interval_figure
+
+    def get(*names: str) -> pd.DataFrame | None:
+        for n in names:
+            t = tables.get(n)
+            if t is not None and not t.empty:
+                return t
+        return None
+
+    fig = None
+    if get("mos") is not None:
+        fig = interval_figure(tables["mos"], "system_id", "mean", scale="mos")
+    elif get("mushra") is not None:
+        fig = interval_figure(tables["mushra"], "condition", "mean", scale="mushra")
+    elif get("ab") is not None:
+        ab = tables["ab"].assign(pair=lambda d: d["y"] + " vs " + d["x"])
+        fig = interval_figure(
+            ab.rename(columns={"cmos_low": "ci_low", "cmos_high": "ci_high"}),
+            "pair",
+            "cmos_y",
+            scale="cmos",
+        )
+    return {
+        "summary": summary_markdown(tables),
+        "plot": fig,
+        "main": get("mos", "ab", "mushra", "glitch_marks"),
+        "pairwise": get("mos_pairwise", "ab_pairwise", "mushra_pairwise"),
+        "by_prompt": get("mos_by_prompt")
+        if get("mos_by_prompt") is not None
+        else (
+            None if get("glitches_by_seam") is None else tables["glitches_by_seam"].reset_index()
+        ),
+        "raters": tables.get("raters"),
+        "methods": tables.get("methods"),
+    }
 
 
 def build_admin(state: Any, svc: Listening):
@@ -289,14 +370,12 @@ def build_admin(state: Any, svc: Listening):
             incl = gr.Checkbox(label="Include screened raters", value=False)
             refresh = gr.Button("Show results", elem_id="lt-results-show")
             summary = gr.Markdown(elem_id="lt-results-summary")
-            plot = gr.BarPlot(x="system_id", y="mean", title="MOS", label="MOS by system")
-            t_mos = gr.Dataframe(label="MOS ± 95% CI (t)", interactive=False)
-            t_ab = gr.Dataframe(
-                label="A/B: wins, Wilson CIs, sign-corrected CMOS", interactive=False
-            )
-            t_mu = gr.Dataframe(label="MUSHRA medians and CIs", interactive=False)
-            t_gl = gr.Dataframe(label="Glitch marks by chunk seam and system", interactive=False)
+            plot = gr.Plot(label="Means with 95% intervals (axis from the scale's bottom)")
+            t_main = gr.Dataframe(label="Per system", interactive=False, visible=False)
+            t_pair = gr.Dataframe(label="Pairwise tests", interactive=False, visible=False)
+            t_prompt = gr.Dataframe(label="Per prompt", interactive=False, visible=False)
             t_r = gr.Dataframe(label="Raters and screening", interactive=False, elem_id="lt-raters")
+            t_m = gr.Dataframe(label="Methods", interactive=False, elem_id="lt-methods")
             dl = gr.File(label="CSV export (zip)")
 
             async def show(tid, inc):
@@ -306,20 +385,28 @@ def build_admin(state: Any, svc: Listening):
                 exports.mkdir(parents=True, exist_ok=True)
                 f = exports / f"{tid}-results.zip"
                 f.write_bytes(await asyncio.to_thread(export_zip, svc, tid))
-                e = pd.DataFrame()
-                mos = t.get("mos", e)
+                v = results_view(t)
+                tag = " (screened raters included)" if inc else ""
+
+                def table(df, label):
+                    if df is None:
+                        return gr.update(value=None, visible=False)
+                    return gr.update(value=df, visible=True, label=label + tag)
+
                 return (
-                    summary_markdown(t),
-                    mos if not mos.empty else pd.DataFrame({"system_id": [], "mean": []}),
-                    mos,
-                    t.get("ab", e),
-                    t.get("mushra", e),
-                    t.get("glitches_by_seam", e),
-                    t.get("raters", e),
+                    v["summary"],
+                    v["plot"],
+                    table(v["main"], "Per system"),
+                    table(v["pairwise"], "Pairwise tests (Holm-corrected)"),
+                    table(v["by_prompt"], "Per prompt"),
+                    v["raters"],
+                    v["methods"],
                     str(f),
                 )
 
-            refresh.click(show, [rpick, incl], [summary, plot, t_mos, t_ab, t_mu, t_gl, t_r, dl])
+            refresh.click(
+                show, [rpick, incl], [summary, plot, t_main, t_pair, t_prompt, t_r, t_m, dl]
+            )
 
         def reload_choices():
             c = choices()
@@ -330,4 +417,4 @@ def build_admin(state: Any, svc: Listening):
     return demo
 
 
-__all__ = ["build_admin", "summary_markdown"]
+__all__ = ["build_admin", "results_view", "summary_markdown"]
