@@ -3,7 +3,7 @@ family-wise false-positive rate of the pairwise tests (issue #18).
 
 Two parts:
 
-1. **Simulation** (fast, many tests): rating tables drawn from :mod:`evaluation.simulate`
+1. **Simulation** (fast, many tests): rating tables drawn from :mod:`evaluation.listening.simulate`
    (30 honest raters, true MOS 3.0 / 3.5 / 4.0, rater sd 0.5, prompt sd 0.3, noise 0.6, two
    raters each of four bad kinds, both system orders, a natural gold and a gold that is a take
    of a system under test) go through the same functions the results page uses:
@@ -43,7 +43,7 @@ sys.path.insert(0, str(ROOT))
 
 from benchmarks.raters import create_test, free_port, start_server, wait_up  # noqa: E402
 from evaluation import inference, stats  # noqa: E402
-from evaluation.simulate import (  # noqa: E402
+from evaluation.listening.simulate import (  # noqa: E402
     BAD_KINDS,
     AbModel,
     MosModel,

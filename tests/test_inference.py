@@ -19,7 +19,7 @@ from evaluation.inference import (
     paired_tests,
     sign_tests,
 )
-from evaluation.simulate import MosModel, expected_rating, mos_ratings
+from evaluation.listening.simulate import MosModel, expected_rating, mos_ratings
 from evaluation.stats import (
     bt_leaderboard,
     mushra_screening,
