@@ -11,7 +11,7 @@ import pandas as pd
 import pytest
 
 from evaluation import stats
-from evaluation.listening.design import ANCHOR, Design, plan
+from evaluation.listening.design import ANCHOR, ANCHOR_LOW, ANCHOR_MID, GOLD, Design, plan
 from evaluation.listening.screening import (
     TestScreening,
     headphone_plan,
@@ -37,16 +37,26 @@ def test_mos_design_is_a_latin_square():
     assert [i.prompt for i in plan(d, 0)] != [i.prompt for i in plan(d, 1)]  # shuffled per rater
 
 
-def test_mos_screening_items_are_spread():
-    d = Design("mos", ("a", "b"), tuple(f"p{i}" for i in range(8)), 8)
-    items = plan(d, 0)
-    assert len(items) == 11
-    checks = [(i.position, i.role, i.stimulus, i.expected) for i in items if i.role != "item"]
-    assert sorted(c[2] for c in checks) == ["anchor", "gold", "trap"]
-    assert {c[2]: c[3] for c in checks} == {"anchor": 1.0, "gold": 5.0, "trap": 2.0}
-    pos = sorted(c[0] for c in checks)
-    assert pos[0] > 0 and pos[-1] < 10 and min(np.diff(pos)) >= 2
-    assert next(i for i in items if i.stimulus == "anchor").slots[0].system == ANCHOR
+def test_mos_screening_items_are_spread_at_random_positions():
+    d = Design("mos", ("a", "b"), tuple(f"p{i}" for i in range(8)), 8, gold=True)
+    layouts = set()
+    for r in range(12):
+        items = plan(d, r)
+        assert len(items) == 11
+        checks = [(i.position, i.role, i.stimulus, i.expected) for i in items if i.role != "item"]
+        assert sorted(c[2] for c in checks) == ["anchor", "gold", "trap"]
+        assert {c[2]: c[3] for c in checks} == {"anchor": 1.0, "gold": 5.0, "trap": 2.0}
+        pos = sorted(c[0] for c in checks)
+        assert pos[0] > 0 and min(np.diff(pos)) >= 2  # never first, never two in a row
+        layouts.add(tuple(pos))
+        assert next(i for i in items if i.stimulus == "anchor").slots[0].system == ANCHOR
+        # the gold "5" is the known-good clip, never a take of a system under test
+        assert next(i for i in items if i.stimulus == "gold").slots[0].system == GOLD
+        assert plan(d, r) == items  # resumable
+    assert len(layouts) >= 6  # positions differ between raters: not learnable
+    # without a natural recording or a marked clip: only the anchor gold (and the trap)
+    plain = plan(Design("mos", ("a", "b"), tuple(f"p{i}" for i in range(8)), 8), 0)
+    assert sorted(i.stimulus for i in plain if i.role != "item") == ["anchor", "trap"]
 
 
 def test_ab_sides_are_randomised_and_balanced():
@@ -73,20 +83,24 @@ def test_ab_screening_adds_two_check_pairs_one_per_side():
         assert [s.system for s in by_side["a"].slots] == ["x", ANCHOR]
         assert [s.system for s in by_side["b"].slots] == [ANCHOR, "x"]
         assert (by_side["a"].expected, by_side["b"].expected) == (-1.0, 1.0)
-        assert min(items.index(i) for i in checks) > 0 and max(items.index(i) for i in checks) < 5
+        at = sorted(items.index(i) for i in checks)
+        assert at[0] > 0 and at[1] - at[0] >= 2  # never first, never back to back
     assert len(plan(Design("ab", ("x", "y"), ("p",), 1, screening=False), 0)) == 1
 
 
-def test_mushra_screen_has_hidden_reference_and_anchor():
+def test_mushra_screen_has_hidden_reference_and_both_anchors():
     d = Design("mushra", ("ref", "s1", "s2"), ("p1", "p2"), 2, reference="ref")
     items = plan(d, 0)
     assert len(items) == 2
     for it in items:
         roles = sorted(s.role for s in it.slots)
-        assert roles == ["anchor", "item", "item", "reference"]
+        assert roles == ["anchor", "anchor", "item", "item", "reference"]
         assert {s.system for s in it.slots if s.role == "item"} == {"s1", "s2"}
+        assert {s.system for s in it.slots if s.role == "anchor"} == {ANCHOR_LOW, ANCHOR_MID}
     with pytest.raises(ValueError, match="reference"):
         Design("mushra", ("a", "b"), ("p",), 1, reference="zzz").validate()
+    with pytest.raises(ValueError, match="needs a reference"):  # BS.1534-3: required
+        Design("mushra", ("a", "b"), ("p",), 1).validate()
 
 
 def test_loudness_normalised_to_target_with_gain_stored():
