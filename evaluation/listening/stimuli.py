@@ -217,8 +217,9 @@ def degraded_anchor(audio: np.ndarray, sample_rate: int, boundaries: list[int]) 
     n = x.shape[0]
     seams = [b for b in boundaries if 0 < b < n] or [n * k // 4 for k in (1, 2, 3)]
     click = int(0.002 * sample_rate) or 1
+    level = 0.9 * float(np.abs(x).max() or 1.0)  # as loud as the speech's peaks, not louder
     for b in seams:
-        x[b : b + click] = 0.9 * np.sign(np.sin(np.arange(min(click, n - b)) + 1))[:, None]
+        x[b : b + click] = level * np.sign(np.sin(np.arange(min(click, n - b)) + 1))[:, None]
     mid = seams[len(seams) // 2]
     gap = int(ANCHOR_GAP_MS / 1000 * sample_rate)
     x[mid + click : mid + click + gap] = 0.0
