@@ -40,8 +40,9 @@ MAX_TITLE_CHARS = 120
 MAX_INSTRUCTIONS_CHARS = 4000
 TARGET_RANGE = (-40.0, -10.0)
 CEILING_RANGE = (-12.0, 0.0)
-TRAP_VOICE = "piper"
-"""The trap's spoken instruction is always the CPU voice (a configured Piper, else this)."""
+TRAP_VOICE = "piper?deterministic=1"
+"""The trap's spoken instruction is always the CPU voice, deterministic: the same words sound
+the same in every test (a configured deterministic Piper is reused, else this is loaded)."""
 NAME_RE = re.compile(r"^[A-Za-z0-9_.-]{1,40}$")
 
 
@@ -222,7 +223,14 @@ def _check_spec(spec: TestSpec) -> None:
 
 
 def _trap_voice(state: Any) -> Backend:
-    entry = next((e for e in state.backends.values() if e.spec.startswith("piper")), None)
+    entry = next(
+        (
+            e
+            for e in state.backends.values()
+            if e.spec.startswith("piper") and "deterministic=1" in e.spec
+        ),
+        None,
+    )
     if entry is not None:
         return entry.backend
     from backends.registry import load_backend

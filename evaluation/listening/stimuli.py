@@ -211,15 +211,18 @@ def lowpass(audio: np.ndarray, sample_rate: int, cutoff_hz: float) -> np.ndarray
 
 
 def degraded_anchor(audio: np.ndarray, sample_rate: int, boundaries: list[int]) -> np.ndarray:
-    """Float64: low-pass at 3.5 kHz, a click at every seam and a 150 ms gap at the middle one
-    (the MOS gold "1" and the A/B check's bad side: obviously bad, not a MUSHRA anchor)."""
-    x = lowpass(audio, sample_rate, ANCHOR_CUTOFF_HZ) if sample_rate > 7000 else _float(audio)
+    """Float64: a click at every seam, low-pass at 3.5 kHz (the clicks too: no edge sharper
+    than the band, so the true peak is what a meter reads), then a 150 ms gap at the middle
+    seam. The MOS gold "1" and the A/B check's bad side: obviously bad, not a MUSHRA anchor."""
+    x = _float(audio).copy()
     n = x.shape[0]
     seams = [b for b in boundaries if 0 < b < n] or [n * k // 4 for k in (1, 2, 3)]
     click = int(0.002 * sample_rate) or 1
     level = 0.9 * float(np.abs(x).max() or 1.0)  # as loud as the speech's peaks, not louder
     for b in seams:
         x[b : b + click] = level * np.sign(np.sin(np.arange(min(click, n - b)) + 1))[:, None]
+    if sample_rate > 2 * ANCHOR_CUTOFF_HZ:
+        x = lowpass(x, sample_rate, ANCHOR_CUTOFF_HZ)
     mid = seams[len(seams) // 2]
     gap = int(ANCHOR_GAP_MS / 1000 * sample_rate)
     x[mid + click : mid + click + gap] = 0.0
