@@ -242,11 +242,12 @@ def test_ab_and_mushra_pages(setup):
     page.wait_for_selector("#lt-item:not([hidden])")
     assert not page.is_hidden("#lt-reference")
     assert page.is_hidden("#lt-text")  # MUSHRA: off by default
-    assert page.locator(".lt-slider").count() == 3  # qwen, hidden reference, anchor
+    # qwen, hidden reference, the 3.5 kHz and the 7 kHz anchors
+    assert page.locator(".lt-slider").count() == 4
     page.click("#lt-ref")  # the open reference plays but does not unlock the vote
     page.wait_for_function("window.listenTest.lastEnded", timeout=60_000)
     assert page.is_disabled("#lt-submit")
-    _play_all_and_wait(page, 3)
+    _play_all_and_wait(page, 4)
     st = page.evaluate("window.listenTest.status")
     a = store.assignments(mu, st["rater_id"])[0]
     for i, role in enumerate(a.meta["roles"]):
