@@ -211,3 +211,14 @@ def test_store_v2_answers_once(tmp_path):
     table = rater_table(raters, None, None, TestScreening())
     assert table["excluded"].all() and table["reasons"].str.contains("headphone check").all()
     store.close()
+
+
+def test_fewer_prompts_than_systems_still_gives_each_rater_every_system():
+    d = Design("mos", ("a", "b", "c"), ("p0", "p1"), 2, screening=False)
+    for r in range(6):
+        items = plan(d, r)
+        assert Counter(i.slots[0].system for i in items) == {"a": 1, "b": 1, "c": 1}
+    big = Design("mos", ("a", "b"), ("p0", "p1", "p2", "p3"), 8, screening=False)
+    for r in range(4):  # P=4, U=2: all 8 cells once, each system 4 times
+        items = plan(big, r)
+        assert len({(i.prompt, i.slots[0].system) for i in items}) == 8

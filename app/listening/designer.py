@@ -359,6 +359,60 @@ async def create_test(
     return test_id
 
 
+@dataclass(frozen=True)
+class PreviewClip:
+    system: str
+    prompt_id: str | None
+    text: str | None
+    """The text the page would show with it (None when the test hides texts)."""
+    sample_rate: int
+    audio: Any
+    """int16 ``(frames, channels)``: the stored, loudness-normalised stimulus."""
+
+
+@dataclass(frozen=True)
+class RaterPreview:
+    """What a rater of a test will see: the public title, the texts, one stimulus per system."""
+
+    test_id: str
+    title: str
+    instructions: str
+    consent: str
+    kind: str
+    status: str
+    clips: list[PreviewClip]
+
+
+def preview(tests: TestStore, test_id: str) -> RaterPreview:
+    """The rater's view of ``test_id`` for the admin (the first prompt's item of each system)."""
+    from app.listening.service import DEFAULT_CONSENT, public_title, show_text
+
+    t = tests.require_test(test_id)
+    cfg = t["config"]
+    first: dict[str, Any] = {}
+    for s in tests.stimuli(test_id):
+        if s.kind == "item" and s.system_id not in first:
+            first[s.system_id] = s
+    order = list(cfg.get("design", {}).get("systems") or first)
+    clips = []
+    for sid in order:
+        s = first.get(sid)
+        if s is None:
+            continue
+        take = tests.store.load_take(s.take_id)
+        text = take.request.text if show_text(t) else None
+        clips.append(PreviewClip(sid, s.prompt_id, text, take.sample_rate, take.audio))
+    return RaterPreview(
+        test_id=test_id,
+        title=public_title(t),
+        instructions=cfg.get("instructions") or "",
+        consent=cfg.get("consent") or DEFAULT_CONSENT,
+        kind=t["kind"],
+        status=t["status"],
+        clips=clips,
+    )
+
+
 def _system_config(name: str, src: Source) -> dict[str, Any]:
     if isinstance(src, ImportedSource):
         return {
@@ -377,4 +431,13 @@ def _system_config(name: str, src: Source) -> dict[str, Any]:
     }
 
 
-__all__ = ["SystemSpec", "TestSpec", "create_test", "harvard_sentences", "parse_prompts"]
+__all__ = [
+    "PreviewClip",
+    "RaterPreview",
+    "SystemSpec",
+    "TestSpec",
+    "create_test",
+    "harvard_sentences",
+    "parse_prompts",
+    "preview",
+]

@@ -24,6 +24,7 @@ system honestly fail the check.
 from __future__ import annotations
 
 import itertools
+import math
 import random
 from dataclasses import dataclass, field
 
@@ -175,9 +176,11 @@ def _prompt_block(d: Design, rater_seq: int, n: int) -> list[str]:
 
 
 def _unit(k: int, rater_seq: int, n_prompts: int, units: int) -> int:
-    """Latin-square row ``rater_seq``; past one pass over the prompts, shift by one so a rater
-    never gets the same (prompt, system) cell twice."""
-    return ((k % n_prompts) + rater_seq + k // n_prompts) % units
+    """Latin-square row ``rater_seq``: item ``k`` uses unit ``(k + r) mod U``, so every ``U``
+    consecutive items cover every unit (also with fewer prompts than units); after
+    ``lcm(P, U)`` items, where a (prompt, unit) cell would come back, shift by one, so a rater
+    never gets the same cell twice."""
+    return (k + rater_seq + k // math.lcm(n_prompts, units)) % units
 
 
 def check_positions(n_items: int, n_checks: int, rng: random.Random) -> list[int]:
