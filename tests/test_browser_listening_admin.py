@@ -117,3 +117,45 @@ def test_logged_in_admin_sees_who_is_logged_in_not_the_password_note():
         assert "Logged in as admin" in line and "signed in with the admin password" in line
         assert page.locator("text=Admin pages need the password").count() == 0
         assert page.locator("#lt-add-system").is_visible()
+
+
+def test_designer_imports_your_own_audio_and_previews_it(tmp_path, piper_det):
+    """The form's own-audio folder: imported natural + modelx beside one generated system; a
+    bad folder is refused with the file named and nothing created."""
+    from tests.test_stimuli_import import make_folder
+
+    folder = make_folder(tmp_path / "study", piper_det)
+    bad = make_folder(tmp_path / "bad", piper_det)
+    (bad / "modelx" / "h2.flac").write_text("not audio at all\n" * 10)
+    os.environ.pop("LISTENLAB_ADMIN_PASSWORD", None)
+    app = create_app({"piper": "piper?deterministic=1"}, tmp_db())
+    with live_server(app) as live, chromium() as browser:
+        page = browser.new_page()
+        page.goto(live.url + "admin/tests/")
+        page.wait_for_selector("text=Generate the stimuli", timeout=60_000)
+        page.click("#lt-drop-system")  # keep one generated system (piper)
+        page.wait_for_function(
+            "document.querySelector('#lt-systems [role=grid]').getAttribute('aria-rowcount')"
+            " === '2'",
+            timeout=30_000,
+        )
+        page.get_by_label("Headphone check").uncheck()
+        page.get_by_label("Items per rater").fill("3")
+        page.locator("#lt-stimuli-dir textarea, #lt-stimuli-dir input").first.fill(str(bad))
+        page.click("#lt-generate")
+        page.locator("text=modelx/h2.flac is not readable audio").first.wait_for(timeout=120_000)
+        assert live.state.store.db.execute("SELECT count(*) FROM tests").fetchone()[0] == 0
+        page.locator("#lt-stimuli-dir textarea, #lt-stimuli-dir input").first.fill(str(folder))
+        page.click("#lt-generate")
+        page.wait_for_selector("#lt-made :text('is open')", timeout=300_000)
+        (tid,) = live.state.store.db.execute("SELECT test_id FROM tests").fetchone()
+        rows = live.state.store.db.execute(
+            "SELECT kind, system_id FROM stimuli WHERE test_id=?", [tid]
+        ).fetchall()
+        items = sorted({s for k, s in rows if k == "item"})
+        assert items == ["modelx", "natural", "piper"]
+        assert ("gold", "__gold__") in rows  # the natural recording is the gold "5"
+        page.locator("#lt-preview :text('Listening test')").wait_for(timeout=60_000)
+        labels = " ".join(page.locator(f"#lt-preview-{i}").inner_text() for i in range(3))
+        assert all(n in labels for n in items), labels
+        assert page.locator("#lt-preview-3").is_hidden()
