@@ -120,8 +120,8 @@ def test_logged_in_admin_sees_who_is_logged_in_not_the_password_note():
 
 
 def test_designer_imports_your_own_audio_and_previews_it(tmp_path, piper_det):
-    """The form's own-audio folder: imported natural + modelx beside one generated system; a
-    bad folder is refused with the file named and nothing created."""
+    """The form's own audio: imported natural + modelx beside one generated system, uploaded as
+    a .zip; a bad folder (server path) is refused with the file named and nothing created."""
     from tests.test_stimuli_import import make_folder
 
     folder = make_folder(tmp_path / "study", piper_det)
@@ -145,7 +145,17 @@ def test_designer_imports_your_own_audio_and_previews_it(tmp_path, piper_det):
         page.click("#lt-generate")
         page.locator("text=modelx/h2.flac is not readable audio").first.wait_for(timeout=120_000)
         assert live.state.store.db.execute("SELECT count(*) FROM tests").fetchone()[0] == 0
-        page.locator("#lt-stimuli-dir textarea, #lt-stimuli-dir input").first.fill(str(folder))
+        # the good folder as a .zip upload (what a hosted Space needs)
+        import zipfile
+
+        up = tmp_path / "study.zip"
+        with zipfile.ZipFile(up, "w") as z:
+            for f in folder.rglob("*"):
+                if f.is_file():
+                    z.write(f, f"study/{f.relative_to(folder)}")
+        page.locator("#lt-stimuli-dir textarea, #lt-stimuli-dir input").first.fill("")
+        page.locator("#lt-stimuli-zip input[type=file]").set_input_files(str(up))
+        page.locator("#lt-stimuli-zip :text('study.zip')").first.wait_for(timeout=60_000)
         page.click("#lt-generate")
         page.wait_for_selector("#lt-made :text('is open')", timeout=300_000)
         (tid,) = live.state.store.db.execute("SELECT test_id FROM tests").fetchone()

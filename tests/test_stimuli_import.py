@@ -310,3 +310,47 @@ def test_generated_systems_need_the_prompt_texts(folder, tmp_path):
     for pid in TEXTS:
         (d / "gen" / f"{pid}.wav").write_bytes((folder / "natural" / f"{pid}.wav").read_bytes())
     assert "system 'gen' is both imported and generated" in _refused(tmp_path, d, "--system", GEN)
+
+
+def test_uploaded_zip_is_unpacked_safely(folder, tmp_path):
+    import zipfile
+
+    from evaluation.listening.imported import ImportProblem, scan, unpack_zip
+
+    good = tmp_path / "good.zip"
+    with zipfile.ZipFile(good, "w") as z:
+        for f in folder.rglob("*"):
+            if f.is_file():
+                z.write(f, f"study/{f.relative_to(folder)}")
+    root = unpack_zip(good, tmp_path / "u1")
+    s = scan(root)
+    assert s.systems == ("modelx", "natural") and s.natural == ("natural",)
+    assert s.texts["h1"] == TEXTS["h1"]
+
+    def bad(name: str, build) -> str:
+        z_path = tmp_path / f"{name}.zip"
+        with zipfile.ZipFile(z_path, "w", zipfile.ZIP_DEFLATED) as z:
+            build(z)
+        (tmp_path / name).mkdir()
+        with pytest.raises(ImportProblem) as e:
+            unpack_zip(z_path, tmp_path / name)
+        assert not (tmp_path / "escaped.wav").exists()
+        return str(e.value)
+
+    wav = (folder / "natural" / "h1.wav").read_bytes()
+    assert "../escaped.wav in the .zip points outside" in bad(
+        "trav", lambda z: z.writestr("../escaped.wav", wav)
+    )
+
+    def link(z):
+        info = zipfile.ZipInfo("natural/h1.wav")
+        info.external_attr = 0o120777 << 16  # a symlink entry
+        z.writestr(info, "/etc/passwd")
+
+    assert "natural/h1.wav in the .zip is a symlink" in bad("link", link)
+    # a zip bomb: 12 MB of zeros compress to a few kB; refused while reading, at 10 MB
+    err = bad("bomb", lambda z: z.writestr("natural/h1.wav", b"\0" * (12 * 2**20)))
+    assert "natural/h1.wav in the .zip unpacks to over 10 MB" in err
+    (tmp_path / "junk.zip").write_bytes(b"PK\x03\x04 not really a zip")
+    with pytest.raises(ImportProblem, match="not a readable .zip"):
+        unpack_zip(tmp_path / "junk.zip", tmp_path / "j")

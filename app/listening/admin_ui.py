@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import html
+import tempfile
 import time
 from collections.abc import Mapping
 from pathlib import Path
@@ -32,6 +33,7 @@ from app.listening.designer import (
 from app.listening.routes import export_zip
 from app.listening.service import DEFAULT_TITLE, SHOW_TEXT_KINDS, Listening
 from backends.base import ListenlabError
+from evaluation.listening.imported import unpack_zip
 from evaluation.listening.results import test_results
 
 SYSTEM_COLS = ["name", "backend", "voice", "params", "condition"]
@@ -197,6 +199,11 @@ def build_admin(state: Any, svc: Listening):
                 ".csv (system,prompt_id,path[,text]); a system named `natural` is recordings",
                 elem_id="lt-stimuli-dir",
             )
+            stimuli_zip = gr.File(
+                label="… or upload that folder as a .zip (checked the same way)",
+                file_types=[".zip"],
+                elem_id="lt-stimuli-zip",
+            )
             gold_up = gr.File(
                 label='Known-good clip for the MOS gold "5" (WAV/FLAC; optional: a `natural` '
                 "system is used otherwise, and without either only the low-anchor gold)",
@@ -281,6 +288,7 @@ def build_admin(state: Any, svc: Listening):
                 abm,
                 sysdf,
                 sdir,
+                szip,
                 gold,
                 ref,
                 src,
@@ -298,6 +306,22 @@ def build_admin(state: Any, svc: Listening):
                 opn,
                 progress=gr.Progress(),
             ):
+                with tempfile.TemporaryDirectory(prefix="listenlab-stimuli-") as tmp:
+                    if szip:  # unpacked for the import only; the stimuli are stored as takes
+                        try:
+                            z = Path(szip if isinstance(szip, str) else szip.name)
+                            sdir = str(await asyncio.to_thread(unpack_zip, z, tmp))
+                        except ListenlabError as e:
+                            raise gr.Error(str(e)) from None
+                    return await _generate(
+                        nm, ttl, ins, kd, abm, sysdf, sdir, gold, ref, src, n, txt, up, it,
+                        scr, hp, shw, cons, cc, rd, tgt, opn, progress,
+                    )  # fmt: skip
+
+            async def _generate(
+                nm, ttl, ins, kd, abm, sysdf, sdir, gold, ref, src, n, txt, up, it, scr, hp,
+                shw, cons, cc, rd, tgt, opn, progress,
+            ):  # fmt: skip
                 try:
                     if (sdir or "").strip():
                         prompts: Any = []
@@ -368,6 +392,7 @@ def build_admin(state: Any, svc: Listening):
                     ab_mode,
                     systems,
                     stimuli_dir,
+                    stimuli_zip,
                     gold_up,
                     reference,
                     source,

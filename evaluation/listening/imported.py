@@ -23,6 +23,8 @@ import csv
 import io
 import os
 import re
+import stat
+import zipfile
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -45,6 +47,7 @@ MAX_CHANNELS = 2
 MIN_SECONDS = 0.5
 """BS.1770 needs at least one 400 ms block to measure loudness."""
 MAX_TEXT_CHARS = 600
+MAX_ZIP_MEMBERS = 8 * 200 + 16
 
 
 class ImportProblem(InvalidRequest):
@@ -226,6 +229,58 @@ def _from_manifest(path: Path, root: Path) -> tuple[dict[tuple[str, str], Path],
     return files, texts
 
 
+def unpack_zip(archive: str | Path, dest: str | Path) -> Path:
+    """Unpack an uploaded ``.zip`` of a stimuli folder into ``dest`` (a fresh temporary folder)
+    and return the folder to :func:`scan` (a single top folder in the zip is stepped into).
+
+    Refused, naming the member: absolute or ``..`` paths, symlinks, more members than a test
+    can use, a member over the per-file limit, more than the total limit once unpacked (sizes
+    are counted while reading, not taken from the headers)."""
+    dest = Path(dest).resolve()
+    try:
+        zf = zipfile.ZipFile(archive)
+    except (OSError, zipfile.BadZipFile) as e:
+        raise ImportProblem(f"the upload is not a readable .zip ({e})") from None
+    with zf:
+        infos = zf.infolist()
+        if len(infos) > MAX_ZIP_MEMBERS:
+            raise ImportProblem(f"the .zip has {len(infos)} entries; at most {MAX_ZIP_MEMBERS}")
+        total = 0
+        for info in infos:
+            name = info.filename
+            parts = Path(name).parts
+            if name.startswith(("/", "\\")) or ".." in parts or ":" in name:
+                raise ImportProblem(f"{name} in the .zip points outside the folder; refused")
+            if stat.S_ISLNK(info.external_attr >> 16):
+                raise ImportProblem(f"{name} in the .zip is a symlink; refused")
+            target = dest / name
+            if info.is_dir():
+                target.mkdir(parents=True, exist_ok=True)
+                continue
+            limit = MAX_CSV_BYTES if name.lower().endswith(".csv") else MAX_FILE_BYTES
+            target.parent.mkdir(parents=True, exist_ok=True)
+            n = 0
+            with zf.open(info) as src, target.open("wb") as out:
+                while block := src.read(1 << 20):
+                    n += len(block)
+                    total += len(block)
+                    if n > limit:
+                        raise ImportProblem(
+                            f"{name} in the .zip unpacks to over {limit // 2**20} MB; refused"
+                        )
+                    if total > MAX_TOTAL_BYTES:
+                        raise ImportProblem("the .zip unpacks to over 1 GB; refused")
+                    out.write(block)
+    top = [p for p in dest.iterdir() if not p.name.startswith((".", "__MACOSX"))]
+    if len(top) == 1 and top[0].is_dir() and not (top[0] / MANIFEST).exists():
+        inner = [p for p in top[0].iterdir() if p.is_dir()]
+        if inner and all(
+            any(q.suffix.lower() in AUDIO_SUFFIXES for q in d.iterdir()) for d in inner
+        ):
+            return top[0]  # the zip holds the study folder itself
+    return dest
+
+
 def scan(
     source: str | Path,
     *,
@@ -310,4 +365,5 @@ __all__ = [
     "NATURAL",
     "read_audio",
     "scan",
+    "unpack_zip",
 ]
