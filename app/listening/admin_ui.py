@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import asyncio
 import html
-import tempfile
 import time
 from collections.abc import Mapping
 from pathlib import Path
@@ -33,7 +32,6 @@ from app.listening.designer import (
 from app.listening.routes import export_zip
 from app.listening.service import DEFAULT_TITLE, SHOW_TEXT_KINDS, Listening
 from backends.base import ListenlabError
-from evaluation.listening.imported import unpack_zip
 from evaluation.listening.results import test_results
 
 SYSTEM_COLS = ["name", "backend", "voice", "params", "condition"]
@@ -306,22 +304,8 @@ def build_admin(state: Any, svc: Listening):
                 opn,
                 progress=gr.Progress(),
             ):
-                with tempfile.TemporaryDirectory(prefix="listenlab-stimuli-") as tmp:
-                    if szip:  # unpacked for the import only; the stimuli are stored as takes
-                        try:
-                            z = Path(szip if isinstance(szip, str) else szip.name)
-                            sdir = str(await asyncio.to_thread(unpack_zip, z, tmp))
-                        except ListenlabError as e:
-                            raise gr.Error(str(e)) from None
-                    return await _generate(
-                        nm, ttl, ins, kd, abm, sysdf, sdir, gold, ref, src, n, txt, up, it,
-                        scr, hp, shw, cons, cc, rd, tgt, opn, progress,
-                    )  # fmt: skip
-
-            async def _generate(
-                nm, ttl, ins, kd, abm, sysdf, sdir, gold, ref, src, n, txt, up, it, scr, hp,
-                shw, cons, cc, rd, tgt, opn, progress,
-            ):  # fmt: skip
+                if szip:  # the .zip is unpacked (safely) by create_test for the import
+                    sdir = str(szip if isinstance(szip, str) else szip.name)
                 try:
                     if (sdir or "").strip():
                         prompts: Any = []

@@ -271,7 +271,7 @@ def add_cli(sub: argparse._SubParsersAction) -> None:
     c.add_argument(
         "--stimuli",
         metavar="DIR",
-        help="import systems made elsewhere: DIR/SYSTEM/PROMPT_ID.wav|flac (optional "
+        help="import systems made elsewhere: DIR/SYSTEM/PROMPT_ID.wav|flac, or a .zip of it (optional "
         "DIR/prompts.csv: prompt_id,text) or a CSV manifest: system,prompt_id,path[,text]",
     )
     c.add_argument(

@@ -9,10 +9,12 @@ with the input (names, the folder, every audio file) is checked before the test 
 
 from __future__ import annotations
 
+import asyncio
 import re
+import tempfile
 import uuid
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -20,7 +22,7 @@ from app.listening.service import DEFAULT_TITLE, SHOW_TEXT_KINDS
 from app.state import ASSETS, BackendEntry
 from backends.base import Backend, InvalidRequest
 from evaluation.listening.design import Design
-from evaluation.listening.imported import ImportedSet, read_audio, scan
+from evaluation.listening.imported import ImportedSet, read_audio, scan, unpack_zip
 from evaluation.listening.stimuli import (
     CEILING_DBTP,
     CONDITIONS,
@@ -257,7 +259,16 @@ async def create_test(
 ) -> str:
     """Validate everything (imported files included), create the test, make its stimuli;
     returns the new test id. Nothing is created when the input is bad; if making the
-    stimuli fails part-way, the test row is removed again."""
+    stimuli fails part-way, the test row is removed again. ``spec.stimuli`` may be a
+    ``.zip`` of the folder: unpacked (safely) for the import only."""
+    if spec.stimuli and spec.stimuli.lower().endswith(".zip"):
+        with tempfile.TemporaryDirectory(prefix="listenlab-stimuli-") as tmp:
+            root = await asyncio.to_thread(unpack_zip, spec.stimuli, tmp)
+            return await _create(state, replace(spec, stimuli=str(root)), progress)
+    return await _create(state, spec, progress)
+
+
+async def _create(state: Any, spec: TestSpec, progress: Callable[[float, str], None] | None) -> str:
     tests = TestStore(state.store)
     _check_spec(spec)
     imported = (
