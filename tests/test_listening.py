@@ -222,3 +222,20 @@ def test_fewer_prompts_than_systems_still_gives_each_rater_every_system():
     for r in range(4):  # P=4, U=2: all 8 cells once, each system 4 times
         items = plan(big, r)
         assert len({(i.prompt, i.slots[0].system) for i in items}) == 8
+
+
+def test_tests_stored_before_the_standard_stimuli_keep_their_plan():
+    """A design stored without ``gold`` (made before the BS.1534-3 anchors) plans as then: its
+    stored stimuli (one ``__anchor__`` per screen, the first system's gold) still serve."""
+    old = {"kind": "mushra", "systems": ["a", "b"], "prompts": ["p"], "items_per_rater": 1}
+    d = Design.from_dict(old)
+    assert d.legacy and "legacy" in d.to_dict()
+    (screen,) = plan(d, 0)
+    assert sorted((s.system, s.role) for s in screen.slots) == [
+        (ANCHOR, "anchor"), ("a", "item"), ("b", "item"),
+    ]  # fmt: skip
+    mos = Design.from_dict({**old, "kind": "mos", "prompts": ["p", "q"], "items_per_rater": 2})
+    golds = [i for i in plan(mos, 0) if i.stimulus == "gold"]
+    assert [i.slots[0].system for i in golds] == ["a"]
+    new = Design.from_dict(Design("mos", ("a", "b"), ("p",), 2).to_dict())
+    assert not new.legacy and new.to_dict()["gold"] is False

@@ -49,6 +49,10 @@ class Design:
     gold: bool = False
     """MOS: a known-good gold "5" stimulus exists (:data:`GOLD`: a natural recording or an
     admin-marked clip). Without one only the low-anchor gold "1" is used."""
+    legacy: bool = False
+    """A test stored before the BS.1534-3 anchors and the gold rule (its design has no
+    ``gold`` key): planned as it was then (one MUSHRA anchor, optional reference, the first
+    system's take as gold), so its stored stimuli still serve new raters."""
 
     def validate(self) -> Design:
         if self.kind not in KINDS:
@@ -63,7 +67,7 @@ class Design:
             raise ValueError("items per rater must be within 1..500")
         if self.reference is not None and self.reference not in self.systems:
             raise ValueError(f"the reference {self.reference!r} is not one of the systems")
-        if self.kind == "mushra" and self.reference is None:
+        if self.kind == "mushra" and self.reference is None and not self.legacy:
             raise ValueError(
                 "a MUSHRA test needs a reference system (BS.1534-3): import a `natural` "
                 "system or name one as the reference"
@@ -83,6 +87,7 @@ class Design:
             "screening": self.screening,
             "seed": self.seed,
             "gold": self.gold,
+            **({"legacy": True} if self.legacy else {}),
         }
 
     @classmethod
@@ -97,6 +102,7 @@ class Design:
             screening=bool(d.get("screening", True)),
             seed=int(d.get("seed", 0)),
             gold=bool(d.get("gold", False)),
+            legacy=bool(d.get("legacy", "gold" not in d)),
         )
 
     @property
@@ -221,8 +227,10 @@ def plan(design: Design, rater_seq: int) -> list[PlannedItem]:
     else:  # mushra: one screen per prompt: every system, the hidden reference, two anchors
         for k in range(n):
             slots = [Slot(s) for s in d.systems if s != d.reference]
-            slots.append(Slot(str(d.reference), "reference"))
-            slots += [Slot(a, "anchor") for a in MUSHRA_ANCHORS]
+            if d.reference:
+                slots.append(Slot(d.reference, "reference"))
+            anchors = [ANCHOR] if d.legacy else list(MUSHRA_ANCHORS)
+            slots += [Slot(a, "anchor") for a in anchors]
             rng.shuffle(slots)
             items.append(PlannedItem(0, prompts[k], tuple(slots)))
     rng.shuffle(items)
@@ -233,10 +241,9 @@ def plan(design: Design, rater_seq: int) -> list[PlannedItem]:
             ),
             PlannedItem(0, None, (Slot(TRAP),), "trap", float(TRAP_ANSWER), "trap"),
         ]
-        if d.gold:
-            checks.append(
-                PlannedItem(0, None, (Slot(GOLD),), "gold", GOLD_EXPECTED["gold"], "gold")
-            )
+        if d.gold or d.legacy:
+            gold = Slot(d.systems[0] if d.legacy else GOLD)
+            checks.append(PlannedItem(0, None, (gold,), "gold", GOLD_EXPECTED["gold"], "gold"))
     elif d.kind == "ab" and d.screening:
         checks = ab_checks(d.systems[0])
     else:
