@@ -174,7 +174,11 @@ class TestSpec:
                     else None
                 ),
                 stimuli=stimuli,
-                natural=[str(n) for n in (d.get("natural") or [])],
+                natural=(
+                    [str(d["natural"])]
+                    if isinstance(d.get("natural"), str)
+                    else [str(n) for n in (d.get("natural") or [])]
+                ),
                 gold_clip=str(d["gold_clip"]) if d.get("gold_clip") else None,
                 gold_text=str(d["gold_text"])[:600] if d.get("gold_text") else None,
                 target_lufs=float(d.get("target_lufs", TARGET_LUFS)),
