@@ -35,6 +35,8 @@ import numpy as np
 import pandas as pd
 from scipy import stats
 
+from evaluation.listening.design import ANCHOR_LOW, ANCHOR_MID
+
 # --------------------------------------------------------------------------- MOS
 
 
@@ -702,9 +704,8 @@ class MushraRules:
     """... on more than this share of items is excluded."""
 
 
-MID_ANCHOR = "__anchor_mid__"
-"""The 7 kHz anchor's pseudo system id (BS.1534-3 screens assessors on the mid anchor)."""
-LOW_ANCHOR = "__anchor_low__"
+# The anchors' pseudo system ids come from the design (BS.1534-3 screens on the mid anchor).
+MID_ANCHOR, LOW_ANCHOR = ANCHOR_MID, ANCHOR_LOW
 
 
 def _anchor_label(system_id: object) -> str:
