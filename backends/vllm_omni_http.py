@@ -1058,14 +1058,7 @@ class VllmOmniHttpBackend(Backend):
                 if kind == "audio.start":
                     started = True
                     if stream_audio and not framer.known:
-                        sr, ch = m.get("sample_rate"), m.get("channels")
-                        if isinstance(sr, int) and sr > 0:
-                            self._check_rate(sr)
-                            framer.sample_rate, framer.channels = sr, int(ch or 1)
-                        else:
-                            await self._assume_format(
-                                framer, "the WebSocket stream (audio.start has no sample_rate)", ch
-                            )
+                        await self._ws_format(framer, m)
                 elif kind == "audio.done":
                     if m.get("error"):
                         raise BackendError(
@@ -1099,6 +1092,33 @@ class VllmOmniHttpBackend(Backend):
                 await asyncio.wait_for(ws.close(), 2)
             with contextlib.suppress(Exception):
                 ws.transport.abort()
+
+    async def _ws_format(self, framer: _Framer, start: dict[str, Any]) -> None:
+        """The PCM format from ``audio.start``.
+
+        Only an ``audio.start`` with ``sample_rate`` *and* ``channels`` states the format
+        (listenlab api; the deferred form of newer vLLM-Omni). vLLM-Omni 0.30.0 sends
+        ``audio.start`` before generating, with a constant nominal ``"sample_rate": 24000``
+        and no ``channels`` (``serving_speech_stream.py`` ``_PCM_SAMPLE_RATE``) whatever the
+        model's rate: that value is used only when nothing better is known.
+        """
+        sr, ch = start.get("sample_rate"), start.get("channels")
+        if isinstance(sr, int) and sr > 0 and isinstance(ch, int) and ch > 0:
+            self._check_rate(sr)
+            framer.sample_rate, framer.channels = sr, ch
+            return
+        what = (
+            f"the WebSocket stream (audio.start's sample_rate={sr} is nominal: no channels)"
+            if isinstance(sr, int) and sr > 0
+            else "the WebSocket stream (audio.start has no sample_rate)"
+        )
+        try:
+            await self._assume_format(framer, what, ch if isinstance(ch, int) else None)
+        except BackendError:
+            if not (isinstance(sr, int) and sr > 0):
+                raise
+            framer.sample_rate, framer.channels = sr, int(ch or 1)
+            framer.assumed = f"{what}: {sr} Hz taken as stated, mono assumed"
 
     def _decode_file(self, data: bytes, framer: _Framer) -> AudioChunk:
         """``stream_audio:false``: one binary frame holds a whole encoded file."""

@@ -295,7 +295,11 @@ class ScriptedEngine:
         self.seed, self.script = seed, script
         self.profile = PROFILES[seed.profile]
         cfg = json.loads((model_dir / "config.json").read_text(encoding="utf-8"))
-        hf = SimpleNamespace(**cfg)
+        hf: Any = SimpleNamespace(**cfg)
+        if seed.name == "cosyvoice3":  # its config.json says nothing; vLLM-Omni's class does
+            from vllm_omni.transformers_utils.configs.cosyvoice3 import CosyVoice3Config
+
+            hf = CosyVoice3Config()
         if "talker_config" in cfg:
             hf.talker_config = SimpleNamespace(**cfg["talker_config"])
         deploy = load_deploy(seed)
@@ -307,6 +311,8 @@ class ScriptedEngine:
             max_model_len=self.max_model_len,
             async_chunk=bool(deploy.get("async_chunk", False)),
             runner_type="generate",
+            allowed_local_media_path="",  # ModelConfig defaults (no --allowed-local-media-path)
+            allowed_media_domains=None,
         )
         self.stage_configs = [
             SimpleNamespace(
