@@ -189,7 +189,7 @@ class AsyncOmni:
     def shutdown(self, timeout: float | None = None) -> None:
         self.stopped = True
 
-    async def abort(self, request_id) -> None:
+    async def abort(self, request_id, *, timeout: float | None = None) -> None:
         ids = [request_id] if isinstance(request_id, str) else list(request_id)
         self.aborted.extend(ids)
         for internal in [i for i, ext in self.request_states.items() if ext in ids]:
@@ -263,8 +263,10 @@ class AsyncOmni:
         trace_headers: Any = None,
         priority: int = 0,
         data_parallel_rank: int | None = None,
+        session_id: str | None = None,
         reasoning_ended: bool | None = None,
         reasoning_parser_kwargs: dict[str, Any] | None = None,
+        arrival_time: float | None = None,
     ):
         external = request_id
         internal = f"{external}-{uuid.uuid4().hex[:8]}" if external else uuid.uuid4().hex[:8]

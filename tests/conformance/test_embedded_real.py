@@ -1,0 +1,110 @@
+"""The embedded backend and the stand-in engine against vLLM-Omni 0.30.0's real classes.
+
+``embedded_check.py`` runs in the conformance environment and reports ``AsyncOmni``'s
+signatures, the output-object fields, the DELTA/FINAL_ONLY coercion, listenlab's own decoding
+run on real ``OmniRequestOutput`` objects, and each seed model's shipped deploy YAML. Here they
+are compared with what ``backends/vllm_omni.py`` calls and with ``tests/vllm_omni_standin``
+(where the two disagree the real code wins: the stand-in was fixed to match).
+"""
+
+from __future__ import annotations
+
+import inspect
+import json
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from tests.conformance.conftest import ROOT, conformance_python
+
+STANDIN = ROOT / "tests" / "vllm_omni_standin"
+
+
+@pytest.fixture(scope="module")
+def real() -> dict:
+    p = subprocess.run(
+        [conformance_python(), str(Path(__file__).with_name("embedded_check.py"))],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert p.returncode == 0, p.stderr[-3000:]
+    line = next(ln for ln in reversed(p.stdout.splitlines()) if ln.startswith("{"))
+    return json.loads(line)
+
+
+@pytest.fixture(scope="module")
+def standin():
+    """The stand-in package, imported from its directory for this module only."""
+    import importlib
+    import sys
+
+    saved = {k: v for k, v in sys.modules.items() if k.split(".")[0] == "vllm_omni"}
+    for k in saved:
+        del sys.modules[k]
+    sys.path.insert(0, str(STANDIN))
+    try:
+        mods = {
+            "async_omni": importlib.import_module("vllm_omni.entrypoints.async_omni"),
+            "outputs": importlib.import_module("vllm_omni.outputs"),
+            "sampling": importlib.import_module("vllm_omni.sampling_params"),
+            "models": importlib.import_module("vllm_omni._standin_models"),
+        }
+        yield mods
+    finally:
+        sys.path.remove(str(STANDIN))
+        for k in [k for k in sys.modules if k.split(".")[0] == "vllm_omni"]:
+            del sys.modules[k]
+        sys.modules.update(saved)
+
+
+def sig(fn) -> list[list[str]]:
+    return [[p.name, p.kind.name] for p in inspect.signature(fn).parameters.values()]
+
+
+def test_the_backends_engine_calls_fit_the_real_signatures(real):
+    gen = dict(real["async_omni"]["generate"])
+    # backends/vllm_omni.py: engine.generate(prompt=, request_id=, sampling_params_list=,
+    # output_modalities=); AsyncOmni(model=..., **kwargs); engine.abort(rid)
+    for name in ("prompt", "request_id", "sampling_params_list", "output_modalities"):
+        assert name in gen
+    assert gen["sampling_params_list"] == gen["output_modalities"] == "KEYWORD_ONLY"
+    init = dict(real["async_omni"]["init"])
+    assert "model" in init and init.get("kwargs") == "VAR_KEYWORD"
+    assert real["async_omni"]["abort"][1] == ["request_id", "POSITIONAL_OR_KEYWORD"]
+    assert all(real["async_omni"]["has"].values()), real["async_omni"]["has"]
+    assert real["platform"] == {"is_available": True, "is_cuda": True}
+    src = (ROOT / "backends" / "vllm_omni.py").read_text()
+    assert (
+        "engine.generate(\n            prompt=prompt, request_id=rid, sampling_params_list=params, output_modalities="
+        in src
+    )
+
+
+def test_the_standin_has_the_real_signatures(real, standin):
+    cls = standin["async_omni"].AsyncOmni
+    assert sig(cls.generate) == real["async_omni"]["generate"]
+    assert sig(cls.abort) == real["async_omni"]["abort"]
+    assert sig(cls.__init__)[:2] == real["async_omni"]["init"][:2]
+    out = standin["outputs"].OmniRequestOutput
+    assert set(out.__dataclass_fields__) <= set(real["omni_request_output"]["fields"])
+    assert sig(out.from_error) == real["omni_request_output"]["from_error"]
+    kinds = {k.name: k.value for k in standin["sampling"].RequestOutputKind}
+    assert kinds == real["coerce_param_message_types"]["kinds"]
+    assert real["coerce_param_message_types"]["streaming_kind"] == ["DELTA", "DELTA"]
+    assert real["coerce_param_message_types"]["non_streaming_kind"] == ["FINAL_ONLY"]
+
+
+def test_listenlab_decodes_real_output_objects_exactly(real):
+    for mode, r in real["decode"].items():
+        assert r == {"exact": True, "rate": 24000, "outputs_have_multimodal_output": True}, mode
+
+
+def test_the_standin_models_follow_the_deploy_yamls(real, standin):
+    models = standin["models"].MODELS
+    for name, deploy in real["deploy"].items():
+        m = models[name]
+        assert m.stages == deploy["stages"], name
+        assert dict(m.stage0) == deploy["stage0_sampling"], name
