@@ -40,6 +40,7 @@ from urllib.parse import quote, unquote, urlsplit, urlunsplit
 import numpy as np
 
 from backends.base import (
+    Audio,
     AudioChunk,
     Backend,
     BackendError,
@@ -764,6 +765,59 @@ class VllmOmniHttpBackend(Backend):
             "" if ch_from == "the stream" else f", {ch} channel(s) from {ch_from}"
         )
         return sr, ch, note
+
+    # -- whole files
+
+    async def synthesize(self, request: SpeechRequest) -> Audio:
+        """One non-streaming request (``response_format: wav``, no ``stream``), as vLLM-Omni's
+        own clients send it: its whole-file path is a different code path from its streams
+        (speed is a post-hoc stretch there, and streaming bugs such as replayed chunks, issues
+        #3032/#2907, never reached it), so the probe's offline reference must come from it.
+        ``mode=ws`` keeps to the WebSocket (its whole-file form: one binary frame per unit)."""
+        import httpx
+        import soundfile as sf
+
+        request = self._prepare(request)
+        if self.options.mode == "ws":
+            return await super().synthesize(request)
+        body = {"input": request.text, **self._common_fields(request, _TOP_LEVEL_EXTRA)}
+        body["response_format"] = "wav"
+        if self.options.sample_rate:
+            body["sample_rate"] = self.options.sample_rate
+        o = self.options
+        timeout = httpx.Timeout(
+            o.first_audio_timeout + 600.0, connect=o.connect_timeout, pool=o.connect_timeout
+        )
+        try:
+            r = await self._http().post(
+                self._url("/v1/audio/speech"),
+                json=body,
+                headers={"Accept": "audio/*, application/json", "X-Request-Id": request.request_id},
+                timeout=timeout,
+            )
+        except httpx.TimeoutException as e:
+            raise StreamTimeout(
+                f"{self.base_url} did not return the file in time ({e!r})"
+            ) from None
+        except httpx.HTTPError as e:
+            raise BackendError(f"cannot reach {self.base_url}: {e!r}") from None
+        if r.status_code >= 400:
+            raise BackendError(error_message(r.content, r.status_code), status=r.status_code)
+        ctype = r.headers.get("content-type", "").split(";")[0].strip().lower()
+        if not ctype.startswith("audio/"):
+            raise BackendError(
+                f"unexpected {r.status_code} response of type {ctype or 'unknown'}: "
+                + error_message(r.content),
+                status=r.status_code,
+            )
+        try:
+            x, sr = sf.read(io.BytesIO(r.content), dtype="int16", always_2d=True)
+        except Exception as e:
+            raise BackendError(f"could not decode the server's {ctype} body: {e}") from None
+        if not len(x):
+            raise BackendError("the server returned an empty audio file")
+        self._check_rate(int(sr))
+        return Audio(np.ascontiguousarray(x), int(sr))
 
     # -- streaming
 

@@ -18,7 +18,8 @@ audio after every step, so each output carries only the new chunk as one tensor;
 the finished output of FINAL_ONLY carry ``consolidate_tensors``' single tensor of all audio so
 far; ``sr`` is metadata, its latest value as a 0-d tensor. Faults for the probe: ``replay`` (at the first seam
 with 0.6 s of audio before it, the chunk starts with those 0.6 s again) and ``doubled`` (every DELTA chunk carries all audio so far, the
-cumulative-as-delta bug of issues #3032/#2907).
+cumulative-as-delta bug of issues #3032/#2907). Like the real bugs, both reach streams only
+(DELTA requests); whole-file requests stay correct.
 """
 
 from __future__ import annotations
@@ -408,13 +409,13 @@ class ScriptedEngine:
             return x[np.newaxis, :]
         return np.stack([x] * self.profile.channels)
 
-    def _chunks(self, audio: np.ndarray) -> list[np.ndarray]:
+    def _chunks(self, audio: np.ndarray, streaming: bool) -> list[np.ndarray]:
         sizes = self.profile.chunk_sizes(audio.shape[-1])
         out, start = [], 0
         for n in sizes:
             out.append(audio[..., start : start + n])
             start += n
-        if self.script.fault == "replay":
+        if self.script.fault == "replay" and streaming:
             # at the first seam with enough audio before it, the decoder re-emits its left
             # context: the chunk starts with the last fault_seconds again
             back = int(self.script.fault_seconds * self.profile.sample_rate)
@@ -508,7 +509,7 @@ class ScriptedEngine:
         self.live[internal] = request_id
         try:
             audio = await asyncio.to_thread(self._audio, text)
-            chunks = self._chunks(audio)
+            chunks = self._chunks(audio, kind == RequestOutputKind.DELTA)
             if self.seed.end_sentinel:
                 chunks.append(audio[..., :0])
             offsets = self.profile.planned_offsets([c.shape[-1] for c in chunks])

@@ -2,7 +2,7 @@
 
 Mirrored from the real class:
 
-* ``AsyncOmni(*args, model="", **kwargs)``; unknown engine kwargs are refused (the real engine
+* ``AsyncOmni(model="", *args, **kwargs)``; unknown engine kwargs are refused (the real engine
   args reject them too).
 * ``generate(prompt, sampling_params=None, request_id="", *, …, sampling_params_list=None,
   output_modalities=None, …)`` is an async generator of ``OmniRequestOutput``. The caller's id
@@ -122,7 +122,7 @@ def _read_config(model_dir: Path) -> dict:
 
 
 class AsyncOmni:
-    def __init__(self, *args: Any, model: str = "", **kwargs: Any) -> None:
+    def __init__(self, model: str = "", *args: Any, **kwargs: Any) -> None:
         unknown = set(kwargs) - _REAL_ENGINE_KWARGS - _STANDIN_KWARGS
         if unknown:
             raise TypeError(f"unexpected engine argument(s): {', '.join(sorted(unknown))}")
