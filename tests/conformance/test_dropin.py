@@ -28,6 +28,8 @@ from app.api import create_api_app
 from backends.registry import load_backend
 from tests._remote_util import ServerThread
 
+pytestmark = pytest.mark.conformance
+
 SERVED = "Qwen/Qwen3-TTS-12Hz-0.6B-CustomVoice"
 TEXT = "Hello from the speech server. It streams, one clause at a time."
 

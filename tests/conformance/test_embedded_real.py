@@ -18,6 +18,8 @@ import pytest
 
 from tests.conformance.conftest import ROOT, conformance_python
 
+pytestmark = pytest.mark.conformance
+
 STANDIN = ROOT / "tests" / "vllm_omni_standin"
 
 

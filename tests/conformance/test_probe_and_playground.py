@@ -23,6 +23,8 @@ from tests._app_util import (
 )
 from tests.conformance.test_remote_backend import SERVED
 
+pytestmark = pytest.mark.conformance
+
 # Timing is judged loosely (a shared, loaded 2-core machine); the bugs are not timing.
 TH = Thresholds(max_stall_ms=10000)
 

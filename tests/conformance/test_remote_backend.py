@@ -22,6 +22,8 @@ from backends.vllm_omni_http import table_format
 from tests.conformance.conftest import OmniServers
 from tests.vllm_omni_standin.seed_models import RATES
 
+pytestmark = pytest.mark.conformance
+
 TEXT = "The quick brown fox jumps over the lazy dog. Then it runs home again."
 MODELS = ("qwen3_tts", "fish_speech", "cosyvoice3", "moss_tts_nano", "voxcpm2")
 SERVED = {
