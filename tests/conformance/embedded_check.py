@@ -85,7 +85,15 @@ def main() -> None:
 
     coerced = omni_utils.coerce_param_message_types([SamplingParams(), SamplingParams()], True)
     src = inspect.getsource(AsyncOmni) + inspect.getsource(AsyncOmni.__mro__[1])
+    refused = {}
+    for legacy in ("stage_configs_path", "deploy_config"):
+        try:
+            omni_utils.prepare_stage_config_inputs("m", {legacy: "/x.yaml"}, trust_remote_code=None)
+            refused[legacy] = None
+        except ValueError as e:
+            refused[legacy] = str(e)
     report = {
+        "engine_kwargs_refused": refused,
         "async_omni": {
             "init": params(AsyncOmni.__init__),
             "generate": params(AsyncOmni.generate),

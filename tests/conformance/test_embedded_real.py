@@ -85,6 +85,20 @@ def test_the_backends_engine_calls_fit_the_real_signatures(real):
     )
 
 
+def test_legacy_stage_configs_are_refused_like_the_real_engine(real, standin):
+    """0.30.0 refuses ``stage_configs_path`` (use ``deploy_config``): so do the stand-in and
+    the backend's spec (before anything loads)."""
+    refused = real["engine_kwargs_refused"]
+    assert refused["deploy_config"] is None
+    msg = refused["stage_configs_path"]
+    assert "no longer supported" in msg and "deploy_config" in msg
+    with pytest.raises(ValueError) as e:
+        standin["async_omni"].AsyncOmni(model=str(ROOT), stage_configs_path="/x.yaml")
+    assert str(e.value) == msg
+    src = (ROOT / "backends" / "vllm_omni.py").read_text()
+    assert 'kwargs["stage_configs_path"]' not in src  # never passed on to AsyncOmni
+
+
 def test_the_standin_has_the_real_signatures(real, standin):
     cls = standin["async_omni"].AsyncOmni
     assert sig(cls.generate) == real["async_omni"]["generate"]

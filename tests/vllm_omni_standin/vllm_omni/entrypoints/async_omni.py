@@ -57,7 +57,6 @@ from vllm_omni.outputs import CompletionOutput, OmniRequestOutput
 from vllm_omni.sampling_params import RequestOutputKind, SamplingParams
 
 _REAL_ENGINE_KWARGS = {
-    "stage_configs_path",
     "deploy_config",
     "log_stats",
     "stage_init_timeout",
@@ -123,6 +122,9 @@ def _read_config(model_dir: Path) -> dict:
 
 class AsyncOmni:
     def __init__(self, model: str = "", *args: Any, **kwargs: Any) -> None:
+        for legacy in ("stage_configs_path", "stage_configs"):  # 0.30.0 entrypoints/utils.py
+            if legacy in kwargs:
+                raise ValueError(f"`{legacy}` is no longer supported; use `deploy_config` instead.")
         unknown = set(kwargs) - _REAL_ENGINE_KWARGS - _STANDIN_KWARGS
         if unknown:
             raise TypeError(f"unexpected engine argument(s): {', '.join(sorted(unknown))}")
