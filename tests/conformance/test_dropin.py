@@ -308,3 +308,45 @@ async def test_ws_errors_alike(pair):
 
     omni, ours = [await errors(u) for u in pair]
     assert omni == ours
+
+
+# --------------------------------------------------------------------------- vLLM-Omni's clients
+
+
+def test_example_openai_speech_client_requests(pair):
+    """The requests of vLLM-Omni's examples/online_serving/text_to_speech/qwen3_tts/
+    openai_speech_client.py (rewritten here: a Bearer key, model + voice + response_format, and
+    its error test: a non-200 status or a body starting with '{"error"')."""
+    for fmt in ("wav", "flac", "pcm"):
+        got = []
+        for u in pair:
+            r = httpx.post(
+                u + "/v1/audio/speech",
+                json={"model": SERVED, "input": TEXT, "voice": "default", "response_format": fmt},
+                headers={"Authorization": "Bearer EMPTY"},
+                timeout=120,
+                trust_env=False,
+            )
+            ok = r.status_code == 200 and not r.content.startswith(b'{"error"')
+            got.append((ok, r.headers["content-type"], len(r.content) > 1000))
+        assert got[0] == got[1] == (True, got[0][1], True), got
+
+
+async def test_openai_sdk_against_both(pair):
+    from openai import AsyncOpenAI, BadRequestError
+
+    seen = []
+    for u in pair:
+        client = AsyncOpenAI(base_url=u + "/v1", api_key="EMPTY", max_retries=0)
+        async with client.audio.speech.with_streaming_response.create(
+            model=SERVED, voice="default", input=TEXT, response_format="pcm", stream_format="audio"
+        ) as resp:
+            ctype = resp.headers["content-type"]
+            n = len(b"".join([b async for b in resp.iter_bytes()]))
+        with pytest.raises(BadRequestError) as e:
+            await client.audio.speech.create(model=SERVED, voice="default", input=" ")
+        await client.close()
+        seen.append(
+            (ctype, n > 1000, e.value.status_code, "Input text cannot be empty" in str(e.value))
+        )
+    assert seen[0] == seen[1] == ("audio/pcm", True, 400, True), seen
