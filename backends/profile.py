@@ -248,16 +248,17 @@ PROFILES: dict[str, WireProfile] = {
             sample_rate=24000,
             channels=1,
             frame_hz=25.0,
-            first_frames=(5, 30),
+            first_frames=(15, 30),
             chunk_frames=60,
             source=(
-                f"{VLLM_OMNI} vllm_omni/deploy/cosyvoice3.yaml (@0253d205): async_chunk: true, "
-                "codec_chunk_frames: 15, initial_codec_chunk_frames: 5 ('TUNE PER GPU'). "
-                "vllm_omni/model_executor/stage_input_processors/cosyvoice3.py (@0ce0aa00) "
-                "talker2code2wav_async_chunk: first hop = initial_codec_chunk_frames (+ padding "
-                "of the reference prompt to a multiple of 15), then the hop starts at 15 and is "
-                "doubled after every emit (codec_stream_scale_factor 2) up to "
-                "codec_max_chunk_frames = 4 x 15 = 60: hops 5, 30, 60, 60, ... 24 kHz mono and "
+                f"{VLLM_OMNI} 0.30.0 (checked against the installed package): "
+                "vllm_omni/deploy/cosyvoice3.yaml: async_chunk: true, codec_chunk_frames: 15, no "
+                "initial_codec_chunk_frames (older revisions, e.g. @0253d205, had 5). "
+                "vllm_omni/model_executor/stage_input_processors/cosyvoice3.py "
+                "talker2code2wav_async_chunk: the first hop is codec_chunk_frames (+ padding "
+                "of the reference prompt to a multiple of 15), then the hop is doubled after "
+                "every emit (codec_stream_scale_factor 2) up to "
+                "codec_max_chunk_frames = 4 x 15 = 60: hops 15, 30, 60, 60, ... 24 kHz mono and "
                 "25 speech tokens per second: vllm_omni/transformers_utils/configs/cosyvoice3.py "
                 "CosyVoice3Config (0.30.0): sample_rate 24000, token_frame_rate 25, "
                 "token_mel_ratio 2."

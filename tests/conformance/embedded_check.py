@@ -81,7 +81,7 @@ def main() -> None:
     from vllm_omni.outputs import OmniRequestOutput
     from vllm_omni.platforms import current_omni_platform
 
-    from tests.conformance.engine import SEEDS, load_deploy
+    from tests.conformance.engine import SEEDS, deploy_chunking, load_deploy
 
     coerced = omni_utils.coerce_param_message_types([SamplingParams(), SamplingParams()], True)
     src = inspect.getsource(AsyncOmni) + inspect.getsource(AsyncOmni.__mro__[1])
@@ -131,6 +131,7 @@ def main() -> None:
             "is_cuda": hasattr(current_omni_platform, "is_cuda"),
         },
         "decode": decode_real_outputs(),
+        "chunking": {name: deploy_chunking(seed) for name, seed in SEEDS.items()},
         "deploy": {
             name: {
                 "async_chunk": load_deploy(seed).get("async_chunk"),

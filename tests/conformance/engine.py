@@ -26,7 +26,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import math
 import re
 import time
 import uuid
@@ -553,18 +552,24 @@ def load_deploy(seed: Seed) -> dict[str, Any]:
 
 
 def deploy_chunking(seed: Seed) -> dict[str, Any]:
-    """The chunking numbers of the deploy YAML (``connectors.*.extra`` and the top level)."""
+    """The chunking numbers of the deploy YAML: ``async_chunk``, the connectors'
+    ``*chunk*``/``*frames*`` settings, and any ``*_runtime_config`` block (VoxCPM2's lives in
+    ``stages[0].engine_extras.hf_overrides``), wherever they are nested."""
     data = load_deploy(seed)
     out: dict[str, Any] = {"async_chunk": data.get("async_chunk")}
-    for conn in (data.get("connectors") or {}).values():
-        for k, v in ((conn or {}).get("extra") or {}).items():
-            if "chunk" in k or "frames" in k:
-                out[k] = v
-    for k, v in data.items():
-        if isinstance(v, dict) and k.endswith("runtime_config"):
-            out[k] = v
+
+    def walk(node: Any) -> None:
+        if isinstance(node, dict):
+            for k, v in node.items():
+                if k.endswith("runtime_config") and isinstance(v, dict):
+                    out[k] = v
+                elif k in ("connectors", "extra") or isinstance(v, dict | list):
+                    walk(v)
+                elif ("chunk" in k or "frames" in k) and k != "async_chunk":
+                    out.setdefault(k, v)
+        elif isinstance(node, list):
+            for v in node:
+                walk(v)
+
+    walk({k: v for k, v in data.items() if k != "platforms"})
     return out
-
-
-def frames_to_samples(frames: int, rate: int, frame_hz: float) -> int:
-    return round(frames * rate / frame_hz) if math.isfinite(frame_hz) else 0

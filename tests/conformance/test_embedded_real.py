@@ -124,3 +124,33 @@ def test_the_standin_models_follow_the_deploy_yamls(real, standin):
         m = models[name]
         assert m.stages == deploy["stages"], name
         assert dict(m.stage0) == deploy["stage0_sampling"], name
+
+
+def test_wire_profiles_match_the_deploy_yamls(real):
+    """The chunk schedules of backends/profile.py against the deploy YAMLs vLLM-Omni 0.30.0
+    ships (and the schedule rules of its stage input processors, noted per model)."""
+    from backends.profile import PROFILES
+
+    c = real["chunking"]
+    q = PROFILES["qwen3-tts"]
+    assert c["qwen3_tts"]["async_chunk"] is True
+    assert q.first_frames == (c["qwen3_tts"]["initial_codec_chunk_frames"],)
+    assert q.chunk_frames == c["qwen3_tts"]["codec_chunk_frames"]
+    f, fc = PROFILES["fish-speech"], c["fish_speech"]
+    # stage_input_processors/fish_speech.py: initial-size chunks until codec_chunk_frames
+    n = fc["codec_chunk_frames"] // fc["initial_codec_chunk_frames"]
+    assert f.first_frames == (fc["initial_codec_chunk_frames"],) * n
+    assert f.chunk_frames == fc["codec_chunk_frames"]
+    # stage_input_processors/cosyvoice3.py: first hop codec_chunk_frames (no initial size in
+    # 0.30.0), doubled after every emit up to 4x
+    cv, cc = PROFILES["cosyvoice3"], c["cosyvoice3"]
+    assert "initial_codec_chunk_frames" not in cc
+    hop = cc["codec_chunk_frames"]
+    assert cv.first_frames == (hop, 2 * hop) and cv.chunk_frames == 4 * hop
+    # single-stage models without async chunking emit per forward / per VAE decode
+    assert c["moss_tts_nano"]["async_chunk"] is False
+    assert c["voxcpm2"]["async_chunk"] is False
+    rt = c["voxcpm2"]["voxcpm2_runtime_config"]
+    v = PROFILES["voxcpm2"]
+    emit = rt["vae_decode_every"] * rt["audio_emit_every"]
+    assert v.first_frames == (emit,) and v.chunk_frames == emit
