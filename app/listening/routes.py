@@ -230,8 +230,10 @@ def export_zip(svc: Listening, test_id: str) -> bytes:
             if table == "test_raters":
                 df = df.drop(columns=["token_hash"])
             z.writestr(f"raw/{table}.csv", df.to_csv(index=False))
+        ratings = tests.ratings_frame(test_id)  # one row per rating, system_id on each
+        z.writestr("raw/ratings.csv", ratings.to_csv(index=False))
         for name, df in test_results(tests, test_id, include_screened=False).items():
-            z.writestr(f"results/{name}.csv", df.to_csv(index=False))
+            z.writestr(f"results/{name}.csv", df.to_csv(index=name == "glitches_by_seam"))
     return buf.getvalue()
 
 
