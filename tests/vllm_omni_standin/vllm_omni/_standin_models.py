@@ -254,7 +254,7 @@ MODELS = {
         "moss_tts_nano",
         48000,
         audio_key="model_outputs",
-        sr_format="list",
+        sr_format="tensor",  # 0.30.0: sr is metadata, its latest value (a 0-d tensor)
         end_sentinel=True,
         stages=1,
         stage0=(
@@ -270,7 +270,7 @@ MODELS = {
         "voxcpm2",
         48000,
         audio_key="model_outputs",
-        sr_format="list",
+        sr_format="tensor",
         stages=1,
         stage0=(
             ("temperature", 0.0),

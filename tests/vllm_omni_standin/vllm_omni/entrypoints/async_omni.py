@@ -16,13 +16,14 @@ Mirrored from the real class:
   kind is CUMULATIVE), ``model_config`` (``async_chunk``, ``hf_config.talker_config`` with
   ``spk_id`` / ``codec_language_id``), ``check_health()``, ``errored``, ``shutdown()``.
 
-Output shapes per output kind (vLLM-Omni after PR #2911):
+Output shapes per output kind, as vllm-omni 0.30.0's output processor hands them on
+(``outputs/output_processor.py``, ``outputs/mm_outputs.py``; checked by tests/conformance):
 
-* DELTA: each output carries only the new chunk as a bare array; the finished output carries
-  the accumulated list of all chunks (``end2end.py main_streaming`` saves that list as the
-  whole file), which is why the serving code counts a bare chunk as one list entry.
-* CUMULATIVE: every output carries the list of all chunks so far.
-* FINAL_ONLY: one finished output with the list of all chunks.
+* DELTA: the accumulated audio is drained after every step, so every output, the finished one
+  too, carries only its new chunk as one array.
+* FINAL_ONLY: one finished output whose audio is ``consolidate_tensors``' single array.
+* CUMULATIVE (only with the ``output_mode=cumulative`` knob, an older engine): every output
+  carries the list of all chunks so far, the shape the serving code's list branch handles.
 
 Test knobs (engine kwargs that only the stand-in knows): ``output_mode`` forces one of
 ``delta``/``cumulative``/``final_only`` whatever the params say (older engines streamed
@@ -309,8 +310,10 @@ class AsyncOmni:
                 last = i == len(chunks) - 1
                 if mode == "final_only" and not last:
                     continue
-                if mode == "delta" and not last:
+                if mode == "delta":
                     payload: Any = chunk
+                elif mode == "final_only":
+                    payload = np.concatenate(emitted, axis=-1)
                 else:
                     payload = list(emitted)
                 yield self._output(external, payload, len(emitted), last)
