@@ -408,8 +408,10 @@ def install(app: FastAPI, state: AppState, *, mount_ui: bool = True) -> ArenaSer
 
         if not policy(request).is_admin(request):
             raise HTTPException(403, f"admin only. {policy(request).describe()}")
+        from evaluation.report import safe_csv
+
         df = await asyncio.to_thread(svc.arena.votes_frame)
-        return PlainTextResponse(df.to_csv(index=False), media_type="text/csv")
+        return PlainTextResponse(safe_csv(df), media_type="text/csv")
 
     if mount_ui:
         import gradio as gr

@@ -33,6 +33,7 @@ from app.admin import policy, require_admin
 from app.listening.service import Denied, Listening, NotYet, check_id
 from backends.base import InvalidRequest
 from evaluation.listening.results import test_results
+from evaluation.report import safe_csv
 from evaluation.store import AlreadyVoted, UnknownItem
 
 STATIC = Path(__file__).parent / "static"
@@ -229,9 +230,9 @@ def export_zip(svc: Listening, test_id: str) -> bytes:
             df = svc.store._query(f'SELECT * FROM "{table}" WHERE test_id = ?', [test_id])
             if table == "test_raters":
                 df = df.drop(columns=["token_hash"])
-            z.writestr(f"raw/{table}.csv", df.to_csv(index=False))
+            z.writestr(f"raw/{table}.csv", safe_csv(df))
         for name, df in test_results(tests, test_id, include_screened=False).items():
-            z.writestr(f"results/{name}.csv", df.to_csv(index=False))
+            z.writestr(f"results/{name}.csv", safe_csv(df))
     return buf.getvalue()
 
 
