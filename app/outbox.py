@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
 from collections import deque
 from collections.abc import Callable
 from typing import Any
@@ -28,9 +29,18 @@ SOFT_BYTES = 2 * 1024 * 1024
 HARD_BYTES = 12 * 1024 * 1024
 """A take sent whole is one message (a 2-minute take at 48 kHz is 11 MB); beyond that, close."""
 STALL_S = 30.0
-"""How long a client may leave the queue over the soft budget before it is closed."""
+"""How long a client may leave the queue over the soft budget before it is closed
+(``$LISTENLAB_WS_STALL_S`` overrides it)."""
+ENV_STALL_S = "LISTENLAB_WS_STALL_S"
 CLOSE_CODE = 1008
 CLOSE_REASON = "the client is not reading its messages"
+
+
+def _env_float(name: str, default: float) -> float:
+    try:
+        return max(0.1, float(os.environ.get(name, default)))
+    except ValueError:
+        return default
 
 
 class Outbox:
@@ -40,14 +50,14 @@ class Outbox:
         self,
         soft_bytes: int = SOFT_BYTES,
         hard_bytes: int = HARD_BYTES,
-        stall_s: float = STALL_S,
+        stall_s: float | None = None,
         on_overflow: Callable[[], None] | None = None,
     ):
         self.on_overflow = on_overflow
         """Called once, on the overflow (the socket's owner closes the connection)."""
         self.soft_bytes = soft_bytes
         self.hard_bytes = hard_bytes
-        self.stall_s = stall_s
+        self.stall_s = stall_s if stall_s is not None else _env_float(ENV_STALL_S, STALL_S)
         self.bytes = 0
         self.peak_bytes = 0
         self.overflowed = False

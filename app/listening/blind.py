@@ -256,10 +256,11 @@ class BlindSession(Session):
 
     def _flush(self) -> None:
         c = self._conv
-        if c is None or c.converter.stream is None:
+        if c is None:
             return
-        tail = c.converter.push(np.zeros((0, c.in_channels), np.float32), last=True)
-        self._emit(tail, c.last_ms)
+        if c.converter.stream is not None:  # a resampler holds a tail
+            tail = c.converter.push(np.zeros((0, c.in_channels), np.float32), last=True)
+            self._emit(tail, c.last_ms)
         self._send_frames(c.framer.push(self._pcm(c.loudness.flush())) + c.framer.flush())
 
     def _emit(self, y: np.ndarray, arrival_ms: float) -> None:

@@ -203,8 +203,9 @@ def login_page(note: str) -> str:
         "autocomplete=current-password> <button>Log in</button></form><p id=msg></p>"
         "<script>document.getElementById('f').onsubmit=async(e)=>{e.preventDefault();"
         "const r=await fetch('/ll/admin/login',{method:'POST',body:new FormData(e.target)});"
-        "if(r.ok)location.reload();else document.getElementById('msg').textContent="
-        "'Wrong password.';};</script>"
+        "if(r.ok){location.reload();return;}let m='Wrong password.';"
+        "try{const j=await r.json();m=j.detail||j.error||m;}catch(_){}"
+        "document.getElementById('msg').textContent=m;};</script>"
     )
 
 
