@@ -501,7 +501,12 @@ def _run_serve(args: argparse.Namespace) -> int:
             allowed_hosts=hosts,
             allowed_origins=origins,
         )
-        server = uvicorn.Server(uvicorn.Config(app, log_level="warning", ws_max_size=WS_MAX_FRAME))
+        # proxy_headers=False: uvicorn would believe X-Forwarded-For from 127.0.0.1 by itself;
+        # app.guard.Proxies ($LISTENLAB_TRUSTED_PROXIES, a Space's private proxy) decides that
+        config = uvicorn.Config(
+            app, log_level="warning", ws_max_size=WS_MAX_FRAME, proxy_headers=False
+        )
+        server = uvicorn.Server(config)
 
         async def serve() -> None:
             task = asyncio.create_task(server.serve(sockets=[sock]))

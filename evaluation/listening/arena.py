@@ -296,6 +296,7 @@ class Arena:
         self.store = store
         self.limits = limits or Limits()
         ensure_tables(store.db)
+        self._voter_key = self._salt()
 
     @property
     def db(self) -> sqlite_utils.Database:
@@ -591,20 +592,21 @@ class Arena:
 
     def _salt(self) -> bytes:
         """This DB's random key for voter hashes (made once, kept with the votes it keys)."""
-        r = self.db.execute("SELECT value FROM arena_meta WHERE key='voter_salt'").fetchone()
-        if r is None:
+        q = "SELECT value FROM arena_meta WHERE key='voter_salt'"
+        r = self.db.execute(q).fetchall()[:1]
+        if not r:
             self.db.execute(
                 "INSERT OR IGNORE INTO arena_meta (key, value) VALUES ('voter_salt', ?)",
                 [secrets.token_hex(32)],
             )
             self.db.conn.commit()
-            r = self.db.execute("SELECT value FROM arena_meta WHERE key='voter_salt'").fetchone()
-        return bytes.fromhex(r[0])
+            r = self.db.execute(q).fetchall()[:1]
+        return bytes.fromhex(r[0][0])
 
     def voter_hash(self, kind: str, key: str) -> str:
         """``kind:<keyed hash>`` of a voter key (``hf`` user name, ``ip`` address or /64):
         the same voter gets the same hash on this DB, and the DB never holds the address."""
-        digest = hmac.new(self._salt(), f"{kind}:{key}".encode(), hashlib.sha256).hexdigest()
+        digest = hmac.new(self._voter_key, f"{kind}:{key}".encode(), hashlib.sha256).hexdigest()
         return f"{kind}:{digest[:24]}"
 
     def _refuse_dropped(self, voter: str) -> None:
