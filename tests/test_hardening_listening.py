@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import asyncio
 import base64
-import contextlib
 import hashlib
 import io
 import json
@@ -22,12 +21,18 @@ from types import SimpleNamespace
 import httpx
 import numpy as np
 import pytest
-import websockets
-from _hardening_util import RssSampler, rss_kb
+from _hardening_util import (
+    ArenaPage,
+    RssSampler,
+    arena_cookie,
+    arena_page,
+    recv_json,
+    rss_kb,
+    stimulus_flood,
+)
 
 from app.admin import AdminPolicy
 from app.guard import KeyedRate, Proxies
-from app.listening.arena import COOKIE
 from app.listening.blind import LoudnessMatch, Reframer, equal_frames
 from app.listening.client import RaterClient
 from app.outbox import Outbox
@@ -46,23 +51,6 @@ TIMEOUT = 60.0
 
 def run(coro):
     return asyncio.run(coro)
-
-
-def ws_url(base: str) -> str:
-    return base.rstrip("/").replace("http://", "ws://") + "/ll/ws"
-
-
-async def recv_json(ws, pred, timeout: float = TIMEOUT) -> dict:
-    async def loop():
-        while True:
-            m = await ws.recv()
-            if isinstance(m, bytes):
-                continue
-            d = json.loads(m)
-            if pred(d):
-                return d
-
-    return await asyncio.wait_for(loop(), timeout)
 
 
 # --------------------------------------------------------------------------- row 1: outbox
@@ -120,24 +108,9 @@ def test_stimulus_flood_without_reading_is_slowed_closed_and_memory_stays_flat(c
             {"type": "stimulus", "token": 1, "test_id": child.test_id,
              "rater_token": c.token, "assignment_id": aid, "slot": 0}
         )  # fmt: skip
-        sent, blocked_after, closed_after = 0, None, None
-        t0 = time.monotonic()
-        # max_queue=1: the client library stops reading once one message waits (TCP backpressure)
-        async with websockets.connect(ws_url(child.url), max_queue=1, max_size=2**24) as ws:
-            try:
-                while time.monotonic() - t0 < 30:
-                    await asyncio.wait_for(ws.send(msg), 5)
-                    sent += 1
-            except TimeoutError:  # the server stopped taking our messages: we are slowed
-                blocked_after = time.monotonic() - t0
-            except (websockets.ConnectionClosed, ConnectionError):
-                closed_after = time.monotonic() - t0
-            if closed_after is None:
-                with contextlib.suppress(TimeoutError):
-                    await asyncio.wait_for(ws.wait_closed(), 60)  # then dropped
-                    closed_after = time.monotonic() - t0
+        out = await stimulus_flood(child.url, msg, seconds=30)
         await c.aclose()
-        return sent, blocked_after, closed_after
+        return out
 
     base = rss_kb(child.pid)
     with RssSampler(child.pid) as rss:
@@ -321,62 +294,6 @@ def arena_server():
         yield lv
 
 
-def arena_cookie(live) -> str:
-    return httpx.post(live.url + "ll/arena/session", timeout=TIMEOUT).cookies[COOKIE]
-
-
-class ArenaPage:
-    def __init__(self, ws):
-        self.ws, self.frames, self.token = ws, [], 100
-
-    async def until(self, pred, timeout=TIMEOUT):
-        async def loop():
-            while True:
-                m = await self.ws.recv()
-                if isinstance(m, bytes):
-                    self.frames.append((time.time(), m))
-                    continue
-                d = json.loads(m)
-                if pred(d):
-                    return d
-
-        return await asyncio.wait_for(loop(), timeout)
-
-    async def ask(self, kind: str, **msg) -> dict:
-        await self.ws.send(json.dumps({"type": kind, **msg}))
-        return await self.until(lambda d: str(d.get("type", "")).startswith("arena_"))
-
-    async def battle_and_vote(self, choice: str) -> tuple[str, dict]:
-        """A whole honest battle: both sides streamed, heard to the end, then the vote."""
-        b = await self.ask("arena_new", text=TEXT)
-        if b["type"] != "arena_battle":
-            return "", b
-        bid = b["battle_id"]
-        for side in ("a", "b"):
-            self.token += 1
-            tok, n0, t = self.token, len(self.frames), time.time()
-            await self.ws.send(
-                json.dumps({"type": "arena_speak", "token": tok, "battle_id": bid, "side": side})
-            )
-            done = await self.until(
-                lambda d, tok=tok: d.get("token") == tok and d["type"] in {"done", "error"}
-            )
-            assert done["type"] == "done", done
-            first = next(
-                ts for ts, raw in self.frames[n0:] if int.from_bytes(raw[:4], "little") == tok
-            )
-            await asyncio.sleep(max(0.0, max(t, first) + done["duration_s"] + 0.15 - time.time()))
-            ok = await self.ask("arena_played", battle_id=bid, side=side,
-                                take_id=done["take_id"], played_ms=done["duration_s"] * 1000)  # fmt: skip
-            assert ok["type"] == "arena_played", ok
-        return bid, await self.ask("arena_vote", battle_id=bid, choice=choice)
-
-
-def arena_page(live, cookie: str, headers: dict | None = None):
-    h = {"Cookie": f"{COOKIE}={cookie}", **(headers or {})}
-    return websockets.connect(ws_url(live.url), additional_headers=h, max_size=2**24)
-
-
 def test_fresh_cookies_do_not_make_new_voters(arena_server):
     """Before: fresh cookies moved a chosen system 1592 -> 1691 in 3 votes."""
     svc = arena_server.app.state.arena
@@ -387,7 +304,7 @@ def test_fresh_cookies_do_not_make_new_voters(arena_server):
     async def go():
         results = []
         for _ in range(2):
-            async with arena_page(arena_server, arena_cookie(arena_server), spoof) as ws:
+            async with arena_page(arena_server.url, arena_cookie(arena_server.url), spoof) as ws:
                 p = ArenaPage(ws)
                 await p.until(lambda d: d["type"] == "hello")
                 results.append(await p.battle_and_vote("a"))
@@ -422,7 +339,7 @@ def test_fresh_cookies_do_not_make_new_voters(arena_server):
     assert svc.arena.vote_count() == 0
 
     async def after():
-        async with arena_page(arena_server, arena_cookie(arena_server)) as ws:
+        async with arena_page(arena_server.url, arena_cookie(arena_server.url)) as ws:
             p = ArenaPage(ws)
             await p.until(lambda d: d["type"] == "hello")
             return await p.ask("arena_new", text=TEXT)
@@ -444,7 +361,7 @@ def test_one_client_cannot_take_the_global_budget(arena_server):
 
     async def new_battle(ip: str) -> dict:
         async with arena_page(
-            arena_server, arena_cookie(arena_server), {"X-Forwarded-For": ip}
+            arena_server, arena_cookie(arena_server.url), {"X-Forwarded-For": ip}
         ) as ws:
             p = ArenaPage(ws)
             await p.until(lambda d: d["type"] == "hello")
@@ -507,7 +424,7 @@ def test_blind_sides_come_in_equal_frames_at_one_loudness(arena_server):
 
     async def go():
         async with arena_page(
-            arena_server, arena_cookie(arena_server), {"X-Forwarded-For": "192.0.2.44"}
+            arena_server, arena_cookie(arena_server.url), {"X-Forwarded-For": "192.0.2.44"}
         ) as ws:
             p = ArenaPage(ws)
             await p.until(lambda d: d["type"] == "hello")
@@ -594,8 +511,8 @@ def test_hf_login_is_the_voter_where_configured(arena_server, monkeypatch):
         return itsdangerous.TimestampSigner(signer_key).sign(data).decode()
 
     async def new_battle(extra_cookie: str) -> dict:
-        cookie = arena_cookie(arena_server) + extra_cookie
-        async with arena_page(arena_server, cookie) as ws:
+        cookie = arena_cookie(arena_server.url) + extra_cookie
+        async with arena_page(arena_server.url, cookie) as ws:
             p = ArenaPage(ws)
             await p.until(lambda d: d["type"] == "hello")
             return await p.ask("arena_new", text=TEXT)

@@ -97,6 +97,8 @@ class ArenaConfig:
         default_factory=lambda: Limits(
             battles_per_minute=max(1, _env_int("LISTENLAB_ARENA_BATTLES_PER_MIN", 10)),
             global_battles_per_minute=max(1, _env_int("LISTENLAB_ARENA_GLOBAL_PER_MIN", 120)),
+            votes_per_hour=max(1, _env_int("LISTENLAB_ARENA_VOTES_PER_HOUR", 30)),
+            votes_per_day=max(1, _env_int("LISTENLAB_ARENA_VOTES_PER_DAY", 150)),
         )
     )
     min_votes: int = field(default_factory=lambda: _env_int("LISTENLAB_ARENA_MIN_VOTES", 20))
