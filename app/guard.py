@@ -202,6 +202,7 @@ class GuardMiddleware:
                 return await self._reject_http(send, 403, msg)
             return await self._reject_ws(scope, receive, send, msg)
         if kind == "websocket":
+            scope[ABORT_KEY] = _aborter(send)
             if not cfg.origin_ok(h.get("origin"), host):
                 return await self._reject_ws(
                     scope,
@@ -259,6 +260,28 @@ class GuardMiddleware:
 
 def scope_extensions(scope: dict[str, Any]) -> dict[str, Any]:
     return scope.get("extensions") or {}
+
+
+ABORT_KEY = "listenlab.abort"
+"""Scope key of a callable that drops a WebSocket's connection at once (see :func:`_aborter`)."""
+
+
+def _aborter(send) -> Callable[[], bool]:
+    """A way to drop the TCP connection under a WebSocket, for a client that stopped reading.
+
+    A close frame cannot reach such a client (it waits behind unread data), and the server's
+    ``transport.close()`` waits for the buffer to drain, so the socket would linger. uvicorn's
+    ``send`` is a method of its protocol object, which holds the asyncio transport; this is the
+    one place that reaches it (False when the server is another one: then nothing is done)."""
+
+    def abort() -> bool:
+        transport = getattr(getattr(send, "__self__", None), "transport", None)
+        if transport is None or not hasattr(transport, "abort"):
+            return False
+        transport.abort()
+        return True
+
+    return abort
 
 
 def _without_cors(send):

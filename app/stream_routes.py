@@ -525,10 +525,16 @@ async def serve_session(ws: WebSocket, state: AppState) -> None:
     closing: list[asyncio.Task] = []
 
     async def drop() -> None:
-        """The page stopped reading: end its generation and close the socket (1008)."""
+        """The page stopped reading: end its generation, send a close (1008) and drop the
+        connection (the close frame waits behind unread data the client will never read)."""
+        from app.guard import ABORT_KEY
+
         await session.stop()
         with contextlib.suppress(Exception):
-            await asyncio.wait_for(ws.close(CLOSE_CODE, CLOSE_REASON), 5.0)
+            await asyncio.wait_for(ws.close(CLOSE_CODE, CLOSE_REASON), 2.0)
+        abort = ws.scope.get(ABORT_KEY)
+        if abort is not None:
+            abort()
 
     session.outbox.on_overflow = lambda: closing.append(asyncio.ensure_future(drop()))
     session.send({"type": "hello", "session": session.session_id})

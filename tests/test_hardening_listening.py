@@ -120,6 +120,7 @@ def test_stimulus_flood_without_reading_is_slowed_closed_and_memory_stays_flat(c
         f"flood: {sent} sent, blocked {blocked_after} s, closed {closed_after} s, RSS +{growth_mb:.1f} MB"
     )
     assert closed_after is not None, f"the server kept a non-reading socket open ({sent} sent)"
+    assert closed_after < 45  # slowed (its messages not read) for the 4 s stall, then dropped
     assert growth_mb < 60, f"RSS grew {growth_mb:.0f} MB under the flood"
     # the server still answers, and an honest rater still hears the stimulus
     assert httpx.get(child.url + "/ll/health", timeout=TIMEOUT).status_code == 200
