@@ -3,7 +3,7 @@
 #   docker build -t listenlab .                    # CPU: the bundled Piper voice (default stage)
 #   docker build --target gpu -t listenlab-gpu .   # GPU: embedded vLLM-Omni (nvidia/cuda + [gpu])
 #
-# Configure with environment variables (README, "Configuration"), e.g. in the Space settings:
+# Configure with environment variables (docs/deploy.md, "Configuration"), e.g. in the Space settings:
 #   LISTENLAB_BACKENDS="piper qwen=vllm-omni+http://gpu-host:8000?model=Qwen/Qwen3-TTS-12Hz-1.7B-CustomVoice"
 # Data (SQLite DB, take audio, voice library) goes to /data when the Space has persistent
 # storage, else to /home/user/data (lost on restart); under /data the DB uses journal DELETE.

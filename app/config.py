@@ -1,7 +1,7 @@
 """Configuration from the environment: every ``LISTENLAB_*`` variable, in one table.
 
 Why a module: a container (a Hugging Face Space) is configured with environment variables,
-not flags, and the README's Configuration table must list exactly what the code reads. The
+not flags, and docs/deploy.md's Configuration table must list exactly what the code reads. The
 table below is that list; ``tests/test_cli.py`` checks that no other ``LISTENLAB_*`` name is
 read anywhere in the package.
 """

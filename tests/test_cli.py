@@ -21,11 +21,13 @@ ROOT = Path(__file__).resolve().parents[1]
 BIN = Path(sys.executable).parent
 
 
-def quick_start() -> tuple[list[str], str]:
-    """Command lines of the Quick start's code blocks, and the section's text."""
-    text = (ROOT / "README.md").read_text()
-    sec = text[text.index("## Quick start") :]
-    sec = sec[: sec.index("\n## ", 5)]
+def quick_start(page: str = "README.md") -> tuple[list[str], str]:
+    """Command lines of the Quick start's code blocks (README) or of a docs page, and the text."""
+    text = (ROOT / page).read_text()
+    if page == "README.md":
+        text = text[text.index("## Quick start") :]
+        text = text[: text.index("\n## ", 5)]
+    sec = text
     lines = []
     for block in re.findall(r"```sh\n(.*?)```", sec, re.S):
         lines += [ln.split("  #")[0].strip() for ln in block.splitlines() if ln.strip()]
@@ -61,7 +63,7 @@ def test_quick_start_say_line_finishes(tmp_path):
 
 
 def test_quick_start_offline_line_works_with_no_network(tmp_path):
-    lines, sec = quick_start()
+    lines, sec = quick_start("docs/install.md")
     line = next(ln for ln in lines if "unshare -n" in ln)
     assert "ip link set lo up" in line and "`lo`" in sec
     cmd = local(line)
@@ -195,8 +197,10 @@ def test_env_table_lists_every_listenlab_variable_the_code_reads():
             read |= set(re.findall(r"LISTENLAB_[A-Z0-9_]*[A-Z0-9]", p.read_text()))
     read |= set(re.findall(r"LISTENLAB_[A-Z0-9_]*[A-Z0-9]", (ROOT / "Dockerfile").read_text()))
     prefixes = {n for n in read if any(m.startswith(n + "_") for m in names)}  # f"..._{x}"
-    assert read - names - prefixes == set(), "document these in app/config.py ENV and the README"
-    readme = (ROOT / "README.md").read_text()
-    table = readme[readme.index("### Configuration") :]
+    assert read - names - prefixes == set(), (
+        "document these in app/config.py ENV and docs/deploy.md"
+    )
+    deploy = (ROOT / "docs" / "deploy.md").read_text()
+    table = deploy[deploy.index("## Configuration") :]
     for v in ENV:
         assert f"`{v.name}`" in table, v.name

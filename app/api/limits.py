@@ -1,4 +1,4 @@
-"""Every limit of ``listenlab api`` in one place (documented in the README, "Security and limits")."""
+"""Every limit of ``listenlab api`` in one place (documented in docs/security.md)."""
 
 from __future__ import annotations
 
@@ -43,7 +43,7 @@ class ApiLimits:
     """What one ``listenlab api`` server accepts; every field has a CLI flag or a fixed default.
 
     Why each exists: a public server must bound memory and time *before* it reads, buffers or
-    decodes anything a client sent (see the README, "Security and limits").
+    decodes anything a client sent (see docs/security.md).
     """
 
     concurrency: int = 2
