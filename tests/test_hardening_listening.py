@@ -362,7 +362,7 @@ def test_one_client_cannot_take_the_global_budget(arena_server):
 
     async def new_battle(ip: str) -> dict:
         async with arena_page(
-            arena_server, arena_cookie(arena_server.url), {"X-Forwarded-For": ip}
+            arena_server.url, arena_cookie(arena_server.url), {"X-Forwarded-For": ip}
         ) as ws:
             p = ArenaPage(ws)
             await p.until(lambda d: d["type"] == "hello")
@@ -425,7 +425,7 @@ def test_blind_sides_come_in_equal_frames_at_one_loudness(arena_server):
 
     async def go():
         async with arena_page(
-            arena_server, arena_cookie(arena_server.url), {"X-Forwarded-For": "192.0.2.44"}
+            arena_server.url, arena_cookie(arena_server.url), {"X-Forwarded-For": "192.0.2.44"}
         ) as ws:
             p = ArenaPage(ws)
             await p.until(lambda d: d["type"] == "hello")
