@@ -37,6 +37,7 @@ from app.guard import (
     loads_limited,
 )
 from app.identity import IdentityMiddleware, identity
+from app.slashes import add_slash_redirects
 from app.state import (
     DEFAULT_CONCURRENCY,
     DEFAULT_DB,
@@ -376,6 +377,7 @@ def create_app(
         from app.ui import CSS, build_ui
 
         app = gr.mount_gradio_app(app, build_ui(state), path="/", css=CSS)
+        add_slash_redirects(app)  # /arena and /arena/ alike, past Gradio's catch-all at "/"
         app.state.listenlab = state
     closed.extend(close_unused_uploads(app))
     return app

@@ -11,9 +11,11 @@ faster than real time (Piper, and the Qwen3-TTS wire profile at 2x: 80 ms then 2
 Then, per chunk schedule of issue 14 (the CPU voice through wire profiles: Qwen3-TTS at 2x and
 0.67x real time, uniform 320 ms chunks at 0.67x, 50 ms jitter, a 1.4 s stall mid-stream), the
 start rule: click -> first sound, the ideal start (max over chunks of arrival - audio before it,
-from the player's own arrival record), late-by, underruns and stall ms, median of ``--loads``
-fresh page loads after one warm-up load (which also gives the rule its learnt priors).
-Targets: late by <= 50 ms + 10 % of the ideal start, <= 1 underrun.
+from the player's own arrival record), late-by, underruns and stall ms. Each schedule gets a
+freshly started server (its own empty store; the backend loaded and warmed as ``listenlab
+serve`` does): its first take is the *first visit* (no learnt rate or length; target late by
+<= 50 ms + 15 % of the ideal start, <= 1 underrun), then the median of ``--loads`` fresh page
+loads with the history the first visit left (*later takes*; target 50 ms + 10 %, <= 1 underrun).
 
 Run: ``.venv/bin/python benchmarks/browser_latency.py [--runs 10] [--loads 5] [--backend piper?deterministic=1]``
 Writes ``benchmarks/results/browser_latency.json`` and ``assets/playground.png``.
@@ -24,6 +26,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import os
 import statistics
 import sys
 import time
@@ -188,42 +191,74 @@ SCHEDULES = {
 }
 
 
-def run_schedule(ctx, live, label: str, loads: int) -> dict:
-    """Median over fresh page loads of the start rule's record on one schedule."""
+def start_rule_row(page) -> dict:
+    """What the player recorded of the start rule on its last take (times from the click)."""
+    r = page.evaluate(
+        """() => { const g = window.listenlab.last;
+        return {click: window.__ll_click, clickT: g.clickT, sound: g.firstSoundMs,
+          ideal: g.idealStartMs, actual: g.actualStartMs, status: g.status,
+          under: g.underruns.count, stall: g.underruns.stallMs,
+          learnt: g.start && g.start.learnt, chars: g.textChars, done: g.doneMs,
+          arrivals: g.chunks.map((c) => c.arrivalMs / 1000),
+          durations: g.chunks.map((c) => c.frames / g.sr)}; }"""
+    )
+    if r["status"] != "ok":
+        raise RuntimeError(f"the take failed: {r}")
+    shift = r["clickT"] - r["click"]  # the probe's click vs the player's clock origin
+    ideal = r["ideal"] + shift
+    actual = r["actual"] + shift
+    return {
+        "click_to_first_sound_ms": r["sound"] + shift,
+        "ideal_start_ms": ideal,
+        "actual_start_ms": actual,
+        "late_by_ms": actual - ideal,
+        "underruns": r["under"],
+        "stall_ms": r["stall"],
+        "learnt_takes": (r["learnt"] or {}).get("takes", 0),
+        # the player's own record (clock: its click), to replay a miss through the twin
+        "record": {
+            "arrivals_s": [round(a, 4) for a in r["arrivals"]],
+            "durations_s": [round(d, 6) for d in r["durations"]],
+            "text_chars": r["chars"],
+            "sec_per_char": (r["learnt"] or {}).get("sec_per_char"),
+            "rate_prior": (r["learnt"] or {}).get("rate"),
+            "done_s": r["done"] / 1000,
+        },
+    }
+
+
+def run_schedule(ctx, spec: str, label: str, loads: int) -> dict:
+    """One schedule on a freshly started server: the first visit, then ``loads`` later takes."""
+    from app.server import create_app
+
+    app = create_app({label: spec}, tmp_db())  # loads and warms the backend, empty store
     rows = []
-    for i in range(loads + 1):  # the first load warms up and teaches the learnt priors
-        page = speak_to_end(ctx, live, label, PARAGRAPH, timeout_ms=180_000)
-        r = page.evaluate(
-            """() => { const g = window.listenlab.last;
-            return {click: window.__ll_click, clickT: g.clickT, sound: g.firstSoundMs,
-              ideal: g.idealStartMs, actual: g.actualStartMs, status: g.status,
-              under: g.underruns.count, stall: g.underruns.stallMs,
-              ttfa: g.summary && g.summary.ttfa_ms}; }"""
-        )
-        page.close()
-        if r["status"] != "ok":
-            raise RuntimeError(f"{label} load {i} failed: {r}")
-        if i == 0:
-            continue
-        shift = r["clickT"] - r["click"]  # the probe's click vs the player's clock origin
-        ideal = r["ideal"] + shift
-        actual = r["actual"] + shift
-        rows.append(
-            {
-                "click_to_first_sound_ms": r["sound"] + shift,
-                "ideal_start_ms": ideal,
-                "actual_start_ms": actual,
-                "late_by_ms": actual - ideal,
-                "underruns": r["under"],
-                "stall_ms": r["stall"],
-                "target_ms": 50 + 0.10 * ideal,
-            }
-        )
-    out = {k: median([x[k] for x in rows]) for k in rows[0]}
+    with live_server(app) as live:
+        for i in range(loads + 1):
+            page = speak_to_end(ctx, live, label, PARAGRAPH, timeout_ms=180_000)
+            row = start_rule_row(page)
+            page.close()
+            if i == 0:
+                assert row["learnt_takes"] == 0, row  # a first visit: nothing learnt yet
+                first = dict(row, target_ms=50 + 0.15 * row["ideal_start_ms"])
+                first["met"] = first["late_by_ms"] <= first["target_ms"] and first["underruns"] <= 1
+                if first["met"]:
+                    del first["record"]
+                first = {k: round(v, 1) if isinstance(v, float) else v for k, v in first.items()}
+                continue
+            row["target_ms"] = 50 + 0.10 * row["ideal_start_ms"]
+            row["met"] = row["late_by_ms"] <= row["target_ms"] and row["underruns"] <= 1
+            rows.append(row)
+    records = {k: x.pop("record") for k, x in enumerate(rows)}
+    out = {k: median([x[k] for x in rows]) for k in rows[0] if k != "met"}
     out["underruns_max"] = max(x["underruns"] for x in rows)
     out["late_by_ms_all"] = [round(x["late_by_ms"], 1) for x in rows]
-    out["met"] = all(x["late_by_ms"] <= x["target_ms"] and x["underruns"] <= 1 for x in rows)
+    out["underruns_all"] = [x["underruns"] for x in rows]
+    out["met"] = all(x["met"] for x in rows)
+    # the loads that missed the target, with the player's record (replay: evaluation.playout)
+    out["misses"] = [dict(load=k + 1, **records[k]) for k, x in enumerate(rows) if not x["met"]]
     out["loads"] = len(rows)
+    out["first_visit"] = first
     return out
 
 
@@ -232,6 +267,9 @@ def main() -> int:
     ap.add_argument("--runs", type=int, default=10)
     ap.add_argument("--loads", type=int, default=5, help="fresh loads per schedule")
     ap.add_argument("--only-schedules", action="store_true", help="skip the stock comparison")
+    ap.add_argument(
+        "--schedules", default="", help="comma-separated subset of the schedules (default: all)"
+    )
     ap.add_argument("--backend", default="piper?deterministic=1")
     ap.add_argument("--out", default=str(ROOT / "benchmarks/results/browser_latency.json"))
     ap.add_argument("--screenshot", default=str(ROOT / "assets/playground.png"))
@@ -242,19 +280,24 @@ def main() -> int:
 
     backend = load_backend(args.backend)
     backend.warm_up()
-    qwen = load_backend(args.backend + ("&" if "?" in args.backend else "?") + "profile=qwen3-tts")
     sep = "&" if "?" in args.backend else "?"
-    scheduled = {name: load_backend(args.backend + sep + q[1:]) for name, q in SCHEDULES.items()}
-    app = create_app({"piper": backend, "qwen3-profile": qwen, **scheduled}, tmp_db())
+    qwen = load_backend(args.backend + sep + "profile=qwen3-tts")
+    app = create_app({"piper": backend, "qwen3-profile": qwen}, tmp_db())
     ttfa_log: list[float] = []
     stock = stock_app(backend, ttfa_log)
     out = Path(args.out)
     old = json.loads(out.read_text()) if out.exists() else {}
+    load_before = os.getloadavg()
     with live_server(app) as live, live_server(stock) as slive, chromium() as ctx:
         ctx.add_init_script(CLICK_PROBE)
-        schedules = {"piper": run_schedule(ctx, live, "piper", args.loads)}
-        for name in SCHEDULES:
-            schedules[name] = run_schedule(ctx, live, name, args.loads)
+        schedules = {}
+        wanted = [x for x in args.schedules.split(",") if x]
+        for name, q in {"piper": "", **SCHEDULES}.items():
+            if wanted and name not in wanted:
+                continue
+            schedules[name] = run_schedule(
+                ctx, args.backend + (sep + q[1:] if q else ""), name, args.loads
+            )
             print(name, json.dumps(schedules[name]), flush=True)
         if args.only_schedules:
             ours = old.get("listenlab")
@@ -288,28 +331,36 @@ def main() -> int:
         else old.get("qwen3_profile_faster_than_real_time"),
         "target": "overhead <= 50 ms, 0 stalls when the backend is faster than real time",
         "start_rule_text": PARAGRAPH,
-        "start_rule_metric": "per schedule, median of fresh loads (after one warm-up load): "
-        "click -> first sound, ideal start = max over chunks (arrival - audio before it) from "
-        "the player's arrival record, actual start, late by = actual - ideal, underruns, stall",
-        "start_rule_target": "late by <= 50 ms + 10 % of the ideal start, <= 1 underrun",
+        "start_rule_metric": "per schedule, on a freshly started server: the first visit "
+        "(first_visit: the first take, nothing learnt), then the median of fresh loads (later "
+        "takes, with what the first visit taught): click -> first sound, ideal start = max over "
+        "chunks (arrival - audio before it) from the player's arrival record, actual start, "
+        "late by = actual - ideal, underruns, stall",
+        "start_rule_target": "late by <= 50 ms + 10 % of the ideal start (first visit: 15 %), "
+        "<= 1 underrun",
         "schedules": schedules,
         "machine": "2-core x86_64, headless Debian Chromium, loopback",
+        "load_average": {
+            "before": [round(x, 1) for x in load_before],
+            "after": [round(x, 1) for x in os.getloadavg()],
+        },
         "when": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
     }
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps(result, indent=1) + "\n")
     print(json.dumps(result, indent=1))
     print(
-        "| schedule | click -> first sound | ideal start | actual start | late by | target | "
-        "underruns (max) | stall |"
+        "| schedule | first visit: ideal start | late by | target | underruns | "
+        "later takes: ideal start | late by | target | underruns (max) | stall |"
     )
-    print("|---|---|---|---|---|---|---|---|")
+    print("|---|---|---|---|---|---|---|---|---|---|")
     for name, r in schedules.items():
+        f = r["first_visit"]
         print(
-            f"| {name} | {r['click_to_first_sound_ms']:.0f} ms | {r['ideal_start_ms']:.0f} ms | "
-            f"{r['actual_start_ms']:.0f} ms | {r['late_by_ms']:.0f} ms | "
-            f"{r['target_ms']:.0f} ms | {r['underruns']:.0f} ({r['underruns_max']}) | "
-            f"{r['stall_ms']:.0f} ms |"
+            f"| {name} | {f['ideal_start_ms']:.0f} ms | {f['late_by_ms']:.0f} ms | "
+            f"{f['target_ms']:.0f} ms | {f['underruns']} | {r['ideal_start_ms']:.0f} ms | "
+            f"{r['late_by_ms']:.0f} ms | {r['target_ms']:.0f} ms | "
+            f"{r['underruns']:.0f} ({r['underruns_max']}) | {r['stall_ms']:.0f} ms |"
         )
     asyncio.run(backend.aclose())
     return 0

@@ -45,24 +45,15 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
-def start_server(db: Path, port: int) -> subprocess.Popen:
+BACKENDS = ("joe=piper?deterministic=1", "qwen-wire=piper?deterministic=1&profile=qwen3-tts")
+
+
+def start_server(db: Path, port: int, backends: tuple[str, ...] = BACKENDS) -> subprocess.Popen:
     env = {**os.environ, "GRADIO_ANALYTICS_ENABLED": "False"}
     env.pop("LISTENLAB_ADMIN_PASSWORD", None)  # localhost admin creates the test
+    flags = [x for b in backends for x in ("--backend", b)]
     return subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "app.cli",
-            "serve",
-            "--port",
-            str(port),
-            "--db",
-            str(db),
-            "--backend",
-            "joe=piper?deterministic=1",
-            "--backend",
-            "qwen-wire=piper?deterministic=1&profile=qwen3-tts",
-        ],
+        [sys.executable, "-m", "app.cli", "serve", "--port", str(port), "--db", str(db), *flags],
         cwd=ROOT,
         env=env,
         stdout=subprocess.DEVNULL,
@@ -81,6 +72,14 @@ def wait_up(url: str, timeout: float = 120) -> None:
             pass
         time.sleep(0.3)
     raise RuntimeError("server did not come up")
+
+
+async def create_test(url: str, spec: dict, timeout: float = 900) -> str:
+    """POST a listening test to a localhost server (admin by origin) and return its id."""
+    async with httpx.AsyncClient(timeout=timeout) as h:
+        r = await h.post(url + "/ll/admin/tests", json=spec)
+        r.raise_for_status()
+        return r.json()["test_id"]
 
 
 class Sim:
@@ -144,24 +143,21 @@ async def main_async(args) -> dict:
     try:
         wait_up(url)
         t = time.monotonic()
-        async with httpx.AsyncClient(timeout=600) as h:
-            r = await h.post(
-                url + "/ll/admin/tests",
-                json={
-                    "name": "raters benchmark",
-                    "kind": "mos",
-                    "systems": [
-                        {"name": "joe", "backend": "joe"},
-                        {"name": "qwen-wire", "backend": "qwen-wire"},
-                    ],
-                    "prompts": {"source": "harvard", "n": 10},
-                    "items_per_rater": 20,
-                    "screening": False,
-                    "headphone_check": False,
-                },
-            )
-            r.raise_for_status()
-            test_id = r.json()["test_id"]
+        test_id = await create_test(
+            url,
+            {
+                "name": "raters benchmark",
+                "kind": "mos",
+                "systems": [
+                    {"name": "joe", "backend": "joe"},
+                    {"name": "qwen-wire", "backend": "qwen-wire"},
+                ],
+                "prompts": {"source": "harvard", "n": 10},
+                "items_per_rater": 20,
+                "screening": False,
+                "headphone_check": False,
+            },
+        )
         gen_s = time.monotonic() - t
         sims = [Sim(url, test_id, i) for i in range(args.raters)]
         deadline = time.monotonic() + args.timeout

@@ -14,15 +14,23 @@ Before the stream ends, the chunks still to come are predicted:
   (the first burst: the chunks that arrived within ``min_span_s`` of the first; the prior is the
   rate learnt from past takes with tau = 0.5 s, or 0 with tau = 0.1 s without one, so a rate
   measured over a short span is pulled toward what is known, never inflated by jitter), and at
-  most the average rate since the request (a first chunk held back by a slow start, then a
-  catch-up burst, must not look like a fast server; the price: a long TTFA before a fast
-  stream delays the start by about one chunk); before
-  a second arrival time exists,
-  a rate learnt from past takes of the same backend is used, capped by what the first chunk
-  shows; with neither, the rule waits for another chunk;
+  most the same measure taken after the second burst (a first chunk held back, then a catch-up
+  burst, must not look like a fast server; a slow start -- a cold voice, a queue -- is not held
+  against the stream); while only one gap is known, which cannot tell the two apart, at most
+  the average rate since the request, unless that gap agrees with the learnt rate (no faster
+  than ``agree`` = 1.5 x it); with nothing learnt, up to real time at least
+  (``first_gap_trust``: a cold voice's slow first chunk must not cost a chunk interval on a
+  first visit; the price, a first chunk held back and a catch-up burst on a stream slower than
+  real time, is one stall). Before a second arrival time exists, a rate learnt from
+  past takes of the same backend is used, capped by what the first chunk shows; with neither,
+  the first burst's audio over ``first arrival + first_shrink_s`` (1 s): a voice that sends
+  a sentence at a time is trusted from its first chunk, while a short first chunk gives a low
+  rate, so the rule waits for the next one;
 * the audio still to come is the text's length times the seconds per character learnt from
-  past takes of that backend (default 0.07 s/char), at least one more chunk (without a text:
-  as much again as arrived so far);
+  past takes of that backend (default 0.058 s/char), at least one more chunk (without a text:
+  as much again as arrived so far); once more audio arrived than the text was worth, the rest
+  is taken as ``text_overrun`` (20 %) of what arrived, so a voice slower than the estimate
+  stalls once, not chunk by chunk;
 * future chunks are as large as the largest seen so far, or as much audio as arrives in the
   longest gap seen (so bursts count as one big chunk).
 
@@ -61,10 +69,24 @@ class Policy:
     """Weight of the learnt rate, as seconds of observation at that rate."""
     rate_cap: float = 1.0
     """The measured rate is at most this times the average rate since the request."""
+    first_gap_trust: float = 1.0
+    """Without a learnt rate, one gap's measured rate is trusted up to this (x real time),
+    whatever the average since the request (a freshly started voice's first chunk is slow)."""
+    agree: float = 1.5
+    """A first gap at most this times the learnt rate agrees with it (is not a catch-up)."""
     rate_shrink_s: float = 0.1
     """Without a learnt rate, a rate of 0 observed for this long (shrinks short-span rates)."""
-    default_sec_per_char: float = 0.07
-    """Prior for the utterance length when no past take of the backend is known (~14 chars/s)."""
+    first_shrink_s: float = 1.0
+    """Before a second arrival, without a learnt rate: the rate is the audio that arrived over
+    (the time since the request + this)."""
+    default_sec_per_char: float = 0.058
+    """Prior for the utterance length when no past take of the backend is known (~17 chars/s:
+    the CPU voice speaks 0.056 s/char, the bundled human reference clip 0.059). A slower voice
+    then starts on time and stalls once (see ``text_overrun``); a prior on the slow side made
+    every first take of a faster voice start seconds late."""
+    text_overrun: float = 0.2
+    """Once more audio than the text estimate arrived, the rest is planned as this fraction of
+    what arrived (one stall sized to it, not one per chunk)."""
     lead_s: float = 0.02
     """Scheduling lead: audio starts this long after the decision."""
     late_tol_s: float = 0.005
@@ -159,10 +181,16 @@ def plan(
         off += durations_s[k]
     # the generation rate, measured online: the audio that arrived after the first burst (the
     # chunks within min_span_s of the first) over the time since the first chunk
-    first_burst = 0.0
+    first_burst, k2 = 0.0, n
     for k in range(n):
         if arrivals_s[k] - arrivals_s[0] < policy.min_span_s:
             first_burst += durations_s[k]
+        elif k2 == n:
+            k2 = k  # the first chunk of the second burst
+    second_burst = 0.0
+    for k in range(k2, n):
+        if arrivals_s[k] - arrivals_s[k2] < policy.min_span_s:
+            second_burst += durations_s[k]
     span = a_last - arrivals_s[0]
     if span >= policy.min_span_s:
         # the learnt rate counts as rate_pseudo_s seconds of evidence (without one, a rate of 0
@@ -170,15 +198,34 @@ def plan(
         prior = rate_prior or 0.0
         tau = policy.rate_pseudo_s if rate_prior else policy.rate_shrink_s
         rate = (received - first_burst + prior * tau) / (span + tau)
-        # a late first chunk followed by a catch-up burst looks fast: never trust more than
-        # rate_cap x the average rate since the request
-        rate = min(rate, policy.rate_cap * received / max(a_last, 1e-3))
+        span2 = a_last - arrivals_s[k2]
+        if span2 >= policy.min_span_s:
+            # a late first chunk followed by a catch-up burst looks fast: once a third burst is
+            # here, the rate after the second one bounds it (the first gap is where a catch-up
+            # shows; a slow start -- a cold voice, a queue -- is not held against the stream).
+            # A bound needs no shrinking toward 0: without a learnt rate it is the plain measure
+            tau2 = tau if rate_prior else 0.0
+            rate = min(
+                rate, (received - first_burst - second_burst + prior * tau2) / (span2 + tau2)
+            )
+        elif not (rate_prior and received - first_burst <= policy.agree * rate_prior * span):
+            # one gap only: it cannot tell a catch-up from a fast stream after a slow start, so
+            # never trust more than rate_cap x the average rate since the request -- unless the
+            # gap agrees with the learnt rate (no faster than agree x it): then it is the stream.
+            # With nothing learnt, a gap is trusted up to first_gap_trust (real time): a cold
+            # first chunk before a fast stream then costs no chunk interval
+            cap = policy.rate_cap * received / max(a_last, 1e-3)
+            rate = min(rate, cap if rate_prior else max(cap, policy.first_gap_trust))
         how = "measured"
     elif rate_prior:
         rate = min(rate_prior, received / max(a_last, 1e-3))
         how = "learnt"
     else:
-        return Plan(INF, None, durations_s[0], 0.0, "no rate yet: waiting for another chunk")
+        # one burst and nothing learnt: its audio over the time since the request, as if
+        # first_shrink_s more had passed with nothing (a sentence-long first chunk that came
+        # fast is trusted; a short one gives a low rate, so the rule waits for the next chunk)
+        rate = received / (a_last + policy.first_shrink_s)
+        how = "first burst"
     rate = max(rate, 1e-3) / (1.0 + policy.rate_margin)
     # the size of the chunks to come (a burst counts as one chunk)
     chunk = durations_s[0]
@@ -191,6 +238,10 @@ def plan(
     # without a text, assume as much audio again as arrived so far (each stall doubles the buffer)
     total = text_chars * spc * (1.0 + policy.text_margin) if text_chars > 0 else 2.0 * received
     remaining = max(total - received, chunk)
+    if text_chars > 0 and received > total:
+        # more audio than the text was worth: the voice is slower than assumed (on a first take,
+        # the default), so plan for text_overrun x as much again instead of one chunk at a time
+        remaining = max(chunk, policy.text_overrun * received)
     first = min(chunk, remaining)
     # predicted chunk j arrives at a_last + (its end - received) / rate; its term is linear in
     # its offset, so the maximum is at the first or the last predicted chunk

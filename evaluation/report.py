@@ -85,10 +85,47 @@ def _numeric(df: pd.DataFrame) -> pd.DataFrame:
 
 
 def compute_tables(store: Store, opts: ReportOptions = ReportOptions()) -> dict[str, pd.DataFrame]:
-    """Every computed table of the report, by name."""
+    """Every computed table of the report, by name.
+
+    Screening is the per-test rule (:func:`evaluation.listening.results.test_results`: headphone
+    check, trap, check items, variance, A/B checks, BS.1534-3), so a rater excluded on a test's
+    results page is excluded here too; the global ``screening`` table is those tables stacked.
+    """
+    from evaluation.inference import MOS_SCALE, interval_table
+
+    listening = listening_tables(store)
+    test_ids = store.frame("tests")["test_id"] if not store.frame("tests").empty else []
+    screened = [
+        listening[f"test_{tid}_raters"].assign(test_id=tid)
+        for tid in test_ids
+        if not listening.get(f"test_{tid}_raters", pd.DataFrame()).empty
+    ]
+    screening = pd.concat(screened, ignore_index=True) if screened else pd.DataFrame()
+    excluded = (
+        set(
+            zip(
+                screening.loc[screening["excluded"], "test_id"],
+                screening.loc[screening["excluded"], "rater_id"],
+                strict=True,
+            )
+        )
+        if not screening.empty
+        else set()
+    )
+
+    def keep(df: pd.DataFrame) -> pd.DataFrame:
+        if df.empty or not excluded:
+            return df
+        pairs = pd.Series(list(zip(df["test_id"], df["rater_id"], strict=True)), index=df.index)
+        return df[~pairs.isin(excluded)]
+
     mos = _numeric(store.mos_frame())
-    usable = stats.usable_ratings(mos, opts.rules)
-    ab = _numeric(store.ab_frame())
+    usable = (
+        keep(mos[(mos["role"] == "item") & ~stats._unplayed(mos, opts.rules.min_played_fraction)])
+        if not mos.empty
+        else mos
+    )
+    ab = keep(_numeric(store.ab_frame()))
     reports = _numeric(store.glitch_frame())
     findings = _numeric(store.findings_frame())
     takes = _numeric(store.takes_frame())
@@ -102,14 +139,16 @@ def compute_tables(store: Store, opts: ReportOptions = ReportOptions()) -> dict[
     )
 
     out: dict[str, pd.DataFrame] = {}
-    out["screening"] = stats.screen_raters(mos, opts.rules)
-    mt = stats.mos_table(usable)
+    out["screening"] = screening
+    mt = interval_table(usable, ["system_id"], scale=MOS_SCALE, seed=opts.seed)
     if not usable.empty:
         z = stats.mos_table(stats.add_z_scores(usable), score="z")[["system_id", "mean"]]
         mt = mt.merge(z.rename(columns={"mean": "mean_z"}), on="system_id", how="left")
     out["mos"] = mt
-    out["mos_by_prompt"] = stats.mos_table(usable, by=("system_id", "prompt_id"))
-    out["ab"] = stats.ab_table(ab)
+    out["mos_by_prompt"] = interval_table(
+        usable, ["system_id", "prompt_id"], scale=MOS_SCALE, seed=opts.seed
+    )
+    out["ab"] = stats.ab_table(ab, seed=opts.seed)
     out["preference_matrix"] = stats.preference_matrix(ab)
     ob = stats.order_bias(ab)
     out["order_bias"] = pd.DataFrame([ob])
@@ -161,7 +200,7 @@ def compute_tables(store: Store, opts: ReportOptions = ReportOptions()) -> dict[
         out["takes"] = t
     else:
         out["takes"] = pd.DataFrame()
-    out.update(listening_tables(store))
+    out.update(listening)
     return out
 
 
@@ -179,6 +218,38 @@ def listening_tables(store: Store) -> dict[str, pd.DataFrame]:
 
 
 # --------------------------------------------------------------------------- plots
+
+SCALES = {
+    "mos": (1.0, 5.0, "MOS"),
+    "mushra": (0.0, 100.0, "MUSHRA score"),
+    "cmos": (-3.0, 3.0, "CMOS"),
+}
+
+
+def interval_figure(df: pd.DataFrame, label: str, value: str, scale: str = "mos"):
+    """Points with their 95 % intervals, one row per ``label``; the axis spans the whole scale
+    from its bottom (a MOS axis starting at 3 makes a 0.2 gap look like a chasm). Rows whose
+    interval could not be computed are drawn hollow."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    low, high, name = SCALES[scale]
+    m = df.iloc[::-1]
+    fig, ax = plt.subplots(figsize=(6, 0.6 + 0.4 * len(m)))
+    ys = m[label].astype(str).tolist()
+    for i, (_, r) in enumerate(m.iterrows()):
+        lo, hi, v = r.get("ci_low"), r.get("ci_high"), r[value]
+        if pd.notna(lo) and pd.notna(hi):
+            ax.errorbar([v], [i], xerr=[[v - lo], [hi - v]], fmt="o", capsize=4, color="C0")
+        else:
+            ax.plot([v], [i], "o", mfc="none", color="C0")
+    ax.set_yticks(range(len(ys)), ys)
+    ax.set_xlim(low, high)
+    ax.set_xlabel(f"{name} (95% interval, raters x prompts; hollow: too few ratings)")
+    ax.grid(axis="x", alpha=0.3)
+    return fig
 
 
 def _png(fig) -> str:
@@ -199,16 +270,7 @@ def _plots(t: dict[str, pd.DataFrame]) -> dict[str, str]:
     out: dict[str, str] = {}
     mos = t["mos"]
     if not mos.empty:
-        fig, ax = plt.subplots(figsize=(6, 0.5 + 0.4 * len(mos)))
-        m = mos.iloc[::-1]
-        err = np.vstack([m["mean"] - m["ci_low"], m["ci_high"] - m["mean"]])
-        ax.errorbar(
-            m["mean"], m["system_id"].astype(str), xerr=np.nan_to_num(err), fmt="o", capsize=4
-        )
-        ax.set_xlim(1, 5)
-        ax.set_xlabel("MOS (95% t interval)")
-        ax.grid(axis="x", alpha=0.3)
-        out["mos"] = _png(fig)
+        out["mos"] = _png(interval_figure(mos, "system_id", "mean", scale="mos"))
     pm = t["preference_matrix"]
     if not pm.empty:
         fig, ax = plt.subplots(figsize=(1.5 + 0.7 * len(pm), 1.2 + 0.6 * len(pm)))
@@ -294,15 +356,17 @@ def render_html(store: Store, t: dict[str, pd.DataFrame], plots: dict[str, str])
     counts = {name: len(store.frame(name)) for name in RAW_TABLES}
     summary = ", ".join(f"{v} {k.replace('_', ' ')}" for k, v in counts.items())
     sections = [
-        ("Raters (P.808-style screening)", _table(t["screening"])),
+        ("Raters (each test's screening rule)", _table(t["screening"])),
         (
-            "MOS per system (screened raters, 95% t interval; mean_z = per-rater z-scores)",
+            "MOS per system (screened raters out, by each test's rule; 95% two-way cluster "
+            "bootstrap interval over raters and prompts; mean_z = per-rater z-scores)",
             img("mos") + _table(t["mos"]),
         ),
         ("MOS per system × prompt", _table(t["mos_by_prompt"])),
         (
-            "A/B preference (x vs y; share of decisive votes for x, Wilson interval; sign test; "
-            "CMOS = how much better y is, presentation order corrected)",
+            "A/B preference (x vs y; share of decisive votes for x and CMOS = how much better y "
+            "is, presentation order corrected, with two-way cluster bootstrap intervals; "
+            "vote-level sign test)",
             img("ab") + _table(t["ab"]) + "<h3>First-position bias</h3>" + _table(t["order_bias"]),
         ),
         (
@@ -433,6 +497,7 @@ __all__ = [
     "ReportOptions",
     "compute_tables",
     "export_csv",
+    "interval_figure",
     "neutralise_cell",
     "render_html",
     "safe_csv",

@@ -6,15 +6,23 @@ and returns a DataFrame, so a notebook, the report and the tests all use the sam
 
 * :func:`mos_table` — MOS per system (or system × prompt) with a Student-t 95 % interval.
 * :func:`add_z_scores` — per-rater z-normalised scores (a robustness column; raw stays primary).
-* :func:`screen_raters` / :func:`usable_ratings` — P.808-style screening: failed gold or trap
-  items, near-zero rating variance (straight-lining), unplayed items.
-* :func:`ab_table` — per system pair: preference share with a Wilson interval, a two-sided
-  binomial sign test on the decisive votes (ties reported separately), CMOS with a t interval,
-  all with the sign corrected for presentation order; plus the first-position bias.
+* :func:`screen_raters` / :func:`usable_ratings` — P.808-style screening: failed trap items,
+  check items judged against the rater's own use of the scale (:class:`ScreeningRules`),
+  near-zero rating variance (straight-lining), unplayed items.
+* :func:`ab_table` — per system pair: preference share and CMOS with two-way cluster bootstrap
+  intervals (raters x prompts), a vote-level sign test (ties reported separately), all with the
+  sign corrected for presentation order; plus the first-position bias.
 * :func:`bt_leaderboard` — Bradley–Terry ratings (evalica) with bootstrap 95 % intervals,
-  sorted by the lower bound, with a minimum-votes threshold.
-* :func:`glitch_rates`, :func:`glitches_by_seam` — rater glitch reports per minute of audio and
-  per chunk seam, per system.
+  sorted by the lower bound, with a minimum-votes threshold; rank = 1 + the listed systems
+  significantly stronger (Holm).
+* :func:`glitch_rates`, :func:`glitches_by_seam`, :func:`glitch_marks` — rater glitch reports
+  per minute of audio and per chunk seam, per system (a mark on a one-chunk take has no seam).
+* :func:`mushra_screening`, :func:`mushra_table` — BS.1534-3 post-screening (mid anchor) and
+  per-condition medians, quartiles and clustered means.
+
+Intervals and pairwise tests that account for raters and prompts are in
+:mod:`evaluation.inference`; :func:`mos_table` (a plain t interval) stays for single-rater data
+and as the "naive" comparison of the validity benchmark.
 * :func:`agreement` — rater marks vs automatic findings, matched within a tolerance.
 """
 
@@ -26,6 +34,8 @@ import evalica
 import numpy as np
 import pandas as pd
 from scipy import stats
+
+from evaluation.listening.design import ANCHOR_LOW, ANCHOR_MID
 
 # --------------------------------------------------------------------------- MOS
 
@@ -93,10 +103,23 @@ def add_z_scores(
 
 @dataclass(frozen=True)
 class ScreeningRules:
-    """P.808-style rules (``listening-tests.md`` §3.2)."""
+    """P.808-style rules (``listening-tests.md`` §3.2), with the check items judged against the
+    rater's own use of the scale.
 
+    Why relative: an honest but harsh rater gives a known-good clip a 3 and fails P.808's
+    "gold within ±1 of 5"; with rater sd 0.5 and noise 0.6 that excluded several honest raters
+    in 30, and many more when the "gold" was a take of a mediocre system. A rater who hears
+    anything at all rates the low anchor below their own average and the gold above the anchor,
+    whatever their leniency; random, inverted and straight-line raters often do not.
+    """
+
+    relative_checks: bool = True
+    """The low anchor (expected <= 2) fails when rated at or above the rater's mean item score;
+    the gold (expected >= 4) fails when rated below the rater's low anchor (strictly: a gold
+    that is only a fair take still passes an honest rater, see the benchmark). A gold with no
+    anchor beside it (or ``relative_checks=False``) is judged by P.808's absolute tolerance."""
     gold_tolerance: float = 1.0
-    """A gold item passes if the score is within this of the expected score (P.808: ±1)."""
+    """Absolute check: within this of the expected score passes (P.808: ±1)."""
     max_gold_failures: int = 0
     max_trap_failures: int = 0
     """A trap ("select 2") passes only with exactly the expected answer."""
@@ -108,13 +131,56 @@ class ScreeningRules:
     max_unplayed_share: float = 0.2
     """Raters who left more of their items unplayed than this are excluded."""
 
+    def describe(self) -> str:
+        checks = (
+            "low anchor below the rater's own mean item score, gold not below the rater's anchor"
+            if self.relative_checks
+            else f"gold/anchor within ±{self.gold_tolerance:g} of the expected score"
+        )
+        return (
+            f"excluded when: a trap answer is not exactly the one asked (>{self.max_trap_failures}"
+            f" misses); check items failed (>{self.max_gold_failures}: {checks}); rating variance"
+            f" < {self.min_variance:g} over >= {self.min_items_for_variance} items; more than"
+            f" {self.max_unplayed_share:.0%} of items played < {self.min_played_fraction:.0%}"
+        )
+
 
 def _unplayed(ratings: pd.DataFrame, frac: float) -> pd.Series:
     if "played_ms" not in ratings or "duration_s" not in ratings:
         return pd.Series(False, index=ratings.index)
-    played = ratings["played_ms"].astype(float)
-    need = ratings["duration_s"].astype(float) * 1000 * frac
+    played = pd.to_numeric(ratings["played_ms"], errors="coerce")
+    need = pd.to_numeric(ratings["duration_s"], errors="coerce") * 1000 * frac
     return played.notna() & need.notna() & (played < need)
+
+
+def _check_failures(
+    items: pd.DataFrame, gold: pd.DataFrame, rules: ScreeningRules
+) -> tuple[int, list[str]]:
+    """Failed check items (see :class:`ScreeningRules`) and one reason per failure."""
+    score = gold["score"].astype(float)
+    expected = gold["expected"].astype(float)
+    low, high = gold[expected <= 2], gold[expected >= 4]
+    mean = float(items["score"].mean()) if len(items) else float("nan")
+    fails: list[str] = []
+    absolute = gold.index if not rules.relative_checks else []
+    if rules.relative_checks:
+        for _, r in low.iterrows():
+            if np.isnan(mean):
+                absolute = [*absolute, r.name]
+            elif r["score"] >= mean:
+                fails.append(f"anchor rated {r['score']:g}, not below own mean {mean:.1f}")
+        floor = float(low["score"].max()) if len(low) else float("nan")
+        for _, r in high.iterrows():
+            if np.isnan(floor):
+                absolute = [*absolute, r.name]
+            elif r["score"] < floor:
+                fails.append(f"gold rated {r['score']:g}, below the anchor's {floor:g}")
+        rest = gold.drop(index=[*low.index, *high.index])
+        absolute = [*absolute, *rest.index]
+    for i in absolute:
+        if abs(score[i] - expected[i]) > rules.gold_tolerance:
+            fails.append(f"check item rated {score[i]:g}, expected {expected[i]:g}")
+    return len(fails), fails
 
 
 def screen_raters(ratings: pd.DataFrame, rules: ScreeningRules = ScreeningRules()) -> pd.DataFrame:
@@ -134,19 +200,21 @@ def screen_raters(ratings: pd.DataFrame, rules: ScreeningRules = ScreeningRules(
     r = ratings.copy()
     if "role" not in r:
         r["role"] = "item"
+    r["score"] = pd.to_numeric(r["score"], errors="coerce")
+    r["expected"] = pd.to_numeric(r.get("expected"), errors="coerce")
     r["_unplayed"] = _unplayed(r, rules.min_played_fraction)
     rows = []
     for rater, g in r.groupby("rater_id", sort=True):
         items = g[g["role"] == "item"]
         gold = g[g["role"] == "gold"]
         trap = g[g["role"] == "trap"]
-        gold_failed = int(((gold["score"] - gold["expected"]).abs() > rules.gold_tolerance).sum())
+        gold_failed, why = _check_failures(items, gold, rules)
         trap_failed = int((trap["score"] != trap["expected"]).sum())
         var = float(items["score"].var(ddof=1)) if len(items) > 1 else float("nan")
         unplayed = int(items["_unplayed"].sum())
         reasons = []
         if gold_failed > rules.max_gold_failures:
-            reasons.append(f"gold failed x{gold_failed}")
+            reasons.append(f"gold failed x{gold_failed} ({'; '.join(why)})")
         if trap_failed > rules.max_trap_failures:
             reasons.append(f"trap failed x{trap_failed}")
         if len(items) >= rules.min_items_for_variance and var < rules.min_variance:
@@ -220,9 +288,16 @@ def oriented_votes(votes: pd.DataFrame) -> pd.DataFrame:
     return v
 
 
-def ab_table(votes: pd.DataFrame, confidence: float = 0.95) -> pd.DataFrame:
-    """Per system pair (x < y): wins, ties, preference share of x among decisive votes with a
-    Wilson interval, two-sided sign-test p, CMOS (y vs x) mean with t interval."""
+def ab_table(
+    votes: pd.DataFrame, confidence: float = 0.95, n_boot: int = 1000, seed: int = 0
+) -> pd.DataFrame:
+    """Per system pair (x < y): wins, ties, preference share of x among decisive votes and CMOS
+    (how much better y is, presentation order undone), each with a two-way cluster bootstrap
+    interval over raters and prompts (:func:`evaluation.inference.clustered_mean`), and the
+    vote-level two-sided sign-test p (``p_sign``; see :func:`evaluation.inference.sign_tests`
+    for the rater-level test that the results page uses)."""
+    from evaluation.inference import CMOS_SCALE, SHARE_SCALE, clustered_mean
+
     cols = [
         "x",
         "y",
@@ -238,23 +313,31 @@ def ab_table(votes: pd.DataFrame, confidence: float = 0.95) -> pd.DataFrame:
         "cmos_y",
         "cmos_low",
         "cmos_high",
+        "note",
     ]
     v = oriented_votes(votes)
     if v.empty:
         return pd.DataFrame(columns=cols)
+    if "prompt_id" not in v:
+        v["prompt_id"] = None
     rows = []
     for (x, y), g in v.groupby(["x", "y"], sort=True):
         xw, yw = int((g["winner"] == "x").sum()), int((g["winner"] == "y").sum())
         ties = int((g["winner"] == "tie").sum())
         dec = xw + yw
-        lo, hi = wilson(xw, dec, confidence)
         p = (
             float(stats.binomtest(xw, dec, 0.5, alternative="two-sided").pvalue)
             if dec
             else float("nan")
         )
-        cm = g["cmos_y"].dropna().to_numpy(dtype=float)
-        clo, chi = t_interval(cm, confidence)
+        d = g[g["winner"] != "tie"].assign(_x=lambda f: (f["winner"] == "x").astype(float))
+        share = clustered_mean(
+            d, "_x", scale=SHARE_SCALE, confidence=confidence, n_boot=n_boot, seed=seed
+        )
+        cm = clustered_mean(
+            g, "cmos_y", scale=CMOS_SCALE, confidence=confidence, n_boot=n_boot, seed=seed
+        )
+        notes = [f"{k}: {iv.note}" for k, iv in (("share", share), ("cmos", cm)) if iv.note]
         rows.append(
             [
                 x,
@@ -264,13 +347,14 @@ def ab_table(votes: pd.DataFrame, confidence: float = 0.95) -> pd.DataFrame:
                 yw,
                 ties,
                 xw / dec if dec else float("nan"),
-                lo,
-                hi,
+                share.low,
+                share.high,
                 p,
-                len(cm),
-                float(cm.mean()) if len(cm) else float("nan"),
-                clo,
-                chi,
+                cm.n,
+                cm.mean,
+                cm.low,
+                cm.high,
+                "; ".join(notes),
             ]
         )
     return pd.DataFrame(rows, columns=cols)
@@ -349,7 +433,9 @@ def bt_leaderboard(
     percentile bootstrap intervals over resampled votes, sorted by the interval's lower bound.
 
     Systems with fewer than ``min_votes`` votes are still fitted (their games inform the others)
-    but flagged ``listed = False`` and put at the bottom.
+    but flagged ``listed = False`` and put at the bottom (rank 0). A listed system's ``rank`` is
+    1 + the number of listed systems significantly stronger (``better_systems``), so systems
+    whose intervals overlap share a rank instead of being ordered by noise.
     """
     cols = [
         "system",
@@ -361,6 +447,7 @@ def bt_leaderboard(
         "losses",
         "ties",
         "listed",
+        "better_systems",
         "rank",
     ]
     v = oriented_votes(votes)
@@ -395,12 +482,39 @@ def bt_leaderboard(
                 n >= min_votes,
             ]
         )
-    df = pd.DataFrame(rows, columns=cols[:-1])
+    df = pd.DataFrame(rows, columns=cols[:-2])
+    better = _significantly_better(point, boots, df["listed"].to_numpy(), alpha=1 - confidence)
+    df["better_systems"] = better
     df = df.sort_values(
         ["listed", "ci_low", "rating"], ascending=[False, False, False], ignore_index=True
     )
-    df["rank"] = np.where(df["listed"], np.arange(1, len(df) + 1), 0)
+    df["rank"] = np.where(df["listed"], 1 + df["better_systems"], 0)
     return df
+
+
+def _significantly_better(
+    point: np.ndarray, boots: np.ndarray, listed: np.ndarray, alpha: float = 0.05
+) -> np.ndarray:
+    """Per system, how many listed systems are significantly stronger: for each pair, a Wald
+    test of the log-strength difference with its bootstrap sd, Holm-corrected over all pairs
+    of listed systems. Without bootstrap resamples nothing is significant (all rank 1)."""
+    from evaluation.inference import holm
+
+    idx = np.flatnonzero(listed)
+    out = np.zeros(len(point), dtype=int)
+    if len(boots) < 2 or len(idx) < 2:
+        return out
+    pairs = [(i, j) for k, i in enumerate(idx) for j in idx[k + 1 :]]
+    ps = []
+    for i, j in pairs:
+        sd = float((boots[:, j] - boots[:, i]).std(ddof=1))
+        z = abs(point[j] - point[i]) / sd if sd > 0 else (np.inf if point[j] != point[i] else 0)
+        ps.append(float(2 * stats.norm.sf(z)))
+    sig = holm(ps) < alpha
+    for (i, j), s in zip(pairs, sig, strict=True):
+        if s:
+            out[i if point[j] > point[i] else j] += 1
+    return out
 
 
 # --------------------------------------------------------------------------- glitch reports
@@ -449,14 +563,19 @@ def glitch_rates(
 
 
 def glitches_by_seam(reports: pd.DataFrame, seam_tolerance_ms: float = 300.0) -> pd.DataFrame:
-    """Counts of seam-near reports per system × boundary index (rows: systems)."""
+    """Counts of seam-near reports per system × boundary index (rows: systems).
+
+    A mark on a one-chunk take has no seam (``boundary_index`` and ``distance_ms`` NULL): it is
+    left out here and counted by :func:`glitch_marks`."""
     if reports.empty:
         return pd.DataFrame()
-    near = reports[reports["distance_ms"].abs() <= seam_tolerance_ms]
+    dist = pd.to_numeric(reports["distance_ms"], errors="coerce")
+    bidx = pd.to_numeric(reports["boundary_index"], errors="coerce")
+    near = reports[(dist.abs() <= seam_tolerance_ms) & bidx.notna()]
     if near.empty:
         return pd.DataFrame()
     return (
-        near.assign(boundary_index=near["boundary_index"].astype(int))
+        near.assign(boundary_index=bidx[near.index].astype(int))
         .pivot_table(
             index="system_id",
             columns="boundary_index",
@@ -466,6 +585,26 @@ def glitches_by_seam(reports: pd.DataFrame, seam_tolerance_ms: float = 300.0) ->
         )
         .sort_index(axis=1)
     )
+
+
+def glitch_marks(reports: pd.DataFrame, seam_tolerance_ms: float = 300.0) -> pd.DataFrame:
+    """Per system: marks, raters who marked, marks within ``seam_tolerance_ms`` of a seam, and
+    marks on takes with no seam at all."""
+    cols = ["system_id", "marks", "raters", "at_seam", "no_seam"]
+    if reports.empty:
+        return pd.DataFrame(columns=cols)
+    dist = pd.to_numeric(reports["distance_ms"], errors="coerce")
+    r = reports.assign(_at=dist.abs() <= seam_tolerance_ms, _none=dist.isna())
+    g = r.groupby("system_id", dropna=False)
+    out = pd.DataFrame(
+        {
+            "marks": g.size(),
+            "raters": g["rater_id"].nunique(),
+            "at_seam": g["_at"].sum().astype(int),
+            "no_seam": g["_none"].sum().astype(int),
+        }
+    )
+    return out.reset_index()[cols]
 
 
 def agreement(
@@ -513,14 +652,20 @@ def agreement(
 
 
 __all__ = [
+    "MushraRules",
     "ScreeningRules",
     "ab_table",
     "add_z_scores",
     "agreement",
     "bt_leaderboard",
     "glitch_rates",
+    "glitch_marks",
     "glitches_by_seam",
+    "median_interval",
     "mos_table",
+    "mushra_conditions",
+    "mushra_screening",
+    "mushra_table",
     "order_bias",
     "oriented_votes",
     "preference_matrix",
@@ -559,48 +704,114 @@ class MushraRules:
     """... on more than this share of items is excluded."""
 
 
+# The anchors' pseudo system ids come from the design (BS.1534-3 screens on the mid anchor).
+MID_ANCHOR, LOW_ANCHOR = ANCHOR_MID, ANCHOR_LOW
+
+
+def _anchor_label(system_id: object) -> str:
+    if system_id == MID_ANCHOR:
+        return "mid anchor (7 kHz)"
+    if system_id == LOW_ANCHOR:
+        return "low anchor (3.5 kHz)"
+    return "anchor"
+
+
 def mushra_screening(ratings: pd.DataFrame, rules: MushraRules = MushraRules()) -> pd.DataFrame:
-    """One row per rater: items, hidden-reference and anchor misses, excluded, reasons."""
+    """One row per rater: items, hidden-reference and anchor misses, excluded, reasons.
+
+    The anchor rule uses the mid (7 kHz) anchor when the test has one, as BS.1534-3 says;
+    a test with a single anchor uses that one."""
     cols = ["rater_id", "items", "ref_low", "anchor_high", "excluded", "reasons"]
     if ratings.empty:
         return pd.DataFrame(columns=cols)
+    anchors = ratings[ratings["role"] == "anchor"]
+    if "system_id" in ratings and (anchors["system_id"] == MID_ANCHOR).any():
+        anchors = anchors[anchors["system_id"] == MID_ANCHOR]
+    which = _anchor_label(anchors["system_id"].iloc[0]) if len(anchors) else "anchor"
     rows = []
     for rater, g in ratings.groupby("rater_id", sort=True):
         items = g["assignment_id"].nunique()
         ref = g[g["role"] == "reference"]
-        anc = g[g["role"] == "anchor"]
+        anc = anchors[anchors["rater_id"] == rater]
         ref_low = int(ref.groupby("assignment_id")["score"].min().lt(rules.reference_min).sum())
         anc_high = int(anc.groupby("assignment_id")["score"].max().gt(rules.anchor_max).sum())
         reasons = []
         if len(ref) and ref_low / items > rules.max_share:
             reasons.append(f"hidden reference < {rules.reference_min:g} on {ref_low}/{items} items")
         if len(anc) and anc_high / items > rules.max_share:
-            reasons.append(f"anchor > {rules.anchor_max:g} on {anc_high}/{items} items")
+            reasons.append(f"{which} > {rules.anchor_max:g} on {anc_high}/{items} items")
         rows.append([rater, items, ref_low, anc_high, bool(reasons), "; ".join(reasons)])
     return pd.DataFrame(rows, columns=cols)
 
 
+def mushra_conditions(ratings: pd.DataFrame) -> pd.Series:
+    """The condition each MUSHRA rating belongs to: a system, ``hidden reference`` or an
+    anchor by its cutoff."""
+    return pd.Series(
+        np.select(
+            [ratings["role"] == "reference", ratings["role"] == "anchor"],
+            ["hidden reference", ratings["system_id"].map(_anchor_label)],
+            default=ratings["system_id"].astype(str),
+        ),
+        index=ratings.index,
+    )
+
+
 def mushra_table(
-    ratings: pd.DataFrame, by: str = "label", confidence: float = 0.95
+    ratings: pd.DataFrame,
+    by: str = "label",
+    confidence: float = 0.95,
+    n_boot: int = 1000,
+    seed: int = 0,
 ) -> pd.DataFrame:
-    """Per condition (system, ``hidden reference``, ``anchor``): n, median with an order-statistic
-    interval, mean with a t interval."""
-    cols = ["condition", "n", "median", "median_low", "median_high", "mean", "ci_low", "ci_high"]
+    """Per condition (system, ``hidden reference``, anchors): n, raters, median with an
+    order-statistic interval and the quartiles (BS.1534-3 asks for median and IQR), mean with a
+    two-way cluster bootstrap interval over raters and prompts (clipped to 0-100)."""
+    from evaluation.inference import MUSHRA_SCALE, clustered_mean
+
+    cols = [
+        "condition",
+        "n",
+        "raters",
+        "median",
+        "median_low",
+        "median_high",
+        "q1",
+        "q3",
+        "mean",
+        "ci_low",
+        "ci_high",
+        "note",
+    ]
     if ratings.empty:
         return pd.DataFrame(columns=cols)
     r = ratings.copy()
     if by not in r:
-        r[by] = np.select(
-            [r["role"] == "reference", r["role"] == "anchor"],
-            ["hidden reference", "anchor"],
-            default=r["system_id"].astype(str),
-        )
+        r[by] = mushra_conditions(r)
     rows = []
     for key, g in r.groupby(by, sort=True):
         v = g["score"].astype(float).to_numpy()
         mlo, mhi = median_interval(v, confidence)
-        lo, hi = t_interval(v, confidence)
-        rows.append([key, len(v), float(np.median(v)), mlo, mhi, float(v.mean()), lo, hi])
+        iv = clustered_mean(
+            g, "score", scale=MUSHRA_SCALE, confidence=confidence, n_boot=n_boot, seed=seed
+        )
+        q1, q3 = np.percentile(v, [25, 75])
+        rows.append(
+            [
+                key,
+                len(v),
+                iv.raters,
+                float(np.median(v)),
+                mlo,
+                mhi,
+                float(q1),
+                float(q3),
+                iv.mean,
+                iv.low,
+                iv.high,
+                iv.note,
+            ]
+        )
     return pd.DataFrame(rows, columns=cols).sort_values(
         "median", ascending=False, ignore_index=True
     )

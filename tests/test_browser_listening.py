@@ -11,7 +11,6 @@ from __future__ import annotations
 import httpx
 import numpy as np
 import pytest
-from scipy import stats
 
 from tests._app_util import (
     chromium,
@@ -101,14 +100,13 @@ def test_mos_two_raters_screening_resume_and_results(setup):
     p1.click("#lt-agree")
     p1.wait_for_selector("#lt-headphones:not([hidden])")
     headphones(p1, True)
-    assert p1.inner_text("#lt-count") == "1 / 5"
+    assert p1.inner_text("#lt-count") == "1 / 4"  # 2 items, the gold "1" and the trap
     while p1.get_attribute("#lt-root", "data-position") != "done":
         answer_current(p1, live, tid, True, good_scores)
     p1.wait_for_selector("#lt-done:not([hidden])")
     assert p1.inner_text("#lt-code") == "C0DE42"
 
-    # rater 2 (another origin: its own localStorage) fails the headphone check, the anchor and
-    # the gold item, and reloads the page after two answers: it resumes at the next item
+    # rater 2 (another origin: its own localStorage) fails the headphone check and the anchor, and reloads the page after two answers: it resumes at the next item
     if True:
         url2 = url.replace("pp-123", "pp-456").replace("127.0.0.1", "localhost")
         p2 = open_rater(browser, url2)
@@ -123,7 +121,7 @@ def test_mos_two_raters_screening_resume_and_results(setup):
         p2.reload()
         p2.wait_for_selector("#lt-root[data-ready='1']")
         assert p2.get_attribute("#lt-root", "data-position") == before
-        assert p2.inner_text("#lt-count") == "3 / 5"
+        assert p2.inner_text("#lt-count") == "3 / 4"
         assert p2.evaluate(f"localStorage.getItem('listenlab:rater:{tid}')") == token
         while p2.get_attribute("#lt-root", "data-position") != "done":
             answer_current(p2, live, tid, False, good_scores)
@@ -133,24 +131,22 @@ def test_mos_two_raters_screening_resume_and_results(setup):
     raters = {r["crowd_id"]: r for r in res["raters"]}
     assert not raters["pp-123"]["excluded"], raters["pp-123"]
     bad = raters["pp-456"]
-    assert bad["excluded"] and bad["gold_failed"] == 2
-    assert "headphone check 0/6" in bad["reasons"] and "gold failed x2" in bad["reasons"]
+    assert bad["excluded"] and bad["gold_failed"] == 1  # no gold "5" without a recording
+    assert "headphone check 0/6" in bad["reasons"] and "gold failed x1" in bad["reasons"]
     # the MOS the passing rater's votes imply (one item per system: n = 1, no interval)
     mos = {r["system_id"]: r for r in res["mos"]}
     assert mos["joe"]["mean"] == 5.0 and mos["qwen"]["mean"] == 3.0
     assert mos["joe"]["n"] == 1 and mos["joe"]["ci_low"] is None
-    # with the screened rater included: joe = mean(5, 3) with a t-interval
+    # with the screened rater included: joe = mean(5, 3); two raters are too few for an
+    # interval over raters and prompts, and the table says so instead of a zero-width one
     allr = {r["system_id"]: r for r in res["mos_all_raters"]}
-    lo, hi = stats.t.interval(0.95, 1, loc=4.0, scale=stats.sem([5.0, 3.0]))
-    assert allr["joe"]["mean"] == 4.0
-    assert allr["joe"]["ci_low"] == pytest.approx(lo) and allr["joe"]["ci_high"] == pytest.approx(
-        hi
-    )
+    assert allr["joe"]["mean"] == 4.0 and allr["joe"]["n"] == 2
+    assert allr["joe"]["ci_low"] is None and allr["joe"]["note"] == "too few ratings"
     # the crowd ids were recorded; every vote has its play events
     pe = live.state.store.db.execute(
         "SELECT count(DISTINCT assignment_id) FROM play_events WHERE test_id=?", [tid]
     ).fetchone()[0]
-    assert pe == 10
+    assert pe == 8  # 2 raters x 4 items
 
 
 def test_as_streamed_item_stall_is_heard_and_reported(setup):
@@ -243,11 +239,12 @@ def test_ab_and_mushra_pages(setup):
     page.wait_for_selector("#lt-item:not([hidden])")
     assert not page.is_hidden("#lt-reference")
     assert page.is_hidden("#lt-text")  # MUSHRA: off by default
-    assert page.locator(".lt-slider").count() == 3  # qwen, hidden reference, anchor
+    # qwen, hidden reference, the 3.5 kHz and the 7 kHz anchors
+    assert page.locator(".lt-slider").count() == 4
     page.click("#lt-ref")  # the open reference plays but does not unlock the vote
     page.wait_for_function("window.listenTest.lastEnded", timeout=60_000)
     assert page.is_disabled("#lt-submit")
-    _play_all_and_wait(page, 3)
+    _play_all_and_wait(page, 4)
     st = page.evaluate("window.listenTest.status")
     a = store.assignments(mu, st["rater_id"])[0]
     for i, role in enumerate(a.meta["roles"]):

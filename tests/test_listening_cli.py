@@ -85,7 +85,8 @@ def test_create_records_the_stimuli_with_a_progress_line(created):
         assert cfg["design"]["items_per_rater"] == 2 and len(cfg["design"]["prompts"]) == 2
         stim = svc.tests.stimuli(tid)
         kinds = sorted(s.kind for s in stim)
-        assert kinds == ["anchor", "gold", "item", "item", "item", "item", "trap"]
+        # no natural recording and no marked clip: the gold "1" anchor and the trap, no gold "5"
+        assert kinds == ["anchor", "item", "item", "item", "item", "trap"]
         items = [s for s in stim if s.kind == "item"]
         assert {(s.system_id, s.condition) for s in items} == {
             ("joe", "as_streamed"),
@@ -119,7 +120,7 @@ def test_list_and_results_mirror_the_admin_json(created, capsys):
     code, out, _ = cli(capsys, "test", "list", "--db", str(db), "--json")
     assert code == 0
     (row,) = json.loads(out)["tests"]
-    assert (row["test_id"], row["kind"], row["stimuli"], row["raters"]) == (tid, "mos", 7, 0)
+    assert (row["test_id"], row["kind"], row["stimuli"], row["raters"]) == (tid, "mos", 6, 0)
     code, out, _ = cli(capsys, "test", "list", "--db", str(db))
     assert code == 0 and tid in out and "From a spec" in out
 
@@ -197,6 +198,15 @@ def test_flags_build_the_admin_routes_spec():
     assert (spec["kind"], spec["ab_mode"], spec["screening"]) == ("ab", "forced", False)
     assert spec["show_text"] is False
     assert "headphone_check" not in spec and "open" not in spec  # the designer's defaults
+    # imported stimuli: no systems needed, no Harvard default, the new fields passed through
+    args = build_parser().parse_args(
+        ["test", "create", "--stimuli", "study/", "--natural", "rec", "--title", "Voices"]
+        + ["--instructions", "Rate.", "--gold-clip", "g.wav", "--target-lufs", "-24"]
+    )
+    spec = spec_from_args(args)
+    assert spec["stimuli"] == "study/" and spec["natural"] == ["rec"] and "prompts" not in spec
+    assert (spec["title"], spec["instructions"], spec["gold_clip"]) == ("Voices", "Rate.", "g.wav")
+    assert spec["target_lufs"] == -24.0 and "systems" not in spec
 
 
 @pytest.mark.parametrize(
@@ -205,6 +215,15 @@ def test_flags_build_the_admin_routes_spec():
         (["test", "create", "--harvard", "2"], "give the systems"),
         (["test", "create", "--system", "x=nosuchengine"], "cannot load backend"),
         (["test", "create", "--system", JOE, "--type", "ab", "--harvard", "2"], "two systems"),
+        (
+            ["test", "create", "--system", JOE, "--system", FAST, "--type", "mushra"],
+            "a MUSHRA test needs a reference system",
+        ),
+        (["test", "create", "--stimuli", "/nonexistent/folder"], "no stimuli folder"),
+        (
+            ["test", "create", "--system", JOE, "--target-lufs", "-3", "--harvard", "1"],
+            "loudness target must be within",
+        ),
         (["test", "results", "nosuchtest"], "no test"),
     ],
 )

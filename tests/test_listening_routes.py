@@ -304,7 +304,7 @@ def test_show_text_sends_the_prompt_as_data(live):
     prompts = ["The birch canoe slid on the smooth planks.", HOSTILE_PROMPT]
     on = make_test(live, prompts=prompts, screening=False, headphone_check=False)
     off = make_test(live, prompts=prompts, screening=False, headphone_check=False, show_text=False)
-    mu = make_test(live, kind="mushra", items_per_rater=1, headphone_check=False)
+    mu = make_test(live, kind="mushra", reference="a", items_per_rater=1, headphone_check=False)
     tests = live.state.store
 
     async def texts(tid: str) -> list:
@@ -347,11 +347,12 @@ def test_mushra_hidden_reference_anchor_and_post_screening(live):
         st = await c.status()
         while not st["finished"]:
             it = st["item"]
-            assert it["slots"] == 3 and it["has_reference"]
+            # b, the hidden reference, the 3.5 kHz and the 7 kHz anchors (BS.1534-3)
+            assert it["slots"] == 4 and it["has_reference"]
             a = assignment_of(store, tid, st)
-            r = await c.vote({"assignment_id": it["assignment_id"], "scores": [50] * 3})
+            r = await c.vote({"assignment_id": it["assignment_id"], "scores": [50] * 4})
             assert r.status_code == 409  # every stimulus must be played first
-            for i in range(3):
+            for i in range(4):
                 await c.listen(it["assignment_id"], i)
             scores = [
                 {"reference": 100 if good else 40, "anchor": 10 if good else 95, "item": 70}[role]
@@ -375,6 +376,8 @@ def test_mushra_hidden_reference_anchor_and_post_screening(live):
     m = TestStoreFrame(store, tid)
     ref_take = m[m["role"] == "reference"]["take_id"].iloc[0]
     assert store.load_take(ref_take).meta["system"] == "a"
+    # which anchor is which reaches the ratings (system_id), for the BS.1534-3 screening
+    assert set(m[m["role"] == "anchor"]["system_id"]) == {"__anchor_low__", "__anchor_mid__"}
 
 
 def TestStoreFrame(store, tid):  # noqa: N802 - small helper

@@ -126,8 +126,10 @@ def _cap_frames(rate: int, channels: int) -> int:
     return min(int(MAX_INPUT_SECONDS * rate), MAX_DECODED_SAMPLES // channels)
 
 
-def _decode_soundfile(data: bytes, what: str) -> tuple[np.ndarray, int] | None:
-    """Header check, then a bounded read; None when libsndfile cannot open it at all."""
+def _decode_soundfile(data: bytes, what: str, mono: bool = True) -> tuple[np.ndarray, int] | None:
+    """Header check, then a bounded read; None when libsndfile cannot open it at all.
+
+    ``mono``: mix down (a reference clip); otherwise keep the channels, shape (frames, ch)."""
     try:
         f = sf.SoundFile(io.BytesIO(data))
     except (sf.LibsndfileError, RuntimeError, TypeError, ValueError):
@@ -143,7 +145,7 @@ def _decode_soundfile(data: bytes, what: str) -> tuple[np.ndarray, int] | None:
                 b = f.read(min(65536, cap + 1 - n), dtype="float32", always_2d=True)
                 if not len(b):
                     break
-                blocks.append(b.mean(axis=1, dtype=np.float32))
+                blocks.append(b.mean(axis=1, dtype=np.float32) if mono else b)
                 n += len(b)
                 if n > cap:
                     raise ClipError(
@@ -154,8 +156,9 @@ def _decode_soundfile(data: bytes, what: str) -> tuple[np.ndarray, int] | None:
             if not blocks:
                 return None
             raise ClipError(f"{what} is damaged after {n / sr:.1f} s ({e})") from None
-    mono = np.concatenate(blocks) if blocks else np.zeros(0, np.float32)
-    return mono, sr
+    if not blocks:
+        return (np.zeros(0 if mono else (0, ch), np.float32)), sr
+    return np.concatenate(blocks), sr
 
 
 def _run_bounded(cmd: list[str]) -> subprocess.CompletedProcess[bytes]:
@@ -199,7 +202,9 @@ def _ffprobe(path: Path, fmt: str) -> tuple[int, int, float | None] | None:
     return int(num(st.get("sample_rate")) or 0), int(st.get("channels") or 0), dur
 
 
-def _decode_ffmpeg(data: bytes, fmt: str, what: str) -> tuple[np.ndarray, int] | None:
+def _decode_ffmpeg(
+    data: bytes, fmt: str, what: str, mono: bool = True
+) -> tuple[np.ndarray, int] | None:
     """ffmpeg on one local file, demuxer forced, no other protocol, output capped by ``-t``."""
     if shutil.which("ffmpeg") is None or shutil.which("ffprobe") is None:
         return None
@@ -225,7 +230,7 @@ def _decode_ffmpeg(data: bytes, fmt: str, what: str) -> tuple[np.ndarray, int] |
             "-t",
             f"{MAX_INPUT_SECONDS + 0.5:.1f}",
             "-ac",
-            "1",
+            "1" if mono else str(ch),
             "-ar",
             str(out_rate),
             "-f",
@@ -242,12 +247,14 @@ def _decode_ffmpeg(data: bytes, fmt: str, what: str) -> tuple[np.ndarray, int] |
             ) from None
     if proc.returncode != 0 or not proc.stdout:
         return None
-    pcm = np.frombuffer(proc.stdout[: len(proc.stdout) // 2 * 2], dtype="<i2")
-    if len(pcm) > MAX_INPUT_SECONDS * out_rate:
+    n_ch = 1 if mono else ch
+    pcm = np.frombuffer(proc.stdout[: len(proc.stdout) // (2 * n_ch) * 2 * n_ch], dtype="<i2")
+    if len(pcm) > MAX_INPUT_SECONDS * out_rate * n_ch:
         raise ClipError(
             f"{what} decodes to more than {MAX_INPUT_SECONDS:.0f} s of audio; send a shorter clip"
         )
-    return pcm.astype(np.float32) / 32768.0, out_rate
+    out = pcm.astype(np.float32) / 32768.0
+    return (out if mono else out.reshape(-1, n_ch)), out_rate
 
 
 def decode_mono(data: bytes, what: str = "the clip") -> tuple[np.ndarray, int, str]:
@@ -257,17 +264,36 @@ def decode_mono(data: bytes, what: str = "the clip") -> tuple[np.ndarray, int, s
     duration are checked before any decoding, and at most :data:`MAX_DECODED_SAMPLES` are
     decoded. Raises :class:`ClipError` with a message for the user (never a Python repr).
     """
+    return decode_audio(data, what, mono=True)
+
+
+def decode_audio(
+    data: bytes,
+    what: str = "the clip",
+    *,
+    mono: bool = False,
+    formats: tuple[str, ...] = ALLOWED_FORMATS,
+) -> tuple[np.ndarray, int, str]:
+    """:func:`decode_mono`'s checks, keeping the channels unless ``mono``: float32 samples,
+    shape ``(frames, channels)`` (``(frames,)`` when ``mono``). ``formats`` narrows the
+    accepted containers (listening-test stimuli: wav and flac only)."""
     if not data:
         raise ClipError(f"{what} is empty (0 bytes)")
     fmt = sniff_format(data)
     if fmt is None:
         raise ClipError(
             f"{what} is not readable audio: it is {_describe_unknown(data)}. "
-            "Upload wav, flac, mp3, ogg/opus, m4a or webm"
+            + (
+                "Upload wav, flac, mp3, ogg/opus, m4a or webm"
+                if formats == ALLOWED_FORMATS
+                else f"Use {' or '.join(formats)}"
+            )
         )
-    got = _decode_soundfile(data, what) if fmt in ("wav", "flac", "ogg", "mp3") else None
+    if fmt not in formats:
+        raise ClipError(f"{what} is {fmt} audio; only {' or '.join(formats)} is accepted here")
+    got = _decode_soundfile(data, what, mono) if fmt in ("wav", "flac", "ogg", "mp3") else None
     if got is None:
-        got = _decode_ffmpeg(data, fmt, what)
+        got = _decode_ffmpeg(data, fmt, what, mono)
     if got is None:
         raise ClipError(
             f"{what} is not readable audio: it looks like {fmt} but cannot be decoded "
@@ -342,6 +368,7 @@ __all__ = [
     "MAX_SECONDS",
     "MAX_UPLOAD_BYTES",
     "MIN_SECONDS",
+    "decode_audio",
     "decode_mono",
     "prepare_clip",
     "sniff_format",

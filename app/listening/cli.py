@@ -12,7 +12,9 @@
 
 Systems are backend specs (``--system joe=piper``, ``--system qwen=piper?profile=qwen3-tts``);
 they are loaded in this process, so the ``live`` condition (which needs a running server's
-backend) is not available here.
+backend) is not available here. ``--stimuli DIR`` imports systems made elsewhere (a folder
+``SYSTEM/PROMPT_ID.wav`` or a CSV manifest, checked file by file before anything is created);
+a system named ``natural`` is a set of recordings (MUSHRA reference, MOS gold "5").
 """
 
 from __future__ import annotations
@@ -84,8 +86,12 @@ def spec_from_args(args: argparse.Namespace) -> dict[str, Any]:
             raise InvalidRequest(f"cannot read prompts from {args.prompts_file}: {e}") from None
     elif args.prompt:
         spec["prompts"] = list(args.prompt)
-    elif args.harvard is not None or "prompts" not in spec:
+    elif args.harvard is not None or ("prompts" not in spec and not args.stimuli):
         spec["prompts"] = {"source": "harvard", "n": args.harvard or 10}
+    if args.stimuli:
+        spec["stimuli"] = args.stimuli
+    if args.natural:
+        spec["natural"] = list(args.natural)
     for key, value in (
         ("name", args.name),
         ("kind", args.type),
@@ -99,13 +105,21 @@ def spec_from_args(args: argparse.Namespace) -> dict[str, Any]:
         ("screening", args.screening),
         ("headphone_check", args.headphone_check),
         ("show_text", args.show_text),
+        ("title", args.title),
+        ("instructions", args.instructions),
+        ("gold_clip", args.gold_clip),
+        ("gold_text", args.gold_text),
+        ("target_lufs", args.target_lufs),
+        ("ceiling_dbtp", args.ceiling_dbtp),
     ):
         if value is not None:
             spec[key] = value
     if args.draft:
         spec["open"] = False
-    if not spec.get("systems"):
-        raise InvalidRequest("give the systems: --system NAME=SPEC (twice or more), or --spec")
+    if not spec.get("systems") and not spec.get("stimuli"):
+        raise InvalidRequest(
+            "give the systems: --system NAME=SPEC (twice or more), --stimuli DIR, or --spec"
+        )
     return spec
 
 
@@ -253,7 +267,25 @@ def add_cli(sub: argparse._SubParsersAction) -> None:
     c.add_argument(
         "--spec", metavar="FILE", help="a JSON test spec (the POST /ll/admin/tests body)"
     )
-    c.add_argument("--name", help="test name")
+    c.add_argument("--name", help="test name (for you: raters see --title)")
+    c.add_argument("--title", help="public title raters see (default: Listening test)")
+    c.add_argument("--instructions", help="instructions shown to raters before the items")
+    c.add_argument(
+        "--stimuli",
+        metavar="DIR",
+        help="import systems made elsewhere: DIR/SYSTEM/PROMPT_ID.wav|flac, or a .zip of it (optional "
+        "DIR/prompts.csv: prompt_id,text) or a CSV manifest: system,prompt_id,path[,text]",
+    )
+    c.add_argument(
+        "--natural",
+        action="append",
+        metavar="NAME",
+        help="an imported system that is natural recordings (a system named natural always is)",
+    )
+    c.add_argument("--gold-clip", metavar="FILE", help='MOS: a known-good clip, the gold "5"')
+    c.add_argument("--gold-text", help="the gold clip's text (shown like a prompt's)")
+    c.add_argument("--target-lufs", type=float, help="loudness target (default -23 LUFS)")
+    c.add_argument("--ceiling-dbtp", type=float, help="true-peak ceiling (default -1 dBTP)")
     c.add_argument("--type", choices=DESIGN_KINDS, help="test type (default mos)")
     c.add_argument(
         "--system",

@@ -232,8 +232,10 @@ def export_zip(svc: Listening, test_id: str) -> bytes:
             if table == "test_raters":
                 df = df.drop(columns=["token_hash"])
             z.writestr(f"raw/{table}.csv", safe_csv(df))
+        ratings = tests.ratings_frame(test_id)  # one row per rating, system_id on each
+        z.writestr("raw/ratings.csv", safe_csv(ratings))
         for name, df in test_results(tests, test_id, include_screened=False).items():
-            z.writestr(f"results/{name}.csv", safe_csv(df))
+            z.writestr(f"results/{name}.csv", safe_csv(df, index=name == "glitches_by_seam"))
     return buf.getvalue()
 
 

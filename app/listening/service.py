@@ -37,6 +37,13 @@ CLOCK_SLACK_MS = 400.0
 MAX_RATERS = 5000
 """Joins per test (bounds what an anonymous visitor can make the server store)."""
 MOS_LABELS = {5: "Excellent", 4: "Good", 3: "Fair", 2: "Poor", 1: "Bad"}
+DEFAULT_TITLE = "Listening test"
+"""What raters see as the title when the test has no public title (never the admin's name)."""
+
+
+def public_title(test: dict[str, Any]) -> str:
+    """The title the rater page shows: the test's public title, not the admin's test name."""
+    return str(test["config"].get("title") or DEFAULT_TITLE)
 
 
 class Denied(InvalidRequest):
@@ -165,8 +172,8 @@ class Listening:
                         else (ANCHOR if it.stimulus == "anchor" else "__trap__"),
                         None,
                     )
-                elif sl.role == "anchor":
-                    s = find("anchor", ANCHOR, it.prompt)
+                elif sl.role == "anchor":  # MUSHRA: low (3.5 kHz) or mid (7 kHz) anchor
+                    s = find("anchor", sl.system, it.prompt)
                 else:
                     s = find("item", sl.system, it.prompt)
                 takes.append(s.take_id)
@@ -205,7 +212,8 @@ class Listening:
         out: dict[str, Any] = {
             "test": {
                 "test_id": test_id,
-                "name": t["name"],
+                "name": public_title(t),
+                "title": public_title(t),
                 "kind": t["kind"],
                 "status": t["status"],
                 "ab_mode": cfg["design"].get("ab_mode", "cmos"),
@@ -261,11 +269,13 @@ class Listening:
         return {"completion_code": code, "redirect_url": redirect}
 
     def info(self, test_id: str) -> dict[str, Any]:
-        """What anyone may see before joining: the name, type, consent text and whether open."""
+        """What anyone may see before joining: the public title, type, consent text and whether
+        open (``name`` is the public title too: the admin's test name stays on the server)."""
         t = self._test(test_id, open_only=False)
         return {
             "test_id": test_id,
-            "name": t["name"],
+            "name": public_title(t),
+            "title": public_title(t),
             "kind": t["kind"],
             "status": t["status"],
             "consent": t["config"].get("consent") or DEFAULT_CONSENT,
@@ -546,4 +556,13 @@ DEFAULT_CONSENT = (
     "at any time; closing the page keeps your progress."
 )
 
-__all__ = ["SHOW_TEXT_KINDS", "Denied", "Listening", "NotYet", "check_id", "show_text"]
+__all__ = [
+    "DEFAULT_TITLE",
+    "SHOW_TEXT_KINDS",
+    "Denied",
+    "Listening",
+    "NotYet",
+    "check_id",
+    "public_title",
+    "show_text",
+]

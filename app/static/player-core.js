@@ -27,8 +27,8 @@
   // checked against tests/playout_timelines.json). Times are seconds since the request.
   const POLICY = Object.freeze({   // lead_s: audio starts this long after the decision
     margin_s: 0.06, rate_margin: 0.02, text_margin: 0.02, min_span_s: 0.05,
-    rate_pseudo_s: 0.5, rate_shrink_s: 0.1, rate_cap: 1.0,
-    default_sec_per_char: 0.07, lead_s: 0.02, late_tol_s: 0.005,
+    rate_pseudo_s: 0.5, rate_shrink_s: 0.1, rate_cap: 1.0, first_shrink_s: 1.0, first_gap_trust: 1.0, agree: 1.5,
+    default_sec_per_char: 0.058, text_overrun: 0.2, lead_s: 0.02, late_tol_s: 0.005,
   });
 
   // The ideal start: the earliest moment from which playback never runs dry,
@@ -60,17 +60,31 @@
       if (off >= pos - 1e-9) obs = Math.max(obs, arrivalsS[k] - (off - pos));
       off += durationsS[k];
     }
-    let firstBurst = 0;
-    for (let k = 0; k < n; k++) if (arrivalsS[k] - arrivalsS[0] < P.min_span_s) firstBurst += durationsS[k];
+    let firstBurst = 0, k2 = n, secondBurst = 0;
+    for (let k = 0; k < n; k++) {
+      if (arrivalsS[k] - arrivalsS[0] < P.min_span_s) firstBurst += durationsS[k];
+      else if (k2 === n) k2 = k;                                        // the second burst starts
+    }
+    for (let k = k2; k < n; k++) if (arrivalsS[k] - arrivalsS[k2] < P.min_span_s) secondBurst += durationsS[k];
     const span = aLast - arrivalsS[0];
     let rate, how;
     if (span >= P.min_span_s) {
       const prior = o.rate_prior || 0, tau = o.rate_prior ? P.rate_pseudo_s : P.rate_shrink_s;
       rate = (received - firstBurst + prior * tau) / (span + tau); how = 'measured';
-      rate = Math.min(rate, P.rate_cap * received / Math.max(aLast, 1e-3));   // a catch-up burst must not look fast
+      const span2 = aLast - arrivalsS[k2];
+      // a catch-up burst must not look fast: bounded by the rate after the second burst, or
+      // (one gap only) by the average since the request unless the gap agrees with the learnt
+      // rate; a slow start (a cold voice, a queue) is not held against the stream
+      const agrees = o.rate_prior && received - firstBurst <= P.agree * o.rate_prior * span;
+      const tau2 = o.rate_prior ? tau : 0;                              // a bound is not shrunk
+      if (span2 >= P.min_span_s) rate = Math.min(rate, (received - firstBurst - secondBurst + prior * tau2) / (span2 + tau2));
+      else if (!agrees) {
+        const cap = P.rate_cap * received / Math.max(aLast, 1e-3);
+        rate = Math.min(rate, o.rate_prior ? cap : Math.max(cap, P.first_gap_trust));   // nothing learnt: up to real time
+      }
     }
     else if (o.rate_prior) { rate = Math.min(o.rate_prior, received / Math.max(aLast, 1e-3)); how = 'learnt'; }
-    else return { start_at_s: Infinity, rate: null, chunk_s: durationsS[0], remaining_s: 0, reason: 'no rate yet: waiting for another chunk' };
+    else { rate = received / (aLast + P.first_shrink_s); how = 'first burst'; }   // a short first chunk: a low rate
     rate = Math.max(rate, 1e-3) / (1 + P.rate_margin);
     let chunk = durationsS[0];
     if (n >= 2) {
@@ -80,7 +94,8 @@
     const spc = o.sec_per_char || P.default_sec_per_char;
     const chars = o.text_chars || 0;
     const total = chars > 0 ? chars * spc * (1 + P.text_margin) : 2 * received;
-    const remaining = Math.max(total - received, chunk);
+    let remaining = Math.max(total - received, chunk);
+    if (chars > 0 && received > total) remaining = Math.max(chunk, P.text_overrun * received);   // a slower voice: one stall
     const first = Math.min(chunk, remaining);
     const tFirst = aLast + first / rate - (received - pos);
     const tLast = aLast + remaining / rate - (received + remaining - first - pos);

@@ -713,6 +713,11 @@ def leaderboard(
     return {
         "method": "Bradley-Terry (evalica), Elo-like scale 1500 + 400*log10(strength); "
         f"95% percentile bootstrap over votes ({n_boot} resamples); sorted by the lower bound",
+        "rank": "1 + the number of listed systems significantly stronger (Wald test of each "
+        "pair's difference with its bootstrap sd, Holm-corrected over all listed pairs, 5%); "
+        "systems not told apart share a rank",
+        "listing": f"listed from {int(min_votes)} votes (LISTENLAB_ARENA_MIN_VOTES); "
+        "fewer: preliminary",
         "ties": "a tie and 'both bad' are draws (half a win each) in the fit",
         "min_votes": int(min_votes),
         "total_votes": len(votes),

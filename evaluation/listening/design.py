@@ -11,13 +11,20 @@ rater to join, 0-based) gets a Latin-square row:
 
 The rater's items are then shuffled with a seed derived from the test seed and ``r`` (so a
 resumed session gets the same order), and screening items (low anchor, gold, trap) are put at
-spread positions. A/B sides are randomised but balanced (half the items swapped); MUSHRA screens
-show every system plus a hidden reference and the low anchor in a shuffled order.
+random positions drawn per rater (never first, never two in a row when the list is long
+enough), so a bot cannot learn where they sit. A/B sides are randomised but balanced (half the
+items swapped); MUSHRA screens show every system plus the hidden reference and the two
+BS.1534-3 anchors (the reference low-passed at 3.5 kHz and at 7 kHz) in a shuffled order.
+
+Gold "5" (MOS) is only ever a natural recording or a clip the admin marked as known-good
+(:data:`GOLD`, ``Design.gold``): a take of a system under test would make raters who judge that
+system honestly fail the check.
 """
 
 from __future__ import annotations
 
 import itertools
+import math
 import random
 from dataclasses import dataclass, field
 
@@ -31,13 +38,21 @@ class Design:
     prompts: tuple[str, ...]
     items_per_rater: int
     reference: str | None = None
-    """MUSHRA: the system shown as the open reference (and hidden among the stimuli)."""
+    """MUSHRA (required): the system shown as the open reference (and hidden among the
+    stimuli); the anchors are made from its takes. Usually the ``natural`` recordings."""
     ab_mode: str = "cmos"
     """A/B: ``cmos`` (-3..+3) or ``forced`` (A or B)."""
     screening: bool = True
     """MOS: add a low anchor, a gold item and a trap item to every rater's list. A/B: add two
     check pairs, the low anchor against its clean source (once on each side)."""
     seed: int = 0
+    gold: bool = False
+    """MOS: a known-good gold "5" stimulus exists (:data:`GOLD`: a natural recording or an
+    admin-marked clip). Without one only the low-anchor gold "1" is used."""
+    legacy: bool = False
+    """A test stored before the BS.1534-3 anchors and the gold rule (its design has no
+    ``gold`` key): planned as it was then (one MUSHRA anchor, optional reference, the first
+    system's take as gold), so its stored stimuli still serve new raters."""
 
     def validate(self) -> Design:
         if self.kind not in KINDS:
@@ -52,6 +67,11 @@ class Design:
             raise ValueError("items per rater must be within 1..500")
         if self.reference is not None and self.reference not in self.systems:
             raise ValueError(f"the reference {self.reference!r} is not one of the systems")
+        if self.kind == "mushra" and self.reference is None and not self.legacy:
+            raise ValueError(
+                "a MUSHRA test needs a reference system (BS.1534-3): import a `natural` "
+                "system or name one as the reference"
+            )
         if self.ab_mode not in {"cmos", "forced"}:
             raise ValueError("A/B mode must be cmos or forced")
         return self
@@ -66,6 +86,8 @@ class Design:
             "ab_mode": self.ab_mode,
             "screening": self.screening,
             "seed": self.seed,
+            "gold": self.gold,
+            **({"legacy": True} if self.legacy else {}),
         }
 
     @classmethod
@@ -79,6 +101,8 @@ class Design:
             ab_mode=d.get("ab_mode", "cmos"),
             screening=bool(d.get("screening", True)),
             seed=int(d.get("seed", 0)),
+            gold=bool(d.get("gold", False)),
+            legacy=bool(d.get("legacy", "gold" not in d)),
         )
 
     @property
@@ -131,7 +155,18 @@ def ab_checks(system: str) -> list[PlannedItem]:
 
 
 ANCHOR = "__anchor__"
-"""Pseudo system name of the low anchor (a degraded copy of a real system's take)."""
+"""Pseudo system of the MOS gold "1" and the A/B check pairs' bad side: a clearly degraded
+copy of a take (3.5 kHz low-pass, clicks and a gap)."""
+ANCHOR_LOW = "__anchor_low__"
+"""MUSHRA low anchor (BS.1534-3): the reference low-passed at 3.5 kHz, nothing else."""
+ANCHOR_MID = "__anchor_mid__"
+"""MUSHRA mid anchor (BS.1534-3): the reference low-passed at 7 kHz, nothing else."""
+MUSHRA_ANCHORS = {ANCHOR_LOW: ("low", 3500.0), ANCHOR_MID: ("mid", 7000.0)}
+"""Pseudo system -> (``anchor`` name stored in stimulus/assignment meta, low-pass cutoff Hz)."""
+GOLD = "__gold__"
+"""Pseudo system of the MOS gold "5": a natural recording or an admin-marked known-good clip."""
+TRAP = "__trap__"
+"""Pseudo system of the MOS trap: a real stimulus with a spoken instruction spliced in."""
 GOLD_EXPECTED = {"anchor": 1.0, "gold": 5.0}
 TRAP_ANSWER = 2
 
@@ -147,9 +182,26 @@ def _prompt_block(d: Design, rater_seq: int, n: int) -> list[str]:
 
 
 def _unit(k: int, rater_seq: int, n_prompts: int, units: int) -> int:
-    """Latin-square row ``rater_seq``; past one pass over the prompts, shift by one so a rater
-    never gets the same (prompt, system) cell twice."""
-    return ((k % n_prompts) + rater_seq + k // n_prompts) % units
+    """Latin-square row ``rater_seq``: item ``k`` uses unit ``(k + r) mod U``, so every ``U``
+    consecutive items cover every unit (also with fewer prompts than units); after
+    ``lcm(P, U)`` items, where a (prompt, unit) cell would come back, shift by one, so a rater
+    never gets the same cell twice."""
+    return (k + rater_seq + k // math.lcm(n_prompts, units)) % units
+
+
+def check_positions(n_items: int, n_checks: int, rng: random.Random) -> list[int]:
+    """Where the check items go in a list of ``n_items`` (ascending insertion indices).
+
+    Random per rater, never first (a rater warms up on a real item) and, when the list has
+    room, never two checks in a row, so they cannot be found by position."""
+    total = n_items + n_checks
+    slots = list(range(1, total)) if total > n_checks else list(range(total))
+    spaced = n_items >= n_checks + 1
+    for _ in range(200):
+        pos = sorted(rng.sample(slots, n_checks))
+        if not spaced or all(b - a >= 2 for a, b in itertools.pairwise(pos)):
+            return pos
+    return sorted(rng.sample(slots, n_checks))
 
 
 def plan(design: Design, rater_seq: int) -> list[PlannedItem]:
@@ -172,12 +224,13 @@ def plan(design: Design, rater_seq: int) -> list[PlannedItem]:
             if swaps[k]:
                 a, b = b, a
             items.append(PlannedItem(0, prompts[k], (Slot(a), Slot(b)), meta={"swapped": swaps[k]}))
-    else:  # mushra: one screen per prompt with every system, the hidden reference, the anchor
+    else:  # mushra: one screen per prompt: every system, the hidden reference, two anchors
         for k in range(n):
             slots = [Slot(s) for s in d.systems if s != d.reference]
             if d.reference:
                 slots.append(Slot(d.reference, "reference"))
-            slots.append(Slot(d.reference or d.systems[0], "anchor"))
+            anchors = [ANCHOR] if d.legacy else list(MUSHRA_ANCHORS)
+            slots += [Slot(a, "anchor") for a in anchors]
             rng.shuffle(slots)
             items.append(PlannedItem(0, prompts[k], tuple(slots)))
     rng.shuffle(items)
@@ -186,19 +239,19 @@ def plan(design: Design, rater_seq: int) -> list[PlannedItem]:
             PlannedItem(
                 0, None, (Slot(ANCHOR, "anchor"),), "gold", GOLD_EXPECTED["anchor"], "anchor"
             ),
-            PlannedItem(0, None, (Slot(d.systems[0]),), "gold", GOLD_EXPECTED["gold"], "gold"),
-            PlannedItem(0, None, (Slot("__trap__"),), "trap", float(TRAP_ANSWER), "trap"),
+            PlannedItem(0, None, (Slot(TRAP),), "trap", float(TRAP_ANSWER), "trap"),
         ]
+        if d.gold or d.legacy:
+            gold = Slot(d.systems[0] if d.legacy else GOLD)
+            checks.append(PlannedItem(0, None, (gold,), "gold", GOLD_EXPECTED["gold"], "gold"))
     elif d.kind == "ab" and d.screening:
         checks = ab_checks(d.systems[0])
     else:
         checks = []
     if checks:
         rng.shuffle(checks)
-        total = len(items) + len(checks)
-        spots = [round((i + 1) * total / (len(checks) + 1)) - 1 for i in range(len(checks))]
-        for spot, c in zip(spots, checks, strict=True):
-            items.insert(min(spot, len(items)), c)
+        for spot, c in zip(check_positions(len(items), len(checks), rng), checks, strict=True):
+            items.insert(spot, c)
     return [
         PlannedItem(i, it.prompt, it.slots, it.role, it.expected, it.stimulus, it.meta)
         for i, it in enumerate(items)
@@ -207,6 +260,12 @@ def plan(design: Design, rater_seq: int) -> list[PlannedItem]:
 
 __all__ = [
     "ANCHOR",
+    "ANCHOR_LOW",
+    "ANCHOR_MID",
+    "GOLD",
+    "MUSHRA_ANCHORS",
+    "TRAP",
+    "check_positions",
     "KINDS",
     "ab_checks",
     "TRAP_ANSWER",

@@ -93,6 +93,24 @@ def score_ab_checks(checks: pd.DataFrame) -> pd.DataFrame:
     return pd.DataFrame({"ab_checks": d.size(), "ab_check_failed": d.sum().astype(int)})
 
 
+def _text_or_none(v: object) -> str | None:
+    """A SQL text column through pandas: NULL arrives as None or NaN (a float, and truthy)."""
+    return v if isinstance(v, str) and v else None
+
+
+def _json_or_none(v: object) -> dict | None:
+    """The stored headphone result, or None for a rater who never took the check (a dropout:
+    NULL, which pandas hands over as NaN)."""
+    t = _text_or_none(v)
+    if t is None:
+        return None
+    try:
+        d = json.loads(t)
+    except ValueError:
+        return None
+    return d if isinstance(d, dict) else None
+
+
 def rater_table(
     raters: pd.DataFrame,
     mos: pd.DataFrame | None = None,
@@ -137,7 +155,7 @@ def rater_table(
     for _, r in raters.iterrows():
         rid = r["rater_id"]
         reasons: list[str] = []
-        hp = json.loads(r["headphone"]) if r.get("headphone") else None
+        hp = _json_or_none(r.get("headphone"))
         hp_txt = "not done" if hp is None else f"{hp['correct']}/{hp['trials']}"
         if screening.require_headphones and (hp is None or not hp.get("passed")):
             reasons.append(f"headphone check {hp_txt}" + ("" if hp is None else " (failed)"))
@@ -158,9 +176,9 @@ def rater_table(
             [
                 rid,
                 int(r["seq"]),
-                r.get("crowd_id"),
+                _text_or_none(r.get("crowd_id")),
                 int(r.get("answered") or 0),
-                bool(r.get("finished_at")),
+                _text_or_none(r.get("finished_at")) is not None,
                 hp_txt,
                 None if g is None else int(g["gold_failed"]),
                 None if g is None else int(g["trap_failed"]),

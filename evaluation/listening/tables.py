@@ -327,6 +327,64 @@ class TestStore:
         df["cmos"] = payload.map(lambda p: p.get("cmos"))
         return df
 
+    def ratings_frame(self, test_id: str) -> pd.DataFrame:
+        """Every rating of the test in one long table, for the export: one row per MOS score,
+        A/B vote and MUSHRA slot, each with its ``system_id`` (A/B: the system the vote went
+        to, ``tie`` otherwise, and both sides), prompt, role, and ``time_on_item_ms`` (the
+        server's clock from the rater's previous answer, or consent for the first item, to this
+        answer: the time the item was on the rater's screen)."""
+        cols = [
+            "kind",
+            "rater_id",
+            "assignment_id",
+            "slot",
+            "role",
+            "expected",
+            "system_id",
+            "system_a",
+            "system_b",
+            "prompt_id",
+            "score",
+            "choice",
+            "cmos",
+            "condition",
+        ]
+        parts = []
+        mos = self.store.mos_frame(test_id)
+        if not mos.empty:
+            parts.append(mos.assign(kind="mos", slot=0))
+        ab = self.store.ab_frame(test_id)
+        if not ab.empty:
+            won = ab["choice"].map({"a": 0, "b": 1})
+            sid = ab["system_a"].where(won == 0, ab["system_b"]).where(won.notna(), "tie")
+            parts.append(ab.assign(kind="ab", slot=0, role="item", system_id=sid))
+        mu = self.mushra_frame(test_id)
+        if not mu.empty:
+            parts.append(mu.assign(kind="mushra"))
+        if not parts:
+            return pd.DataFrame(columns=[*cols, "answered_at", "time_on_item_ms"])
+        df = pd.concat([p.reindex(columns=cols) for p in parts], ignore_index=True)
+        ans = self.store._query(
+            "SELECT a.rater_id, a.assignment_id, a.created_at AS answered_at, "
+            "coalesce(r.consent_at, r.created_at) AS started_at FROM answers a "
+            "LEFT JOIN test_raters r ON r.test_id = a.test_id AND r.rater_id = a.rater_id "
+            "WHERE a.test_id = ? ORDER BY a.rater_id, a.created_at",
+            [test_id],
+        )
+        ts = {
+            c: pd.to_datetime(ans[c], errors="coerce", utc=True, format="ISO8601")
+            for c in ("answered_at", "started_at")
+        }
+        # on screen from the previous answer (the first item: from consent) to this answer
+        prev = ts["answered_at"].groupby(ans["rater_id"]).shift(1).fillna(ts["started_at"])
+        ans["time_on_item_ms"] = ((ts["answered_at"] - prev).dt.total_seconds() * 1000).round(0)
+        df = df.merge(
+            ans[["rater_id", "assignment_id", "answered_at", "time_on_item_ms"]],
+            on=["rater_id", "assignment_id"],
+            how="left",
+        )
+        return df
+
     def answers_frame(self, test_id: str) -> pd.DataFrame:
         return self.store._query(
             "SELECT * FROM answers WHERE test_id = ? ORDER BY created_at", [test_id]
