@@ -46,7 +46,15 @@ def live_server(app) -> Iterator[Live]:
     """Serve ``app`` with uvicorn on a free 127.0.0.1 port in a thread, until the block exits."""
     port = free_port()
     server = uvicorn.Server(
-        uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning", lifespan="on")
+        # proxy_headers=False as in ``listenlab serve``: app.guard.Proxies decides whom to trust
+        uvicorn.Config(
+            app,
+            host="127.0.0.1",
+            port=port,
+            log_level="warning",
+            lifespan="on",
+            proxy_headers=False,
+        )
     )
     th = threading.Thread(target=server.run, daemon=True)
     th.start()
