@@ -9,6 +9,12 @@ and a public Space must never get it wrong in one place.
 * not set: only requests from the machine itself are admin (a loopback client with no
   ``X-Forwarded-For``/``Forwarded`` header, so a reverse proxy on the same host does not make
   every visitor an admin). Pages say so.
+
+Guessing is slowed per client (:class:`LoginThrottle`, the client as :class:`app.guard.Proxies`
+sees it): after a few wrong passwords (on the login form or in an ``Authorization`` header)
+that client's next tries are refused unchecked (429, ``Retry-After``) for a delay that doubles
+with each further failure, so even the right password waits. The cookie is ``Secure`` whenever
+the browser's request came over TLS (directly or through a trusted proxy, as on a Space).
 """
 
 from __future__ import annotations
@@ -20,15 +26,72 @@ import ipaddress
 import os
 import secrets
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from fastapi import HTTPException, Request
 from starlette.requests import HTTPConnection
+
+from app.guard import Proxies
 
 ENV_PASSWORD = "LISTENLAB_ADMIN_PASSWORD"
 COOKIE = "ll_admin"
 COOKIE_MAX_AGE_S = 12 * 3600
 PROXY_HEADERS = ("x-forwarded-for", "forwarded", "x-real-ip")
+
+
+@dataclass
+class LoginThrottle:
+    """Wrong passwords per client key; after ``free_failures`` the client waits ``base_s``,
+    doubling per further failure up to ``max_s``. Forgotten ``forget_s`` after the last one."""
+
+    free_failures: int = 3
+    base_s: float = 2.0
+    max_s: float = 900.0
+    forget_s: float = 3600.0
+    max_keys: int = 20_000
+    _fails: dict[str, tuple[int, float]] = field(default_factory=dict)
+
+    def _delay(self, n: int) -> float:
+        return (
+            0.0
+            if n < self.free_failures
+            else min(self.max_s, self.base_s * 2 ** (n - self.free_failures))
+        )
+
+    def wait_s(self, key: str, now: float) -> float:
+        """Seconds before this client may try a password again (0: now)."""
+        n, last = self._fails.get(key, (0, 0.0))
+        if n and now - last > self.forget_s:
+            self._fails.pop(key, None)
+            return 0.0
+        return max(0.0, last + self._delay(n) - now)
+
+    def failed(self, key: str, now: float) -> float:
+        n = self._fails.pop(key, (0, 0.0))[0] + 1
+        self._fails[key] = (n, now)
+        while len(self._fails) > self.max_keys:
+            self._fails.pop(next(iter(self._fails)))
+        return self._delay(n)
+
+    def succeeded(self, key: str) -> None:
+        self._fails.pop(key, None)
+
+
+@dataclass(frozen=True)
+class Attempt:
+    ok: bool
+    retry_after_s: float = 0.0
+    """> 0: the password was not checked (too many wrong ones from this client)."""
+
+
+class TooManyTries(HTTPException):
+    def __init__(self, wait_s: float):
+        w = max(1, int(wait_s + 0.999))
+        super().__init__(
+            429,
+            f"too many wrong admin passwords from your address: try again in {w} s",
+            headers={"Retry-After": str(w)},
+        )
 
 
 @dataclass(frozen=True)
@@ -41,12 +104,14 @@ class AdminPolicy:
 
     password: str | None
     key: bytes
+    proxies: Proxies = field(default_factory=Proxies.from_env)
+    throttle: LoginThrottle = field(default_factory=LoginThrottle, compare=False)
 
     @classmethod
     def from_env(cls) -> AdminPolicy:
         pw = os.environ.get(ENV_PASSWORD) or None
         key = os.environ.get("LISTENLAB_SECRET_KEY")
-        return cls(pw, key.encode() if key else secrets.token_bytes(32))
+        return cls(pw, key.encode() if key else secrets.token_bytes(32), Proxies.from_env())
 
     @property
     def mode(self) -> str:
@@ -68,6 +133,19 @@ class AdminPolicy:
             return False
         return hmac.compare_digest(given.encode(), self.password.encode())
 
+    def attempt(self, conn: HTTPConnection, given: str | None, now: float | None = None) -> Attempt:
+        """Check a password from this client, unless it must wait (then it is not checked)."""
+        now = time.time() if now is None else now
+        key = self.proxies.client_key(conn.scope)
+        wait = self.throttle.wait_s(key, now)
+        if wait > 0:
+            return Attempt(False, wait)
+        if self.password_ok(given):
+            self.throttle.succeeded(key)
+            return Attempt(True)
+        self.throttle.failed(key, now)
+        return Attempt(False)
+
     def login_cookie(self, now: float | None = None) -> str:
         """A cookie value that proves a correct password was given (expires, signed)."""
         expires = int((now or time.time()) + COOKIE_MAX_AGE_S)
@@ -85,15 +163,26 @@ class AdminPolicy:
     def is_admin(self, conn: HTTPConnection) -> bool:
         """True when this request (or WebSocket) may use admin pages and routes."""
         if self.password:
-            if self.password_ok(_presented_password(conn)):
+            if self.cookie_ok(conn.cookies.get(COOKIE)):
                 return True
-            return self.cookie_ok(conn.cookies.get(COOKIE))
+            given = _presented_password(conn)
+            return given is not None and self.attempt(conn, given).ok
         return is_local(conn)
 
     def require(self, conn: HTTPConnection) -> None:
-        """Raise 403 (with the reason) unless the request is admin."""
-        if not self.is_admin(conn):
-            raise HTTPException(403, f"admin only. {self.describe()}")
+        """Raise 403 (with the reason) unless the request is admin; 429 while this client
+        must wait after wrong passwords."""
+        if self.is_admin(conn):
+            return
+        if self.password and _presented_password(conn) is not None:
+            wait = self.throttle.wait_s(self.proxies.client_key(conn.scope), time.time())
+            if wait > 0:
+                raise TooManyTries(wait)
+        raise HTTPException(403, f"admin only. {self.describe()}")
+
+    def cookie_secure(self, conn: HTTPConnection) -> bool:
+        """Mark cookies ``Secure`` when the browser reached us over TLS."""
+        return self.proxies.is_tls(conn.scope)
 
     def _sign(self, msg: str) -> str:
         # the password is part of the key: changing it invalidates every cookie

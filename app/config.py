@@ -75,7 +75,27 @@ ENV: tuple[EnvVar, ...] = (
     EnvVar(
         "LISTENLAB_ARENA_BATTLES_PER_MIN",
         "10",
-        "Arena: battles one browser session may start per minute.",
+        "Arena: battles one voter (a Hugging Face login, else a client address) may start per minute.",
+    ),
+    EnvVar(
+        "LISTENLAB_ARENA_VOTES_PER_HOUR",
+        "30",
+        "Arena: votes counted per voter per hour (more are refused with 429).",
+    ),
+    EnvVar(
+        "LISTENLAB_ARENA_VOTES_PER_DAY",
+        "150",
+        "Arena: votes counted per voter per day.",
+    ),
+    EnvVar(
+        "LISTENLAB_TRUSTED_PROXIES",
+        "unset (on a Space: the private ranges its proxy connects from)",
+        "Comma-separated proxy addresses or networks whose `X-Forwarded-For`/`X-Forwarded-Proto` are believed (client address for limits, TLS for `Secure` cookies); from anyone else those headers are ignored.",
+    ),
+    EnvVar(
+        "LISTENLAB_WS_STALL_S",
+        "30",
+        "Seconds a `/ll/ws` client may leave over 2 MB of replies unread before it is disconnected (it is slowed first: its messages are not read).",
     ),
     EnvVar(
         "LISTENLAB_ARENA_GLOBAL_PER_MIN",

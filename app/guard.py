@@ -12,6 +12,16 @@ reading the body is too late (a 200 MB JSON body is in memory by then).
 * **Cross-site writes**: POST/PUT/PATCH/DELETE with ``Sec-Fetch-Site: cross-site`` or with a
   foreign ``Origin`` get 403, so another site cannot make a visitor's browser delete voices.
 * **Body size** per route (``Content-Length`` first, then counted while reading): 413.
+* **Closed routes** (e.g. Gradio's upload route of an app with no upload component): 404.
+* **No credentialed CORS**: a response to a foreign ``Origin`` loses its
+  ``Access-Control-Allow-*`` headers (Gradio answers ``localhost`` origins with credentials).
+
+Who the client is (:class:`Proxies`): the socket's peer address, unless that peer is a *trusted*
+proxy (``$LISTENLAB_TRUSTED_PROXIES``, comma-separated addresses or networks; on a Hugging Face
+Space, whose proxy reaches the app from a private address, the private ranges by default): then
+the right-most ``X-Forwarded-For`` address that is not itself a trusted proxy. The same rule
+says whether the browser's request came over TLS (``X-Forwarded-Proto``). A header from an
+untrusted peer is ignored, so a script cannot pick its own address.
 """
 
 from __future__ import annotations
@@ -20,6 +30,7 @@ import argparse
 import ipaddress
 import json
 import os
+import re
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -27,6 +38,9 @@ from urllib.parse import urlsplit
 
 ENV_ALLOWED_HOSTS = "LISTENLAB_ALLOWED_HOSTS"
 ENV_ALLOWED_ORIGINS = "LISTENLAB_ALLOWED_ORIGINS"
+ENV_TRUSTED_PROXIES = "LISTENLAB_TRUSTED_PROXIES"
+SPACE_PROXY_NETS = ("10.0.0.0/8", "172.16.0.0/12", "192.168.0.0/16", "fc00::/7")
+"""Where a Space's own proxy connects from (private addresses; never a visitor's)."""
 LOCAL_HOSTS = ("localhost", "127.0.0.1", "::1", "testserver")
 """``testserver`` is Starlette's TestClient; a single-label name no public site can have."""
 UNSAFE_METHODS = frozenset({"POST", "PUT", "PATCH", "DELETE"})
@@ -79,6 +93,11 @@ class GuardConfig:
     match exactly; the first match wins."""
     default_body_limit: int = 64 * 1024
     error_body: ErrorBody = simple_error
+    closed: Sequence[tuple[str, str]] = ()
+    """``(method or "*", exact path)`` answered 404 (a route no page of this server needs)."""
+
+    def is_closed(self, method: str, path: str) -> bool:
+        return any((m == "*" or m == method) and path == p for m, p in self.closed)
 
     def host_ok(self, host_header: str | None) -> bool:
         """An allowed name, or an IP literal: DNS rebinding needs a *name* that resolves to
@@ -183,6 +202,7 @@ class GuardMiddleware:
                 return await self._reject_http(send, 403, msg)
             return await self._reject_ws(scope, receive, send, msg)
         if kind == "websocket":
+            scope[ABORT_KEY] = _aborter(send)
             if not cfg.origin_ok(h.get("origin"), host):
                 return await self._reject_ws(
                     scope,
@@ -193,6 +213,11 @@ class GuardMiddleware:
                 )
             return await self.app(scope, receive, send)
         method = scope.get("method", "GET")
+        if cfg.is_closed(method, scope.get("path", "")):
+            return await self._reject_http(send, 404, "this route is closed on this server")
+        origin = h.get("origin")
+        if origin is not None and not cfg.origin_ok(origin, host):
+            send = _without_cors(send)  # no foreign page may read answers with our cookies
         if method in UNSAFE_METHODS:
             site = h.get("sec-fetch-site", "").lower()
             if site == "cross-site" or not cfg.origin_ok(h.get("origin"), host):
@@ -237,6 +262,159 @@ def scope_extensions(scope: dict[str, Any]) -> dict[str, Any]:
     return scope.get("extensions") or {}
 
 
+ABORT_KEY = "listenlab.abort"
+"""Scope key of a callable that drops a WebSocket's connection at once (see :func:`_aborter`)."""
+
+
+def _aborter(send) -> Callable[[], bool]:
+    """A way to drop the TCP connection under a WebSocket, for a client that stopped reading.
+
+    A close frame cannot reach such a client (it waits behind unread data), and the server's
+    ``transport.close()`` waits for the buffer to drain, so the socket would linger. uvicorn's
+    ``send`` is a method of its protocol object, which holds the asyncio transport; this is the
+    one place that reaches it (False when the server is another one: then nothing is done)."""
+
+    def abort() -> bool:
+        transport = getattr(getattr(send, "__self__", None), "transport", None)
+        if transport is None or not hasattr(transport, "abort"):
+            return False
+        transport.abort()
+        return True
+
+    return abort
+
+
+def _without_cors(send):
+    """``send`` with every ``Access-Control-Allow-*`` response header removed."""
+
+    async def strip(msg):
+        if msg.get("type") == "http.response.start":
+            headers = [
+                (k, v)
+                for k, v in msg.get("headers", [])
+                if not k.lower().startswith(b"access-control-allow-")
+            ]
+            msg = {**msg, "headers": headers}
+        await send(msg)
+
+    return strip
+
+
+# --------------------------------------------------------------------------- clients
+
+
+Network = ipaddress.IPv4Network | ipaddress.IPv6Network
+
+
+def _parse_ip(value: str) -> ipaddress.IPv4Address | ipaddress.IPv6Address | None:
+    v = value.strip().strip('"')
+    if v.startswith("[") and "]" in v:  # [v6]:port
+        v = v[1 : v.index("]")]
+    elif v.count(":") == 1:  # v4:port
+        v = v.split(":")[0]
+    try:
+        return ipaddress.ip_address(v)
+    except ValueError:
+        return None
+
+
+@dataclass(frozen=True)
+class Proxies:
+    """The reverse proxies whose ``X-Forwarded-*`` headers are believed (see the module doc)."""
+
+    nets: tuple[Network, ...] = ()
+
+    @classmethod
+    def parse(cls, spec: Iterable[str]) -> Proxies:
+        nets = []
+        for item in spec:
+            try:
+                nets.append(ipaddress.ip_network(item.strip(), strict=False))
+            except ValueError:
+                raise ValueError(
+                    f"not an address or network in {ENV_TRUSTED_PROXIES}: {item!r}"
+                ) from None
+        return cls(tuple(nets))
+
+    @classmethod
+    def from_env(cls) -> Proxies:
+        spec = _split_list(os.environ.get(ENV_TRUSTED_PROXIES))
+        if not spec and os.environ.get("SPACE_ID"):
+            spec = list(SPACE_PROXY_NETS)
+        return cls.parse(spec)
+
+    def trusted(self, addr: ipaddress.IPv4Address | ipaddress.IPv6Address | None) -> bool:
+        return addr is not None and any(addr in n for n in self.nets)
+
+    def client_ip(self, scope: dict[str, Any]) -> str:
+        """The client's address: the peer, or what a trusted proxy says it forwarded."""
+        client = scope.get("client")
+        peer_s = str(client[0]) if client else ""
+        peer = _parse_ip(peer_s)
+        if not self.trusted(peer):
+            return str(peer) if peer else peer_s or "unknown"
+        hops = [
+            x for v in _header_values(scope, b"x-forwarded-for") for x in v.split(",") if x.strip()
+        ]
+        for hop in reversed(hops):  # each proxy appends the address it saw
+            ip = _parse_ip(hop)
+            if ip is None:
+                return str(peer)  # a garbled chain: trust nothing in it
+            if not self.trusted(ip):
+                return str(ip)
+        return str(peer)
+
+    def client_key(self, scope: dict[str, Any]) -> str:
+        """What limits count per client: the IPv4 address, or the IPv6 /64 (one household or
+        server gets a whole /64, so single IPv6 addresses cost nothing)."""
+        ip = _parse_ip(self.client_ip(scope))
+        if isinstance(ip, ipaddress.IPv6Address) and ip.ipv4_mapped is None:
+            return str(ipaddress.ip_network(f"{ip}/64", strict=False))
+        return str(ip.ipv4_mapped if isinstance(ip, ipaddress.IPv6Address) else ip or "unknown")
+
+    def is_tls(self, scope: dict[str, Any]) -> bool:
+        """Did the browser's request come over TLS (directly, or to a trusted proxy)?"""
+        if scope.get("scheme") in ("https", "wss"):
+            return True
+        client = scope.get("client")
+        if not client or not self.trusted(_parse_ip(str(client[0]))):
+            return False
+        protos = [x for v in _header_values(scope, b"x-forwarded-proto") for x in v.split(",")]
+        return bool(protos) and protos[0].strip().lower() in ("https", "wss")
+
+
+def _header_values(scope: dict[str, Any], name: bytes) -> list[str]:
+    return [v.decode("latin-1") for k, v in scope.get("headers", []) if k.lower() == name]
+
+
+@dataclass
+class KeyedRate:
+    """A token bucket per key (``rate_per_s`` refill, ``burst`` deep); the oldest keys are
+    forgotten past ``max_keys`` so an attacker with many keys cannot grow it without bound.
+
+    One object per app (made where the app is built), never module-global state.
+    """
+
+    rate_per_s: float
+    burst: float
+    max_keys: int = 20_000
+    _buckets: dict[str, tuple[float, float]] = field(default_factory=dict)
+
+    def take(self, key: str, now: float, cost: float = 1.0) -> float:
+        """Spend ``cost`` tokens: 0.0 if allowed, else the seconds until it would be."""
+        level, last = self._buckets.pop(key, (self.burst, now))
+        level = min(self.burst, level + (now - last) * self.rate_per_s)
+        if level >= cost:
+            level -= cost
+            wait = 0.0
+        else:
+            wait = (cost - level) / self.rate_per_s
+        self._buckets[key] = (level, now)  # re-inserted last: dicts keep insertion order
+        while len(self._buckets) > self.max_keys:
+            self._buckets.pop(next(iter(self._buckets)))
+        return wait
+
+
 # --------------------------------------------------------------------------- CLI
 
 
@@ -273,6 +451,22 @@ def hosts_from_args(args: argparse.Namespace, bound: str) -> tuple[list[str], li
     if origins:
         origins += [o for o in os.environ.get(ENV_ALLOWED_ORIGINS, "").split(",") if o.strip()]
     return hosts, (origins or None)
+
+
+# --------------------------------------------------------------------------- ids
+
+CLIENT_ID_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
+"""An id a client may choose (a report id): letters and digits first, no formula character,
+no quote, no separator, so it is the same string in the DB, a CSV cell and a file name."""
+
+
+def client_id(value: Any, what: str = "report id") -> str | None:
+    """``value`` if it is a valid client-chosen id, None if absent; ValueError otherwise."""
+    if value is None or value == "":
+        return None
+    if not isinstance(value, str) or not CLIENT_ID_RE.match(value):
+        raise ValueError(f"{what} must be 1-64 letters, digits, '.', '-' or '_'")
+    return value
 
 
 # --------------------------------------------------------------------------- JSON
@@ -312,6 +506,10 @@ def loads_limited(raw: str | bytes, max_depth: int = MAX_JSON_DEPTH) -> Any:
 __all__ = [
     "ENV_ALLOWED_HOSTS",
     "ENV_ALLOWED_ORIGINS",
+    "ENV_TRUSTED_PROXIES",
+    "client_id",
+    "KeyedRate",
+    "Proxies",
     "MAX_JSON_DEPTH",
     "add_host_args",
     "hosts_from_args",

@@ -12,13 +12,20 @@ belongs to the browser session that made it; only that session (or the admin, se
   leaked voice folder or DB row does not let anyone act as its owner.
 * A listening-test rater token maps to ``"r:" + sha256(token)[:32]`` with
   :func:`owner_for_rater`, so a rater can own things the same way.
+* On a Space with Hugging Face login (``hf_oauth: true``: ``$OAUTH_CLIENT_ID`` is set), the
+  visitor's HF user name is read from Gradio's signed ``session`` cookie (:func:`hf_user`), the
+  identity that costs something (an account) that the arena counts votes by.
 """
 
 from __future__ import annotations
 
+import base64
 import hashlib
+import json
+import os
 import re
 import secrets
+import time
 from dataclasses import dataclass
 from http.cookies import SimpleCookie
 from typing import Any
@@ -74,6 +81,44 @@ def identity(conn: HTTPConnection) -> Identity:
     return Identity(owner_for_token(token), True)
 
 
+HF_SESSION_COOKIE = "session"
+HF_SESSION_MAX_AGE_S = 14 * 24 * 3600
+"""Starlette's SessionMiddleware defaults, as Gradio's ``attach_oauth`` uses them."""
+
+
+def hf_login_configured() -> bool:
+    """The Space has Hugging Face login (OAuth) enabled."""
+    return bool(os.environ.get("OAUTH_CLIENT_ID"))
+
+
+def hf_user(conn: HTTPConnection) -> str | None:
+    """The Hugging Face user name of this request's Gradio login session, or None.
+
+    Gradio (``gradio.oauth.attach_oauth``) keeps ``oauth_info`` in Starlette's session cookie,
+    signed with ``sha256($OAUTH_CLIENT_SECRET + "-v4")``; the signature is checked here with the
+    same key (itsdangerous, installed with ``gradio[oauth]``), so a forged cookie is no login.
+    """
+    raw = conn.cookies.get(HF_SESSION_COOKIE)
+    if not raw or not hf_login_configured():
+        return None
+    try:
+        import itsdangerous
+    except ImportError:  # gradio[oauth] not installed: there is no login to read
+        return None
+    secret = hashlib.sha256(
+        (os.environ.get("OAUTH_CLIENT_SECRET", "") + "-v4").encode()
+    ).hexdigest()
+    try:
+        data = itsdangerous.TimestampSigner(secret).unsign(raw, max_age=HF_SESSION_MAX_AGE_S)
+        info = json.loads(base64.b64decode(data)).get("oauth_info") or {}
+        if float(info.get("expires_at") or 0) and float(info["expires_at"]) < time.time():
+            return None  # the login expired (Gradio drops it the same way)
+        name = (info.get("userinfo") or {}).get("preferred_username")
+    except (itsdangerous.BadSignature, ValueError, AttributeError, TypeError):
+        return None
+    return name if isinstance(name, str) and 0 < len(name) <= 96 else None
+
+
 class IdentityMiddleware:
     """Sets ``ll_owner`` on any HTTP response to a request that did not carry one."""
 
@@ -106,6 +151,8 @@ class IdentityMiddleware:
 __all__ = [
     "COOKIE",
     "Identity",
+    "hf_login_configured",
+    "hf_user",
     "IdentityMiddleware",
     "identity",
     "owner_for_rater",

@@ -25,7 +25,7 @@ from fastapi.staticfiles import StaticFiles
 
 from app.admin import COOKIE as ADMIN_COOKIE
 from app.admin import COOKIE_MAX_AGE_S as ADMIN_COOKIE_MAX_AGE_S
-from app.admin import AdminPolicy
+from app.admin import AdminPolicy, TooManyTries
 from app.admin import policy as admin_policy
 from app.gate import Gate
 from app.guard import (
@@ -182,11 +182,13 @@ def create_app(
     app.state.admin_policy = AdminPolicy.from_env()
     app.mount("/ll/static", StaticFiles(directory=STATIC), name="ll-static")
 
+    closed: list[tuple[str, str]] = []  # filled once every Gradio app is mounted
     guard = GuardConfig(
+        closed=closed,
         allowed_hosts=list(allowed_hosts) if allowed_hosts else default_allowed_hosts(),
         body_limits=[
             ("POST", "/ll/api/voices", MAX_UPLOAD_BYTES + 256 * 1024),
-            ("POST", "/gradio_api/upload", MAX_UPLOAD_BYTES + 256 * 1024),
+            ("POST", "/admin/tests/gradio_api/upload", GRADIO_UPLOAD_LIMIT),
             ("*", "/ll/", BODY_LIMIT_SMALL),
         ],
         default_body_limit=BODY_LIMIT_DEFAULT,
@@ -211,7 +213,10 @@ def create_app(
     @app.post("/ll/admin/login")
     async def admin_login(request: Request, password: str = Form("")) -> JSONResponse:
         pol = admin_policy(request)
-        if not pol.password_ok(password):
+        tried = pol.attempt(request, password)
+        if tried.retry_after_s > 0:
+            raise TooManyTries(tried.retry_after_s)
+        if not tried.ok:
             raise HTTPException(403, f"wrong password. {pol.describe()}")
         resp = JSONResponse({"admin": True})
         resp.set_cookie(
@@ -220,7 +225,7 @@ def create_app(
             max_age=ADMIN_COOKIE_MAX_AGE_S,
             httponly=True,
             samesite="strict",
-            secure=request.url.scheme == "https",
+            secure=pol.cookie_secure(request),
         )
         return resp
 
@@ -374,7 +379,46 @@ def create_app(
         app = gr.mount_gradio_app(app, build_ui(state), path="/", css=CSS)
         add_slash_redirects(app)  # /arena and /arena/ alike, past Gradio's catch-all at "/"
         app.state.listenlab = state
+    closed.extend(close_unused_uploads(app))
     return app
+
+
+GRADIO_UPLOAD_LIMIT = 2 * 1024 * 1024
+"""The admin designer's prompt file (a .txt of sentences) is the only Gradio upload here."""
+UPLOAD_COMPONENTS = {
+    "File",
+    "Files",
+    "UploadButton",
+    "Audio",
+    "Image",
+    "Video",
+    "Gallery",
+    "Model3D",
+    "ImageEditor",
+    "MultimodalTextbox",
+    "SimpleImage",
+}
+"""Gradio components that post to ``gradio_api/upload``."""
+
+
+def close_unused_uploads(app: FastAPI) -> list[tuple[str, str]]:
+    """``gradio_api/upload`` of every mounted Gradio app that has no upload component.
+
+    Gradio opens the route on every app; anonymous uploads are kept on disk. The Playground's
+    voice upload is its own route (``/ll/api/voices``), the arena has none; only the admin
+    designer (admin-only, under ``/admin/``) has a file input."""
+    from starlette.routing import Mount
+
+    closed = []
+    for r in app.router.routes:
+        blocks = getattr(getattr(r, "app", None), "blocks", None) if isinstance(r, Mount) else None
+        if blocks is None:
+            continue
+        names = {type(b).__name__ for b in blocks.blocks.values()}
+        if not names & UPLOAD_COMPONENTS:
+            prefix = r.path.rstrip("/")
+            closed += [("POST", f"{prefix}/gradio_api/upload"), ("POST", f"{prefix}/upload")]
+    return closed
 
 
 # --------------------------------------------------------------------------- CLI
@@ -459,7 +503,12 @@ def _run_serve(args: argparse.Namespace) -> int:
             allowed_hosts=hosts,
             allowed_origins=origins,
         )
-        server = uvicorn.Server(uvicorn.Config(app, log_level="warning", ws_max_size=WS_MAX_FRAME))
+        # proxy_headers=False: uvicorn would believe X-Forwarded-For from 127.0.0.1 by itself;
+        # app.guard.Proxies ($LISTENLAB_TRUSTED_PROXIES, a Space's private proxy) decides that
+        config = uvicorn.Config(
+            app, log_level="warning", ws_max_size=WS_MAX_FRAME, proxy_headers=False
+        )
+        server = uvicorn.Server(config)
 
         async def serve() -> None:
             task = asyncio.create_task(server.serve(sockets=[sock]))

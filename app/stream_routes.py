@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import json
 import logging
 import struct
 import time
@@ -34,6 +33,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 from fastapi import WebSocket, WebSocketDisconnect
 
+from app.outbox import CLOSE_CODE, CLOSE_REASON, Outbox
 from backends.base import (
     Backend,
     InvalidRequest,
@@ -74,13 +74,16 @@ class Session:
     ws: WebSocket
     state: AppState
     session_id: str = field(default_factory=lambda: uuid.uuid4().hex[:12])
-    outbox: asyncio.Queue = field(default_factory=asyncio.Queue)
+    outbox: Outbox = field(default_factory=Outbox)
+    """Byte-budgeted (:mod:`app.outbox`): a page that does not read is slowed, then closed."""
     current: Generation | None = None
     saved: set[str] = field(default_factory=set)
     pending: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
     """Reports (glitch, underruns) for takes of this session that are not saved yet."""
     mine: set[str] = field(default_factory=set)
     """Take ids generated in this session: reports for other takes are refused."""
+    replayed: set[str] = field(default_factory=set)
+    """Stored takes this page was sent but did not make (listening-test stimuli)."""
     owner: str | None = None
     """Owner id of the browser session (``app.identity``): its takes and library voices."""
     admin: bool = False
@@ -98,7 +101,7 @@ class Session:
             if isinstance(m, bytes):
                 await self.ws.send_bytes(m)
             else:
-                await self.ws.send_text(json.dumps(m, default=float))
+                await self.ws.send_text(m)  # serialised when queued (its size is counted)
 
     # -- page messages
 
@@ -111,9 +114,14 @@ class Session:
             if self.current and (tok is None or int(tok) == self.current.token):
                 await self.stop()
         elif kind in {"glitch", "underruns"}:
-            take_id = str(msg.get("take_id") or "")
+            take_id = str(msg.get("take_id") or "")[:64]
             if take_id not in self.mine:
-                self.send({"type": "report_error", "take_id": take_id, "message": "unknown take"})
+                # a take this page only replayed (a listening-test stimulus) is shared by every
+                # rater: its metrics are not theirs to write (raters report with play events)
+                why = "shared take: not yours to report on" if take_id in self.replayed else ""
+                self.send(
+                    {"type": "report_error", "take_id": take_id, "message": why or "unknown take"}
+                )
                 return
             if take_id in self.saved:
                 await self.write_report(msg)
@@ -155,6 +163,8 @@ class Session:
                 await g.task
 
     async def write_report(self, msg: dict[str, Any]) -> None:
+        from app.guard import client_id
+
         store = self.state.store
         take_id = msg["take_id"]
         try:
@@ -165,7 +175,7 @@ class Session:
                 w = await asyncio.to_thread(
                     store.add_glitch_report,
                     GlitchReport(
-                        report_id=str(msg.get("report_id") or uuid.uuid4().hex),
+                        report_id=client_id(msg.get("report_id")) or uuid.uuid4().hex,
                         take_id=take_id,
                         rater_id=f"playground:{self.session_id}",
                         position_ms=float(msg.get("position_ms", 0.0)),
@@ -194,7 +204,7 @@ class Session:
                     count=int(msg.get("count", 0)),
                     stall_ms=float(msg.get("stall_ms", 0.0)),
                     positions=positions,
-                    report_id=str(msg.get("report_id") or uuid.uuid4().hex),
+                    report_id=client_id(msg.get("report_id")) or uuid.uuid4().hex,
                     rater_id=f"playground:{self.session_id}",
                 )
                 self.send({"type": "underruns_saved", "take_id": take_id})
@@ -512,9 +522,29 @@ async def serve_session(ws: WebSocket, state: AppState) -> None:
     await ws.accept()
     session = Session(ws, state, owner=identity(ws).owner_id, admin=admin_policy(ws).is_admin(ws))
     writer = asyncio.create_task(session.writer())
+    closing: list[asyncio.Task] = []
+
+    async def drop() -> None:
+        """The page stopped reading: end its generation, send a close (1008) and drop the
+        connection (the close frame waits behind unread data the client will never read)."""
+        from app.guard import ABORT_KEY
+
+        await session.stop()
+        with contextlib.suppress(Exception):
+            await asyncio.wait_for(ws.close(CLOSE_CODE, CLOSE_REASON), 2.0)
+        abort = ws.scope.get(ABORT_KEY)
+        if abort is not None:
+            abort()
+
+    session.outbox.on_overflow = lambda: closing.append(asyncio.ensure_future(drop()))
     session.send({"type": "hello", "session": session.session_id})
     try:
         while True:
+            # over the send budget: take no more requests until the page reads (or drop it)
+            if not await session.outbox.wait_for_room():
+                if not closing:
+                    closing.append(asyncio.ensure_future(drop()))
+                break
             frame = await ws.receive()
             if frame["type"] == "websocket.disconnect":
                 break
@@ -551,6 +581,9 @@ async def serve_session(ws: WebSocket, state: AppState) -> None:
         pass
     finally:
         await session.stop()  # closing the page stops its generation on the backend
+        for t in closing:
+            with contextlib.suppress(Exception):
+                await t
         session.outbox.put_nowait(None)
         with contextlib.suppress(Exception):
             await asyncio.wait_for(writer, 1.0)

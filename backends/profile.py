@@ -248,21 +248,23 @@ PROFILES: dict[str, WireProfile] = {
             sample_rate=24000,
             channels=1,
             frame_hz=25.0,
-            first_frames=(5, 30),
+            first_frames=(15, 30),
             chunk_frames=60,
             source=(
-                f"{VLLM_OMNI} vllm_omni/deploy/cosyvoice3.yaml (@0253d205): async_chunk: true, "
-                "codec_chunk_frames: 15, initial_codec_chunk_frames: 5 ('TUNE PER GPU'). "
-                "vllm_omni/model_executor/stage_input_processors/cosyvoice3.py (@0ce0aa00) "
-                "talker2code2wav_async_chunk: first hop = initial_codec_chunk_frames (+ padding "
-                "of the reference prompt to a multiple of 15), then the hop starts at 15 and is "
-                "doubled after every emit (codec_stream_scale_factor 2) up to "
-                "codec_max_chunk_frames = 4 x 15 = 60: hops 5, 30, 60, 60, ... 24 kHz mono: "
-                "vllm-omni-speech-api.md section 6."
+                f"{VLLM_OMNI} 0.30.0 (checked against the installed package): "
+                "vllm_omni/deploy/cosyvoice3.yaml: async_chunk: true, codec_chunk_frames: 15, no "
+                "initial_codec_chunk_frames (older revisions, e.g. @0253d205, had 5). "
+                "vllm_omni/model_executor/stage_input_processors/cosyvoice3.py "
+                "talker2code2wav_async_chunk: the first hop is codec_chunk_frames (+ padding "
+                "of the reference prompt to a multiple of 15), then the hop is doubled after "
+                "every emit (codec_stream_scale_factor 2) up to "
+                "codec_max_chunk_frames = 4 x 15 = 60: hops 15, 30, 60, 60, ... 24 kHz mono and "
+                "25 speech tokens per second: vllm_omni/transformers_utils/configs/cosyvoice3.py "
+                "CosyVoice3Config (0.30.0): sample_rate 24000, token_frame_rate 25, "
+                "token_mel_ratio 2."
             ),
             assumptions=(
-                "25 speech tokens per second (960 samples each: token_mel_ratio 2 x 480-sample "
-                "mel hop) is CosyVoice's tokenizer rate, not stated in vLLM-Omni's files read. "
+                "960 samples per token (token_mel_ratio 2 x a 480-sample mel hop). "
                 "The first chunk assumes a reference prompt whose token count is already a "
                 "multiple of 15 (prompt padding 0; real clips add 0-14 tokens to chunk 0). "
                 "HiFT's overlap cache can move seams by a few ms. " + _COMMON_ASSUMPTION
@@ -272,29 +274,29 @@ PROFILES: dict[str, WireProfile] = {
             name="moss-tts-nano",
             model="OpenMOSS-Team/MOSS-TTS-Nano",
             sample_rate=48000,
-            channels=2,
+            channels=1,
             frame_hz=12.5,
             first_frames=(1, 2, 4),
             chunk_frames=8,
             source=(
-                f"{VLLM_OMNI} examples/online_serving/text_to_speech/moss_tts_nano/"
-                "gradio_demo.py (@1c153fe4): 'MOSS-TTS-Nano outputs 48 kHz stereo (2-channel "
-                "interleaved L,R,L,R,...)', PCM_SAMPLE_RATE = 48000, PCM_CHANNELS = 2. "
-                "vllm_omni/deploy/moss_tts_nano.yaml (@8a03d7b9): async_chunk: false, single "
-                "stage; model_executor/models/moss_tts_nano/pipeline.py: 'one audio chunk "
-                "yielded per forward' from upstream inference_stream(). Upstream "
-                "MossTTSNanoForCausalLM._resolve_stream_decode_frame_budget: 1, 2, 4 then 8 "
-                "frames as the stream's lead grows; OpenMOSS/MOSS-TTS-Nano "
-                "moss_tts_nano_runtime.py: 'one decode frame (about 80 ms audio)'."
+                f"{VLLM_OMNI} 0.30.0 (checked against the installed package): "
+                "vllm_omni/model_executor/models/moss_tts_nano/modeling_moss_tts_nano.py "
+                "_to_mono_1d downmixes the audio tokenizer's (channels, samples) waveform to "
+                "mono before serving ('The MOSS audio tokenizer is configured for stereo ... "
+                "multi-channel audio down to mono via mean'); audio_tokenizer_sample_rate "
+                "48000. vllm_omni/deploy/moss_tts_nano.yaml: async_chunk: false, single stage; "
+                "pipeline.py: 'one audio chunk yielded per forward' from upstream "
+                "inference_stream(). Upstream MossTTSNanoForCausalLM."
+                "_resolve_stream_decode_frame_budget: 1, 2, 4 then 8 frames as the stream's lead "
+                "grows; OpenMOSS/MOSS-TTS-Nano moss_tts_nano_runtime.py: 'one decode frame "
+                "(about 80 ms audio)'."
             ),
             assumptions=(
-                "CHANNELS CONFLICT: vllm_omni/model_executor/models/moss_tts_nano/"
-                "modeling_moss_tts_nano.py (@0febbd59 and @a27343dd) downmixes to mono "
-                "(_to_mono_1d) and the TTS README says mono; the profile follows the issue "
-                "and the demo (2-channel interleaved) so stereo handling is tested - use "
-                "channels=1 for the newer server. The schedule is not documented in vLLM-Omni; "
-                "the profile takes the upstream budget for a server that keeps ahead (1, 2, 4, "
-                "then 8 frames at 12.5 Hz). " + _COMMON_ASSUMPTION
+                "Mono, as the served code sends it. The repository's older moss_tts_nano/"
+                "gradio_demo.py assumes 2-channel interleaved PCM; that demo is wrong for "
+                "0.30.0 (use channels=2 to test a stereo client path). The schedule is not "
+                "documented in vLLM-Omni; the profile takes the upstream budget for a server "
+                "that keeps ahead (1, 2, 4, then 8 frames at 12.5 Hz). " + _COMMON_ASSUMPTION
             ),
         ),
         WireProfile(

@@ -249,7 +249,7 @@ class _Cursor:
 
 @register
 class VllmOmniBackend(Backend):
-    """``vllm-omni?model=/path[&adapter=fish_speech][&stage_configs=/x.yaml][&…]``
+    """``vllm-omni?model=/path[&adapter=fish_speech][&deploy_config=/x.yaml][&…]``
 
     Unknown spec parameters are passed to ``AsyncOmni`` as engine kwargs (``async_chunk``,
     ``stage_init_timeout``, ``enforce_eager``, …). The model loads on :meth:`start` or on the
@@ -295,10 +295,14 @@ class VllmOmniBackend(Backend):
         own = _OWN_PARAMS | spec_options
         kwargs = {k: _engine_kwarg(v) for k, v in params.items() if k not in own}
         if params.get("stage_configs"):
-            kwargs["stage_configs_path"] = params["stage_configs"]
+            # vllm-omni 0.30.0 refuses it (entrypoints/utils.prepare_stage_config_inputs)
+            raise InvalidRequest(
+                "stage_configs= is no longer supported by vLLM-Omni (0.30.0 refuses "
+                "stage_configs_path): pass the deploy YAML as deploy_config=/path/to/deploy.yaml"
+            )
         if params.get("deploy_config"):
             kwargs["deploy_config"] = params["deploy_config"]
-        for key in ("stage_configs_path", "deploy_config"):
+        for key in ("deploy_config",):
             if key in kwargs and not Path(kwargs[key]).is_file():
                 raise InvalidRequest(f"{key} file {kwargs[key]!r} does not exist")
         return cls(path, adapter=adapter, engine_kwargs=kwargs)

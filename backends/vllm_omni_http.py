@@ -40,6 +40,7 @@ from urllib.parse import quote, unquote, urlsplit, urlunsplit
 import numpy as np
 
 from backends.base import (
+    Audio,
     AudioChunk,
     Backend,
     BackendError,
@@ -765,6 +766,59 @@ class VllmOmniHttpBackend(Backend):
         )
         return sr, ch, note
 
+    # -- whole files
+
+    async def synthesize(self, request: SpeechRequest) -> Audio:
+        """One non-streaming request (``response_format: wav``, no ``stream``), as vLLM-Omni's
+        own clients send it: its whole-file path is a different code path from its streams
+        (speed is a post-hoc stretch there, and streaming bugs such as replayed chunks, issues
+        #3032/#2907, never reached it), so the probe's offline reference must come from it.
+        ``mode=ws`` keeps to the WebSocket (its whole-file form: one binary frame per unit)."""
+        import httpx
+        import soundfile as sf
+
+        request = self._prepare(request)
+        if self.options.mode == "ws":
+            return await super().synthesize(request)
+        body = {"input": request.text, **self._common_fields(request, _TOP_LEVEL_EXTRA)}
+        body["response_format"] = "wav"
+        if self.options.sample_rate:
+            body["sample_rate"] = self.options.sample_rate
+        o = self.options
+        timeout = httpx.Timeout(
+            o.first_audio_timeout + 600.0, connect=o.connect_timeout, pool=o.connect_timeout
+        )
+        try:
+            r = await self._http().post(
+                self._url("/v1/audio/speech"),
+                json=body,
+                headers={"Accept": "audio/*, application/json", "X-Request-Id": request.request_id},
+                timeout=timeout,
+            )
+        except httpx.TimeoutException as e:
+            raise StreamTimeout(
+                f"{self.base_url} did not return the file in time ({e!r})"
+            ) from None
+        except httpx.HTTPError as e:
+            raise BackendError(f"cannot reach {self.base_url}: {e!r}") from None
+        if r.status_code >= 400:
+            raise BackendError(error_message(r.content, r.status_code), status=r.status_code)
+        ctype = r.headers.get("content-type", "").split(";")[0].strip().lower()
+        if not ctype.startswith("audio/"):
+            raise BackendError(
+                f"unexpected {r.status_code} response of type {ctype or 'unknown'}: "
+                + error_message(r.content),
+                status=r.status_code,
+            )
+        try:
+            x, sr = sf.read(io.BytesIO(r.content), dtype="int16", always_2d=True)
+        except Exception as e:
+            raise BackendError(f"could not decode the server's {ctype} body: {e}") from None
+        if not len(x):
+            raise BackendError("the server returned an empty audio file")
+        self._check_rate(int(sr))
+        return Audio(np.ascontiguousarray(x), int(sr))
+
     # -- streaming
 
     def stream(self, request: SpeechRequest) -> AsyncIterator[AudioChunk]:
@@ -1058,14 +1112,7 @@ class VllmOmniHttpBackend(Backend):
                 if kind == "audio.start":
                     started = True
                     if stream_audio and not framer.known:
-                        sr, ch = m.get("sample_rate"), m.get("channels")
-                        if isinstance(sr, int) and sr > 0:
-                            self._check_rate(sr)
-                            framer.sample_rate, framer.channels = sr, int(ch or 1)
-                        else:
-                            await self._assume_format(
-                                framer, "the WebSocket stream (audio.start has no sample_rate)", ch
-                            )
+                        await self._ws_format(framer, m)
                 elif kind == "audio.done":
                     if m.get("error"):
                         raise BackendError(
@@ -1099,6 +1146,33 @@ class VllmOmniHttpBackend(Backend):
                 await asyncio.wait_for(ws.close(), 2)
             with contextlib.suppress(Exception):
                 ws.transport.abort()
+
+    async def _ws_format(self, framer: _Framer, start: dict[str, Any]) -> None:
+        """The PCM format from ``audio.start``.
+
+        Only an ``audio.start`` with ``sample_rate`` *and* ``channels`` states the format
+        (listenlab api; the deferred form of newer vLLM-Omni). vLLM-Omni 0.30.0 sends
+        ``audio.start`` before generating, with a constant nominal ``"sample_rate": 24000``
+        and no ``channels`` (``serving_speech_stream.py`` ``_PCM_SAMPLE_RATE``) whatever the
+        model's rate: that value is used only when nothing better is known.
+        """
+        sr, ch = start.get("sample_rate"), start.get("channels")
+        if isinstance(sr, int) and sr > 0 and isinstance(ch, int) and ch > 0:
+            self._check_rate(sr)
+            framer.sample_rate, framer.channels = sr, ch
+            return
+        what = (
+            f"the WebSocket stream (audio.start's sample_rate={sr} is nominal: no channels)"
+            if isinstance(sr, int) and sr > 0
+            else "the WebSocket stream (audio.start has no sample_rate)"
+        )
+        try:
+            await self._assume_format(framer, what, ch if isinstance(ch, int) else None)
+        except BackendError:
+            if not (isinstance(sr, int) and sr > 0):
+                raise
+            framer.sample_rate, framer.channels = sr, int(ch or 1)
+            framer.assumed = f"{what}: {sr} Hz taken as stated, mono assumed"
 
     def _decode_file(self, data: bytes, framer: _Framer) -> AudioChunk:
         """``stream_audio:false``: one binary frame holds a whole encoded file."""

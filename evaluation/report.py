@@ -426,6 +426,19 @@ def neutralise_cell(v: object) -> object:
         return "'" + v
 
 
+def safe_csv(df: pd.DataFrame, path: str | Path | None = None, *, index: bool = False) -> str:
+    """The one way the app writes a CSV: every text cell through :func:`neutralise_cell`.
+
+    Returns the CSV text (also written to ``path`` when given). The report's CSVs, a listening
+    test's ``export.zip`` and the arena's ``votes.csv`` all come through here: rater- and
+    visitor-supplied strings (report ids, notes, prompts) reach a spreadsheet as text.
+    """
+    text = _safe_frame(df, index).to_csv(index=index)
+    if path is not None:
+        Path(path).write_text(text, encoding="utf-8")
+    return text
+
+
 def _safe_frame(df: pd.DataFrame, index: bool) -> pd.DataFrame:
     df = df.copy()
     for c in df.columns:
@@ -450,12 +463,12 @@ def export_csv(
     written = []
     for name in RAW_TABLES:
         p = d / f"{name}.csv"
-        _safe_frame(store.frame(name), False).to_csv(p, index=False)
+        safe_csv(store.frame(name), p)
         written.append(p)
     for name, df in (tables if tables is not None else compute_tables(store)).items():
         p = d / f"stats_{name}.csv"
         idx = name in {"preference_matrix", "glitches_by_seam", "findings_by_seam"}
-        _safe_frame(df, idx).to_csv(p, index=idx)
+        safe_csv(df, p, index=idx)
         written.append(p)
     return written
 
@@ -487,5 +500,6 @@ __all__ = [
     "interval_figure",
     "neutralise_cell",
     "render_html",
+    "safe_csv",
     "write_report",
 ]

@@ -47,7 +47,15 @@ def live_server(app) -> Iterator[Live]:
     sock = bound_socket()
     port = sock.getsockname()[1]
     server = uvicorn.Server(
-        uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning", lifespan="on")
+        # proxy_headers=False as in ``listenlab serve``: app.guard.Proxies decides whom to trust
+        uvicorn.Config(
+            app,
+            host="127.0.0.1",
+            port=port,
+            log_level="warning",
+            lifespan="on",
+            proxy_headers=False,
+        )
     )
     th = threading.Thread(target=server.run, args=([sock],), daemon=True)
     th.start()

@@ -6,6 +6,7 @@ its memory can be read from ``/proc/<pid>/status`` without the test's own alloca
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import io
 import json
@@ -14,11 +15,16 @@ import subprocess
 import sys
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import httpx
 import numpy as np
 import soundfile as sf
+import websockets
+
+from app.listening.arena import COOKIE
 
 # --------------------------------------------------------------------------- attack material
 
@@ -57,6 +63,118 @@ def tone_wav(seconds: float = 2.0, sr: int = 16000, freq: float = 440.0) -> byte
     buf = io.BytesIO()
     sf.write(buf, 0.3 * np.sin(2 * np.pi * freq * t), sr, format="WAV", subtype="PCM_16")
     return buf.getvalue()
+
+
+# --------------------------------------------------------------------------- pages
+
+TIMEOUT = 60.0
+ARENA_TEXT = "The birch canoe slid on the smooth planks."
+
+
+def ws_url(base: str) -> str:
+    return base.rstrip("/").replace("http://", "ws://") + "/ll/ws"
+
+
+async def recv_json(ws, pred, timeout: float = TIMEOUT) -> dict:
+    async def loop():
+        while True:
+            m = await ws.recv()
+            if isinstance(m, bytes):
+                continue
+            d = json.loads(m)
+            if pred(d):
+                return d
+
+    return await asyncio.wait_for(loop(), timeout)
+
+
+def arena_cookie(base: str) -> str:
+    """A fresh arena session cookie: free for anyone, which is why votes are not counted by it."""
+    r = httpx.post(base.rstrip("/") + "/ll/arena/session", timeout=TIMEOUT, trust_env=False)
+    return r.cookies[COOKIE]
+
+
+class ArenaPage:
+    """A raw arena page on one socket: keeps the audio frames it received, with their time."""
+
+    def __init__(self, ws):
+        self.ws, self.frames, self.token = ws, [], 100
+
+    async def until(self, pred, timeout=TIMEOUT):
+        async def loop():
+            while True:
+                m = await self.ws.recv()
+                if isinstance(m, bytes):
+                    self.frames.append((time.time(), m))
+                    continue
+                d = json.loads(m)
+                if pred(d):
+                    return d
+
+        return await asyncio.wait_for(loop(), timeout)
+
+    async def ask(self, kind: str, **msg) -> dict:
+        await self.ws.send(json.dumps({"type": kind, **msg}))
+        return await self.until(lambda d: str(d.get("type", "")).startswith("arena_"))
+
+    async def battle_and_vote(
+        self, choice: str | Callable[[str], str], text: str = ARENA_TEXT
+    ) -> tuple[str, dict]:
+        """A whole honest battle: both sides streamed, heard to the end, then the vote
+        (``choice``, or ``choice(battle_id)`` for a voter who picks a system by name)."""
+        b = await self.ask("arena_new", text=text)
+        if b["type"] != "arena_battle":
+            return "", b
+        bid = b["battle_id"]
+        for side in ("a", "b"):
+            self.token += 1
+            tok, n0, t = self.token, len(self.frames), time.time()
+            await self.ws.send(
+                json.dumps({"type": "arena_speak", "token": tok, "battle_id": bid, "side": side})
+            )
+            done = await self.until(
+                lambda d, tok=tok: d.get("token") == tok and d["type"] in {"done", "error"}
+            )
+            assert done["type"] == "done", done
+            first = next(
+                ts for ts, raw in self.frames[n0:] if int.from_bytes(raw[:4], "little") == tok
+            )
+            await asyncio.sleep(max(0.0, max(t, first) + done["duration_s"] + 0.15 - time.time()))
+            ok = await self.ask("arena_played", battle_id=bid, side=side,
+                                take_id=done["take_id"], played_ms=done["duration_s"] * 1000)  # fmt: skip
+            assert ok["type"] == "arena_played", ok
+        pick = choice(bid) if callable(choice) else choice
+        return bid, await self.ask("arena_vote", battle_id=bid, choice=pick)
+
+
+def arena_page(base: str, cookie: str, headers: dict | None = None):
+    """``/ll/ws`` carrying an arena cookie (and e.g. ``X-Forwarded-For``)."""
+    h = {"Cookie": f"{COOKIE}={cookie}", **(headers or {})}
+    return websockets.connect(ws_url(base), additional_headers=h, max_size=2**24)
+
+
+async def stimulus_flood(
+    base: str, msg: str, seconds: float = 30.0
+) -> tuple[int, float | None, float | None]:
+    """Send ``msg`` on a new ``/ll/ws`` as fast as possible for ``seconds`` without ever reading
+    the answers; returns (messages sent, when a send blocked, when the server dropped us)."""
+    sent, blocked_after, closed_after = 0, None, None
+    t0 = time.monotonic()
+    # max_queue=1: the client library stops reading once one message waits (TCP backpressure)
+    async with websockets.connect(ws_url(base), max_queue=1, max_size=2**24) as ws:
+        try:
+            while time.monotonic() - t0 < seconds:
+                await asyncio.wait_for(ws.send(msg), 5)
+                sent += 1
+        except TimeoutError:  # the server stopped taking our messages: we are slowed
+            blocked_after = time.monotonic() - t0
+        except (websockets.ConnectionClosed, ConnectionError):
+            closed_after = time.monotonic() - t0
+        if closed_after is None:
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(ws.wait_closed(), 60)  # then dropped
+                closed_after = time.monotonic() - t0
+    return sent, blocked_after, closed_after
 
 
 # --------------------------------------------------------------------------- measuring

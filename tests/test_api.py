@@ -117,20 +117,30 @@ def test_speaker_alias_voice_id_and_default(api, direct):
 
 def test_validation_errors_match_the_reference(api):
     assert_error(post(api, {"input": "   "}), 400, "BadRequestError", "Input text cannot be empty")
+    # body validation: vLLM's handler type "Bad Request" with the field as param
     r = post(api, {"input": TEXT, "stream": True, "response_format": "mp3"})
+    assert r.json()["error"]["param"] == "body"
     assert_error(
         r,
         400,
-        "BadRequestError",
+        "Bad Request",
         "Streaming (stream=true, stream_format='audio', or stream_format='sse') requires "
         "response_format='pcm' or 'wav'. Got response_format='mp3'.",
     )
-    assert_error(post(api, {"input": TEXT, "speed": 5}), 400, "BadRequestError", "speed")
+    r = post(api, {"input": TEXT, "speed": 5})
+    assert_error(r, 400, "Bad Request", "speed")
+    assert r.json()["error"]["param"] == "body.speed"
     assert_error(
         post(api, {"input": TEXT, "response_format": "aac"}),
         400,
-        "BadRequestError",
+        "Bad Request",
         "response_format",
+    )
+    assert_error(
+        post(api, {"input": TEXT, "max_new_tokens": 4097}),
+        400,
+        "BadRequestError",
+        "max_new_tokens cannot exceed 4096",
     )
     r = post(api, {"input": TEXT, "model": "tts-1"})
     assert_error(r, 404, "NotFoundError", "The model `tts-1` does not exist.")
@@ -156,7 +166,7 @@ def test_validation_errors_match_the_reference(api):
     r = httpx.post(
         api.url + "/v1/audio/speech", content=b"input=hi", headers={"content-type": "text/plain"}
     )
-    assert_error(r, 400, "BadRequestError", "Only 'application/json' is allowed")
+    assert_error(r, 400, "Bad Request", "Only 'application/json' is allowed")
     clip = io.BytesIO()
     sf.write(clip, np.zeros(22050 * 2), 22050, format="WAV")
     ref = "data:audio/wav;base64," + base64.b64encode(clip.getvalue()).decode()

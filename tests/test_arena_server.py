@@ -11,6 +11,7 @@ import httpx
 import pytest
 from websockets.sync.client import connect
 
+from app.guard import Proxies
 from app.listening.arena import COOKIE
 from app.server import create_app
 from app.stream_routes import HEADER
@@ -28,12 +29,22 @@ def post(url: str, **kw) -> httpx.Response:
     return httpx.post(url, timeout=TIMEOUT_S, **kw)
 
 
+_ADDRESSES: dict[str, str] = {}
+
+
+def visitor_ip(cookie: str | None) -> str:
+    """Each test visitor (cookie) comes from its own address, as a trusted local proxy says
+    (``X-Forwarded-For``): the arena counts voters by address, not by the free cookie."""
+    return _ADDRESSES.setdefault(cookie or "", f"203.0.113.{len(_ADDRESSES) + 1}")
+
+
 def http_vote(live, battle_id: str, choice: str, cookie: str) -> httpx.Response:
     """A vote over HTTP (``POST /ll/arena/api/battles/ID/vote``) from the session ``cookie``."""
     return post(
         f"{live.url}ll/arena/api/battles/{battle_id}/vote",
         json={"choice": choice},
         cookies={COOKIE: cookie},
+        headers={"X-Forwarded-For": visitor_ip(cookie)},
     )
 
 
@@ -43,6 +54,7 @@ SYSTEMS = {"piper": "piper?deterministic=1", "qwen": "piper?deterministic=1&prof
 @pytest.fixture(scope="module")
 def server():
     app = create_app(SYSTEMS, tmp_db(), mount_ui=False)
+    app.state.arena.proxies = Proxies.parse(["127.0.0.1"])  # as behind a Space's proxy
     with live_server(app) as live:
         yield live
 
@@ -117,6 +129,7 @@ class Page:
 @contextmanager
 def page(live, cookie: str | None):
     headers = {"Cookie": f"{COOKIE}={cookie}"} if cookie else {}
+    headers["X-Forwarded-For"] = visitor_ip(cookie)
     url = live.url.replace("http", "ws") + "ll/ws"
     with connect(url, additional_headers=headers, max_size=2**24) as ws:
         p = Page(ws)
@@ -357,11 +370,16 @@ def test_every_pre_vote_message_is_system_neutral(server):
             for path, v in _walk(m):
                 assert v not in (22050, 22050.0), f"a native rate at {path} in {m}"
     assert len(pre_vote_frames) > 0
-    # the audio is the stored native take, converted to 24 kHz mono (frames numbered 0, 1, …)
+    # the audio is the stored native take, converted to 24 kHz mono, scaled by one gain to the
+    # loudness target, in equal frames of 0.1 s (frames numbered 0, 1, …; the last one padded)
+    from evaluation.listening.stimuli import measure_lufs
+
+    sizes = set()
     for side in ("a", "b"):
         tok = done[side]["token"]
         frames = [raw for _, raw in seen[side][1] if HEADER.unpack_from(raw)[0] == tok]
         assert [HEADER.unpack_from(raw)[1] for raw in frames] == list(range(len(frames)))
+        sizes |= {len(raw) for raw in frames}
         got = np.concatenate([np.frombuffer(raw[HEADER.size :], "<i2") for raw in frames])
         assert len(got) == done[side]["frames"]
         take = server.state.store.load_take(done[side]["take_id"])
@@ -369,11 +387,15 @@ def test_every_pre_vote_message_is_system_neutral(server):
         want = take.audio.reshape(-1).astype(np.float32) / 32768.0
         if take.sample_rate != 24000:
             want = soxr.resample(want, take.sample_rate, 24000, quality="HQ")
-        want = np.clip(np.rint(want * 32768.0), -32768, 32767)
-        assert abs(len(got) - len(want)) <= 2
+        assert 0 <= len(got) - len(want) < 2400 + 2  # padded up to one frame
         n = min(len(got), len(want))
-        assert np.max(np.abs(got[:n].astype(float) - want[:n])) <= 2
-        assert abs(done[side]["duration_s"] - take.duration_s) < 0.01
+        assert not got[len(want) + 2 :].any()  # the padding is silence
+        x, w = got[:n].astype(np.float64), want[:n].astype(np.float64) * 32768.0
+        g = float(np.dot(x, w) / np.dot(w, w))
+        assert np.max(np.abs(x - g * w)) <= 3  # one fixed gain for the whole side
+        assert measure_lufs(got[:n], 24000) == pytest.approx(-23.0, abs=1.5)
+        assert abs(done[side]["duration_s"] - take.duration_s) < 0.1 + 0.01
+    assert sizes == {HEADER.size + 2400 * 2}  # every frame of both sides: the same size
     # after the vote, the names
     assert voted["type"] == "arena_voted" and voted["counted"] is True
     assert voted["systems"] == {"a": row["system_a"], "b": row["system_b"]}

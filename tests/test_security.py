@@ -24,6 +24,7 @@ from _hardening_util import (
     concat_script,
     flac_bomb,
     hls_playlist,
+    recv_json,
     rss_kb,
     tone_wav,
 )
@@ -60,19 +61,6 @@ def playground(piper_det):
 
 def _ws(live) -> str:
     return f"ws://127.0.0.1:{live.port}/ll/ws"
-
-
-async def _recv_json(ws, pred, timeout: float = 60.0) -> dict:
-    async def loop():
-        while True:
-            m = await ws.recv()
-            if isinstance(m, bytes):
-                continue
-            d = json.loads(m)
-            if pred(d):
-                return d
-
-    return await asyncio.wait_for(loop(), timeout)
 
 
 # --------------------------------------------------------------------------- row 1: file read
@@ -172,13 +160,13 @@ async def test_ws_text_is_capped_per_utterance_and_the_socket_stays(piper_det):
             await ws.send(json.dumps({"type": "session.config", "response_format": "pcm"}))
             await ws.send(json.dumps({"type": "input.text", "text": "a" * 15_000}))
             await ws.send(json.dumps({"type": "input.text", "text": "b" * 15_000}))
-            err = await _recv_json(ws, lambda d: d["type"] == "error")
+            err = await recv_json(ws, lambda d: d["type"] == "error")
             assert "over 20000 characters" in err["message"]
             await ws.send(b"\x00\x01binary")
-            err = await _recv_json(ws, lambda d: d["type"] == "error")
+            err = await recv_json(ws, lambda d: d["type"] == "error")
             assert "binary frames are not accepted" in err["message"]
             await ws.send("[" * 100_000)
-            err = await _recv_json(ws, lambda d: d["type"] == "error")
+            err = await recv_json(ws, lambda d: d["type"] == "error")
             assert "Invalid JSON" in err["message"]
             # still open and usable: a short utterance is spoken
             await ws.send(json.dumps({"type": "session.config", "response_format": "pcm"}))
@@ -285,7 +273,7 @@ async def test_voices_and_takes_belong_to_their_session(playground):
             await ws.send(
                 json.dumps({"type": "speak", "token": 1, "text": "Hi.", "voice": "lib:" + vid})
             )
-            m = await _recv_json(ws, lambda d: d["type"] in {"error", "done"})
+            m = await recv_json(ws, lambda d: d["type"] in {"error", "done"})
         assert m["type"] == "error" and "another browser session" in m["message"]
         # sharing is an explicit admin action; Bob may not do it
         assert bob.post(f"ll/api/voices/{vid}/share", json={"shared": True}).status_code == 403
@@ -300,7 +288,7 @@ async def test_voices_and_takes_belong_to_their_session(playground):
             _ws(playground), additional_headers={"cookie": alice_cookie}
         ) as ws:
             await ws.send(json.dumps({"type": "speak", "token": 2, "text": "Hello there."}))
-            done = await _recv_json(ws, lambda d: d["type"] in {"error", "done"})
+            done = await recv_json(ws, lambda d: d["type"] in {"error", "done"})
         assert done["type"] == "done", done
         tid = done["take_id"]
         assert alice.get(f"ll/api/takes/{tid}.wav").status_code == 200
@@ -348,7 +336,7 @@ async def test_foreign_origin_and_host_are_refused(playground, piper_det):
     assert _raw_ws_status(playground.port, "evil.example:1", "http://evil.example:1") == 403
     assert _raw_ws_status(playground.port, f"127.0.0.1:{playground.port}", None) == 101
     async with websockets.connect(_ws(playground), origin=own) as ws:  # the page's own origin
-        assert (await _recv_json(ws, lambda d: d["type"] == "hello"))["session"]
+        assert (await recv_json(ws, lambda d: d["type"] == "hello"))["session"]
     # state-changing HTTP from another site
     vid = "0" * 32
     r = httpx.delete(url + f"ll/api/voices/{vid}", headers={"origin": "http://evil.example"})
@@ -395,7 +383,7 @@ async def test_no_secret_in_any_public_json(piper_det):
                 await ws.send(
                     json.dumps({"type": "speak", "token": 1, "text": "Hi.", "backend": "remote"})
                 )
-                done = await _recv_json(ws, lambda d: d["type"] in {"done", "error"})
+                done = await recv_json(ws, lambda d: d["type"] in {"done", "error"})
             assert done["type"] == "done", done
             take_row = json.dumps(live.state.store.frame("takes").to_dict("records"))
             systems = json.dumps(live.state.store.frame("systems").to_dict("records"))
@@ -432,7 +420,7 @@ async def test_report_on_a_live_delete_mode_db_keeps_the_playground_saving(piper
     async def speak(live, token: int) -> dict:
         async with websockets.connect(_ws(live)) as ws:
             await ws.send(json.dumps({"type": "speak", "token": token, "text": "Hello there."}))
-            done = await _recv_json(ws, lambda d: d["type"] in {"done", "error", "report_error"})
+            done = await recv_json(ws, lambda d: d["type"] in {"done", "error", "report_error"})
             await asyncio.sleep(0.3)  # the take is saved before "done"; findings may follow
         return done
 
@@ -459,7 +447,7 @@ async def test_report_on_a_live_delete_mode_db_keeps_the_playground_saving(piper
 
 async def test_malformed_ll_ws_messages_get_clear_errors_and_the_socket_stays(playground):
     async with websockets.connect(_ws(playground)) as ws:
-        await _recv_json(ws, lambda d: d["type"] == "hello")
+        await recv_json(ws, lambda d: d["type"] == "hello")
         cases = [
             (b"\x00\xffbinary", "binary frames are not accepted"),
             ("not json", "JSON objects"),
@@ -481,11 +469,11 @@ async def test_malformed_ll_ws_messages_get_clear_errors_and_the_socket_stays(pl
         ]
         for raw, want in cases:
             await ws.send(raw)
-            m = await _recv_json(ws, lambda d: d["type"] == "error")
+            m = await recv_json(ws, lambda d: d["type"] == "error")
             assert want in m["message"], (raw[:40], m)
             assert "0x" not in m["message"] and "Traceback" not in m["message"]
         await ws.send(json.dumps({"type": "ping", "t": 5}))
-        assert (await _recv_json(ws, lambda d: d["type"] == "pong"))["t"] == 5
+        assert (await recv_json(ws, lambda d: d["type"] == "pong"))["t"] == 5
 
 
 # --------------------------------------------------------------------------- row 14: load

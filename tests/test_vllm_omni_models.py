@@ -286,7 +286,7 @@ async def test_fish_speech_requests(standin, models):
     info = sent["prompt"]["additional_information"]
     assert info == {"text": [f"<|speaker:1|>{TEXT}"], "max_new_tokens": [700]}
     assert sent["params"][0].max_tokens == 700
-    assert backend.engine.default_sampling_params_list[0].max_tokens == 4096  # untouched
+    assert backend.engine.default_sampling_params_list[0].max_tokens == 2048  # untouched
     # cloning: the structured clone with scalars and placeholder ids
     await record(backend, SpeechRequest(TEXT, ref_audio=clip(), ref_text=REF_TEXT))
     prompt = backend.engine.submitted[-1]["prompt"]
@@ -329,9 +329,9 @@ async def test_cosyvoice3_requests(standin, models):
     stage0 = sent["params"][0]
     n = len(TEXT.encode())  # the stand-in tokenizer is byte-level
     assert (stage0.min_tokens, stage0.max_tokens) == (2 * n, min(2048, 20 * n))
-    # the example's sampling stays: top_p 0.8, top_k 25, repetition 2.0, stop 6562
-    assert (stage0.top_p, stage0.top_k, stage0.repetition_penalty) == (0.8, 25, 2.0)
-    assert stage0.stop_token_ids == [6562] and stage0.seed == 4
+    # the deploy YAML's sampling stays (vllm-omni 0.30.0 deploy/cosyvoice3.yaml)
+    assert (stage0.top_p, stage0.top_k, stage0.repetition_penalty) == (0.8, 25, 1.0001)
+    assert stage0.seed == 4
     # an already formatted transcript is kept as it is
     own = "You are a helpful assistant. Speak slowly.<|endofprompt|>" + REF_TEXT
     built = backend.build_prompt(SpeechRequest(TEXT, ref_audio=clip(), ref_text=own))

@@ -30,6 +30,20 @@ CONFIG_TIMEOUT = 10.0
 IDLE_TIMEOUT = 30.0
 MAX_CONFIG_MESSAGE = 4 * 1024 * 1024
 MAX_TEXT_MESSAGE = 128 * 1024
+MAX_NEW_TOKENS = 4096
+"""vLLM-Omni's adapters refuse a larger ``max_new_tokens`` (``_TTS_MAX_NEW_TOKENS_MAX``)."""
+
+USAGE_HEADERS = {
+    "X-VLLM-OMNI-INPUT-TOKENS": "0",
+    "X-VLLM-OMNI-OUTPUT-TOKENS": "0",
+    "X-VLLM-OMNI-TOTAL-TOKENS": "0",
+    "X-VLLM-OMNI-INPUT-TEXT-TOKENS": "0",
+    "X-VLLM-OMNI-INPUT-AUDIO-TOKENS": "0",
+}
+"""vLLM-Omni 0.30.0 sends its token usage on whole-file answers; listenlab's voices have no
+tokens, so the same headers say 0 (as vLLM-Omni's do when it cannot count), like the SSE
+``speech.audio.done`` usage (``_NO_USAGE``)."""
+
 _NO_USAGE = {
     "input_tokens": 0,
     "output_tokens": 0,

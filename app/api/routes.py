@@ -32,13 +32,20 @@ from app.api.limits import (
     CONTENT_TYPES,
     IDLE_TIMEOUT,
     MAX_INSTRUCTIONS,
+    MAX_NEW_TOKENS,
     MAX_UPLOAD_BYTES,
     OPUS_RATES,
     RESAMPLE_RANGE,
     UPLOAD_MIME,
+    USAGE_HEADERS,
     ApiLimits,
 )
-from app.api.schemas import SpeechBody, validation_message
+from app.api.schemas import (
+    VALIDATION_TYPE,
+    SpeechBody,
+    validation_message,
+    validation_param,
+)
 from app.api.state import (
     ApiError,
     ApiState,
@@ -141,7 +148,7 @@ def create_api_app(
     async def _validation_error(_req, e: RequestValidationError):
         # vLLM answers body validation errors with 400 and the OpenAI shape.
         msgs = [str(x.get("msg", x)) if isinstance(x, dict) else str(x) for x in e.errors()]
-        return err_response(ApiError("; ".join(msgs), 400))
+        return err_response(ApiError("; ".join(msgs), 400, VALIDATION_TYPE))
 
     def check_model(model: str | None) -> None:
         if model and model != state.served_model:
@@ -187,6 +194,9 @@ def create_api_app(
             raise ApiError(
                 "word_timestamps=true requires the server to be launched with --forced-aligner."
             )
+        if body.max_new_tokens is not None and body.max_new_tokens > MAX_NEW_TOKENS:
+            # vLLM-Omni's adapters (tts_adapters/base.py _TTS_MAX_NEW_TOKENS_MAX)
+            raise ApiError(f"max_new_tokens cannot exceed {MAX_NEW_TOKENS}")
         caps = backend.capabilities
         speed = 1.0 if body.speed is None else body.speed
         if body.is_streaming and speed != 1.0 and not caps.speed_streaming:
@@ -275,7 +285,9 @@ def create_api_app(
     async def parse_body(http: Request) -> SpeechBody:
         media = http.headers.get("content-type", "").split(";", 1)[0].strip().lower()
         if media != "application/json":
-            raise ApiError("Unsupported Media Type: Only 'application/json' is allowed")
+            raise ApiError(
+                "Unsupported Media Type: Only 'application/json' is allowed", 400, VALIDATION_TYPE
+            )
         raw = await http.body()
         try:
             if len(raw) > 256 * 1024:  # a big body (an inline ref_audio) is parsed off the loop
@@ -283,15 +295,20 @@ def create_api_app(
             else:
                 data = loads_limited(raw, lim.json_depth)
         except JsonTooDeep as e:
-            raise ApiError(f"Invalid JSON body: {e}") from None
+            raise ApiError(f"Invalid JSON body: {e}", 400, VALIDATION_TYPE, "body") from None
         except ValueError as e:
-            raise ApiError(f"Invalid JSON body: {e}") from None
+            # vLLM names the character where decoding failed: body.<position>
+            pos = getattr(e, "pos", None)
+            param = "body" if pos is None else f"body.{pos}"
+            raise ApiError(f"Invalid JSON body: {e}", 400, VALIDATION_TYPE, param) from None
         if not isinstance(data, dict):
-            raise ApiError("The request body must be a JSON object")
+            raise ApiError("The request body must be a JSON object", 400, VALIDATION_TYPE, "body")
         try:
             return SpeechBody.model_validate(data)
         except ValidationError as e:
-            raise ApiError(validation_message(e)) from None
+            raise ApiError(
+                validation_message(e), 400, VALIDATION_TYPE, validation_param(e)
+            ) from None
 
     @app.post("/v1/audio/speech")
     async def create_speech(http: Request):
@@ -359,7 +376,9 @@ def create_api_app(
             )
         data = encode_file(samples, out.rate, fmt)
         return Response(
-            data, media_type=CONTENT_TYPES[fmt], headers={"X-Request-Id": st.request_id}
+            data,
+            media_type=CONTENT_TYPES[fmt],
+            headers={"X-Request-Id": st.request_id, **USAGE_HEADERS},
         )
 
     async def raw_body(

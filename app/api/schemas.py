@@ -103,6 +103,20 @@ class SessionConfig(BaseModel):
         return self
 
 
+VALIDATION_TYPE = "Bad Request"
+"""vLLM's ``error.type`` for a request body that fails parsing or validation (its
+``validation_exception_handler``: ``HTTPStatus.BAD_REQUEST.phrase``), unlike the handler's
+own ``BadRequestError``s."""
+
+
+def validation_param(e: ValidationError) -> str:
+    """vLLM's ``error.param`` for a body validation error: the first error's location under
+    ``body`` (``body.speed``; ``body`` for whole-body rules such as streaming + mp3)."""
+    errors = e.errors()
+    loc = [str(x) for x in (errors[0].get("loc", ()) if errors else ())]
+    return ".".join(["body", *loc])
+
+
 def validation_message(e: ValidationError) -> str:
     parts = []
     for err in e.errors():

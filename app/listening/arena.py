@@ -12,6 +12,11 @@ Who owns a battle: the browser session, i.e. the random ``ll_arena`` cookie that
 ``POST /ll/arena/session`` sets (HttpOnly, SameSite=Strict). The WebSocket handshake carries it,
 so the same owner is seen on ``/ll/ws`` and on the HTTP routes; the DB keeps only its hash.
 
+Who is counted (the *voter*, :meth:`ArenaService.voter`): a cookie is free, so limits and the
+stored voter hash use the Space's Hugging Face login where it is configured (then voting needs
+it, as on TTS Arena), else the client's address as :class:`app.guard.Proxies` resolves it
+(``X-Forwarded-For`` only from a trusted proxy; an IPv6 /64 counts as one).
+
 WebSocket messages (page -> server; replies come back as JSON on the same socket):
 
 * ``arena_new`` {text, req} -> ``arena_battle`` {battle_id, text, req}
@@ -22,7 +27,8 @@ WebSocket messages (page -> server; replies come back as JSON on the same socket
 
 HTTP: ``POST /ll/arena/session``, ``GET /ll/arena/api/prompt``, ``GET /ll/arena/api/leaderboard``,
 ``GET /ll/arena/api/battles/{id}``, ``POST /ll/arena/api/battles/{id}/vote`` {choice},
-``GET /ll/arena/api/votes.csv`` (admin).
+``GET /ll/arena/api/votes.csv``, ``GET /ll/arena/api/voters``,
+``POST /ll/arena/api/voters/{voter}/drop`` (admin).
 """
 
 from __future__ import annotations
@@ -31,6 +37,7 @@ import asyncio
 import contextlib
 import logging
 import os
+import re
 import secrets
 import threading
 import time
@@ -39,9 +46,12 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
-from fastapi import FastAPI, HTTPException, Request
+from fastapi import Depends, FastAPI, HTTPException, Request
 from fastapi.responses import JSONResponse, PlainTextResponse
 
+from app.admin import require_admin
+from app.guard import Proxies
+from app.identity import hf_login_configured, hf_user
 from app.listening.blind import BlindSession, common_rate
 from app.state import ASSETS
 from backends.base import SpeechRequest
@@ -50,6 +60,7 @@ from evaluation.listening.arena import (
     Arena,
     ArenaError,
     Limits,
+    LoginRequired,
     NotYours,
     StillStreaming,
     clean_battle_text,
@@ -66,6 +77,7 @@ COOKIE = "ll_arena"
 COOKIE_MAX_AGE_S = 30 * 24 * 3600
 PROMPT_FILES = ("harvard/harvard.txt", "arena-prompts.txt")
 PATH = "/arena"
+VOTER_RE = re.compile(r"^(ip|hf):[0-9a-f]{24}$")
 STILL_STREAMING_RETRIES = 30
 """A play report that races the stream's last DB write waits up to 3 s (0.1 s steps)."""
 
@@ -85,6 +97,8 @@ class ArenaConfig:
         default_factory=lambda: Limits(
             battles_per_minute=max(1, _env_int("LISTENLAB_ARENA_BATTLES_PER_MIN", 10)),
             global_battles_per_minute=max(1, _env_int("LISTENLAB_ARENA_GLOBAL_PER_MIN", 120)),
+            votes_per_hour=max(1, _env_int("LISTENLAB_ARENA_VOTES_PER_HOUR", 30)),
+            votes_per_day=max(1, _env_int("LISTENLAB_ARENA_VOTES_PER_DAY", 150)),
         )
     )
     min_votes: int = field(default_factory=lambda: _env_int("LISTENLAB_ARENA_MIN_VOTES", 20))
@@ -119,6 +133,8 @@ class ArenaService:
         self._board: tuple[tuple[int, int, int], dict[str, Any]] | None = None
         self._board_lock = threading.Lock()
         self._rate: tuple[tuple[str, ...], int] | None = None
+        self.proxies = Proxies.from_env()
+        """Whose ``X-Forwarded-For`` is believed (tests set a trusted local proxy)."""
 
     @property
     def systems(self) -> list[str]:
@@ -130,6 +146,15 @@ class ArenaService:
         self.arena.limits = self.config.limits
 
     # -- shared by the WebSocket and HTTP routes
+
+    def voter(self, conn: Any) -> str:
+        """The stored voter hash of this request or WebSocket (see the module doc)."""
+        if hf_login_configured():
+            user = hf_user(conn)
+            if user is None:
+                raise LoginRequired("log in with Hugging Face to battle and vote on this arena")
+            return self.arena.voter_hash("hf", user.lower())
+        return self.arena.voter_hash("ip", self.proxies.client_key(conn.scope))
 
     def board_data(self) -> dict[str, Any]:
         """The leaderboard (cached until the next vote: the bootstrap is the costly part)."""
@@ -155,7 +180,7 @@ class ArenaService:
             raise ArenaError("no bundled prompts: type a text instead")
         return self.prompts[int(self.rng.integers(len(self.prompts)))]
 
-    async def new_battle(self, owner: str | None, text: Any) -> dict[str, Any]:
+    async def new_battle(self, owner: str | None, text: Any, voter: str) -> dict[str, Any]:
         if owner is None:
             raise NotYours("no arena session: reload the page (cookies must be allowed)")
         t = clean_battle_text(text, self.config.limits)
@@ -168,11 +193,16 @@ class ArenaService:
             # a Generator of its own: self.rng is used only on the event loop (not thread-safe)
             np.random.default_rng(int(self.rng.integers(2**63))),
             text_source=source,
+            voter=voter,
         )
         return bt.public()
 
-    async def vote(self, owner: str | None, battle_id: Any, choice: Any) -> dict[str, Any]:
-        bt, created = await asyncio.to_thread(self.arena.vote, battle_id, owner, choice)
+    async def vote(
+        self, owner: str | None, battle_id: Any, choice: Any, voter: str
+    ) -> dict[str, Any]:
+        bt, created = await asyncio.to_thread(
+            lambda: self.arena.vote(battle_id, owner, choice, voter=voter)
+        )
         return {**bt.public(), "choice": bt.voted, "counted": created}
 
     # -- /ll/ws handlers
@@ -206,7 +236,9 @@ class ArenaService:
 
     async def ws_new(self, session: Any, msg: dict[str, Any]) -> None:
         try:
-            d = await self.new_battle(self.ws_owner(session), msg.get("text"))
+            d = await self.new_battle(
+                self.ws_owner(session), msg.get("text"), self.voter(session.ws)
+            )
         except ArenaError as e:
             self._refuse(session, e, msg)
             return
@@ -239,7 +271,12 @@ class ArenaService:
 
     async def ws_vote(self, session: Any, msg: dict[str, Any]) -> None:
         try:
-            d = await self.vote(self.ws_owner(session), msg.get("battle_id"), msg.get("choice"))
+            d = await self.vote(
+                self.ws_owner(session),
+                msg.get("battle_id"),
+                msg.get("choice"),
+                self.voter(session.ws),
+            )
         except ArenaError as e:
             self._refuse(session, e, msg)
             return
@@ -363,7 +400,7 @@ def install(app: FastAPI, state: AppState, *, mount_ui: bool = True) -> ArenaSer
                 max_age=COOKIE_MAX_AGE_S,
                 httponly=True,
                 samesite="strict",
-                secure=request.url.scheme == "https",
+                secure=svc.proxies.is_tls(request.scope),
                 path="/",
             )
         return resp
@@ -398,18 +435,30 @@ def install(app: FastAPI, state: AppState, *, mount_ui: bool = True) -> ArenaSer
         if not isinstance(payload, dict):
             return JSONResponse({"error": 'send JSON {"choice": "a"|"b"|"tie"|"both_bad"}'}, 400)
         try:
-            return await svc.vote(owner, battle_id, payload.get("choice"))
+            return await svc.vote(owner, battle_id, payload.get("choice"), svc.voter(request))
         except ArenaError as e:
             return _http_error(e)
 
-    @app.get("/ll/arena/api/votes.csv")
-    async def arena_votes_csv(request: Request) -> PlainTextResponse:
-        from app.admin import policy
+    @app.get("/ll/arena/api/voters", dependencies=[Depends(require_admin)])
+    async def arena_voters() -> dict[str, Any]:
+        """Votes per voter hash, most first: what the admin looks at before dropping one."""
+        df = await asyncio.to_thread(svc.arena.voters_frame)
+        return {"voters": df.to_dict(orient="records")}
 
-        if not policy(request).is_admin(request):
-            raise HTTPException(403, f"admin only. {policy(request).describe()}")
+    @app.post("/ll/arena/api/voters/{voter}/drop", dependencies=[Depends(require_admin)])
+    async def arena_drop_voter(voter: str) -> dict[str, Any]:
+        """Delete every vote of a voter and refuse its later ones; the board recomputes."""
+        if not VOTER_RE.match(voter):
+            raise HTTPException(400, "a voter is 'ip:' or 'hf:' and 24 hex digits")
+        n = await asyncio.to_thread(svc.arena.drop_voter, voter)
+        return {"voter": voter, "votes_dropped": n}
+
+    @app.get("/ll/arena/api/votes.csv", dependencies=[Depends(require_admin)])
+    async def arena_votes_csv() -> PlainTextResponse:
+        from evaluation.report import safe_csv
+
         df = await asyncio.to_thread(svc.arena.votes_frame)
-        return PlainTextResponse(df.to_csv(index=False), media_type="text/csv")
+        return PlainTextResponse(safe_csv(df), media_type="text/csv")
 
     if mount_ui:
         import gradio as gr

@@ -130,6 +130,7 @@ def board_summary(data: dict[str, Any]) -> str:
 def build_arena_ui(svc: ArenaService) -> gr.Blocks:
     import gradio as gr
 
+    from app.identity import hf_login_configured
     from app.ui import player_core_js
 
     n = len(svc.systems)
@@ -152,6 +153,9 @@ def build_arena_ui(svc: ArenaService) -> gr.Blocks:
             "picked at random, speak it blind, one after the other. Listen to both to the end, "
             "then vote: the names are revealed after your vote." + note
         )
+        if hf_login_configured():  # a Space with hf_oauth: votes count per Hugging Face user
+            gr.Markdown("Log in with Hugging Face to battle and vote (one account, one voter).")
+            gr.LoginButton()
         gr.HTML(
             html,
             js_on_load=player_core_js() + "\n" + arena_js(),

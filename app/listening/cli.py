@@ -212,8 +212,10 @@ def _run_results(args: argparse.Namespace) -> int:
     if args.csv:
         folder = Path(args.csv)
         folder.mkdir(parents=True, exist_ok=True)
+        from evaluation.report import safe_csv
+
         for name, df in tables.items():
-            df.to_csv(folder / f"{args.test_id}_{name}.csv", index=False)
+            safe_csv(df, folder / f"{args.test_id}_{name}.csv")
     if args.json:
         print(json.dumps(frames_json(tables)))
         return 0

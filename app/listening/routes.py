@@ -33,6 +33,7 @@ from app.admin import policy, require_admin
 from app.listening.service import Denied, Listening, NotYet, check_id
 from backends.base import InvalidRequest
 from evaluation.listening.results import test_results
+from evaluation.report import safe_csv
 from evaluation.store import AlreadyVoted, UnknownItem
 
 STATIC = Path(__file__).parent / "static"
@@ -202,8 +203,9 @@ def login_page(note: str) -> str:
         "autocomplete=current-password> <button>Log in</button></form><p id=msg></p>"
         "<script>document.getElementById('f').onsubmit=async(e)=>{e.preventDefault();"
         "const r=await fetch('/ll/admin/login',{method:'POST',body:new FormData(e.target)});"
-        "if(r.ok)location.reload();else document.getElementById('msg').textContent="
-        "'Wrong password.';};</script>"
+        "if(r.ok){location.reload();return;}let m='Wrong password.';"
+        "try{const j=await r.json();m=j.detail||j.error||m;}catch(_){}"
+        "document.getElementById('msg').textContent=m;};</script>"
     )
 
 
@@ -229,11 +231,11 @@ def export_zip(svc: Listening, test_id: str) -> bytes:
             df = svc.store._query(f'SELECT * FROM "{table}" WHERE test_id = ?', [test_id])
             if table == "test_raters":
                 df = df.drop(columns=["token_hash"])
-            z.writestr(f"raw/{table}.csv", df.to_csv(index=False))
+            z.writestr(f"raw/{table}.csv", safe_csv(df))
         ratings = tests.ratings_frame(test_id)  # one row per rating, system_id on each
-        z.writestr("raw/ratings.csv", ratings.to_csv(index=False))
+        z.writestr("raw/ratings.csv", safe_csv(ratings))
         for name, df in test_results(tests, test_id, include_screened=False).items():
-            z.writestr(f"results/{name}.csv", df.to_csv(index=name == "glitches_by_seam"))
+            z.writestr(f"results/{name}.csv", safe_csv(df, index=name == "glitches_by_seam"))
     return buf.getvalue()
 
 

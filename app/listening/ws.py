@@ -11,6 +11,14 @@
 
 Per-page state (which stimulus streams started when) lives on the player's Session and dies
 with the socket.
+
+Limits (a human clicks, replays and marks a few times a second at most): every message of these
+three types costs one token of a per-page and a per-rater bucket (:data:`RATE_PER_S`, burst
+:data:`BURST`); a rater stores at most :data:`MAX_PLAY_EVENTS_PER_ITEM` play events and
+:data:`MAX_MARKS_PER_ITEM` glitch marks per stimulus. A stimulus is a take shared by every
+rater: the page may not report on it with the Playground's ``underruns``/``glitch`` messages
+(:attr:`Session.replayed`), only with these, which are stored under the rater and the test.
+A replay waits while the page's send queue is over its budget (:mod:`app.outbox`).
 """
 
 from __future__ import annotations
@@ -22,12 +30,24 @@ import uuid
 from dataclasses import replace
 from typing import Any
 
+from app.guard import KeyedRate, client_id
 from app.listening.service import Listening
 from app.stream_routes import HEADER, Session
 from backends.base import InvalidRequest, ListenlabError
 from evaluation.store import GLITCH_KINDS, GlitchReport
 
 log = logging.getLogger("listenlab.listening")
+
+RATE_PER_S = 5.0
+BURST = 30.0
+MAX_PLAY_EVENTS_PER_ITEM = 60
+"""Play events one rater may store for one stimulus (a replay or a seek each)."""
+MAX_MARKS_PER_ITEM = 40
+"""Glitch marks one rater may store for one stimulus."""
+
+
+class TooFast(InvalidRequest):
+    """Over a rate or a per-item cap: nothing was stored."""
 
 
 def _streams(session: Session) -> dict[tuple[str, int], dict[str, Any]]:
@@ -62,6 +82,8 @@ async def replay_take(session: Session, token: int, take: Any, *, timed: bool, e
     )
     try:
         for c in take.chunks:
+            if not await session.outbox.wait_for_room():
+                return  # the page stopped reading: its socket is being closed
             if timed:
                 delay = t0 + c.arrival_ms / 1000.0 - time.monotonic()
                 if delay > 0:
@@ -78,10 +100,25 @@ async def replay_take(session: Session, token: int, take: Any, *, timed: bool, e
 
 def register(state: Any, svc: Listening) -> None:
     store = state.store
+    rate = KeyedRate(RATE_PER_S, BURST)  # this app's raters and pages (not module state)
+
+    def spend(*keys: str) -> None:
+        """One message's token from each bucket (page, rater), or TooFast."""
+        now = time.monotonic()
+        waits = [rate.take(k, now) for k in keys]
+        if max(waits) > 0:
+            raise TooFast(
+                f"too many messages: at most {RATE_PER_S:g} a second (try again in "
+                f"{max(waits):.1f} s); nothing was stored"
+            )
+
+    def count(sql: str, args: list[Any]) -> int:
+        return int(store.db.execute(sql, args).fetchone()[0])
 
     async def stimulus(session: Session, msg: dict[str, Any]) -> None:
         token = int(msg.get("token", 0) or 0) & 0xFFFFFFFF
         try:
+            spend("page:" + session.session_id)
             info = await asyncio.to_thread(
                 svc.stimulus,
                 msg.get("test_id"),
@@ -107,9 +144,9 @@ def register(state: Any, svc: Listening) -> None:
             "rater_id": info["rater_id"],
         }
         streams[key] = rec
-        # the core reports underruns for the take it played: let the Session store them
-        session.mine.add(take_id)
-        session.saved.add(take_id)
+        # shared by every rater: the Playground's reports on it are refused (play events
+        # carry this rater's underruns instead)
+        session.replayed.add(take_id)
         if entry is not None:
             req = replace(take.request, request_id=uuid.uuid4().hex).validated()
             rec["take_id"] = req.request_id
@@ -127,7 +164,20 @@ def register(state: Any, svc: Listening) -> None:
         try:
             slot = msg.get("slot")
             rec = _streams(session).get((str(msg.get("assignment_id") or ""), slot))
+            spend("page:" + session.session_id, *(["rater:" + rec["rater_id"]] if rec else []))
             elapsed = None if rec is None else (time.monotonic() - rec["t0"]) * 1000.0
+            if rec is not None:
+                n = await asyncio.to_thread(
+                    count,
+                    "SELECT count(*) FROM play_events WHERE test_id=? AND rater_id=? AND "
+                    "assignment_id=? AND slot=?",
+                    [rec["test_id"], rec["rater_id"], msg.get("assignment_id"), slot],
+                )
+                if n >= MAX_PLAY_EVENTS_PER_ITEM:
+                    raise TooFast(
+                        f"play event not stored: {MAX_PLAY_EVENTS_PER_ITEM} are kept per "
+                        "stimulus and rater"
+                    )
             out = await asyncio.to_thread(
                 svc.play_event,
                 msg.get("test_id"),
@@ -157,8 +207,10 @@ def register(state: Any, svc: Listening) -> None:
     async def listen_glitch(session: Session, msg: dict[str, Any]) -> None:
         try:
             rec = _streams(session).get((str(msg.get("assignment_id") or ""), msg.get("slot")))
+            spend("page:" + session.session_id, *(["rater:" + rec["rater_id"]] if rec else []))
             if rec is None:
                 raise InvalidRequest("no stimulus of that item was played on this page")
+            rid = client_id(msg.get("report_id")) or uuid.uuid4().hex
             r = await asyncio.to_thread(svc._rater, msg.get("test_id"), msg.get("rater_token"))
             if r["rater_id"] != rec["rater_id"]:
                 raise InvalidRequest("not your stimulus")
@@ -168,7 +220,15 @@ def register(state: Any, svc: Listening) -> None:
             pos = float(msg.get("position_ms"))
             if not 0 <= pos <= rec["duration_ms"] + 1000:
                 raise InvalidRequest("position outside the clip")
-            rid = str(msg.get("report_id") or uuid.uuid4().hex)[:64]
+            n = await asyncio.to_thread(
+                count,
+                "SELECT count(*) FROM glitch_reports WHERE take_id=? AND rater_id=? AND test_id=?",
+                [rec["take_id"], rec["rater_id"], rec["test_id"]],
+            )
+            if n >= MAX_MARKS_PER_ITEM:
+                raise TooFast(
+                    f"mark not stored: {MAX_MARKS_PER_ITEM} marks are kept per stimulus and rater"
+                )
             w = await asyncio.to_thread(
                 store.add_glitch_report,
                 GlitchReport(

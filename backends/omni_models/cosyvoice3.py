@@ -8,7 +8,9 @@ Read from ``vllm-project/vllm-omni``:
   "sample_rate": sr}}``; the reference must be at least 16 kHz; stage-0 sampling
   ``temperature 1.0, top_p 0.8, top_k 25, repetition_penalty 2.0``, ``min_tokens`` /
   ``max_tokens`` = text tokens × ``min_token_text_ratio`` (2) / ``max_token_text_ratio`` (20),
-  ``stop_token_ids [6562]`` (6561 + 1).
+  ``stop_token_ids [6562]`` (6561 + 1). That is the example's; the served engine uses the
+  deploy YAML's stage 0 (vllm-omni 0.30.0 ``deploy/cosyvoice3.yaml``: ``max_tokens 2048,
+  top_k 25, top_p 0.8, repetition_penalty 1.0001``), which this backend keeps.
 * ``tts_adapters/cosyvoice3.py``: ``ref_audio`` and ``ref_text`` are both required; the
   transcript is wrapped in ``You are a helpful assistant.<|endofprompt|>`` unless it already
   holds the delimiter (issue #4644: without it the talker re-speaks the reference); stage key

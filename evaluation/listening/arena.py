@@ -12,6 +12,17 @@ The board (:func:`leaderboard`) reuses :func:`evaluation.stats.bt_leaderboard`: 
 "both bad" are both *draws* in the Bradley–Terry fit (as LMSYS's Chatbot Arena counts
 "tie (bothbad)"), and "both bad" is also counted per system.
 
+Who votes (*the voter*): a battle's owner is a browser session (a free cookie), so limits are
+not counted per owner but per **voter**, a key that costs something: the Space's Hugging Face
+login where it is configured, else the client's network address (an IPv6 /64), as the app
+resolves it (:mod:`app.guard`). Only its keyed hash (:func:`Arena.voter_hash`, with a random
+salt kept in the DB) is stored, with every battle and vote, so the admin can drop everything a
+voter did later (:meth:`Arena.drop_voter`; a dropped voter's later votes are not counted).
+Per voter: ``battles_per_minute`` and ``votes_per_hour`` / ``votes_per_day``. The global battle
+budget keeps a *reserve*: a voter who already used its fair share of the last minute (the budget
+divided by the voters active in it) may use only ``1 - newcomer_reserve`` of the budget, so a
+few busy clients cannot lock new visitors out.
+
 Why wall-clock time in the DB and not in memory: the rate limit, the play checks and the vote
 all read rows, so a restart (or a second worker process) loses nothing and no global state
 is kept in Python.
@@ -20,8 +31,10 @@ is kept in Python.
 from __future__ import annotations
 
 import hashlib
+import hmac
 import math
 import re
+import secrets
 import sqlite3
 import time
 import uuid
@@ -79,6 +92,14 @@ class AlreadyVoted(ArenaError):
 
 class RateLimited(ArenaError):
     code, reason = 429, "rate_limited"
+
+
+class LoginRequired(ArenaError):
+    code, reason = 401, "login_required"
+
+
+class VoterDropped(ArenaError):
+    code, reason = 403, "voter_dropped"
 
 
 def now_iso() -> str:
@@ -148,6 +169,16 @@ def ensure_tables(db: sqlite_utils.Database) -> None:
         "CREATE INDEX IF NOT EXISTS arena_streams_session ON arena_streams (ws_session, status)"
     )
     db.execute(
+        """CREATE TABLE IF NOT EXISTS arena_meta (key TEXT PRIMARY KEY, value TEXT NOT NULL)"""
+    )
+    db.execute(
+        """CREATE TABLE IF NOT EXISTS arena_dropped_voters (
+            voter TEXT PRIMARY KEY,
+            votes_dropped INTEGER NOT NULL,
+            dropped_at TEXT NOT NULL
+        )"""
+    )
+    db.execute(
         """CREATE TABLE IF NOT EXISTS arena_votes (
             battle_id TEXT PRIMARY KEY REFERENCES arena_battles(battle_id),
             choice TEXT NOT NULL CHECK (choice IN ('a', 'b', 'tie', 'both_bad')),
@@ -159,6 +190,14 @@ def ensure_tables(db: sqlite_utils.Database) -> None:
             created_at TEXT NOT NULL
         )"""
     )
+    for table in ("arena_battles", "arena_votes"):  # added after the first release: migrate
+        cols = {r[1] for r in db.execute(f"PRAGMA table_info({table})").fetchall()}
+        if "voter" not in cols:
+            db.execute(f"ALTER TABLE {table} ADD COLUMN voter TEXT")
+    db.execute(
+        "CREATE INDEX IF NOT EXISTS arena_battles_voter ON arena_battles (voter, created_ts)"
+    )
+    db.execute("CREATE INDEX IF NOT EXISTS arena_votes_voter ON arena_votes (voter, voted_ts)")
     db.conn.commit()
 
 
@@ -202,9 +241,14 @@ class Battle:
 @dataclass(frozen=True)
 class Limits:
     battles_per_minute: int = 10
-    """Per visitor session."""
+    """Per voter (see the module doc: a login or a network address, not a cookie)."""
     global_battles_per_minute: int = 120
     """All visitors together: bounds what the public page can make the backends do."""
+    newcomer_reserve: float = 0.25
+    """Share of the global budget kept for voters under their fair share of the last minute."""
+    votes_per_hour: int = 30
+    """Per voter; each vote already costs listening to both sides to their end."""
+    votes_per_day: int = 150
     streams_per_side: int = 3
     min_chars: int = 2
     max_chars: int = 300
@@ -252,6 +296,7 @@ class Arena:
         self.store = store
         self.limits = limits or Limits()
         ensure_tables(store.db)
+        self._voter_key = self._salt()
 
     @property
     def db(self) -> sqlite_utils.Database:
@@ -277,26 +322,40 @@ class Arena:
         *,
         text_source: str = "typed",
         now: float | None = None,
+        voter: str | None = None,
     ) -> Battle:
         """Check the rate limits, pick the pair, store the battle (one transaction, so two
-        concurrent requests cannot both slip under the limit)."""
+        concurrent requests cannot both slip under the limit). ``voter``: the stored voter
+        hash (:meth:`voter_hash`); the owner's when not given (tests, one-user tools)."""
         now = time.time() if now is None else now
+        voter = voter or owner
         lim = self.limits
         a, b = pick_pair(systems, self.pair_votes(), rng)
         db = self.db
         db.execute("BEGIN IMMEDIATE")
         try:
+            self._refuse_dropped(voter)
+            mine, active = db.execute(
+                "SELECT sum(voter=?), count(DISTINCT voter) FROM arena_battles WHERE created_ts>?",
+                [voter, now - 60.0],
+            ).fetchone()
+            mine = int(mine or 0)
+            budget = lim.global_battles_per_minute
+            shared = max(1, math.floor(budget * (1.0 - lim.newcomer_reserve)))
+            fair = budget / (int(active) + (0 if mine else 1))
+            if mine and mine >= fair:
+                budget = shared  # over its fair share: only the shared part is open to it
             for where, args, limit, why in (
                 (
-                    "owner=? AND created_ts>?",
-                    [owner, now - 60.0],
+                    "voter=? AND created_ts>?",
+                    [voter, now - 60.0],
                     lim.battles_per_minute,
                     "Slow down: at most {n} battles per minute per visitor.",
                 ),
                 (
                     "created_ts>?",
                     [now - 60.0],
-                    lim.global_battles_per_minute,
+                    budget,
                     "The arena is busy (more than {n} battles in the last minute).",
                 ),
             ):
@@ -311,8 +370,8 @@ class Arena:
             bt = Battle(new_id(), owner, text, text_source, a, b, now, None, None)
             db.execute(
                 "INSERT INTO arena_battles (battle_id, owner, text, text_source, system_a, "
-                "system_b, created_ts, created_at) VALUES (?,?,?,?,?,?,?,?)",
-                [bt.battle_id, owner, text, text_source, a, b, now, now_iso()],
+                "system_b, created_ts, created_at, voter) VALUES (?,?,?,?,?,?,?,?,?)",
+                [bt.battle_id, owner, text, text_source, a, b, now, now_iso(), voter],
             )
             db.execute("COMMIT")
         except BaseException:
@@ -456,17 +515,41 @@ class Arena:
     # -- votes
 
     def vote(
-        self, battle_id: Any, owner: str | None, choice: Any, now: float | None = None
+        self,
+        battle_id: Any,
+        owner: str | None,
+        choice: Any,
+        now: float | None = None,
+        voter: str | None = None,
     ) -> tuple[Battle, bool]:
         """Store the battle's one vote; returns (battle with names, created).
 
         A re-sent identical vote returns ``created=False`` and changes nothing; a different
-        choice after the first raises :class:`AlreadyVoted` (the first vote stands).
+        choice after the first raises :class:`AlreadyVoted` (the first vote stands). A voter
+        over ``votes_per_hour`` / ``votes_per_day`` is refused (429), a dropped voter (403).
         """
         now = time.time() if now is None else now
         if choice not in CHOICES:
             raise ArenaError(f"the vote must be one of {', '.join(CHOICES)}")
         bt = self.get(battle_id, owner)
+        voter = voter or owner
+        if bt.voted is None:
+            self._refuse_dropped(voter)
+            for span, limit, what in (
+                (3600.0, self.limits.votes_per_hour, "hour"),
+                (86400.0, self.limits.votes_per_day, "day"),
+            ):
+                n, oldest = self.db.execute(
+                    "SELECT count(*), min(voted_ts) FROM arena_votes WHERE voter=? AND voted_ts>?",
+                    [voter, now - span],
+                ).fetchone()
+                if n >= limit:
+                    wait = max(1, math.ceil(oldest + span - now))
+                    raise RateLimited(
+                        f"vote not counted: at most {limit} votes per {what} per visitor. "
+                        f"Try again in {wait} s.",
+                        retry_after_s=wait,
+                    )
         if bt.voted is None and not bt.both_played:
             missing = [
                 s.upper() for s, t in (("a", bt.played_a_ts), ("b", bt.played_b_ts)) if t is None
@@ -479,7 +562,7 @@ class Arena:
         try:
             db.execute(
                 "INSERT INTO arena_votes (battle_id, choice, system_a, system_b, text_source, "
-                "decision_ms, voted_ts, created_at) VALUES (?,?,?,?,?,?,?,?)",
+                "decision_ms, voted_ts, created_at, voter) VALUES (?,?,?,?,?,?,?,?,?)",
                 [
                     bt.battle_id,
                     choice,
@@ -489,6 +572,7 @@ class Arena:
                     (now - bt.created_ts) * 1000.0,
                     now,
                     now_iso(),
+                    voter,
                 ],
             )
             db.conn.commit()
@@ -504,14 +588,67 @@ class Arena:
             )
         return bt, created
 
+    # -- voters
+
+    def _salt(self) -> bytes:
+        """This DB's random key for voter hashes (made once, kept with the votes it keys)."""
+        q = "SELECT value FROM arena_meta WHERE key='voter_salt'"
+        r = self.db.execute(q).fetchall()[:1]
+        if not r:
+            self.db.execute(
+                "INSERT OR IGNORE INTO arena_meta (key, value) VALUES ('voter_salt', ?)",
+                [secrets.token_hex(32)],
+            )
+            self.db.conn.commit()
+            r = self.db.execute(q).fetchall()[:1]
+        return bytes.fromhex(r[0][0])
+
+    def voter_hash(self, kind: str, key: str) -> str:
+        """``kind:<keyed hash>`` of a voter key (``hf`` user name, ``ip`` address or /64):
+        the same voter gets the same hash on this DB, and the DB never holds the address."""
+        digest = hmac.new(self._voter_key, f"{kind}:{key}".encode(), hashlib.sha256).hexdigest()
+        return f"{kind}:{digest[:24]}"
+
+    def _refuse_dropped(self, voter: str) -> None:
+        r = self.db.execute("SELECT 1 FROM arena_dropped_voters WHERE voter=?", [voter]).fetchone()
+        if r is not None:
+            raise VoterDropped("your votes are no longer counted on this arena")
+
+    def drop_voter(self, voter: str) -> int:
+        """Delete every vote of ``voter`` and refuse its later battles and votes; returns the
+        number of votes dropped (the board recomputes on its next read)."""
+        db = self.db
+        db.execute("BEGIN IMMEDIATE")
+        try:
+            n = db.execute("DELETE FROM arena_votes WHERE voter=?", [voter]).rowcount
+            db.execute(
+                "INSERT INTO arena_dropped_voters (voter, votes_dropped, dropped_at) "
+                "VALUES (?,?,?) ON CONFLICT(voter) DO UPDATE SET "
+                "votes_dropped = votes_dropped + excluded.votes_dropped",
+                [voter, n, now_iso()],
+            )
+            db.execute("COMMIT")
+        except BaseException:
+            db.conn.rollback()
+            raise
+        return int(n)
+
+    def voters_frame(self) -> pd.DataFrame:
+        """Per voter: votes, battles, first and last vote (what the admin looks at to drop)."""
+        return pd.read_sql_query(
+            "SELECT voter, count(*) AS votes, min(created_at) AS first_vote, "
+            "max(created_at) AS last_vote FROM arena_votes GROUP BY voter ORDER BY votes DESC",
+            self.db.conn,
+        )
+
     # -- results
 
     def votes_frame(self) -> pd.DataFrame:
         """One row per vote: battle_id, system_a, system_b, choice (``a``/``b``/``tie``/
-        ``both_bad``), text_source, decision_ms, created_at."""
+        ``both_bad``), text_source, decision_ms, created_at, voter (its hash)."""
         return pd.read_sql_query(
-            "SELECT battle_id, system_a, system_b, choice, text_source, decision_ms, created_at "
-            "FROM arena_votes ORDER BY voted_ts",
+            "SELECT battle_id, system_a, system_b, choice, text_source, decision_ms, created_at, "
+            "voter FROM arena_votes ORDER BY voted_ts",
             self.db.conn,
         )
 

@@ -212,20 +212,41 @@ class StandInModel:
         return tok.decode(text_ids)
 
 
+# Stage-0 defaults: ``default_sampling_params`` of stage 0 in each model's deploy YAML as shipped
+# in vllm-omni 0.30.0 (vllm_omni/deploy/*.yaml; checked by tests/conformance).
 MODELS = {
-    "qwen3_tts": StandInModel("qwen3_tts", 24000),
-    "fish_speech": StandInModel("fish_speech", 44100),
-    # verify_e2e_cosyvoice.py stage-0 values; talker + code2wav
+    "qwen3_tts": StandInModel(
+        "qwen3_tts",
+        24000,
+        stage0=(
+            ("temperature", 0.9),
+            ("top_k", 50),
+            ("max_tokens", 4096),
+            ("min_tokens", 2),
+            ("repetition_penalty", 1.05),
+        ),
+    ),
+    "fish_speech": StandInModel(
+        "fish_speech",
+        44100,
+        stage0=(
+            ("temperature", 0.8),
+            ("top_k", 30),
+            ("top_p", 0.9),
+            ("max_tokens", 2048),
+            ("seed", 42),
+            ("repetition_penalty", 1.0),
+        ),
+    ),
+    # talker + code2wav
     "cosyvoice3": StandInModel(
         "cosyvoice3",
         24000,
         stage0=(
-            ("temperature", 1.0),
-            ("top_p", 0.8),
-            ("top_k", 25),
-            ("repetition_penalty", 2.0),
-            ("stop_token_ids", [6562]),
             ("max_tokens", 2048),
+            ("top_k", 25),
+            ("top_p", 0.8),
+            ("repetition_penalty", 1.0001),
         ),
     ),
     # one AR stage that runs its own codec (modeling_moss_tts_nano.py)
@@ -233,13 +254,32 @@ MODELS = {
         "moss_tts_nano",
         48000,
         audio_key="model_outputs",
-        sr_format="list",
+        sr_format="tensor",  # 0.30.0: sr is metadata, its latest value (a 0-d tensor)
         end_sentinel=True,
         stages=1,
+        stage0=(
+            ("temperature", 1.0),
+            ("top_p", 1.0),
+            ("top_k", 50),
+            ("max_tokens", 4096),
+            ("seed", 42),
+        ),
     ),
     # single-stage native AR pipeline (examples/offline_inference/voxcpm2/end2end.py)
     "voxcpm2": StandInModel(
-        "voxcpm2", 48000, audio_key="model_outputs", sr_format="list", stages=1
+        "voxcpm2",
+        48000,
+        audio_key="model_outputs",
+        sr_format="tensor",
+        stages=1,
+        stage0=(
+            ("temperature", 0.0),
+            ("top_p", 1.0),
+            ("top_k", -1),
+            ("max_tokens", 4096),
+            ("seed", 42),
+            ("repetition_penalty", 1.0),
+        ),
     ),
 }
 _ARCHS = {

@@ -2,7 +2,7 @@
 
 Mirrored from the real class:
 
-* ``AsyncOmni(*args, model="", **kwargs)``; unknown engine kwargs are refused (the real engine
+* ``AsyncOmni(model="", *args, **kwargs)``; unknown engine kwargs are refused (the real engine
   args reject them too).
 * ``generate(prompt, sampling_params=None, request_id="", *, …, sampling_params_list=None,
   output_modalities=None, …)`` is an async generator of ``OmniRequestOutput``. The caller's id
@@ -16,13 +16,14 @@ Mirrored from the real class:
   kind is CUMULATIVE), ``model_config`` (``async_chunk``, ``hf_config.talker_config`` with
   ``spk_id`` / ``codec_language_id``), ``check_health()``, ``errored``, ``shutdown()``.
 
-Output shapes per output kind (vLLM-Omni after PR #2911):
+Output shapes per output kind, as vllm-omni 0.30.0's output processor hands them on
+(``outputs/output_processor.py``, ``outputs/mm_outputs.py``; checked by tests/conformance):
 
-* DELTA: each output carries only the new chunk as a bare array; the finished output carries
-  the accumulated list of all chunks (``end2end.py main_streaming`` saves that list as the
-  whole file), which is why the serving code counts a bare chunk as one list entry.
-* CUMULATIVE: every output carries the list of all chunks so far.
-* FINAL_ONLY: one finished output with the list of all chunks.
+* DELTA: the accumulated audio is drained after every step, so every output, the finished one
+  too, carries only its new chunk as one array.
+* FINAL_ONLY: one finished output whose audio is ``consolidate_tensors``' single array.
+* CUMULATIVE (only with the ``output_mode=cumulative`` knob, an older engine): every output
+  carries the list of all chunks so far, the shape the serving code's list branch handles.
 
 Test knobs (engine kwargs that only the stand-in knows): ``output_mode`` forces one of
 ``delta``/``cumulative``/``final_only`` whatever the params say (older engines streamed
@@ -57,7 +58,6 @@ from vllm_omni.outputs import CompletionOutput, OmniRequestOutput
 from vllm_omni.sampling_params import RequestOutputKind, SamplingParams
 
 _REAL_ENGINE_KWARGS = {
-    "stage_configs_path",
     "deploy_config",
     "log_stats",
     "stage_init_timeout",
@@ -122,7 +122,10 @@ def _read_config(model_dir: Path) -> dict:
 
 
 class AsyncOmni:
-    def __init__(self, *args: Any, model: str = "", **kwargs: Any) -> None:
+    def __init__(self, model: str = "", *args: Any, **kwargs: Any) -> None:
+        for legacy in ("stage_configs_path", "stage_configs"):  # 0.30.0 entrypoints/utils.py
+            if legacy in kwargs:
+                raise ValueError(f"`{legacy}` is no longer supported; use `deploy_config` instead.")
         unknown = set(kwargs) - _REAL_ENGINE_KWARGS - _STANDIN_KWARGS
         if unknown:
             raise TypeError(f"unexpected engine argument(s): {', '.join(sorted(unknown))}")
@@ -189,7 +192,7 @@ class AsyncOmni:
     def shutdown(self, timeout: float | None = None) -> None:
         self.stopped = True
 
-    async def abort(self, request_id) -> None:
+    async def abort(self, request_id, *, timeout: float | None = None) -> None:
         ids = [request_id] if isinstance(request_id, str) else list(request_id)
         self.aborted.extend(ids)
         for internal in [i for i, ext in self.request_states.items() if ext in ids]:
@@ -263,8 +266,10 @@ class AsyncOmni:
         trace_headers: Any = None,
         priority: int = 0,
         data_parallel_rank: int | None = None,
+        session_id: str | None = None,
         reasoning_ended: bool | None = None,
         reasoning_parser_kwargs: dict[str, Any] | None = None,
+        arrival_time: float | None = None,
     ):
         external = request_id
         internal = f"{external}-{uuid.uuid4().hex[:8]}" if external else uuid.uuid4().hex[:8]
@@ -305,8 +310,10 @@ class AsyncOmni:
                 last = i == len(chunks) - 1
                 if mode == "final_only" and not last:
                     continue
-                if mode == "delta" and not last:
+                if mode == "delta":
                     payload: Any = chunk
+                elif mode == "final_only":
+                    payload = np.concatenate(emitted, axis=-1)
                 else:
                     payload = list(emitted)
                 yield self._output(external, payload, len(emitted), last)
