@@ -1,10 +1,10 @@
 """Shared fixtures and the suite's parallel run.
 
 The Piper voice is real; it loads once per test process. pyproject's addopts run the suite on
-pytest-xdist workers, a whole test file per worker (a file's module fixtures, its servers and its
-Chromium, start once), or a whole ``xdist_group`` (files that share a costly session fixture;
-see :func:`pytest_xdist_make_scheduler`). Tests marked ``alone`` measure the machine's spare
-compute; they run while no other worker runs a test (see :func:`_turn`).
+pytest-xdist workers, a whole test file per worker (a file's module fixtures, its servers and
+its Chromium, start once), or a whole folder with its own conftest.py (see :func:`_unit`).
+Tests marked ``alone`` measure the machine's spare compute; they run while no other worker runs
+a test (see :func:`_turn`).
 """
 
 from __future__ import annotations
@@ -51,21 +51,38 @@ def pytest_collection_modifyitems(config, items):
 # --------------------------------------------------------------------------- parallel run
 
 
+TESTS = Path(__file__).resolve().parent
+
+
+def _unit(root: Path, nodeid: str) -> str:
+    """A test's unit of work: its file, or the outermost folder under tests/ that has its own
+    conftest.py (whose session fixtures, e.g. tests/conformance's servers, should start once)."""
+    file = nodeid.split("::", 1)[0]
+    unit, d = file, (root / file).parent
+    while d != TESTS and TESTS in d.parents:
+        if (d / "conftest.py").is_file():
+            unit = d.relative_to(root).as_posix()
+        d = d.parent
+    return unit
+
+
 @pytest.hookimpl(optionalhook=True)
 def pytest_xdist_make_scheduler(config, log):
     """``--dist loadgroup``, except that a test without an ``xdist_group`` mark goes with its
-    file (plain loadgroup sends those one by one, so each worker would start the module's
-    fixtures again)."""
+    :func:`_unit` (plain loadgroup sends those one by one, so each worker would start the
+    module's fixtures again). With pytest 9.2 and xdist 3.8, xdist_group marks do not reach the
+    scheduler (xdist renames ``item._nodeid``, pytest now reads ``item._id``): the folder rule
+    is what groups files today."""
     if config.getvalue("dist") != "loadgroup":
         return None
     from xdist.scheduler import LoadGroupScheduling
 
-    class FileOrGroup(LoadGroupScheduling):
+    class ByUnit(LoadGroupScheduling):
         def _split_scope(self, nodeid: str) -> str:
             group = super()._split_scope(nodeid)
-            return nodeid.split("::", 1)[0] if group == nodeid else group
+            return _unit(config.rootpath, nodeid) if group == nodeid else group
 
-    return FileOrGroup(config, log)
+    return ByUnit(config, log)
 
 
 # --------------------------------------------------------------------------- tests run alone
