@@ -15,7 +15,7 @@ from typing import Any
 import numpy as np
 import uvicorn
 
-from tests._remote_util import free_port
+from tests._remote_util import bound_socket, free_port  # noqa: F401 (free_port: re-exported)
 
 CHROMIUM = "/usr/bin/chromium"
 CHROMIUM_FLAGS = [
@@ -44,7 +44,8 @@ class Live:
 @contextlib.contextmanager
 def live_server(app) -> Iterator[Live]:
     """Serve ``app`` with uvicorn on a free 127.0.0.1 port in a thread, until the block exits."""
-    port = free_port()
+    sock = bound_socket()
+    port = sock.getsockname()[1]
     server = uvicorn.Server(
         # proxy_headers=False as in ``listenlab serve``: app.guard.Proxies decides whom to trust
         uvicorn.Config(
@@ -56,7 +57,7 @@ def live_server(app) -> Iterator[Live]:
             proxy_headers=False,
         )
     )
-    th = threading.Thread(target=server.run, daemon=True)
+    th = threading.Thread(target=server.run, args=([sock],), daemon=True)
     th.start()
     deadline = time.monotonic() + 30
     while not server.started:
@@ -68,6 +69,7 @@ def live_server(app) -> Iterator[Live]:
     finally:
         server.should_exit = True
         th.join(15)
+        sock.close()
 
 
 @contextlib.contextmanager

@@ -247,6 +247,7 @@ class HealthProbe:
     failures: int = 0
     _proc: subprocess.Popen | None = None
     _reader: threading.Thread | None = None
+    _first: threading.Event = field(default_factory=threading.Event)
 
     def __enter__(self) -> HealthProbe:
         self._proc = subprocess.Popen(
@@ -260,9 +261,15 @@ class HealthProbe:
             assert self._proc is not None and self._proc.stdout is not None
             for line in self._proc.stdout:
                 self.max_ms, self.count, self.failures = json.loads(line)
+                self._first.set()
 
         self._reader = threading.Thread(target=read, daemon=True)
         self._reader.start()
+        # the probe measures from its first answer on: on a busy machine (parallel test
+        # workers) starting its interpreter can take longer than the attack it should watch
+        if not self._first.wait(60):
+            self.__exit__()
+            raise RuntimeError(f"the health probe of {self.url} got no answer in 60 s")
         return self
 
     def __exit__(self, *exc: object) -> None:

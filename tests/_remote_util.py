@@ -24,9 +24,20 @@ ROOT = Path(__file__).resolve().parents[1]
 
 
 def free_port() -> int:
+    """A port free right now, for a child process's ``--port`` (an in-process server should
+    take :func:`bound_socket` instead: it keeps the port, so a parallel test cannot take it)."""
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return s.getsockname()[1]
+
+
+def bound_socket(port: int = 0) -> socket.socket:
+    """A socket bound to 127.0.0.1 (``port`` 0: one the system picks) and held until uvicorn
+    listens on it: no gap in which another test worker could take the same port."""
+    s = socket.socket()
+    s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    s.bind(("127.0.0.1", port))
+    return s
 
 
 def cli(*args: str, check: bool = True) -> subprocess.CompletedProcess:
@@ -51,7 +62,8 @@ class ServerThread:
     def __init__(self, app, port: int | None = None):
         import uvicorn
 
-        self.port = port or free_port()
+        self.sock = bound_socket(port or 0)
+        self.port = self.sock.getsockname()[1]
         config = uvicorn.Config(
             app,
             host="127.0.0.1",
@@ -63,7 +75,7 @@ class ServerThread:
         )
         self.server = uvicorn.Server(config)
         self.thread = threading.Thread(
-            target=self.server.run, name=f"uvicorn-{self.port}", daemon=True
+            target=self.server.run, args=([self.sock],), name=f"uvicorn-{self.port}", daemon=True
         )
 
     @property
@@ -82,6 +94,7 @@ class ServerThread:
     def stop(self) -> None:
         self.server.should_exit = True
         self.thread.join(10)
+        self.sock.close()
 
 
 @contextlib.contextmanager

@@ -1,6 +1,19 @@
-"""Shared fixtures. The Piper voice is real; it loads once per test session."""
+"""Shared fixtures and the suite's parallel run.
+
+The Piper voice is real; it loads once per test process. pyproject's addopts run the suite on
+pytest-xdist workers, a whole test file per worker (a file's module fixtures, its servers and
+its Chromium, start once), or a whole folder with its own conftest.py (see :func:`_unit`).
+Tests marked ``alone`` measure the machine's spare compute; they run while no other worker runs
+a test (see :func:`_turn`).
+"""
 
 from __future__ import annotations
+
+import contextlib
+import fcntl
+import os
+from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 
@@ -25,8 +38,6 @@ def browser():
 
 def pytest_collection_modifyitems(config, items):
     """Browser tests need Debian's Chromium. In CI its absence is an error, not a skip."""
-    import os
-
     if os.path.exists(CHROMIUM):
         return
     if os.environ.get("CI"):
@@ -35,3 +46,84 @@ def pytest_collection_modifyitems(config, items):
     for item in items:
         if "browser" in item.keywords:
             item.add_marker(skip)
+
+
+# --------------------------------------------------------------------------- parallel run
+
+
+TESTS = Path(__file__).resolve().parent
+
+
+def _unit(root: Path, nodeid: str) -> str:
+    """A test's unit of work: its file, or the outermost folder under tests/ that has its own
+    conftest.py (whose session fixtures, e.g. tests/conformance's servers, should start once)."""
+    file = nodeid.split("::", 1)[0]
+    unit, d = file, (root / file).parent
+    while d != TESTS and TESTS in d.parents:
+        if (d / "conftest.py").is_file():
+            unit = d.relative_to(root).as_posix()
+        d = d.parent
+    return unit
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_xdist_make_scheduler(config, log):
+    """``--dist loadgroup``, except that a test without an ``xdist_group`` mark goes with its
+    :func:`_unit` (plain loadgroup sends those one by one, so each worker would start the
+    module's fixtures again). With pytest 9.2 and xdist 3.8, xdist_group marks do not reach the
+    scheduler (xdist renames ``item._nodeid``, pytest now reads ``item._id``): the folder rule
+    is what groups files today."""
+    if config.getvalue("dist") != "loadgroup":
+        return None
+    from xdist.scheduler import LoadGroupScheduling
+
+    class ByUnit(LoadGroupScheduling):
+        def _split_scope(self, nodeid: str) -> str:
+            group = super()._split_scope(nodeid)
+            return _unit(config.rootpath, nodeid) if group == nodeid else group
+
+    return ByUnit(config, log)
+
+
+# --------------------------------------------------------------------------- tests run alone
+
+
+@contextlib.contextmanager
+def _flock(path: Path, mode: int) -> Iterator[None]:
+    with open(path, "a+b") as f:
+        fcntl.flock(f, mode)
+        try:
+            yield
+        finally:
+            fcntl.flock(f, fcntl.LOCK_UN)
+
+
+@contextlib.contextmanager
+def _turn(run_dir: Path, alone: bool) -> Iterator[None]:
+    """A readers-writer lock over the xdist workers of one run, on two lock files.
+
+    Every test holds ``tests.lock`` shared; an ``alone`` test holds it exclusively, so it starts
+    when the tests running on other workers have ended and none starts until it ends. Taking
+    ``gate.lock`` first gives it priority: new tests queue behind it instead of starving it.
+    """
+    gate, tests = run_dir / "gate.lock", run_dir / "tests.lock"
+    if alone:
+        with _flock(gate, fcntl.LOCK_EX), _flock(tests, fcntl.LOCK_EX):
+            yield
+    else:
+        with contextlib.ExitStack() as stack:
+            with _flock(gate, fcntl.LOCK_EX):
+                stack.enter_context(_flock(tests, fcntl.LOCK_SH))
+            yield
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_protocol(item, nextitem):
+    """Under xdist, setup (module fixtures included), call and teardown take their turn."""
+    if not os.environ.get("PYTEST_XDIST_WORKER"):
+        yield
+        return
+    # a worker's basetemp is <the run's basetemp>/<worker id>: the parent is the run's own
+    run_dir = item.config._tmp_path_factory.getbasetemp().parent
+    with _turn(run_dir, item.get_closest_marker("alone") is not None):
+        yield

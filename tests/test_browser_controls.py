@@ -185,7 +185,16 @@ def _upload(page, path: Path, name: str, transcript: str = "The quick brown fox.
     page.wait_for_function(
         "!document.querySelector('#ll-vmsg').className.includes('busy')", timeout=30_000
     )
-    return page.inner_text("#ll-vmsg")
+    msg = page.inner_text("#ll-vmsg")
+    if msg.startswith("Saved voice"):
+        # the page says so first, then fetches the list again: wait for the new voice's row
+        page.wait_for_function(
+            "(n) => [...document.querySelectorAll('#ll-vlist .ll-vname')]"
+            ".some((e) => e.textContent === n)",
+            arg=name,
+            timeout=30_000,
+        )
+    return msg
 
 
 def test_clone_upload_wav_and_mp3_then_remote_says_cloning_unavailable(setup):
