@@ -255,7 +255,12 @@ def test_ab_and_mushra_pages(setup):
     page.wait_for_selector("#lt-done:not([hidden])")
     res = httpx.get(live.url + f"ll/admin/tests/{mu}/results").json()
     med = {r["condition"]: r["median"] for r in res["mushra"]}
-    assert med == {"hidden reference": 100.0, "anchor": 5.0, "qwen": 70.0}
+    assert med == {
+        "hidden reference": 100.0,
+        "low anchor (3.5 kHz)": 5.0,
+        "mid anchor (7 kHz)": 5.0,
+        "qwen": 70.0,
+    }
     assert not res["raters"][0]["excluded"]
 
 
