@@ -58,6 +58,23 @@ ENV: tuple[EnvVar, ...] = (
         "Tests only: a local Qwen3-TTS model for the real embedded vLLM-Omni test (`pytest -m gpu`).",
     ),
     EnvVar(
+        "LISTENLAB_CONFORMANCE_PYTHON",
+        "unset (conformance tests skipped)",
+        "Tests only: the python of the vLLM-Omni 0.30.0 environment that `pytest -m conformance` "
+        "serves vLLM-Omni's own speech code from (`.ci/run` builds it as `.venv-conformance`).",
+    ),
+    EnvVar(
+        "LISTENLAB_CONFORMANCE_REQUIRED",
+        "unset",
+        "Tests only: `1` makes a missing conformance environment an error instead of a skip (CI).",
+    ),
+    EnvVar(
+        "LISTENLAB_CONFORMANCE_REUSE",
+        "unset",
+        "Tests only: a JSON file `{target: url}` of conformance servers already running, so a "
+        "test edit does not pay vLLM's minute of imports.",
+    ),
+    EnvVar(
         "LISTENLAB_ALLOWED_HOSTS",
         "unset (bound host, localhost and `$SPACE_HOST`)",
         "Extra `Host` names `serve`/`api` accept (comma-separated); others get 403 (DNS rebinding). Same as `--allowed-hosts`.",
