@@ -71,7 +71,7 @@ import sqlite_utils
 from backends.base import InvalidRequest, ListenlabError, SpeechRequest
 from evaluation.takes import ChunkRecord, Take
 
-SCHEMA_VERSION = 2
+SCHEMA_VERSION = 3
 JOURNAL_MODES = ("wal", "delete", "truncate", "persist")
 TEST_KINDS = ("mos", "ab", "cmos", "glitch", "mushra")
 ROLES = ("item", "gold", "trap", "anchor", "reference")
@@ -464,7 +464,30 @@ def _schema_v2(db: sqlite_utils.Database) -> None:
     db.execute("UPDATE tests SET status = 'open' WHERE status IS NULL")
 
 
-MIGRATIONS = {1: _schema_v1, 2: _schema_v2}
+def _schema_v3(db: sqlite_utils.Database) -> None:
+    """Rater screening that a bot cannot pass: the headphone screen's trials with their answer
+    keys (server-side only), Prolific's study and session ids, the screen-out, the
+    familiarisation, the rater's design row (reissued after dropouts) and last activity."""
+    for sql in (
+        "ALTER TABLE test_raters ADD COLUMN study_id TEXT",
+        "ALTER TABLE test_raters ADD COLUMN session_id TEXT",
+        "ALTER TABLE test_raters ADD COLUMN design_row INTEGER",
+        "ALTER TABLE test_raters ADD COLUMN seen_at REAL",
+        "ALTER TABLE test_raters ADD COLUMN screened_out_at TEXT",
+        "ALTER TABLE test_raters ADD COLUMN screenout_code TEXT",
+        "ALTER TABLE test_raters ADD COLUMN familiar TEXT",
+        "ALTER TABLE test_raters ADD COLUMN familiarised_at TEXT",
+        "CREATE INDEX idx_test_raters_crowd ON test_raters (test_id, crowd_id)",
+        """CREATE TABLE screen_trials (
+            test_id TEXT NOT NULL, rater_id TEXT NOT NULL, n INTEGER NOT NULL,
+            kind TEXT NOT NULL, key TEXT NOT NULL, duration_ms REAL NOT NULL,
+            fetched_at REAL, answer INTEGER, answered_at TEXT,
+            PRIMARY KEY (test_id, rater_id, n))""",
+    ):
+        db.execute(sql)
+
+
+MIGRATIONS = {1: _schema_v1, 2: _schema_v2, 3: _schema_v3}
 """``{version: function(db)}``: applied in order, each in one transaction, on open."""
 
 

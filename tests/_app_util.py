@@ -227,6 +227,7 @@ def create_test(live: Live, headers: dict | None = None, **spec) -> str:
         "systems": [{"name": "a", "backend": "piper"}, {"name": "b", "backend": "qwen"}],
         "prompts": list(TWO_PROMPTS),
         "items_per_rater": 2,
+        "familiarise": False,  # the familiarisation page has its own tests
         **spec,
     }
     r = httpx.post(live.url + "ll/admin/tests", json=body, headers=headers or {}, timeout=300)

@@ -307,7 +307,13 @@ def build_admin(state: Any, svc: Listening):
                     label="Screening items (anchor, gold, trap)",
                     info="MOS: all three; A/B: the anchor against its clean source, once per side",
                 )
-                headphones = gr.Checkbox(value=True, label="Headphone check")
+                headphones = gr.Dropdown(
+                    ["antiphase", "huggins", "both", "none"],
+                    value="antiphase",
+                    label="Headphone screen",
+                    info="antiphase: Woods et al. 2017; huggins: Milne et al. 2021 (Huggins "
+                    "pitch); both; none. A failed screen ends the session",
+                )
                 show_text = gr.Checkbox(value=True, label="Show the prompt text to raters")
             # on by default for MOS and A/B (as the JSON route), off for MUSHRA and glitch hunts
             kind.change(lambda k: gr.update(value=k in SHOW_TEXT_KINDS), kind, show_text)
@@ -316,6 +322,18 @@ def build_admin(state: Any, svc: Listening):
                 code = gr.Textbox(label="Completion code (empty: one per rater)")
                 redirect = gr.Textbox(
                     label="Redirect URL when done (https://…, {code} is replaced)"
+                )
+            with gr.Row():
+                screenout = gr.Textbox(
+                    label="Screen-out URL for a failed screen (https://…, {code} is replaced)"
+                )
+                familiarise = gr.Checkbox(
+                    value=True, label="Familiarisation: play the scale's ends before the items"
+                )
+                target_n = gr.Number(
+                    value=None,
+                    precision=0,
+                    label="Target usable ratings per stimulus (empty: no limit)",
                 )
             with gr.Row():
                 target = gr.Number(value=-23, label="Loudness target (LUFS, BS.1770, per ear)")
@@ -381,6 +399,9 @@ def build_admin(state: Any, svc: Listening):
                 cons,
                 cc,
                 rd,
+                so,
+                fam,
+                tr,
                 tgt,
                 opn,
                 progress=gr.Progress(),
@@ -430,7 +451,11 @@ def build_admin(state: Any, svc: Listening):
                             "items_per_rater": int(it or 10),
                             "reference": (ref or "").strip() or None,
                             "screening": scr,
-                            "headphone_check": hp,
+                            "screen": hp,
+                            "headphone_check": hp != "none",
+                            "screenout_url": so or None,
+                            "familiarise": bool(fam),
+                            "target_ratings": int(tr) if tr else None,
                             "show_text": shw,
                             "consent": cons or None,
                             "completion_code": cc or None,
@@ -471,6 +496,9 @@ def build_admin(state: Any, svc: Listening):
                     consent,
                     code,
                     redirect,
+                    screenout,
+                    familiarise,
+                    target_n,
                     target,
                     open_now,
                 ],

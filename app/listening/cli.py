@@ -104,6 +104,12 @@ def spec_from_args(args: argparse.Namespace) -> dict[str, Any]:
         ("seed", args.seed),
         ("screening", args.screening),
         ("headphone_check", args.headphone_check),
+        ("screen", args.screen),
+        ("screenout_url", args.screenout_url),
+        ("screenout_code", args.screenout_code),
+        ("familiarise", args.familiarise),
+        ("target_ratings", args.target_ratings),
+        ("dropout_after_s", args.dropout_after),
         ("show_text", args.show_text),
         ("title", args.title),
         ("instructions", args.instructions),
@@ -319,6 +325,27 @@ def add_cli(sub: argparse._SubParsersAction) -> None:
     c.add_argument("--ab-mode", choices=("cmos", "forced"), help="A/B: CMOS -3..+3 or forced A/B")
     _flag(c, "screening", "screening items (MOS: anchor, gold, trap; A/B: check pairs)")
     _flag(c, "headphone-check", "the antiphase headphone check before the items")
+    c.add_argument(
+        "--screen",
+        choices=("antiphase", "huggins", "both", "none"),
+        help="the headphone screen: Woods' antiphase test (default), Milne's Huggins pitch, "
+        "both, or none (overrides --headphone-check)",
+    )
+    c.add_argument("--screenout-url", help="https://… URL for raters who fail the screen ({code})")
+    c.add_argument("--screenout-code", help="fixed screen-out code (default: one per rater)")
+    _flag(c, "familiarise", "play the scale's ends before the first item (default on)")
+    c.add_argument(
+        "--target-ratings",
+        type=int,
+        metavar="N",
+        help="usable ratings per stimulus; then new raters are told the test is full",
+    )
+    c.add_argument(
+        "--dropout-after",
+        type=float,
+        metavar="S",
+        help="seconds idle after which a rater counts as dropped (default 1800)",
+    )
     _flag(c, "show-text", "show the prompt's text on the vote page (default on for MOS and A/B)")
     c.add_argument("--consent", help="consent text shown before the test")
     c.add_argument("--completion-code", help="fixed completion code (default: one per rater)")

@@ -67,11 +67,24 @@ class RaterClient:
         return r.json()
 
     async def headphone(self, correct: bool = True) -> dict[str, Any]:
+        """The headphone screen as the page does it: fetch each trial's audio, let it play,
+        pick. The picks come from the audio (:func:`screening.ideal_listener`: a listener on
+        headphones), or with ``correct=False`` from one on loudspeakers (every Huggins trial
+        missed on purpose): the answer key never reaches a client."""
+        from evaluation.listening import screening
+
         st = await self.status()
-        answers = [
-            (t.index("quiet") if correct else t.index("antiphase")) for t in st["headphone_trials"]
-        ]
-        r = await self.post("headphone", {"answers": answers})
+        kinds = st["screen"]["kinds"]
+        picks, until = [], 0.0
+        for n, kind in enumerate(kinds):
+            r = await self.http.get(f"/ll/listen/{self.test_id}/screen/{n}", headers=self._h())
+            r.raise_for_status()
+            audio, rate = screening.read_wav(r.content)
+            until = max(until, time.monotonic() + len(audio) / rate)
+            heard = screening.ideal_listener(kind, audio, rate, headphones=correct)
+            picks.append(heard if correct or kind == "antiphase" else (heard + 1) % 3)
+        await asyncio.sleep(max(0.0, until - time.monotonic()) + 0.05)
+        r = await self.post("headphone", {"answers": picks})
         r.raise_for_status()
         return r.json()
 

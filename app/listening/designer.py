@@ -23,6 +23,7 @@ from app.state import ASSETS, BackendEntry
 from backends.base import Backend, InvalidRequest
 from evaluation.listening.design import Design
 from evaluation.listening.imported import ImportedSet, read_audio, scan, unpack_zip
+from evaluation.listening.screening import MODES
 from evaluation.listening.stimuli import (
     CEILING_DBTP,
     CONDITIONS,
@@ -94,7 +95,21 @@ class TestSpec:
     reference: str | None = None
     ab_mode: str = "cmos"
     screening: bool = True
+    """Check items (MOS: low anchor, gold, trap; A/B: check pairs)."""
     headphone_check: bool = True
+    screen: str | None = None
+    """The headphone screen (test config ``screening``): ``antiphase`` (Woods et al.),
+    ``huggins`` (Milne et al.), ``both`` or ``none``; None: ``headphone_check`` decides."""
+    screenout_url: str | None = None
+    """Where a rater who fails the screen is sent (https; ``{code}`` -> the screen-out code)."""
+    screenout_code: str | None = None
+    """A fixed screen-out code (Prolific's); default: a random one per rater."""
+    familiarise: bool = True
+    """Play the scale's ends before the first item (not rated)."""
+    target_ratings: int | None = None
+    """Usable ratings per stimulus after which new raters are told the test is full."""
+    dropout_after_s: float = 1800.0
+    """A rater idle this long counts as dropped (their design row is given again)."""
     show_text: bool | None = None
     """Show the prompt's text on the vote page; None: yes for MOS and A/B, no otherwise."""
     consent: str | None = None
@@ -159,6 +174,12 @@ class TestSpec:
                 ab_mode=str(d.get("ab_mode", "cmos")),
                 screening=bool(d.get("screening", True)),
                 headphone_check=bool(d.get("headphone_check", True)),
+                screen=str(d["screen"]) if d.get("screen") else None,
+                screenout_url=(str(d["screenout_url"])[:500] if d.get("screenout_url") else None),
+                screenout_code=(str(d["screenout_code"])[:64] if d.get("screenout_code") else None),
+                familiarise=bool(d.get("familiarise", True)),
+                target_ratings=int(d["target_ratings"]) if d.get("target_ratings") else None,
+                dropout_after_s=float(d.get("dropout_after_s") or 1800.0),
                 show_text=None if d.get("show_text") is None else bool(d["show_text"]),
                 consent=(str(d["consent"])[:4000] if d.get("consent") else None),
                 completion_code=(
@@ -221,6 +242,14 @@ def _check_spec(spec: TestSpec) -> None:
         raise InvalidRequest(f"the true-peak ceiling must be within {lo:g}..{hi:g} dBTP")
     if spec.redirect_url and not spec.redirect_url.startswith("https://"):
         raise InvalidRequest("the redirect URL must start with https://")
+    if spec.screenout_url and not spec.screenout_url.startswith("https://"):
+        raise InvalidRequest("the screen-out URL must start with https://")
+    if spec.screen is not None and spec.screen not in MODES:
+        raise InvalidRequest(f"screening must be one of {', '.join(MODES)}")
+    if spec.target_ratings is not None and not 1 <= spec.target_ratings <= 10_000:
+        raise InvalidRequest("the target ratings per stimulus must be within 1..10000")
+    if not 1.0 <= spec.dropout_after_s <= 7 * 86400.0:
+        raise InvalidRequest("the dropout time must be within 1 s .. 7 days")
     if spec.stimuli and spec.prompts:
         raise InvalidRequest(
             "with imported stimuli the prompts come from the folder (prompts.csv or the "
@@ -329,11 +358,18 @@ async def _create(state: Any, spec: TestSpec, progress: Callable[[float, str], N
     prompt_ids = {f"{test_id}-{pid}": text for pid, text in local.items()}
     keys = {f"{test_id}-{pid}": pid for pid in local}
     design = Design(**{**design.to_dict(), "prompts": tuple(prompt_ids), "systems": tuple(names)})
+    screen = spec.screen or ("antiphase" if spec.headphone_check else "none")
     config = {
         "design": design.to_dict(),
         "systems": [_system_config(n, sources[n]) for n in names],
         "backends": live,
-        "headphone_check": spec.headphone_check,
+        "screening": screen,
+        "headphone_check": screen != "none",
+        "screenout_url": spec.screenout_url,
+        "screenout_code": spec.screenout_code,
+        "familiarise": spec.familiarise,
+        "target_ratings": spec.target_ratings,
+        "dropout_after_s": spec.dropout_after_s,
         "show_text": spec.show_text if spec.show_text is not None else spec.kind in SHOW_TEXT_KINDS,
         "consent": spec.consent,
         "completion_code": spec.completion_code,

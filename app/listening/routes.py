@@ -6,7 +6,12 @@ URL that could leak through a referrer or a log):
 * ``GET /listen/{test_id}`` — the rater page (the one player + ``listen.js``).
 * ``POST /ll/listen/{test_id}/join`` {crowd_id?, source?} -> {token}
 * ``GET /ll/listen/{test_id}/status`` -> progress, consent, headphone check, next item
-* ``POST /ll/listen/{test_id}/consent``, ``POST /ll/listen/{test_id}/headphone`` {answers}
+* ``POST /ll/listen/{test_id}/consent``
+* ``GET /ll/listen/{test_id}/screen/{n}`` -> the headphone screen's trial ``n`` (WAV);
+  ``POST /ll/listen/{test_id}/screen/{n}`` {answer}, or ``POST .../headphone`` {answers}: a
+  pick counts only once the trial's audio was sent and had time to play (the key stays here)
+* ``GET /ll/listen/{test_id}/familiar/{k}`` -> familiarisation clip ``k`` (WAV);
+  ``POST /ll/listen/{test_id}/familiar`` (Continue: once every clip had time to play)
 * ``POST /ll/listen/{test_id}/vote`` {answer_id, assignment_id, score | cmos | choice | scores}
 
 Admin (``require_admin``): ``GET /ll/admin/tests``, ``GET /ll/admin/tests/{id}/results``,
@@ -106,7 +111,7 @@ def add_routes(app: FastAPI, svc: Listening, state: Any = None) -> None:
 
     @app.get("/ll/listening/static/{name}")
     async def listen_static(name: str) -> Response:
-        if name not in {"listen.js", "listen.css"}:
+        if name not in {"listen.js", "listen.css", "screen.js"}:
             raise HTTPException(404, "no such file")
         media = "text/javascript" if name.endswith(".js") else "text/css"
         return Response((STATIC / name).read_text(encoding="utf-8"), media_type=media)
@@ -118,7 +123,14 @@ def add_routes(app: FastAPI, svc: Listening, state: Any = None) -> None:
     @app.post("/ll/listen/{test_id}/join")
     async def join(test_id: str, request: Request) -> dict[str, Any]:
         b = await _body(request)
-        return await call(svc.join, test_id, b.get("crowd_id") or None, b.get("source") or None)
+        return await call(
+            svc.join,
+            test_id,
+            b.get("crowd_id") or None,
+            b.get("source") or None,
+            b.get("study_id") or None,
+            b.get("session_id") or None,
+        )
 
     @app.get("/ll/listen/{test_id}/status")
     async def status(test_id: str, request: Request) -> dict[str, Any]:
@@ -132,6 +144,26 @@ def add_routes(app: FastAPI, svc: Listening, state: Any = None) -> None:
     async def headphone(test_id: str, request: Request) -> dict[str, Any]:
         b = await _body(request)
         return await call(svc.headphone, test_id, token(request), b.get("answers"))
+
+    def wav(data: bytes) -> Response:
+        return Response(data, media_type="audio/wav", headers={"Cache-Control": "no-store"})
+
+    @app.get("/ll/listen/{test_id}/screen/{n}")
+    async def screen_audio(test_id: str, n: int, request: Request) -> Response:
+        return wav(await call(svc.screen_audio, test_id, token(request), n))
+
+    @app.post("/ll/listen/{test_id}/screen/{n}")
+    async def screen_answer(test_id: str, n: int, request: Request) -> dict[str, Any]:
+        b = await _body(request)
+        return await call(svc.screen_answer, test_id, token(request), n, b.get("answer"))
+
+    @app.get("/ll/listen/{test_id}/familiar/{k}")
+    async def familiar_audio(test_id: str, k: int, request: Request) -> Response:
+        return wav(await call(svc.familiar_audio, test_id, token(request), k))
+
+    @app.post("/ll/listen/{test_id}/familiar")
+    async def familiarised(test_id: str, request: Request) -> dict[str, Any]:
+        return await call(svc.familiarised, test_id, token(request))
 
     @app.post("/ll/listen/{test_id}/vote")
     async def vote(test_id: str, request: Request) -> dict[str, Any]:

@@ -17,12 +17,22 @@ import hashlib
 import json
 import re
 import secrets
+import time
 from dataclasses import dataclass
 from typing import Any
 
 from backends.base import InvalidRequest
 from evaluation.listening import screening
-from evaluation.listening.design import ANCHOR, Design, plan
+from evaluation.listening.design import (
+    ANCHOR,
+    ANCHOR_LOW,
+    GOLD,
+    Design,
+    RaterRow,
+    choose_row,
+    pairs,
+    plan,
+)
 from evaluation.listening.tables import TestStore
 from evaluation.store import Assignment, UnknownItem, now_iso
 
@@ -30,6 +40,9 @@ ID_RE = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
 TOKEN_RE = re.compile(r"^[A-Za-z0-9_-]{32,128}$")
 CROWD_RE = re.compile(r"^[A-Za-z0-9_.:@-]{1,128}$")
 CROWD_KEYS = ("PROLIFIC_PID", "workerId", "crowd_id", "participant")
+DROPOUT_AFTER_S = 1800.0
+"""A rater idle this long (no status, vote or screen call) counts as dropped: their design row
+is given to the next joiner (the test's ``dropout_after_s`` overrides it)."""
 AB_MIN_MS = 3000.0
 PLAYED_SHARE = 0.95
 """A clip counts as played to the end at this share of its duration (player rounding)."""
@@ -118,27 +131,66 @@ class Listening:
             raise Denied(f"this test is {t.get('status') or 'not open'}; it does not take votes")
         return t
 
-    def join(self, test_id: str, crowd_id: str | None = None, source: str | None = None) -> dict:
+    def join(
+        self,
+        test_id: str,
+        crowd_id: str | None = None,
+        source: str | None = None,
+        study_id: str | None = None,
+        session_id: str | None = None,
+    ) -> dict:
+        """A session for a rater. One crowd id is one rater: joining again with it resumes that
+        rater (same id, same place, a screen-out stands) with a new token; the old one stops
+        working. A new rater gets the design row that most needs ratings (:func:`choose_row`)."""
         t = self._test(test_id)
-        if crowd_id is not None and (not isinstance(crowd_id, str) or not CROWD_RE.match(crowd_id)):
-            raise InvalidRequest("the crowd id must be 1-128 letters, digits or . _ : @ -")
+        for v, what in ((crowd_id, "crowd id"), (study_id, "study id"), (session_id, "session id")):
+            if v is not None and (not isinstance(v, str) or not CROWD_RE.match(v)):
+                raise InvalidRequest(f"the {what} must be 1-128 letters, digits or . _ : @ -")
         if source is not None and source not in CROWD_KEYS:
             source = None
-        n = self.store.db.execute(
-            "SELECT count(*) FROM test_raters WHERE test_id = ?", [test_id]
-        ).fetchone()[0]
-        if n >= int(t["config"].get("max_raters") or MAX_RATERS):
-            raise Denied("this test has all the raters it takes")
+        cfg = t["config"]
+        design = Design.from_dict(cfg["design"])
+        target = cfg.get("target_ratings")
+        dropout = float(cfg.get("dropout_after_s") or DROPOUT_AFTER_S)
+
+        def row(raters: list[dict[str, Any]]) -> int | None:
+            if len(raters) >= int(cfg.get("max_raters") or MAX_RATERS):
+                raise Denied("this test has all the raters it takes")
+            now = time.time()
+            rows = [
+                RaterRow(
+                    int(r["seq"] if r["design_row"] is None else r["design_row"]),
+                    not r["screened_out_at"]
+                    and r.get("headphone_pass") != 0
+                    and bool(r["finished_at"] or (r["seen_at"] and now - r["seen_at"] <= dropout)),
+                )
+                for r in raters
+            ]
+            got = choose_row(design, rows, int(target) if target else None)
+            if got is None:
+                raise Denied("this test is full: it has all the ratings it needs. Thank you!")
+            return got
+
         token = new_token()
-        r = self.tests.join(test_id, token, crowd_id, source)
+        r, resumed = self.tests.join(
+            test_id,
+            token,
+            crowd_id,
+            source,
+            study_id=study_id,
+            session_id=session_id,
+            choose_row=row,
+        )
         self._assign(t, r)
-        return {"token": token, "rater_id": r["rater_id"]}
+        return {"token": token, "rater_id": r["rater_id"], "resumed": resumed}
 
     def _assign(self, test: dict[str, Any], rater: dict[str, Any]) -> list[Assignment]:
         """The rater's assignments (written once from the deterministic plan; resumable)."""
         have = self.store.assignments(test["test_id"], rater["rater_id"])
         design = Design.from_dict(test["config"]["design"])
-        items = plan(design, int(rater["seq"]))
+        seq = int(rater["seq"])
+        row = rater.get("design_row")
+        items = plan(design, seq) if row is None else plan(design, int(row), order_seed=seq)
         if len(have) == len(items):
             return have
         stim = self.tests.stimuli(test["test_id"])
@@ -155,14 +207,15 @@ class Listening:
                 raise UnknownItem(f"no {kind} stimulus for {system} / {prompt}: generate first")
             return s
 
+        clean = self._ab_clean(test, design, seq)
         for it in items:
             takes, conds, roles = [], [], []
             for sl in it.slots:
-                if it.stimulus == "ab_check":  # the anchor against its clean source
+                if it.stimulus == "ab_check":  # the degraded anchor against a clean clip
                     s = (
                         find("anchor", ANCHOR, None)
                         if sl.role == "anchor"
-                        else find("gold", sl.system, None)
+                        else find("item", clean, design.prompts[0])
                     )
                 elif it.stimulus in {"anchor", "gold", "trap"}:
                     s = find(
@@ -193,7 +246,10 @@ class Listening:
                 meta={
                     "roles": roles,
                     "conditions": conds,
-                    "systems": [sl.system for sl in it.slots],
+                    "systems": [
+                        clean if it.stimulus == "ab_check" and sl.role == "gold" else sl.system
+                        for sl in it.slots
+                    ],
                     "prompt_id": it.prompt,
                     **it.meta,
                 },
@@ -201,14 +257,30 @@ class Listening:
             self.store.add_assignment(a)
         return self.store.assignments(test["test_id"], rater["rater_id"])
 
+    @staticmethod
+    def _natural(test: dict[str, Any], design: Design) -> str | None:
+        """The test's first natural (recorded) system, if it has one."""
+        nat = {s["name"] for s in test["config"].get("systems") or [] if s.get("natural")}
+        return next((s for s in design.systems if s in nat), None)
+
+    def _ab_clean(self, test: dict[str, Any], design: Design, seq: int) -> str:
+        """The A/B check pairs' clean side: the natural recording when the test has one, else
+        the systems in turn per rater (a take of one system under test as "the clean side" for
+        everyone would fail raters who honestly judge that system)."""
+        return self._natural(test, design) or design.systems[seq % len(design.systems)]
+
     def status(self, test_id: str, token: str) -> dict[str, Any]:
         """Everything the rater page needs to (re)start: where the rater is, and the next item."""
         t = self._test(test_id, open_only=False)
         r = self._rater(test_id, token)
         cfg = t["config"]
+        mode = screening.screen_mode(cfg)
         items = self._assign(t, r)
         done = self.tests.answered(test_id, r["rater_id"])
-        nxt = next((a for a in items if a.assignment_id not in done), None)
+        self.tests.update_rater(test_id, r["rater_id"], seen_at=time.time())
+        out_ = bool(r["screened_out_at"])
+        nxt = None if out_ else next((a for a in items if a.assignment_id not in done), None)
+        hp = json.loads(r["headphone"]) if r["headphone"] else None
         out: dict[str, Any] = {
             "test": {
                 "test_id": test_id,
@@ -219,20 +291,252 @@ class Listening:
                 "ab_mode": cfg["design"].get("ab_mode", "cmos"),
                 "consent": cfg.get("consent") or DEFAULT_CONSENT,
                 "instructions": cfg.get("instructions") or "",
-                "headphone_check": bool(cfg.get("headphone_check", True)),
+                "screening": mode,
+                "headphone_check": mode != "none",
             },
             "rater_id": r["rater_id"],
             "consented": bool(r["consent_at"]),
-            "headphone": json.loads(r["headphone"]) if r["headphone"] else None,
-            "headphone_trials": [list(x.order) for x in screening.headphone_plan(r["rater_id"])],
+            "headphone": None
+            if hp is None
+            else {k: hp.get(k) for k in ("passed", "correct", "trials")},
+            "screen": None,
+            "familiar": None,
+            "screened_out": out_,
             "total": len(items),
             "answered": len(done),
-            "finished": nxt is None,
+            "finished": not out_ and nxt is None,
             "item": None if nxt is None else self._item(t, nxt).__dict__,
         }
-        if nxt is None:
+        if not r["consent_at"]:
+            out["stage"] = "consent"
+        elif out_:
+            out["stage"] = "screened_out"
+            out.update(self._screenout_link(t, r["screenout_code"]))
+        elif mode != "none" and hp is None:
+            out["stage"] = "screen"
+            out["screen"] = self._screen_state(t, r)
+        elif nxt is None:
+            out["stage"] = "done"
             out.update(self._finish(t, r))
+        elif self._needs_familiar(t, r, len(done)):
+            out["stage"] = "familiarise"
+            out["familiar"] = {"clips": [c[0] for c in self._familiar_clips(t, r)]}
+        else:
+            out["stage"] = "item"
         return out
+
+    # -- the headphone screen: the keys stay here; the page gets "trial n of N" and audio
+
+    def _trials(self, t: dict[str, Any], r: dict[str, Any]) -> list[dict[str, Any]]:
+        """The rater's screen trials (made on first need, from the OS's random source)."""
+        rows = self.tests.screen(t["test_id"], r["rater_id"])
+        if not rows:
+            new = screening.new_screen(screening.screen_mode(t["config"]))
+            self.tests.add_screen(
+                t["test_id"],
+                r["rater_id"],
+                [(x.kind, x.to_json(), screening.duration_ms(x)) for x in new],
+            )
+            rows = self.tests.screen(t["test_id"], r["rater_id"])
+        return rows
+
+    def _screen_state(self, t: dict[str, Any], r: dict[str, Any]) -> dict[str, Any]:
+        rows = self._trials(t, r)
+        nxt = next((x for x in rows if x["answer"] is None), None)
+        return {
+            "trials": len(rows),
+            "answered": sum(x["answer"] is not None for x in rows),
+            "next": None if nxt is None else int(nxt["n"]),
+            "kind": None if nxt is None else nxt["kind"],
+            "kinds": [x["kind"] for x in rows],
+        }
+
+    def _screen_rater(self, test_id: str, token: str) -> tuple[dict, dict, list[dict]]:
+        t = self._test(test_id)
+        r = self._rater(test_id, token)
+        if not r["consent_at"]:
+            raise Denied("consent first")
+        self._not_out(r)
+        if screening.screen_mode(t["config"]) == "none":
+            raise InvalidRequest("this test has no headphone screen")
+        if r["headphone"]:
+            raise Denied("the headphone screen is done; it takes one attempt")
+        return t, r, self._trials(t, r)
+
+    @staticmethod
+    def _trial_no(rows: list[dict[str, Any]], n: Any) -> int:
+        if not isinstance(n, int) or isinstance(n, bool) or not 0 <= n < len(rows):
+            raise InvalidRequest(f"trial must be 0..{len(rows) - 1}")
+        return n
+
+    def screen_audio(self, test_id: str, token: str, n: Any) -> bytes:
+        """Trial ``n``'s audio (stereo 48 kHz WAV); its first fetch starts its play clock."""
+        t, r, rows = self._screen_rater(test_id, token)
+        row = rows[self._trial_no(rows, n)]
+        wav = screening.wav_bytes(screening.render(screening.ScreenTrial.from_json(row["key"])))
+        self.tests.screen_fetched(test_id, r["rater_id"], n, time.time())
+        return wav
+
+    def _check_played(self, row: dict[str, Any], now: float) -> None:
+        n = int(row["n"]) + 1
+        if row["fetched_at"] is None:
+            raise NotYet(f"listen first: trial {n} was not played")
+        if now - float(row["fetched_at"]) < float(row["duration_ms"]) / 1000.0:
+            raise NotYet(f"listen first: trial {n} has not had time to play to its end")
+
+    def screen_answer(self, test_id: str, token: str, n: Any, answer: Any) -> dict[str, Any]:
+        """One trial's pick (the first answer stands); after the last, the screen's outcome."""
+        return self.headphone(test_id, token, {n: answer} if isinstance(n, int) else n)
+
+    def headphone(self, test_id: str, token: str, answers: Any) -> dict[str, Any]:
+        """Answers to the screen's trials: a list (every trial at once) or ``{trial: pick}``.
+        A pick counts only for a trial whose audio this server sent at least its duration ago
+        (else nothing is stored: 409). When every trial is answered the screen is scored once;
+        a failed screen ends the session (screen-out code and link)."""
+        t, r, rows = self._screen_rater(test_id, token)
+        if isinstance(answers, list):
+            if len(answers) != len(rows):
+                raise InvalidRequest(f"the headphone screen needs {len(rows)} answers")
+            answers = dict(enumerate(answers))
+        if not isinstance(answers, dict) or not answers:
+            raise InvalidRequest("answers: a list of picks, or {trial: pick}")
+        picks: dict[int, int] = {}
+        for k, a in answers.items():
+            n = self._trial_no(rows, int(k) if isinstance(k, str) and k.isdigit() else k)
+            if not isinstance(a, int) or isinstance(a, bool) or not 0 <= a <= 2:
+                raise InvalidRequest("a pick is the interval number 0, 1 or 2")
+            picks[n] = a
+        now = time.time()
+        for n in picks:
+            if rows[n]["answer"] is None:
+                self._check_played(rows[n], now)
+        for n, a in picks.items():
+            self.tests.screen_answer(test_id, r["rater_id"], n, a)
+        rows = self.tests.screen(test_id, r["rater_id"])
+        left = sum(x["answer"] is None for x in rows)
+        if left:
+            return {"answered": len(rows) - left, "trials": len(rows), "done": False}
+        result = screening.score_screen(
+            [screening.ScreenTrial.from_json(x["key"]) for x in rows],
+            [int(x["answer"]) for x in rows],
+        )
+        self.tests.update_rater(
+            test_id,
+            r["rater_id"],
+            headphone=json.dumps(result),
+            headphone_pass=int(result["passed"]),
+        )
+        if not result["passed"]:
+            self._screen_out(t, r)
+        return {
+            "answered": len(rows),
+            "trials": len(rows),
+            "done": True,
+            "passed": result["passed"],
+            "screened_out": not result["passed"],
+        }
+
+    def _screened(self, t: dict[str, Any], r: dict[str, Any]) -> None:
+        """Votes only after a passed screen (a failed one ended the session)."""
+        self._not_out(r)
+        if screening.screen_mode(t["config"]) != "none" and not r["headphone"]:
+            raise Denied("the headphone screen comes first")
+
+    def _screen_out(self, t: dict[str, Any], r: dict[str, Any]) -> None:
+        code = str(t["config"].get("screenout_code") or secrets.token_hex(4).upper())
+        self.tests.update_rater(
+            t["test_id"], r["rater_id"], screened_out_at=now_iso(), screenout_code=code
+        )
+
+    @staticmethod
+    def _screenout_link(t: dict[str, Any], code: str | None) -> dict[str, Any]:
+        url = t["config"].get("screenout_url") or None
+        if url and code:
+            url = url.replace("{code}", code)
+        return {"screenout_code": code, "redirect_url": url}
+
+    @staticmethod
+    def _not_out(r: dict[str, Any]) -> None:
+        if r["screened_out_at"]:
+            raise Denied("screened out: this session has ended (the headphone screen failed)")
+
+    # -- familiarisation: the scale's ends, played and not rated
+
+    def _needs_familiar(self, t: dict[str, Any], r: dict[str, Any], answered: int) -> bool:
+        return (
+            bool(t["config"].get("familiarise"))
+            and not r["familiarised_at"]
+            and answered == 0
+            and bool(self._familiar_clips(t, r))
+        )
+
+    def _familiar_clips(self, t: dict[str, Any], r: dict[str, Any]) -> list[tuple[str, str]]:
+        """``(label, take id)`` of the clips that show the scale's ends: MOS the low anchor and
+        the best clip there is (the gold "5", else a natural recording); MUSHRA the reference
+        and the low anchor; A/B one pair; glitch one clip (systems in turn per rater)."""
+        design = Design.from_dict(t["config"]["design"])
+        stim = self.tests.stimuli(t["test_id"])
+        seq, p0 = int(r["seq"]), design.prompts[0]
+
+        def take(kind: str, system: str | None, prompt: str | None) -> str | None:
+            for s in stim:
+                if s.kind == kind and s.system_id == system and s.prompt_id == prompt:
+                    return s.take_id
+            return None
+
+        turn = design.systems[seq % len(design.systems)]
+        nat = self._natural(t, design)
+        if t["kind"] == "mos":
+            best = take("gold", GOLD, None) or (nat and take("item", nat, p0))
+            got = [
+                ("The low end of the scale (Bad)", take("anchor", ANCHOR, None)),
+                ("The high end of the scale (Excellent)", best),
+            ]
+        elif t["kind"] == "mushra":
+            low = take("anchor", ANCHOR_LOW, p0) or take("anchor", ANCHOR, p0)
+            got = [("The reference", take("item", design.reference, p0)), ("Low anchor", low)]
+        elif t["kind"] == "ab":
+            a, b = pairs(design.systems)[seq % len(pairs(design.systems))]
+            got = [("Example A", take("item", a, p0)), ("Example B", take("item", b, p0))]
+        else:
+            got = [("An example clip", take("item", turn, p0))]
+        return [(label, tid) for label, tid in got if tid]
+
+    def _familiar_rater(self, test_id: str, token: str) -> tuple[dict, dict, list]:
+        t = self._test(test_id)
+        r = self._rater(test_id, token)
+        self._not_out(r)
+        clips = self._familiar_clips(t, r)
+        if not t["config"].get("familiarise") or not clips:
+            raise InvalidRequest("this test has no familiarisation")
+        return t, r, clips
+
+    def familiar_audio(self, test_id: str, token: str, k: Any) -> bytes:
+        """Familiarisation clip ``k`` as a stereo 48 kHz WAV (the rate and layout of every
+        screen clip, whatever the system's); its first fetch starts its play clock."""
+        t, r, clips = self._familiar_rater(test_id, token)
+        if not isinstance(k, int) or not 0 <= k < len(clips):
+            raise InvalidRequest(f"clip must be 0..{len(clips) - 1}")
+        tk = self.store.load_take(clips[k][1])
+        got = json.loads(r["familiar"] or "{}")
+        if str(k) not in got:
+            got[str(k)] = time.time()
+            self.tests.update_rater(test_id, r["rater_id"], familiar=json.dumps(got))
+        return screening.wav_bytes(screening.to_screen_rate(tk.audio, tk.sample_rate))
+
+    def familiarised(self, test_id: str, token: str) -> dict[str, Any]:
+        """ "Continue": allowed once every clip was sent and had time to play."""
+        t, r, clips = self._familiar_rater(test_id, token)
+        got = json.loads(r["familiar"] or "{}")
+        durs = self._durations([c[1] for c in clips])
+        now = time.time()
+        for k, d in enumerate(durs):
+            at = got.get(str(k))
+            if at is None or now - float(at) < PLAYED_SHARE * d / 1000.0:
+                raise NotYet(f"listen first: {clips[k][0]} has not been played to its end")
+        if not r["familiarised_at"]:
+            self.tests.update_rater(test_id, r["rater_id"], familiarised_at=now_iso())
+        return {"familiarised": True}
 
     def _item(self, t: dict[str, Any], a: Assignment) -> Item:
         n = len(a.slots or (a.take_id,))
@@ -288,29 +592,13 @@ class Listening:
             self.tests.update_rater(test_id, r["rater_id"], consent_at=now_iso())
         return {"consented": True}
 
-    def headphone(self, test_id: str, token: str, answers: Any) -> dict[str, Any]:
-        self._test(test_id)
-        r = self._rater(test_id, token)
-        if r["headphone"]:
-            return json.loads(r["headphone"])  # one attempt: the first result stands
-        try:
-            result = screening.score_headphone(r["rater_id"], answers)
-        except ValueError as e:
-            raise InvalidRequest(str(e)) from None
-        self.tests.update_rater(
-            test_id,
-            r["rater_id"],
-            headphone=json.dumps(result),
-            headphone_pass=int(result["passed"]),
-        )
-        return result
-
     # -- stimuli and play events (from the WebSocket handlers)
 
     def stimulus(self, test_id: str, token: str, assignment_id: Any, slot: Any) -> dict[str, Any]:
         """Which take (and how) to play for this rater's item slot. Raises unless it is theirs."""
         t = self._test(test_id)
         r = self._rater(test_id, token)
+        self._not_out(r)
         check_id(assignment_id, "assignment id")
         a = self._assignment(test_id, r["rater_id"], assignment_id)
         takes = list(a.slots or (a.take_id,))
@@ -426,6 +714,7 @@ class Listening:
             raise InvalidRequest("a vote must be a JSON object")
         if not r["consent_at"]:
             raise Denied("consent first")
+        self._screened(t, r)
         answer_id = check_id(body.get("answer_id"), "answer_id")
         a = self._assignment(
             test_id, r["rater_id"], check_id(body.get("assignment_id"), "assignment id")

@@ -204,10 +204,12 @@ def check_positions(n_items: int, n_checks: int, rng: random.Random) -> list[int
     return sorted(rng.sample(slots, n_checks))
 
 
-def plan(design: Design, rater_seq: int) -> list[PlannedItem]:
-    """The ordered items of the ``rater_seq``-th rater (deterministic: resumable)."""
+def plan(design: Design, rater_seq: int, order_seed: int | None = None) -> list[PlannedItem]:
+    """The ordered items of design row ``rater_seq`` (deterministic: resumable). The order
+    and the check positions are drawn from ``order_seed`` (default: the row), so two raters
+    given the same row (a reissued one) still get their own order."""
     d = design.validate()
-    rng = random.Random(f"{d.seed}:{rater_seq}")
+    rng = random.Random(f"{d.seed}:{rater_seq if order_seed is None else order_seed}")
     n = d.balanced_items
     prompts = _prompt_block(d, rater_seq, n)
     items: list[PlannedItem] = []
@@ -258,7 +260,62 @@ def plan(design: Design, rater_seq: int) -> list[PlannedItem]:
     ]
 
 
+def rows(design: Design) -> int:
+    """How many distinct design rows there are: row ``r`` and ``r + rows`` hold the same
+    (system, prompt) cells (the Latin square repeats every ``units`` rows, the prompt blocks
+    every ``P / gcd(n, P)`` groups)."""
+    d = design.validate()
+    n, p = d.balanced_items, len(d.prompts)
+    return max(1, d.units) * (p // math.gcd(n, p))
+
+
+Cell = tuple[tuple[str, ...], str | None]
+"""One rated stimulus of the design: the systems heard together (sorted) and the prompt."""
+
+
+def row_cells(design: Design, row: int) -> list[Cell]:
+    """The design cells (rated items, not checks) of one row."""
+    return [
+        (tuple(sorted(sl.system for sl in it.slots)), it.prompt)
+        for it in plan(design, row)
+        if it.role == "item"
+    ]
+
+
+@dataclass(frozen=True)
+class RaterRow:
+    """What :func:`choose_row` needs to know of a rater already in the test."""
+
+    row: int
+    usable: bool
+    """Finished, or still active (not screened out, seen within the dropout time)."""
+
+
+def choose_row(design: Design, raters: list[RaterRow], target: int | None = None) -> int | None:
+    """The design row for a new rater (P.808's "extending"): the row whose cells have the fewest
+    usable ratings, then the fewest usable raters, then the lowest index; so a dropout's or a
+    screened-out rater's row is given again. None once every cell has ``target`` usable
+    ratings (the test is full)."""
+    n = rows(design)
+    cells = [row_cells(design, r) for r in range(n)]
+    per_row = [0] * n
+    count: dict[Cell, int] = {c: 0 for cs in cells for c in cs}
+    for r in raters:
+        if r.usable:
+            per_row[r.row % n] += 1
+            for c in cells[r.row % n]:
+                count[c] += 1
+    if target is not None and count and min(count.values()) >= target:
+        return None
+    return min(range(n), key=lambda r: (min(count[c] for c in cells[r]), per_row[r], r))
+
+
 __all__ = [
+    "Cell",
+    "RaterRow",
+    "choose_row",
+    "row_cells",
+    "rows",
     "ANCHOR",
     "ANCHOR_LOW",
     "ANCHOR_MID",

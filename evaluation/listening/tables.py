@@ -12,7 +12,9 @@ from __future__ import annotations
 import hashlib
 import json
 import sqlite3
+import time
 import uuid
+from collections.abc import Callable
 from dataclasses import asdict
 from typing import Any
 
@@ -20,7 +22,7 @@ import pandas as pd
 
 from backends.base import InvalidRequest
 from evaluation.listening.stimuli import Stimulus
-from evaluation.store import AlreadyVoted, ListeningTest, Rater, Store, UnknownItem, now_iso
+from evaluation.store import AlreadyVoted, ListeningTest, Store, UnknownItem, now_iso
 
 STATUSES = ("draft", "open", "closed")
 
@@ -118,6 +120,7 @@ class TestStore:
                 "ab_votes",
                 "glitch_reports",
                 "assignments",
+                "screen_trials",
                 "test_raters",
                 "stimuli",
                 "tests",
@@ -150,27 +153,77 @@ class TestStore:
     # -- raters
 
     def join(
-        self, test_id: str, token: str, crowd_id: str | None, crowd_source: str | None
-    ) -> dict[str, Any]:
-        """A new anonymous rater of ``test_id``: the next design row (``seq``), atomically."""
-        rater_id = uuid.uuid4().hex[:16]
-        self.store.add_rater(Rater(rater_id, meta={"test_id": test_id}))
+        self,
+        test_id: str,
+        token: str,
+        crowd_id: str | None,
+        crowd_source: str | None,
+        *,
+        study_id: str | None = None,
+        session_id: str | None = None,
+        choose_row: Callable[[list[dict[str, Any]]], int | None] | None = None,
+    ) -> tuple[dict[str, Any], bool]:
+        """The rater of ``crowd_id`` in ``test_id`` (one crowd id is one rater: the old token
+        is replaced by ``token``), or a new anonymous rater with the next ``seq`` and the design
+        row ``choose_row`` picks from every rater's row (None: ``seq``). Atomic (two tabs
+        joining at once get one rater). Returns ``(rater, resumed)``."""
         db = self.db
         db.execute("BEGIN IMMEDIATE")
         try:
-            seq = db.execute(
-                "SELECT coalesce(max(seq), -1) + 1 FROM test_raters WHERE test_id = ?", [test_id]
-            ).fetchone()[0]
+            old = (
+                db.execute(
+                    "SELECT rater_id FROM test_raters WHERE test_id = ? AND crowd_id = ? "
+                    "ORDER BY seq LIMIT 1",
+                    [test_id, crowd_id],
+                ).fetchone()
+                if crowd_id
+                else None
+            )
+            if old is not None:
+                db.execute(
+                    "UPDATE test_raters SET token_hash = ?, seen_at = ?, "
+                    "study_id = coalesce(?, study_id), session_id = coalesce(?, session_id) "
+                    "WHERE test_id = ? AND rater_id = ?",
+                    [token_hash(token), time.time(), study_id, session_id, test_id, old[0]],
+                )
+                db.execute("COMMIT")
+                return self.rater(test_id, old[0]), True
+            rows = self._rows(
+                "SELECT rater_id, seq, design_row, finished_at, screened_out_at, seen_at, "
+                "headphone_pass "
+                "FROM test_raters WHERE test_id = ?",
+                [test_id],
+            )
+            seq = max((int(r["seq"]) for r in rows), default=-1) + 1
+            row = choose_row(rows) if choose_row is not None else None
+            rater_id = uuid.uuid4().hex[:16]
+            db.execute(
+                "INSERT INTO raters (rater_id, meta, created_at) VALUES (?,?,?)",
+                [rater_id, json.dumps({"test_id": test_id}), now_iso()],
+            )
             db.execute(
                 "INSERT INTO test_raters (test_id, rater_id, token_hash, seq, crowd_id, "
-                "crowd_source, created_at) VALUES (?,?,?,?,?,?,?)",
-                [test_id, rater_id, token_hash(token), seq, crowd_id, crowd_source, now_iso()],
+                "crowd_source, created_at, study_id, session_id, design_row, seen_at) "
+                "VALUES (?,?,?,?,?,?,?,?,?,?,?)",
+                [
+                    test_id,
+                    rater_id,
+                    token_hash(token),
+                    seq,
+                    crowd_id,
+                    crowd_source,
+                    now_iso(),
+                    study_id,
+                    session_id,
+                    seq if row is None else row,
+                    time.time(),
+                ],
             )
             db.execute("COMMIT")
         except BaseException:
             db.rollback()
             raise
-        return self.rater(test_id, rater_id)
+        return self.rater(test_id, rater_id), False
 
     def rater(self, test_id: str, rater_id: str) -> dict[str, Any]:
         rows = self._rows(
@@ -188,7 +241,18 @@ class TestStore:
         return rows[0] if rows else None
 
     def update_rater(self, test_id: str, rater_id: str, **fields: Any) -> None:
-        allowed = {"consent_at", "headphone", "headphone_pass", "completion_code", "finished_at"}
+        allowed = {
+            "consent_at",
+            "headphone",
+            "headphone_pass",
+            "completion_code",
+            "finished_at",
+            "seen_at",
+            "screened_out_at",
+            "screenout_code",
+            "familiar",
+            "familiarised_at",
+        }
         bad = set(fields) - allowed
         if bad:
             raise InvalidRequest(f"cannot set {sorted(bad)}")
@@ -201,13 +265,53 @@ class TestStore:
 
     def raters_frame(self, test_id: str) -> pd.DataFrame:
         return self.store._query(
-            "SELECT test_id, rater_id, seq, crowd_id, crowd_source, consent_at, headphone, "
-            "headphone_pass, completion_code, finished_at, created_at, "
+            "SELECT test_id, rater_id, seq, design_row, crowd_id, crowd_source, study_id, "
+            "session_id, consent_at, headphone, headphone_pass, screened_out_at, "
+            "screenout_code, familiarised_at, completion_code, finished_at, created_at, seen_at, "
             "(SELECT count(*) FROM answers a WHERE a.test_id = r.test_id "
             "AND a.rater_id = r.rater_id) AS answered "
             "FROM test_raters r WHERE test_id = ? ORDER BY seq",
             [test_id],
         )
+
+    # -- the headphone screen (answer keys stay here)
+
+    def add_screen(self, test_id: str, rater_id: str, trials: list[tuple[str, str, float]]) -> None:
+        """Store a rater's screen trials ``(kind, key json, duration ms)`` once (a second call,
+        e.g. from another tab, keeps the first)."""
+        db = self.db
+        with db.conn:
+            for n, (kind, key, dur) in enumerate(trials):
+                db.execute(
+                    "INSERT OR IGNORE INTO screen_trials (test_id, rater_id, n, kind, key, "
+                    "duration_ms) VALUES (?,?,?,?,?,?)",
+                    [test_id, rater_id, n, kind, key, dur],
+                )
+
+    def screen(self, test_id: str, rater_id: str) -> list[dict[str, Any]]:
+        return self._rows(
+            "SELECT * FROM screen_trials WHERE test_id = ? AND rater_id = ? ORDER BY n",
+            [test_id, rater_id],
+        )
+
+    def screen_fetched(self, test_id: str, rater_id: str, n: int, at: float) -> None:
+        """The first time the trial's audio went out (replays keep it)."""
+        self.db.execute(
+            "UPDATE screen_trials SET fetched_at = coalesce(fetched_at, ?) "
+            "WHERE test_id = ? AND rater_id = ? AND n = ?",
+            [at, test_id, rater_id, n],
+        )
+        self.db.commit()
+
+    def screen_answer(self, test_id: str, rater_id: str, n: int, answer: int) -> bool:
+        """Store the answer to trial ``n`` unless it has one (the first answer stands)."""
+        cur = self.db.execute(
+            "UPDATE screen_trials SET answer = ?, answered_at = ? "
+            "WHERE test_id = ? AND rater_id = ? AND n = ? AND answer IS NULL",
+            [answer, now_iso(), test_id, rater_id, n],
+        )
+        self.db.commit()
+        return cur.rowcount == 1
 
     # -- play events and answers
 
