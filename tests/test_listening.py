@@ -14,9 +14,9 @@ from evaluation import stats
 from evaluation.listening.design import ANCHOR, ANCHOR_LOW, ANCHOR_MID, GOLD, Design, plan
 from evaluation.listening.screening import (
     TestScreening,
-    headphone_plan,
+    new_screen,
     rater_table,
-    score_headphone,
+    score_screen,
 )
 from evaluation.listening.stimuli import low_anchor, measure_lufs, normalise_loudness
 from evaluation.listening.tables import TestStore, token_hash
@@ -140,16 +140,14 @@ def test_low_anchor_is_band_limited_with_clicks_and_gap():
 
 
 def test_headphone_check_scoring():
-    plan_ = headphone_plan("r1")
+    plan_ = new_screen("antiphase")
     right = [t.answer for t in plan_]
-    assert score_headphone("r1", right)["passed"]
+    assert score_screen(plan_, right)["passed"]
     speakers = [t.order.index("antiphase") for t in plan_]
-    res = score_headphone("r1", speakers)
+    res = score_screen(plan_, speakers)
     assert res["correct"] == 0 and not res["passed"]
     with pytest.raises(ValueError):
-        score_headphone("r1", [0, 1])
-    with pytest.raises(ValueError):
-        score_headphone("r1", [0, 1, 2, 3, 0, 0])
+        score_screen(plan_, [0, 1])
 
 
 def test_mushra_post_screening_and_medians():
@@ -193,11 +191,11 @@ def test_mushra_post_screening_and_medians():
 
 def test_store_v2_answers_once(tmp_path):
     store = Store.open(tmp_path / "l.db")
-    assert store.schema_version == SCHEMA_VERSION == 2
+    assert store.schema_version == SCHEMA_VERSION == 3
     tests = TestStore(store)
     tests.create_test("t1", "mos", "T", {"design": {}}, status="open")
-    r1 = tests.join("t1", "tok-one" * 6, "P1", "PROLIFIC_PID")
-    r2 = tests.join("t1", "tok-two" * 6, None, None)
+    r1, _ = tests.join("t1", "tok-one" * 6, "P1", "PROLIFIC_PID")
+    r2, _ = tests.join("t1", "tok-two" * 6, None, None)
     assert (r1["seq"], r2["seq"]) == (0, 1)
     assert tests.rater_for_token("t1", "tok-one" * 6)["rater_id"] == r1["rater_id"]
     row = store.db.execute("SELECT token_hash FROM test_raters WHERE rater_id=?", [r1["rater_id"]])

@@ -490,7 +490,9 @@ class Listening:
             best = take("gold", GOLD, None) or (nat and take("item", nat, p0))
             got = [
                 ("The low end of the scale (Bad)", take("anchor", ANCHOR, None)),
-                ("The high end of the scale (Excellent)", best),
+                ("The high end of the scale (Excellent)", best)
+                if best
+                else ("A clip from the test", take("item", turn, p0)),
             ]
         elif t["kind"] == "mushra":
             low = take("anchor", ANCHOR_LOW, p0) or take("anchor", ANCHOR, p0)

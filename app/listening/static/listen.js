@@ -17,7 +17,7 @@
     [1, 'B slightly better'], [2, 'B better'], [3, 'B much better']];
 
   function status(text, err) { const s = $('lt-status'); s.textContent = text || ''; s.className = 'lt-status' + (err ? ' err' : ''); }
-  function show(id) { for (const s of ['lt-consent', 'lt-headphones', 'lt-item', 'lt-done']) $(s).hidden = s !== id; }
+  function show(id) { for (const s of ['lt-consent', 'lt-headphones', 'lt-screenout', 'lt-familiar', 'lt-item', 'lt-done']) $(s).hidden = s !== id; }
   function el(tag, text, cls) { const e = document.createElement(tag); if (text != null) e.textContent = String(text); if (cls) e.className = cls; return e; }
   function randId() { return (crypto.randomUUID ? crypto.randomUUID() : String(Math.random()).slice(2) + Date.now()).replace(/-/g, ''); }
 
@@ -111,7 +111,8 @@
     try {
       const q = new URLSearchParams(location.search);
       const src = CROWD_KEYS.find((k) => q.get(k));
-      const j = await api('join', { crowd_id: src ? q.get(src) : null, source: src || null });
+      const j = await api('join', { crowd_id: src ? q.get(src) : null, source: src || null,
+        study_id: q.get('STUDY_ID') || null, session_id: q.get('SESSION_ID') || null });
       S.token = j.token; localStorage.setItem(KEY, j.token);
       await api('consent', {});
       await refresh();
@@ -133,46 +134,18 @@
     $('lt-bar').max = st.total || 1; $('lt-bar').value = st.answered;
     $('lt-count').textContent = Math.min(st.answered + (st.finished ? 0 : 1), st.total) + ' / ' + st.total;
     root.dataset.position = st.item ? st.item.position : 'done';
-    if (!st.consented) { $('lt-consent-text').textContent = st.test.consent; show('lt-consent'); return; }
-    if (st.test.headphone_check && !st.headphone) return renderHeadphones();
+    root.dataset.stage = st.stage;
+    if (st.stage === 'consent') { $('lt-consent-text').textContent = st.test.consent; show('lt-consent'); return; }
+    if (st.stage === 'screened_out') { $('lt-progress').hidden = true; return screen.renderScreenout(st); }
+    if (st.stage === 'screen') return screen.renderScreen(st);
+    if (st.stage === 'familiarise') return screen.renderFamiliar(st);
     if (st.finished) return renderDone();
     renderItem();
   }
 
-  // ---------------------------------------------------------------- headphone check (Woods et al. 2017)
-  let hpAnswers = [];
-  function renderHeadphones() {
-    show('lt-headphones');
-    $('lt-hp-of').textContent = S.status.headphone_trials.length;
-    $('lt-hp-n').textContent = hpAnswers.length + 1;
-  }
-  function tones(order) {
-    // three 200 Hz tones through the player's AudioContext: normal, -6 dB, L/R antiphase
-    const ctx = player.prepare(); player.resume();
-    const sr = ctx.sampleRate, dur = 0.6, gap = 0.35, n = Math.round(sr * dur);
-    let t = ctx.currentTime + 0.05;
-    for (const role of order) {
-      const b = ctx.createBuffer(2, n, sr), L = b.getChannelData(0), R = b.getChannelData(1);
-      const amp = role === 'quiet' ? 0.25 : 0.5;
-      for (let i = 0; i < n; i++) {
-        const env = Math.min(1, i / (0.01 * sr), (n - i) / (0.01 * sr));
-        const v = amp * env * Math.sin(2 * Math.PI * 200 * i / sr);
-        L[i] = v; R[i] = role === 'antiphase' ? -v : v;
-      }
-      const s = ctx.createBufferSource(); s.buffer = b; s.connect(ctx.destination); s.start(t); t += dur + gap;
-    }
-  }
-  $('lt-hp-play').addEventListener('click', () => tones(S.status.headphone_trials[hpAnswers.length]));
-  $('lt-level').addEventListener('click', () => tones(['normal', 'normal']));
-  for (const b of document.querySelectorAll('.lt-hp-answer')) {
-    b.addEventListener('click', async () => {
-      hpAnswers.push(Number(b.dataset.answer));
-      if (hpAnswers.length < S.status.headphone_trials.length) { renderHeadphones(); return; }
-      try { await api('headphone', { answers: hpAnswers }); } catch (e) { status(e.message, true); }
-      hpAnswers = [];
-      await refresh();
-    });
-  }
+  // the headphone screen, familiarisation and screen-out pages (screen.js)
+  const screen = LLScreen.create({ api, base: API, token: () => S.token, player, show, refresh,
+    status, root, current: () => S.status });
 
   // ---------------------------------------------------------------- items
   let choice = null, sliders = [];
