@@ -250,3 +250,29 @@ def create_one_item_test(
         headphone_check=False,
         **spec,
     )
+
+
+def screen_in_page(page, live: Live, test_id: str, correct: bool = True) -> None:
+    """Click through the rater page's headphone screen as a listener would: play each trial,
+    wait for its end (the answer buttons unlock), pick. The picks are read from the server's
+    store (the page is never sent the key): the right interval, or with ``correct=False`` the
+    antiphase tone / a wrong interval, which a loudspeaker listener picks."""
+    import json
+
+    rid = page.evaluate("window.listenTest.status.rater_id")
+    keys = live.state.store.db.execute(
+        "SELECT key FROM screen_trials WHERE test_id=? AND rater_id=? ORDER BY n", [test_id, rid]
+    ).fetchall()
+    for n, (key,) in enumerate(keys):
+        k = json.loads(key)
+        pick = (
+            k["answer"]
+            if correct
+            else (k["order"].index("antiphase") if k["order"] else (k["answer"] + 1) % 3)
+        )
+        page.wait_for_function(f"document.querySelector('#lt-root').dataset.screenTrial === '{n}'")
+        page.click("#lt-hp-play")
+        page.wait_for_selector(
+            f".lt-hp-answer[data-answer='{pick}']:not([disabled])", timeout=30_000
+        )
+        page.click(f".lt-hp-answer[data-answer='{pick}']")
