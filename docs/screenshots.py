@@ -105,6 +105,7 @@ def create_test(srv: Server) -> str:
         "items_per_rater": 4,
         "screening": False,
         "headphone_check": False,
+        "familiarise": False,
         "completion_code": "C1A2B3",
     }
     r = httpx.post(

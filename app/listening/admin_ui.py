@@ -307,12 +307,13 @@ def build_admin(state: Any, svc: Listening):
                     label="Screening items (anchor, gold, trap)",
                     info="MOS: all three; A/B: the anchor against its clean source, once per side",
                 )
-                headphones = gr.Dropdown(
-                    ["antiphase", "huggins", "both", "none"],
+                headphones = gr.Checkbox(value=True, label="Headphone check")
+                screen_kind = gr.Radio(
+                    ["antiphase", "huggins", "both"],
                     value="antiphase",
-                    label="Headphone screen",
+                    label="Headphone check type",
                     info="antiphase: Woods et al. 2017; huggins: Milne et al. 2021 (Huggins "
-                    "pitch); both; none. A failed screen ends the session",
+                    "pitch); both. A failed check ends the session",
                 )
                 show_text = gr.Checkbox(value=True, label="Show the prompt text to raters")
             # on by default for MOS and A/B (as the JSON route), off for MUSHRA and glitch hunts
@@ -395,6 +396,7 @@ def build_admin(state: Any, svc: Listening):
                 it,
                 scr,
                 hp,
+                sk,
                 shw,
                 cons,
                 cc,
@@ -451,8 +453,8 @@ def build_admin(state: Any, svc: Listening):
                             "items_per_rater": int(it or 10),
                             "reference": (ref or "").strip() or None,
                             "screening": scr,
-                            "screen": hp,
-                            "headphone_check": hp != "none",
+                            "screen": sk if hp else "none",
+                            "headphone_check": bool(hp),
                             "screenout_url": so or None,
                             "familiarise": bool(fam),
                             "target_ratings": int(tr) if tr else None,
@@ -492,6 +494,7 @@ def build_admin(state: Any, svc: Listening):
                     items,
                     screening,
                     headphones,
+                    screen_kind,
                     show_text,
                     consent,
                     code,
