@@ -481,3 +481,45 @@ def test_familiarisation_is_recorded_only_after_both_ends_played(live):
     st, labels = asyncio.run(go())
     assert st["stage"] == "item" and labels[0].startswith("The low end")
     assert rater_row(live, tid, st["rater_id"])["familiarised_at"]
+
+
+def test_cli_and_designer_take_the_screening_settings():
+    from app.cli import build_parser
+    from app.listening.cli import spec_from_args
+    from app.listening.designer import TestSpec, _check_spec
+    from backends.base import InvalidRequest
+
+    args = build_parser().parse_args(
+        ["test", "create", "--system", "a=piper", "--system", "b=piper", "--screen", "both"]
+        + ["--screenout-url", "https://x.example/o?c={code}", "--screenout-code", "OUT1"]
+        + ["--no-familiarise", "--target-ratings", "8", "--dropout-after", "900"]
+    )
+    spec = spec_from_args(args)
+    assert (spec["screen"], spec["screenout_url"], spec["screenout_code"]) == (
+        "both",
+        "https://x.example/o?c={code}",
+        "OUT1",
+    )
+    assert (spec["familiarise"], spec["target_ratings"], spec["dropout_after_s"]) == (
+        False,
+        8,
+        900.0,
+    )
+    ts = TestSpec.from_dict({**spec, "prompts": ["Hi."]})
+    assert (ts.screen, ts.target_ratings, ts.familiarise) == ("both", 8, False)
+    for bad, msg in (
+        ({"screenout_url": "http://x.example/"}, "https://"),
+        ({"screen": "loud"}, "screening must be one of"),
+        ({"target_ratings": 0}, None),
+        ({"dropout_after_s": 0.1}, "dropout"),
+    ):
+        s = TestSpec.from_dict({**spec, "prompts": ["Hi."], **bad})
+        if msg is None:  # 0 means "no target"
+            assert s.target_ratings is None
+            continue
+        with pytest.raises(InvalidRequest, match=msg):
+            _check_spec(s)
+    # a test made before the setting: the old headphone_check bool still decides
+    assert screening.screen_mode({"headphone_check": True}) == "antiphase"
+    assert screening.screen_mode({"headphone_check": False}) == "none"
+    assert screening.screen_mode({"screening": "huggins", "headphone_check": True}) == "huggins"

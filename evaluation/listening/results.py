@@ -17,7 +17,7 @@ import numpy as np
 import pandas as pd
 
 from evaluation import inference, stats
-from evaluation.listening.screening import TestScreening, rater_table
+from evaluation.listening.screening import TestScreening, rater_table, screen_mode
 from evaluation.listening.tables import TestStore
 
 SEAM_TOLERANCE_MS = 300.0
@@ -33,10 +33,18 @@ def _round(df: pd.DataFrame) -> pd.DataFrame:
     return out
 
 
-def screening_description(scr: TestScreening, kind: str) -> str:
+SCREEN_TEXT = {
+    "antiphase": "headphone screen (Woods et al. 2017 antiphase test, >= 5 of 6 correct)",
+    "huggins": "headphone screen (Milne et al. 2021 Huggins pitch, >= 5 of 6 correct)",
+    "both": "headphone screens (Woods et al. 2017 antiphase test and Milne et al. 2021 "
+    "Huggins pitch, >= 5 of 6 correct in each)",
+}
+
+
+def screening_description(scr: TestScreening, kind: str, screen: str = "antiphase") -> str:
     parts = []
     if scr.require_headphones:
-        parts.append("headphone check (Woods et al. 2017 antiphase test, >= 5 of 6 correct)")
+        parts.append(SCREEN_TEXT.get(screen, SCREEN_TEXT["antiphase"]))
     if kind == "mos":
         parts.append(scr.rules.describe())
     if kind == "ab":
@@ -65,7 +73,8 @@ def test_results(
     t = tests.require_test(test_id)
     cfg = t["config"]
     kind = t["kind"]
-    scr = screening or TestScreening(require_headphones=bool(cfg.get("headphone_check", True)))
+    mode = screen_mode(cfg)
+    scr = screening or TestScreening(require_headphones=mode != "none")
     store = tests.store
     mos = store.mos_frame(test_id)
     mushra = tests.mushra_frame(test_id)
@@ -81,7 +90,11 @@ def test_results(
     iv = dict(n_boot=n_boot, seed=seed)
     out: dict[str, pd.DataFrame] = {"raters": raters}
     methods: list[tuple[str, str, str]] = [
-        ("raters", "Raters, their screening outcomes and reasons", screening_description(scr, kind))
+        (
+            "raters",
+            "Raters, their screening outcomes and reasons",
+            screening_description(scr, kind, mode),
+        )
     ]
 
     if not mos.empty:
@@ -158,7 +171,7 @@ def test_results(
             (
                 "mushra_screening",
                 "BS.1534-3 post-screening per rater",
-                screening_description(scr, "mushra"),
+                screening_description(scr, "mushra", mode),
             )
         )
 
