@@ -523,3 +523,31 @@ def test_cli_and_designer_take_the_screening_settings():
     assert screening.screen_mode({"headphone_check": True}) == "antiphase"
     assert screening.screen_mode({"headphone_check": False}) == "none"
     assert screening.screen_mode({"screening": "huggins", "headphone_check": True}) == "huggins"
+
+
+def test_familiarisation_clips_per_test_kind(live):
+    mu = make(live, kind="mushra", reference="a", screen="none", familiarise=True)
+    ab = make(live, kind="ab", screen="none", familiarise=True, screening=False)
+    tests = TestStore(live.state.store)
+
+    async def clips(tid: str) -> tuple[list[str], list[str], list[tuple[int, int]]]:
+        c = await joined(live, tid)
+        st = await c.status()
+        assert st["stage"] == "familiarise"
+        fmt = []
+        for k in range(len(st["familiar"]["clips"])):
+            got = await c.http.get(f"/ll/listen/{tid}/familiar/{k}", headers=c._h())
+            audio, rate = screening.read_wav(got.content)
+            fmt.append((rate, audio.shape[1]))
+        bad = await c.http.get(f"/ll/listen/{tid}/familiar/9", headers=c._h())
+        assert bad.status_code == 400
+        row = rater_row(live, tid, st["rater_id"])
+        await c.aclose()
+        return st["familiar"]["clips"], sorted(json.loads(row["familiar"])), fmt
+
+    labels, fetched, fmt = asyncio.run(clips(mu))
+    assert labels == ["The reference", "Low anchor"] and fetched == ["0", "1"]
+    assert fmt == [(48_000, 2)] * 2  # one rate and layout, whatever the system's
+    labels, _, fmt = asyncio.run(clips(ab))
+    assert labels == ["Example A", "Example B"] and fmt == [(48_000, 2)] * 2
+    assert {s.kind for s in tests.stimuli(mu)} >= {"item", "anchor"}
