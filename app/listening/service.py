@@ -29,6 +29,7 @@ from evaluation.listening.design import (
     GOLD,
     Design,
     RaterRow,
+    all_row_cells,
     choose_row,
     pairs,
     plan,
@@ -171,6 +172,7 @@ class Listening:
                 raise Denied("this test is full: it has all the ratings it needs. Thank you!")
             return got
 
+        all_row_cells(design)  # planned (and cached) before the write lock is taken
         token = new_token()
         r, resumed = self.tests.join(
             test_id,
@@ -444,9 +446,7 @@ class Listening:
 
     def _screen_out(self, t: dict[str, Any], r: dict[str, Any]) -> None:
         code = str(t["config"].get("screenout_code") or secrets.token_hex(4).upper())
-        self.tests.update_rater(
-            t["test_id"], r["rater_id"], screened_out_at=now_iso(), screenout_code=code
-        )
+        self.tests.screen_out(t["test_id"], r["rater_id"], code)
 
     @staticmethod
     def _screenout_link(t: dict[str, Any], code: str | None) -> dict[str, Any]:

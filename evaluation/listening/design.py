@@ -23,6 +23,7 @@ system honestly fail the check.
 
 from __future__ import annotations
 
+import functools
 import itertools
 import math
 import random
@@ -291,13 +292,20 @@ class RaterRow:
     """Finished, or still active (not screened out, seen within the dropout time)."""
 
 
+@functools.lru_cache(maxsize=32)
+def all_row_cells(design: Design) -> tuple[tuple[Cell, ...], ...]:
+    """:func:`row_cells` of every row (cached: a design is immutable, and a join must not
+    re-plan every row while it holds the database's write lock)."""
+    return tuple(tuple(row_cells(design, r)) for r in range(rows(design)))
+
+
 def choose_row(design: Design, raters: list[RaterRow], target: int | None = None) -> int | None:
     """The design row for a new rater (P.808's "extending"): the row whose cells have the fewest
     usable ratings, then the fewest usable raters, then the lowest index; so a dropout's or a
     screened-out rater's row is given again. None once every cell has ``target`` usable
     ratings (the test is full)."""
-    n = rows(design)
-    cells = [row_cells(design, r) for r in range(n)]
+    cells = all_row_cells(design)
+    n = len(cells)
     per_row = [0] * n
     count: dict[Cell, int] = {c: 0 for cs in cells for c in cs}
     for r in raters:
@@ -312,6 +320,7 @@ def choose_row(design: Design, raters: list[RaterRow], target: int | None = None
 
 __all__ = [
     "Cell",
+    "all_row_cells",
     "RaterRow",
     "choose_row",
     "row_cells",

@@ -274,6 +274,15 @@ class TestStore:
             [test_id],
         )
 
+    def screen_out(self, test_id: str, rater_id: str, code: str) -> None:
+        """End the rater's session once (a second, racing call keeps the first code)."""
+        self.db.execute(
+            "UPDATE test_raters SET screened_out_at = ?, screenout_code = ? "
+            "WHERE test_id = ? AND rater_id = ? AND screened_out_at IS NULL",
+            [now_iso(), code, test_id, rater_id],
+        )
+        self.db.commit()
+
     # -- the headphone screen (answer keys stay here)
 
     def add_screen(self, test_id: str, rater_id: str, trials: list[tuple[str, str, float]]) -> None:
