@@ -64,10 +64,8 @@ def keys(live, tid: str, rid: str) -> list[screening.ScreenTrial]:
     return [screening.ScreenTrial.from_json(r[0]) for r in rows_]
 
 
-def rater_row(live, tid: str, rid: str) -> dict:
-    cur = live.state.store.db.execute(
-        "SELECT * FROM test_raters WHERE test_id=? AND rater_id=?", [tid, rid]
-    )
+def rater_row(store, tid: str, rid: str) -> dict:
+    cur = store.db.execute("SELECT * FROM test_raters WHERE test_id=? AND rater_id=?", [tid, rid])
     return dict(zip([d[0] for d in cur.description], cur.fetchone(), strict=True))
 
 
@@ -270,7 +268,7 @@ def test_crowd_id_resumes_and_prolific_ids_are_stored(live):
     assert st2["consented"] and st2["item"]["assignment_id"] == st["item"]["assignment_id"]
     assert bad.status_code == 400 and "study id" in bad.json()["detail"]
     assert other["rater_id"] != a["rater_id"]
-    row = rater_row(live, tid, a["rater_id"])
+    row = rater_row(live.state.store, tid, a["rater_id"])
     assert (row["study_id"], row["session_id"], row["crowd_id"]) == ("STUDY-1", "SESS-2", "PID-77")
     assert (
         live.state.store.db.execute(
@@ -373,7 +371,7 @@ def test_dropouts_and_screen_outs_rows_are_given_again_until_the_target(live):
         return [*ids[:2], rc, ids[2]], full
 
     (ra, rb, rc, rd), full = asyncio.run(go())
-    rows_ = {r: rater_row(live, tid, r)["design_row"] for r in (ra, rb, rc, rd)}
+    rows_ = {r: rater_row(live.state.store, tid, r)["design_row"] for r in (ra, rb, rc, rd)}
     assert rows_ == {ra: 0, rb: 0, rc: 1, rd: 1}
     assert cells_of(ra) == cells_of(rb) and cells_of(rc) == cells_of(rd)
     assert len(cells_of(rb) | cells_of(rd)) == 4  # every system x prompt once
@@ -480,7 +478,7 @@ def test_familiarisation_is_recorded_only_after_both_ends_played(live):
 
     st, labels = asyncio.run(go())
     assert st["stage"] == "item" and labels[0].startswith("The low end")
-    assert rater_row(live, tid, st["rater_id"])["familiarised_at"]
+    assert rater_row(live.state.store, tid, st["rater_id"])["familiarised_at"]
 
 
 def test_cli_and_designer_take_the_screening_settings():
@@ -541,7 +539,7 @@ def test_familiarisation_clips_per_test_kind(live):
             fmt.append((rate, audio.shape[1]))
         bad = await c.http.get(f"/ll/listen/{tid}/familiar/9", headers=c._h())
         assert bad.status_code == 400
-        row = rater_row(live, tid, st["rater_id"])
+        row = rater_row(live.state.store, tid, st["rater_id"])
         await c.aclose()
         return st["familiar"]["clips"], sorted(json.loads(row["familiar"])), fmt
 
@@ -551,3 +549,35 @@ def test_familiarisation_clips_per_test_kind(live):
     labels, _, fmt = asyncio.run(clips(ab))
     assert labels == ["Example A", "Example B"] and fmt == [(48_000, 2)] * 2
     assert {s.kind for s in tests.stimuli(mu)} >= {"item", "anchor"}
+
+
+def test_a_version_2_database_gains_the_screening_columns(tmp_path):
+    """An existing DB (schema 2, with a rater) is migrated on open: the new columns and the
+    screen table exist, the old rater keeps its row (design row NULL: its seq, as before)."""
+    import sqlite3
+
+    import sqlite_utils
+
+    from evaluation.store import MIGRATIONS, Store
+
+    path = tmp_path / "old.db"
+    db = sqlite_utils.Database(sqlite3.connect(path))
+    for v in (1, 2):
+        MIGRATIONS[v](db)
+    db.execute("PRAGMA user_version = 2")
+    db.execute("INSERT INTO tests (test_id, kind, name) VALUES ('t', 'mos', 'old')")
+    db.execute("INSERT INTO raters (rater_id) VALUES ('r0')")
+    db.execute(
+        "INSERT INTO test_raters (test_id, rater_id, token_hash, seq) VALUES ('t', 'r0', 'h', 0)"
+    )
+    db.conn.commit()
+    db.conn.close()
+    store = Store.open(path)
+    assert store.schema_version == 3
+    row = rater_row(store, "t", "r0")
+    assert row["seq"] == 0 and row["design_row"] is None and row["study_id"] is None
+    assert {"session_id", "screened_out_at", "familiarised_at", "seen_at"} <= set(row)
+    assert store.db.execute("SELECT count(*) FROM screen_trials").fetchone()[0] == 0
+    frame = TestStore(store).raters_frame("t")
+    assert list(frame["rater_id"]) == ["r0"] and "study_id" in frame.columns
+    store.close()
