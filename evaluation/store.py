@@ -481,7 +481,7 @@ def _schema_v3(db: sqlite_utils.Database) -> None:
         """CREATE TABLE screen_trials (
             test_id TEXT NOT NULL, rater_id TEXT NOT NULL, n INTEGER NOT NULL,
             kind TEXT NOT NULL, key TEXT NOT NULL, duration_ms REAL NOT NULL,
-            fetched_at REAL, answer INTEGER, answered_at TEXT,
+            fetched_at REAL, fetches INTEGER NOT NULL DEFAULT 0, answer INTEGER, answered_at TEXT,
             PRIMARY KEY (test_id, rater_id, n))""",
     ):
         db.execute(sql)

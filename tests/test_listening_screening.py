@@ -150,6 +150,12 @@ def test_a_pick_counts_only_after_its_audio_had_time_to_play(live):
         assert (await c.post("screen/6", {"answer": 0})).status_code == 400
         bad = await c.http.get(f"/ll/listen/{tid}/screen/1", headers={"X-Rater-Token": "x" * 43})
         assert bad.status_code == 403
+        # replays are fine, a fetch loop is not: ten plays of a trial, then it must be answered
+        codes = [
+            (await c.http.get(f"/ll/listen/{tid}/screen/2", headers=c._h())).status_code
+            for _ in range(11)
+        ]
+        assert codes == [200] * 10 + [403]
         await c.aclose()
 
     asyncio.run(go())

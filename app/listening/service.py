@@ -41,6 +41,9 @@ ID_RE = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
 TOKEN_RE = re.compile(r"^[A-Za-z0-9_-]{32,128}$")
 CROWD_RE = re.compile(r"^[A-Za-z0-9_.:@-]{1,128}$")
 CROWD_KEYS = ("PROLIFIC_PID", "workerId", "crowd_id", "participant")
+MAX_SCREEN_FETCHES = 10
+"""Plays (fetches) of one screen trial: replays are fine, a fetch loop is not (each is a
+~0.7 MB WAV rendered on the server)."""
 DROPOUT_AFTER_S = 1800.0
 """A rater idle this long (no status, vote or screen call) counts as dropped: their design row
 is given to the next joiner (the test's ``dropout_after_s`` overrides it)."""
@@ -375,6 +378,8 @@ class Listening:
         """Trial ``n``'s audio (stereo 48 kHz WAV); its first fetch starts its play clock."""
         t, r, rows = self._screen_rater(test_id, token)
         row = rows[self._trial_no(rows, n)]
+        if int(row["fetches"]) >= MAX_SCREEN_FETCHES:
+            raise Denied(f"trial {n + 1} was played {MAX_SCREEN_FETCHES} times; answer it")
         wav = screening.wav_bytes(screening.render(screening.ScreenTrial.from_json(row["key"])))
         self.tests.screen_fetched(test_id, r["rater_id"], n, time.time())
         return wav

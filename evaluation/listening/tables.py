@@ -304,9 +304,9 @@ class TestStore:
         )
 
     def screen_fetched(self, test_id: str, rater_id: str, n: int, at: float) -> None:
-        """The first time the trial's audio went out (replays keep it)."""
+        """The first time the trial's audio went out (replays keep it), and one more fetch."""
         self.db.execute(
-            "UPDATE screen_trials SET fetched_at = coalesce(fetched_at, ?) "
+            "UPDATE screen_trials SET fetched_at = coalesce(fetched_at, ?), fetches = fetches + 1 "
             "WHERE test_id = ? AND rater_id = ? AND n = ?",
             [at, test_id, rater_id, n],
         )
