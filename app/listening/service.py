@@ -45,8 +45,9 @@ MAX_SCREEN_FETCHES = 10
 """Plays (fetches) of one screen trial: replays are fine, a fetch loop is not (each is a
 ~0.7 MB WAV rendered on the server)."""
 DROPOUT_AFTER_S = 1800.0
-"""A rater idle this long (no status, vote or screen call) counts as dropped: their design row
-is given to the next joiner (the test's ``dropout_after_s`` overrides it)."""
+"""A rater idle this long (no join or status call: the page makes one after every answer)
+counts as dropped: their design row is given to the next joiner (the test's
+``dropout_after_s`` overrides it)."""
 AB_MIN_MS = 3000.0
 PLAYED_SHARE = 0.95
 """A clip counts as played to the end at this share of its duration (player rounding)."""
