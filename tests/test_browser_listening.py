@@ -171,8 +171,9 @@ def test_as_streamed_item_stall_is_heard_and_reported(setup):
     k = int(np.argmax(gaps))
     seam_ms = take.chunks[k + 1].offset / take.sample_rate * 1000
     assert ended["underruns"] >= 1 and ended["stall_ms"] > 300
-    # the stall was heard where the recorded stream stalled: at the seam before chunk k+1
-    assert any(abs(u["position_ms"] - seam_ms) < 5 for u in und), (und, seam_ms)
+    # the stall was heard where the recorded stream stalled: at the seam before chunk k+1 (to
+    # within the blind wire's 100 ms frame, which the audio before the seam completes)
+    assert any(abs(u["position_ms"] - seam_ms) < 110 for u in und), (und, seam_ms)
     # the stimulus is shared by every rater: the player's automatic Playground report on it is
     # refused (issue #19, "shared take"), and this rater's play event carries the stall instead
     rows = live.state.store.underruns_frame()

@@ -31,20 +31,20 @@
   }
 
   // ---------------------------------------------------------------- the one player
+  // The server sends each stimulus blind (one format for the whole test, equal frames, an
+  // opaque stream id): the page knows a stream only by the token it asked with.
   const tokens = {};     // generation token -> {aid, slot}
-  const byTake = {};     // take id -> {aid, slot}
   let playing = null;    // {aid, slot, token}
   const player = LLPlayer.create({ base: '/', onEvent });
   S.player = player;
 
   function onEvent(type, d) {
-    if (type === 'start' && tokens[d.token]) { byTake[d.take_id] = tokens[d.token]; S.lastStart = d; }
+    if (type === 'start' && tokens[d.token]) { S.lastStart = d; }
     else if (type === 'underrun') { S.underruns = (S.underruns || []).concat([d]); }
     else if (type === 'ended') {
-      const info = byTake[d.take_id]; if (!info) return;
+      const g = player.current, info = g && tokens[g.token]; if (!info) return;   // emitted for the current stream
       S.lastEnded = d;
-      player.send({ type: 'play_event', test_id: TEST, rater_token: S.token, assignment_id: info.aid, slot: info.slot,
-        played_ms: d.played_ms || 0, underruns: d.underruns || 0, stall_ms: d.stall_ms || 0 });
+      reportPlay(info, d.played_ms || 0, d.underruns || 0, d.stall_ms || 0);
       markButton(info, false);
       if (playing && playing.aid === info.aid && playing.slot === info.slot) playing = null;
     } else if (type === 'error') { status('Playback error: ' + d.message, true); }
@@ -61,9 +61,18 @@
     } else if (m.type === 'listen_error') { S.errors.push(m); status(m.message, true); }
   }
 
+  function reportPlay(info, playedMs, underruns, stallMs) {
+    player.send({ type: 'play_event', test_id: TEST, rater_token: S.token, assignment_id: info.aid, slot: info.slot,
+      played_ms: playedMs, underruns, stall_ms: stallMs });
+  }
+
   function play(slot) {
     const it = S.status && S.status.item; if (!it) return;
     const info = { aid: it.assignment_id, slot };
+    const g = player.current;
+    if (playing && g && g.token === playing.token && !g.finished) {   // switched mid-play: what was heard counts
+      reportPlay(playing, player.positionMs() || 0, g.underruns.count, g.underruns.stallMs);
+    }
     const token = player.request({ type: 'stimulus', test_id: TEST, rater_token: S.token, assignment_id: it.assignment_id, slot });
     tokens[token] = info; playing = Object.assign({ token }, info);
     for (const b of document.querySelectorAll('.lt-play')) b.classList.remove('lt-on');
@@ -75,14 +84,15 @@
     if (b) b.classList.toggle('lt-on', on);
   }
 
+  const isGlitchTest = () => !!(S.status && S.status.item && S.status.item.kind === 'glitch');
   function glitch() {
-    if (!playing || !S.status || !S.status.item) return;
+    if (!playing || !isGlitchTest()) return;   // the glitch hint exists only in glitch tests
     const pos = player.positionMs(); if (pos == null) return;
     player.send({ type: 'listen_glitch', test_id: TEST, rater_token: S.token, assignment_id: playing.aid, slot: playing.slot,
       position_ms: pos, kind: null, report_id: randId() });
   }
   document.addEventListener('keydown', (e) => {
-    if ((e.key === 'g' || e.key === 'G') && !e.ctrlKey && !e.metaKey && !e.altKey && !$('lt-item').hidden) { e.preventDefault(); glitch(); }
+    if ((e.key === 'g' || e.key === 'G') && !e.ctrlKey && !e.metaKey && !e.altKey && !$('lt-item').hidden && isGlitchTest()) { e.preventDefault(); glitch(); }
   });
   $('lt-glitch').addEventListener('click', glitch);
   $('lt-ref').addEventListener('click', () => play(-1));
@@ -190,6 +200,7 @@
     // the prompt's text, when the test shows it: always as text, never as markup
     $('lt-text').textContent = typeof it.text === 'string' ? it.text : '';
     $('lt-text').hidden = typeof it.text !== 'string' || !it.text;
+    $('lt-hint').hidden = kind !== 'glitch';
     const slots = $('lt-slots'); slots.replaceChildren();
     $('lt-reference').hidden = !(kind === 'mushra' && it.has_reference);
     for (let i = 0; i < it.slots; i++) {
