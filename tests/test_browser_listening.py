@@ -242,8 +242,9 @@ def test_ab_and_mushra_pages(setup):
     assert page.is_hidden("#lt-text")  # MUSHRA: off by default
     # qwen, hidden reference, the 3.5 kHz and the 7 kHz anchors
     assert page.locator(".lt-slider").count() == 4
+    page.wait_for_selector("#lt-mu-play:not([disabled])", timeout=60_000)  # fetched, decoded
     page.click("#lt-ref")  # the open reference plays but does not unlock the vote
-    page.wait_for_function("window.listenTest.lastEnded", timeout=60_000)
+    page.wait_for_function("window.listenTest.mushra.position() > 1.0", timeout=60_000)
     assert page.is_disabled("#lt-submit")
     _play_all_and_wait(page, 4)
     st = page.evaluate("window.listenTest.status")

@@ -295,3 +295,46 @@ def test_whole_delivery_is_only_for_mushra_screens(live, mos):
     rec = asyncio.run(go())
     assert rec["json"][-1]["type"] == "error" and "MUSHRA" in rec["json"][-1]["message"]
     assert not rec["frames"]
+
+
+def test_mushra_credit_is_capped_by_the_screens_wall_time(live, folder):
+    """A MUSHRA screen is sent whole; its slots' credit counts only once all of it was sent, and
+    the credit summed over its slots never exceeds the wall time since then (one plays at a
+    time)."""
+    tid = create_test(
+        live,
+        ADMIN,
+        kind="mushra",
+        systems=[GENERATED[0]],
+        prompts=[],
+        stimuli=str(folder),
+        reference="natural",
+        items_per_rater=1,
+        screening=False,
+        headphone_check=False,
+    )
+
+    async def go():
+        c = RaterClient(live.url, tid)
+        await c.join()
+        rid = (await c.status())["rater_id"]
+        (a,) = live.state.store.assignments(tid, rid)
+        ws = await c._socket()
+        msg = {"test_id": tid, "rater_token": c.token, "assignment_id": a.assignment_id}
+        n = len(a.slots)
+        await stream(ws, 500, {**msg, "slot": 0, "delivery": "whole"})
+        early = await c.play_event(a.assignment_id, 0, 1000)  # the rest not sent yet
+        for i in range(1, n):
+            t_sent = time.monotonic()  # the server sends the last of it after this
+            await stream(ws, 500 + i, {**msg, "slot": i, "delivery": "whole"})
+        evs = [await c.play_event(a.assignment_id, i, 3000) for i in range(n)]
+        wall_ms = (time.monotonic() - t_sent) * 1000
+        await c.aclose()
+        return n, early, evs, wall_ms
+
+    n, early, evs, wall_ms = asyncio.run(go())
+    assert early["type"] == "listen_error" and "all of its audio" in early["message"]
+    got = [e["played_ms"] for e in evs]
+    assert all(e["type"] == "play_saved" for e in evs)
+    # each slot asked for 3 s; all of them together had only the wall time (+ the 400 ms slack)
+    assert sum(got) <= wall_ms + 400 + 1e-6 < 3000 * n

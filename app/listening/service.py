@@ -390,8 +390,8 @@ class Listening:
         accepted = min(played, server_elapsed_ms + CLOCK_SLACK_MS)
         if sent_ms is not None:  # stopped or cancelled before the server sent all of it
             accepted = min(accepted, sent_ms)
-        if budget_ms is not None:
-            accepted = min(accepted, budget_ms + CLOCK_SLACK_MS)
+        if budget_ms is not None:  # a MUSHRA screen's wall time left (its slack included)
+            accepted = min(accepted, budget_ms)
         complete = (
             sent_ms is None and duration_ms is not None and accepted >= PLAYED_SHARE * duration_ms
         )

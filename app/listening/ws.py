@@ -44,7 +44,7 @@ from typing import Any
 
 from app.guard import KeyedRate, client_id
 from app.listening.blind import GENERIC_ERROR, BlindSession, CommonFormat, take_frames
-from app.listening.service import Listening
+from app.listening.service import CLOCK_SLACK_MS, Listening
 from app.stream_routes import HEADER, Session
 from backends.base import InvalidRequest, ListenlabError
 from evaluation.store import GLITCH_KINDS, GlitchReport
@@ -163,7 +163,7 @@ def _screen_budget(streams: dict, rec: dict[str, Any], slot: int, now: float) ->
         return None
     since = (now - max(r["full_at"] for r in recs)) * 1000.0
     used = sum(r.get("credit", 0.0) for i, r in enumerate(recs) if i != slot)
-    return max(0.0, since - used)
+    return max(0.0, since + CLOCK_SLACK_MS - used)  # the clock slack once per screen
 
 
 def register(state: Any, svc: Listening) -> None:
