@@ -14,16 +14,13 @@ import time
 
 import pytest
 
-from tests._app_util import chromium, create_test, listening_app, live_server
+from tests._app_util import create_test
+from tests.test_browser_listening import (
+    _play_all_and_wait,
+    setup,  # noqa: F401 - the rater pages' server + Chromium
+)
 
 pytestmark = pytest.mark.browser
-
-
-@pytest.fixture(scope="module")
-def setup():
-    app = listening_app()  # localhost admin
-    with live_server(app) as live, chromium(["--autoplay-policy=no-user-gesture-required"]) as b:
-        yield live, b
 
 
 def mushra_test(live) -> str:
@@ -40,7 +37,7 @@ def mushra_test(live) -> str:
     )
 
 
-def test_mushra_screen_switches_seamlessly_loops_and_needs_every_slider(setup):
+def test_mushra_screen_switches_seamlessly_loops_and_needs_every_slider(setup):  # noqa: F811
     live, browser = setup
     tid = mushra_test(live)
     page = browser.new_page()
@@ -110,13 +107,7 @@ def test_mushra_screen_switches_seamlessly_loops_and_needs_every_slider(setup):
     assert page.evaluate(f"{mu}.state.sources[2].node.loopStart") == 0.5
 
     # credit: every slot audible long enough (the server's listen gate)
-    for i in range(n):
-        page.click(f".lt-play[data-slot='{i}']")
-        page.wait_for_function(
-            f"(window.listenTest.played[window.listenTest.status.item.assignment_id + ':{i}'] || 0)"
-            f" >= window.listenTest.status.item.need_ms[{i}]",
-            timeout=60_000,
-        )
+    _play_all_and_wait(page, n)
     values = [83, 100, 12, 47]
     for i in range(n - 1):
         sliders.nth(i).fill(str(values[i]))

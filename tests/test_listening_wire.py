@@ -92,20 +92,35 @@ def by_type(rec: dict, kind: str) -> dict:
     return next(d for d in rec["json"] if d["type"] == kind)
 
 
+def wire_test(live, folder: Path, kind: str, systems: list[dict], **kw) -> str:
+    """A test on the imported folder (+ ``systems``), no screening, no headphone check."""
+    return create_test(
+        live,
+        ADMIN,
+        kind=kind,
+        systems=systems,
+        prompts=[],
+        stimuli=str(folder),
+        screening=False,
+        headphone_check=False,
+        **kw,
+    )
+
+
+async def first_screen(live, tid: str):
+    """A new rater's socket, first assignment and the fields of a stimulus message."""
+    c = RaterClient(live.url, tid)
+    await c.join()
+    rid = (await c.status())["rater_id"]
+    a = live.state.store.assignments(tid, rid)[0]
+    msg = {"test_id": tid, "rater_token": c.token, "assignment_id": a.assignment_id}
+    return c, a, await c._socket(), msg
+
+
 @pytest.fixture(scope="module")
 def mos(live, folder):
     """A MOS test with all five systems on both prompts; one rater streams every item."""
-    tid = create_test(
-        live,
-        ADMIN,
-        kind="mos",
-        systems=GENERATED,
-        prompts=[],
-        stimuli=str(folder),
-        items_per_rater=10,
-        screening=False,
-        headphone_check=False,
-    )
+    tid = wire_test(live, folder, "mos", GENERATED, items_per_rater=10)
 
     async def go():
         c = RaterClient(live.url, tid)
@@ -177,26 +192,10 @@ def test_every_system_is_heard_at_the_same_loudness(mos):
 
 
 def test_the_open_reference_and_the_hidden_reference_are_different_streams(live, folder):
-    tid = create_test(
-        live,
-        ADMIN,
-        kind="mushra",
-        systems=[GENERATED[0]],
-        prompts=[],
-        stimuli=str(folder),
-        reference="natural",
-        items_per_rater=1,
-        screening=False,
-        headphone_check=False,
-    )
+    tid = wire_test(live, folder, "mushra", [GENERATED[0]], reference="natural", items_per_rater=1)
 
     async def go():
-        c = RaterClient(live.url, tid)
-        await c.join()
-        rid = (await c.status())["rater_id"]
-        (a,) = live.state.store.assignments(tid, rid)
-        ws = await c._socket()
-        msg = {"test_id": tid, "rater_token": c.token, "assignment_id": a.assignment_id}
+        c, a, ws, msg = await first_screen(live, tid)
         hidden = a.meta["roles"].index("reference")
         out = {}
         for k, slot in enumerate([-1, hidden] + [i for i in range(len(a.slots)) if i != hidden]):
@@ -252,12 +251,9 @@ def test_a_stopped_stream_earns_no_completion(live):
     )
 
     async def go():
-        c = RaterClient(live.url, tid)
-        await c.join()
-        aid = (await c.status())["item"]["assignment_id"]
-        ws = await c._socket()
-        msg = {"test_id": tid, "rater_token": c.token, "assignment_id": aid, "slot": 0}
-        rec = await stream(ws, 300, msg, stop_after=3)
+        c, a, ws, msg = await first_screen(live, tid)
+        aid = a.assignment_id
+        rec = await stream(ws, 300, {**msg, "slot": 0}, stop_after=3)
         await asyncio.sleep(1.0)
         ev = await c.play_event(aid, 0, 60_000)
         vote = await c.vote({"assignment_id": aid, "score": 4})
@@ -283,12 +279,8 @@ def test_whole_delivery_is_only_for_mushra_screens(live, mos):
     tid, _got = mos
 
     async def go():
-        c = RaterClient(live.url, tid)
-        await c.join()
-        aid = (await c.status())["item"]["assignment_id"]
-        ws = await c._socket()
-        msg = {"test_id": tid, "rater_token": c.token, "assignment_id": aid, "slot": 0}
-        rec = await stream(ws, 400, {**msg, "delivery": "whole"})
+        c, _a, ws, msg = await first_screen(live, tid)
+        rec = await stream(ws, 400, {**msg, "slot": 0, "delivery": "whole"})
         await c.aclose()
         return rec
 
@@ -301,26 +293,10 @@ def test_mushra_credit_is_capped_by_the_screens_wall_time(live, folder):
     """A MUSHRA screen is sent whole; its slots' credit counts only once all of it was sent, and
     the credit summed over its slots never exceeds the wall time since then (one plays at a
     time)."""
-    tid = create_test(
-        live,
-        ADMIN,
-        kind="mushra",
-        systems=[GENERATED[0]],
-        prompts=[],
-        stimuli=str(folder),
-        reference="natural",
-        items_per_rater=1,
-        screening=False,
-        headphone_check=False,
-    )
+    tid = wire_test(live, folder, "mushra", [GENERATED[0]], reference="natural", items_per_rater=1)
 
     async def go():
-        c = RaterClient(live.url, tid)
-        await c.join()
-        rid = (await c.status())["rater_id"]
-        (a,) = live.state.store.assignments(tid, rid)
-        ws = await c._socket()
-        msg = {"test_id": tid, "rater_token": c.token, "assignment_id": a.assignment_id}
+        c, a, ws, msg = await first_screen(live, tid)
         n = len(a.slots)
         await stream(ws, 500, {**msg, "slot": 0, "delivery": "whole"})
         early = await c.play_event(a.assignment_id, 0, 1000)  # the rest not sent yet
