@@ -122,7 +122,7 @@ ENV: tuple[EnvVar, ...] = (
     EnvVar(
         "LISTENLAB_ARENA_MIN_VOTES",
         "20",
-        "Arena: votes a system needs before it is ranked on the board (fewer: listed as preliminary).",
+        "Arena: the default listing threshold: votes a system needs before it is ranked (the admin can change it on /admin/arena).",
     ),
     EnvVar(
         "LISTENLAB_VLLM_MODEL_QWEN3_TTS",

@@ -8,7 +8,7 @@ tock", counting, "knock knock"). Each text is rendered twice as a *take*: by the
 voice and by the default voice (noise on, so every rendering differs), and once more as an
 *independent reference* (default voice: prosody and timing differ from the take, as a second
 request to a real server would). Each take is streamed through every wire profile's real chunk
-schedule (Qwen3-TTS 80 ms then 2 s, Fish Speech 186 ms x 6 then 1.16 s, CosyVoice3 200 ms /
+schedule (Qwen3-TTS 80 ms then 2 s, Fish Speech 186 ms x 6 then 1.16 s, CosyVoice3 600 ms /
 1.2 s / 2.4 s, MOSS-TTS-Nano 80/160/320/640 ms, VoxCPM2 480 ms, and uniform 80 ms frames) at
 the profile's sample rate, with a jittered arrival timeline of a server at 1.5x real time.
 Every base take gives one clean case per profile (about 40 % of the set) and nine defect

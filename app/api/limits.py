@@ -30,6 +30,9 @@ CONFIG_TIMEOUT = 10.0
 IDLE_TIMEOUT = 30.0
 MAX_CONFIG_MESSAGE = 4 * 1024 * 1024
 MAX_TEXT_MESSAGE = 128 * 1024
+WS_MESSAGE_OVERHEAD = 512
+"""What one queued WebSocket message costs besides its payload (counted in the inbound budget,
+so a flood of tiny messages is bounded too)."""
 MAX_NEW_TOKENS = 4096
 """vLLM-Omni's adapters refuse a larger ``max_new_tokens`` (``_TTS_MAX_NEW_TOKENS_MAX``)."""
 
@@ -71,6 +74,11 @@ class ApiLimits:
     other_body_bytes: int = 64 * 1024
     ws_frame_bytes: int = MAX_CONFIG_MESSAGE + 64 * 1024
     """uvicorn closes the socket (1009) on a bigger frame."""
+    ws_inbound_bytes: int = 2 * MAX_CONFIG_MESSAGE + 256 * 1024
+    """Client messages waiting to be handled (sent while a generation runs), in bytes with
+    :data:`WS_MESSAGE_OVERHEAD` each: room for two full ``session.config`` messages and any
+    honest text stream; past it the socket is closed with an error (1008), so a client that
+    floods a slow generation cannot grow the server's memory without bound."""
     ws_session_text_chars: int = 20_000
     """Text buffered in one utterance (until ``input.done``) or one sentence."""
     json_depth: int = 32

@@ -23,7 +23,12 @@ from app.api.encoding import (
     mono_wav,
     mp3_available,
 )
-from app.api.limits import MAX_CONFIG_MESSAGE, MAX_TEXT_MESSAGE, OPUS_RATES
+from app.api.limits import (
+    MAX_CONFIG_MESSAGE,
+    MAX_TEXT_MESSAGE,
+    OPUS_RATES,
+    WS_MESSAGE_OVERHEAD,
+)
 from app.api.schemas import SessionConfig, validation_message
 from app.api.state import ApiError, ApiState, Lease, ListenlabErrorTypes, _ClientGone
 from app.guard import JsonTooDeep, loads_limited
@@ -67,11 +72,15 @@ class _WsSession:
 
     A reader task receives client messages into a queue, so a disconnect is noticed while
     generating (and cancels it at once); messages sent meanwhile wait in order, as on vLLM-Omni.
+    The queue holds at most ``limits.ws_inbound_bytes``: a client that keeps sending past it
+    while a generation runs is told so and disconnected (1008), never buffered without bound.
     """
 
     def __init__(self, state: ApiState, ws):
         self.state, self.ws = state, ws
         self.queue: asyncio.Queue = asyncio.Queue()
+        self.queued_bytes = 0
+        """What the messages waiting in ``queue`` cost (see ``ApiLimits.ws_inbound_bytes``)."""
         self.closed = asyncio.Event()
         self.ref: tuple[SessionConfig, bytes] | None = None
         """The config whose ``ref_audio`` was decoded (once, off the loop) and its WAV."""
@@ -84,7 +93,19 @@ class _WsSession:
                 msg = await self.ws.receive()
                 if msg["type"] == "websocket.disconnect":
                     break
-                await self.queue.put(msg)
+                size = len(msg.get("text") or msg.get("bytes") or b"") + WS_MESSAGE_OVERHEAD
+                budget = self.state.limits.ws_inbound_bytes
+                if self.queued_bytes + size > budget:
+                    log.warning("ws client over its inbound budget (%d bytes): closing", budget)
+                    await self.send_error(
+                        f"too many messages waiting: more than {budget} bytes were sent "
+                        "while the server was still handling earlier ones; closing"
+                    )
+                    with contextlib.suppress(Exception):
+                        await self.ws.close(code=1008)
+                    break
+                self.queued_bytes += size
+                await self.queue.put((msg, size))
         except (WebSocketDisconnect, RuntimeError):
             pass
         finally:
@@ -98,11 +119,13 @@ class _WsSession:
     async def next_message(self, timeout: float) -> dict | None | str:
         """A parsed message, None if the client left, "timeout", or "bad" after an error."""
         try:
-            msg = await asyncio.wait_for(self.queue.get(), timeout)
+            item = await asyncio.wait_for(self.queue.get(), timeout)
         except TimeoutError:
             return "timeout"
-        if msg is None:
+        if item is None:
             return None
+        msg, size = item
+        self.queued_bytes -= size
         raw = msg.get("text")
         if raw is None:
             await self.send_error("binary frames are not accepted; send JSON text frames")

@@ -28,7 +28,8 @@ WebSocket messages (page -> server; replies come back as JSON on the same socket
 HTTP: ``POST /ll/arena/session``, ``GET /ll/arena/api/prompt``, ``GET /ll/arena/api/leaderboard``,
 ``GET /ll/arena/api/battles/{id}``, ``POST /ll/arena/api/battles/{id}/vote`` {choice},
 ``GET /ll/arena/api/votes.csv``, ``GET /ll/arena/api/voters``,
-``POST /ll/arena/api/voters/{voter}/drop`` (admin).
+``POST /ll/arena/api/voters/{voter}/drop``, ``GET``/``POST /ll/arena/api/settings`` (the
+listing threshold, kept in the DB) and the page ``/admin/arena`` (admin).
 """
 
 from __future__ import annotations
@@ -78,6 +79,7 @@ COOKIE_MAX_AGE_S = 30 * 24 * 3600
 PROMPT_FILES = ("harvard/harvard.txt", "arena-prompts.txt")
 PATH = "/arena"
 VOTER_RE = re.compile(r"^(ip|hf):[0-9a-f]{24}$")
+MAX_MIN_VOTES = 100_000
 STILL_STREAMING_RETRIES = 30
 """A play report that races the stream's last DB write waits up to 3 s (0.1 s steps)."""
 
@@ -156,16 +158,39 @@ class ArenaService:
             return self.arena.voter_hash("hf", user.lower())
         return self.arena.voter_hash("ip", self.proxies.client_key(conn.scope))
 
+    def min_votes(self) -> int:
+        """Votes a system needs to be listed: the admin's setting, else the deployment's
+        default (``LISTENLAB_ARENA_MIN_VOTES``)."""
+        v = self.arena.setting("min_votes")
+        return self.config.min_votes if v is None else int(v)
+
+    def set_min_votes(self, value: Any) -> int | None:
+        """The admin's listing threshold (None: back to the default); returns what is stored."""
+        if value is None or value == "":
+            self.arena.set_setting("min_votes", None)
+            return None
+        if isinstance(value, bool) or not isinstance(value, int | str):
+            raise ArenaError("min_votes must be a whole number 0..100000")
+        try:
+            n = int(value)
+        except ValueError:
+            raise ArenaError("min_votes must be a whole number 0..100000") from None
+        if not 0 <= n <= MAX_MIN_VOTES:
+            raise ArenaError("min_votes must be a whole number 0..100000")
+        self.arena.set_setting("min_votes", str(n))
+        return n
+
     def board_data(self) -> dict[str, Any]:
         """The leaderboard (cached until the next vote: the bootstrap is the costly part)."""
         with self._board_lock:  # concurrent viewers wait for one fit instead of each running it
-            key = (self.arena.vote_count(), self.config.min_votes, self.config.n_boot)
+            min_votes = self.min_votes()
+            key = (self.arena.vote_count(), min_votes, self.config.n_boot)
             cached = self._board
             if cached is not None and cached[0] == key:
                 return cached[1]
             data = leaderboard(
                 self.arena.votes_frame(),
-                min_votes=self.config.min_votes,
+                min_votes=min_votes,
                 n_boot=self.config.n_boot,
             )
             data["systems_configured"] = self.systems
@@ -452,6 +477,34 @@ def install(app: FastAPI, state: AppState, *, mount_ui: bool = True) -> ArenaSer
             raise HTTPException(400, "a voter is 'ip:' or 'hf:' and 24 hex digits")
         n = await asyncio.to_thread(svc.arena.drop_voter, voter)
         return {"voter": voter, "votes_dropped": n}
+
+    @app.get("/ll/arena/api/settings", dependencies=[Depends(require_admin)])
+    async def arena_settings() -> dict[str, Any]:
+        """The admin's knobs: the listing threshold (and the deployment's default)."""
+        return {
+            "min_votes": await asyncio.to_thread(svc.min_votes),
+            "default_min_votes": svc.config.min_votes,
+        }
+
+    @app.post("/ll/arena/api/settings", dependencies=[Depends(require_admin)])
+    async def arena_set_settings(request: Request):
+        """Set the listing threshold (``{"min_votes": N}``; null: back to the default). It is
+        kept in the DB, so it survives a restart; the board recomputes on its next read."""
+        try:
+            body = await request.json()
+        except ValueError:
+            body = None
+        if not isinstance(body, dict) or "min_votes" not in body:
+            raise HTTPException(400, 'send {"min_votes": N} (or null for the default)')
+        try:
+            await asyncio.to_thread(svc.set_min_votes, body["min_votes"])
+        except ArenaError as e:
+            return _http_error(e)
+        return await arena_settings()
+
+    from app.listening.arena_admin import add_admin_page
+
+    add_admin_page(app)
 
     @app.get("/ll/arena/api/votes.csv", dependencies=[Depends(require_admin)])
     async def arena_votes_csv() -> PlainTextResponse:

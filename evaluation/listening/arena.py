@@ -603,6 +603,24 @@ class Arena:
             r = self.db.execute(q).fetchall()[:1]
         return bytes.fromhex(r[0][0])
 
+    def setting(self, key: str) -> str | None:
+        """An admin setting kept with the votes (``arena_meta``), or None when never set."""
+        r = self.db.execute("SELECT value FROM arena_meta WHERE key=?", ["setting:" + key])
+        row = r.fetchone()
+        return None if row is None else str(row[0])
+
+    def set_setting(self, key: str, value: str | None) -> None:
+        """Set (or with None, clear back to the deployment's default) an admin setting."""
+        if value is None:
+            self.db.execute("DELETE FROM arena_meta WHERE key=?", ["setting:" + key])
+        else:
+            self.db.execute(
+                "INSERT INTO arena_meta (key, value) VALUES (?, ?) "
+                "ON CONFLICT(key) DO UPDATE SET value = excluded.value",
+                ["setting:" + key, value],
+            )
+        self.db.conn.commit()
+
     def voter_hash(self, kind: str, key: str) -> str:
         """``kind:<keyed hash>`` of a voter key (``hf`` user name, ``ip`` address or /64):
         the same voter gets the same hash on this DB, and the DB never holds the address."""
@@ -716,8 +734,8 @@ def leaderboard(
         "rank": "1 + the number of listed systems significantly stronger (Wald test of each "
         "pair's difference with its bootstrap sd, Holm-corrected over all listed pairs, 5%); "
         "systems not told apart share a rank",
-        "listing": f"listed from {int(min_votes)} votes (LISTENLAB_ARENA_MIN_VOTES); "
-        "fewer: preliminary",
+        "listing": f"listed from {int(min_votes)} votes (set by the admin at /admin/arena; "
+        "default LISTENLAB_ARENA_MIN_VOTES); fewer: preliminary",
         "ties": "a tie and 'both bad' are draws (half a win each) in the fit",
         "min_votes": int(min_votes),
         "total_votes": len(votes),
