@@ -314,3 +314,27 @@ def test_mushra_credit_is_capped_by_the_screens_wall_time(live, folder):
     assert all(e["type"] == "play_saved" for e in evs)
     # each slot asked for 3 s; all of them together had only the wall time (+ the 400 ms slack)
     assert sum(got) <= wall_ms + 400 + 1e-6 < 3000 * n
+
+
+def test_a_failing_stimulus_gets_a_generic_error(live, folder):
+    """The store's reason names the take; the page is told only that the clip failed."""
+    tid = wire_test(live, folder, "mos", [], items_per_rater=1)
+    store = live.state.store
+
+    async def go():
+        c, a, ws, msg = await first_screen(live, tid)
+        row = store.db["takes"].get(a.take_id)
+        (store.root / row["audio_path"]).unlink()  # a damaged store
+        rec = await stream(ws, 600, {**msg, "slot": 0})
+        await c.aclose()
+        return a, rec
+
+    a, rec = asyncio.run(go())
+    assert rec["json"] == [
+        {
+            "type": "error",
+            "token": 600,
+            "message": "this clip could not be played; please try again",
+        }
+    ]
+    assert a.take_id not in json.dumps(rec["json"])

@@ -197,12 +197,13 @@ def register(state: Any, svc: Listening) -> None:
             whole = msg.get("delivery") == "whole"
             if whole and info["test"]["kind"] != "mushra":
                 raise InvalidRequest("whole delivery is for MUSHRA screens")
-            take = await asyncio.to_thread(store.load_take, info["take_id"])
-        except (ListenlabError, ValueError, TypeError) as e:
+        except (ListenlabError, ValueError, TypeError) as e:  # about the request, not a system
             session.send({"type": "error", "token": token, "message": str(e)[:300]})
             return
-        except Exception:
-            log.exception("stimulus lookup failed")
+        try:
+            take = await asyncio.to_thread(store.load_take, info["take_id"])
+        except Exception:  # the reason may name the take: it stays in the log
+            log.exception("stimulus take %s could not be loaded", info["take_id"])
             session.send({"type": "error", "token": token, "message": GENERIC_ERROR})
             return
         a, cond = info["assignment"], info["condition"]
