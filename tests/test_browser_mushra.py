@@ -87,6 +87,11 @@ def test_mushra_screen_switches_seamlessly_loops_and_needs_every_slider(setup): 
     assert sw["to"] == -1 and abs(sw["position_after"] - sw["position_before"]) < 0.02
     # no new fetch for any of it
     assert len([m for m in sent if m.get("type") == "stimulus"]) == 5
+    # the glitch hint belongs to glitch tests only: hidden here, and G does nothing
+    assert page.is_hidden("#lt-hint")
+    page.keyboard.press("g")
+    page.wait_for_timeout(200)
+    assert not [m for m in sent if m.get("type") in {"listen_glitch", "glitch"}]
 
     # loop a segment: the playhead stays inside it and wraps
     page.click("#lt-mu-play")  # pause
@@ -136,4 +141,32 @@ def test_mushra_screen_switches_seamlessly_loops_and_needs_every_slider(setup): 
         "SELECT slot, max(played_ms) FROM play_events WHERE test_id=? GROUP BY slot", [tid]
     ).fetchall()
     assert len(ev) == n and all(p > 0 for _s, p in ev)
+    page.close()
+
+
+def test_glitch_hint_shows_in_a_glitch_test(setup):  # noqa: F811
+    live, browser = setup
+    tid = create_test(
+        live,
+        kind="glitch",
+        systems=[{"name": "joe", "backend": "piper"}],
+        prompts=["The birch canoe slid on the smooth planks."],
+        items_per_rater=1,
+        headphone_check=False,
+        screening=False,
+    )
+    page = browser.new_page()
+    page.goto(f"{live.url}listen/{tid}")
+    page.wait_for_selector("#lt-root[data-ready='1']", timeout=30_000)
+    page.click("#lt-agree")
+    page.wait_for_selector("#lt-item:not([hidden])")
+    assert page.is_visible("#lt-hint") and page.is_visible("#lt-glitch")
+    page.click(".lt-play[data-slot='0']")
+    page.wait_for_function("(window.listenTest.player.positionMs() || 0) > 300", timeout=30_000)
+    page.keyboard.press("g")
+    page.wait_for_function("window.listenTest.marks === 1", timeout=30_000)
+    n = live.state.store.db.execute(
+        "SELECT count(*) FROM glitch_reports WHERE test_id=?", [tid]
+    ).fetchone()[0]
+    assert n == 1
     page.close()
