@@ -330,12 +330,19 @@ def _shared_take(url: str, test_id: str, db: Path) -> dict:
 
     async def go():
         c, aid = await _rater(url, test_id)
-        p = await c.listen(aid, 0, realtime=False, report=False)
-        await c.ws.send(json.dumps({"type": "underruns", "take_id": p.take_id, "count": 999999,
+        await c.listen(aid, 0, realtime=False, report=False)
+        # the page is sent only an opaque stream id; the worst case knows the take id anyway
+        import sqlite3
+
+        with sqlite3.connect(f"file:{db}?mode=ro", uri=True) as q:
+            (take,) = q.execute(
+                "SELECT take_id FROM assignments WHERE assignment_id=?", [aid]
+            ).fetchone()
+        await c.ws.send(json.dumps({"type": "underruns", "take_id": take, "count": 999999,
                                     "stall_ms": 1e6, "positions_ms": [1.0]}))  # fmt: skip
         r = await recv_json(c.ws, lambda d: d["type"] in {"report_error", "underruns_saved"})
         await c.aclose()
-        return p.take_id, r
+        return take, r
 
     tid, r = asyncio.run(go())
     count = _db_count(db, "SELECT coalesce(underrun_count, 0) FROM takes WHERE take_id=?", [tid])

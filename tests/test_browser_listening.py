@@ -171,8 +171,9 @@ def test_as_streamed_item_stall_is_heard_and_reported(setup):
     k = int(np.argmax(gaps))
     seam_ms = take.chunks[k + 1].offset / take.sample_rate * 1000
     assert ended["underruns"] >= 1 and ended["stall_ms"] > 300
-    # the stall was heard where the recorded stream stalled: at the seam before chunk k+1
-    assert any(abs(u["position_ms"] - seam_ms) < 5 for u in und), (und, seam_ms)
+    # the stall was heard where the recorded stream stalled: at the seam before chunk k+1 (to
+    # within the blind wire's 100 ms frame, which the audio before the seam completes)
+    assert any(abs(u["position_ms"] - seam_ms) < 110 for u in und), (und, seam_ms)
     # the stimulus is shared by every rater: the player's automatic Playground report on it is
     # refused (issue #19, "shared take"), and this rater's play event carries the stall instead
     rows = live.state.store.underruns_frame()
@@ -241,8 +242,9 @@ def test_ab_and_mushra_pages(setup):
     assert page.is_hidden("#lt-text")  # MUSHRA: off by default
     # qwen, hidden reference, the 3.5 kHz and the 7 kHz anchors
     assert page.locator(".lt-slider").count() == 4
+    page.wait_for_selector("#lt-mu-play:not([disabled])", timeout=60_000)  # fetched, decoded
     page.click("#lt-ref")  # the open reference plays but does not unlock the vote
-    page.wait_for_function("window.listenTest.lastEnded", timeout=60_000)
+    page.wait_for_function("window.listenTest.mushra.position() > 1.0", timeout=60_000)
     assert page.is_disabled("#lt-submit")
     _play_all_and_wait(page, 4)
     st = page.evaluate("window.listenTest.status")

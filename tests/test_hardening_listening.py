@@ -215,12 +215,14 @@ def test_playground_reports_cannot_touch_a_shared_stimulus_take(live, whole_test
 
     async def go():
         c, aid = await _rater(live.url, whole_test)
-        p = await c.listen(aid, 0, realtime=False, report=False)
+        await c.listen(aid, 0, realtime=False, report=False)
+        q = "SELECT take_id FROM assignments WHERE assignment_id=?"  # the page sees no take id
+        stim = live.state.store.db.execute(q, [aid]).fetchone()[0]
         ws = c.ws
-        await ws.send(json.dumps({"type": "underruns", "take_id": p.take_id, "count": 999999,
+        await ws.send(json.dumps({"type": "underruns", "take_id": stim, "count": 999999,
                                   "stall_ms": 1e6, "positions_ms": [1.0]}))  # fmt: skip
         u = await recv_json(ws, lambda d: d["type"] in {"report_error", "underruns_saved"})
-        await ws.send(json.dumps({"type": "glitch", "take_id": p.take_id, "position_ms": 100.0}))
+        await ws.send(json.dumps({"type": "glitch", "take_id": stim, "position_ms": 100.0}))
         g = await recv_json(ws, lambda d: d["type"] in {"report_error", "glitch_saved"})
         # honest: the same socket's own Playground take takes its reports
         await ws.send(
@@ -231,7 +233,7 @@ def test_playground_reports_cannot_touch_a_shared_stimulus_take(live, whole_test
                                   "stall_ms": 30.0, "positions_ms": [5.0]}))  # fmt: skip
         own = await recv_json(ws, lambda d: d["type"] in {"report_error", "underruns_saved"})
         await c.aclose()
-        return p.take_id, u, g, done["take_id"], own
+        return stim, u, g, done["take_id"], own
 
     stim, u, g, mine, own = run(go())
     assert u["type"] == "report_error" and "shared take" in u["message"]

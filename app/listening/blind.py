@@ -1,4 +1,6 @@
-"""A blind view of the player's stream: what an arena page receives before its vote.
+"""A blind view of the player's stream: what an arena page, or a listening-test rater's page
+(:mod:`app.listening.ws`: :class:`Blinder` / :func:`take_frames` for stored stimuli,
+:class:`BlindSession` with a ``stream_id`` for *live* ones), receives.
 
 The player's usual stream tells the page the sample rate, the channel count, the backend's
 learnt start-rule priors, the chunk schedule (``boundaries_ms``, ``arrivals_ms``, ``chunks``),
@@ -95,11 +97,12 @@ def equal_frames(
 
 @dataclass
 class LoudnessMatch:
-    """One fixed gain per side to ``target_lufs``, measured on its first ``window`` samples.
+    """One fixed gain per side to ``target_lufs``, measured on its first ``window`` frames.
 
     Until the window is full, audio is held (``push`` returns nothing); then the gain is set
-    (:func:`evaluation.listening.stimuli.normalise_loudness`: peak-limited to -1 dBFS, silence
-    gets 0 dB) and everything is released scaled. Float32 mono in [-1, 1] in and out.
+    (:func:`evaluation.listening.stimuli.normalise_loudness`: the ears' loudness, peak-limited,
+    silence gets 0 dB) and everything is released scaled. Float32 ``(frames, channels)`` in
+    [-1, 1] in and out (a 1-D block is one channel).
     """
 
     rate: int
@@ -110,24 +113,31 @@ class LoudnessMatch:
     _held: list[np.ndarray] = field(default_factory=list)
     _n: int = 0
 
+    _flat: bool = False
+
     def push(self, y: np.ndarray) -> np.ndarray:
+        self._flat = y.ndim == 1
+        y = y[:, None] if self._flat else y
         if self.gain_db is None:
             self._held.append(y)
             self._n += len(y)
             if self._n < self.window:
-                return y[:0]
+                return self._shape(y[:0])
             y = self._decide()
-        return self._apply(y)
+        return self._shape(self._apply(y))
 
     def flush(self) -> np.ndarray:
         if self.gain_db is None:
-            return self._apply(self._decide())
-        return np.zeros(0, np.float32)
+            return self._shape(self._apply(self._decide()))
+        return self._shape(np.zeros((0, 1), np.float32))
+
+    def _shape(self, y: np.ndarray) -> np.ndarray:
+        return y[:, 0] if self._flat else y
 
     def _decide(self) -> np.ndarray:
         from evaluation.listening.stimuli import normalise_loudness
 
-        held = np.concatenate(self._held) if self._held else np.zeros(0, np.float32)
+        held = np.concatenate(self._held) if self._held else np.zeros((0, 1), np.float32)
         self._held = []
         pcm = np.clip(np.rint(held * 32768.0), -32768, 32767).astype(np.int16)
         _y, gain, lufs = normalise_loudness(pcm, self.rate, self.target_lufs)
@@ -148,17 +158,114 @@ def common_rate(rates: Iterable[int | None]) -> int:
     return max(known) if known else DEFAULT_RATE
 
 
+@dataclass(frozen=True)
+class CommonFormat:
+    """The one format every stimulus of a blind page reaches the listener in."""
+
+    sample_rate: int
+    channels: int
+
+    @property
+    def frame(self) -> int:
+        """Samples (per channel) in one blind frame."""
+        return max(1, int(round(FRAME_S * self.sample_rate)))
+
+    @classmethod
+    def of(cls, formats: Iterable[tuple[int | None, int | None]]) -> CommonFormat:
+        """For a set of native ``(rate, channels)``: the highest rate, and stereo iff any is
+        stereo (a mono stimulus is then heard in both ears). Deterministic for a given set."""
+        fs = list(formats)
+        stereo = any(int(c or 1) > 1 for _r, c in fs)
+        return cls(common_rate(r for r, _c in fs), 2 if stereo else 1)
+
+
 @dataclass
-class _Conversion:
-    token: int
-    in_rate: int
+class Blinder:
+    """Native int16 blocks in, equal frames of a :class:`CommonFormat` out.
+
+    soxr's streaming resampler (:class:`PcmConverter`; mono duplicated to both ears, stereo
+    mixed only if the common format is mono), an optional :class:`LoudnessMatch` (live audio;
+    stored stimuli were normalised when they were made), then :class:`Reframer`. Each frame
+    carries the arrival time of the block that completed it. One implementation for the arena's
+    sides and the listening tests' stimuli.
+    """
+
+    fmt: CommonFormat
     in_channels: int
     converter: PcmConverter
-    loudness: LoudnessMatch
     framer: Reframer
+    loudness: LoudnessMatch | None = None
+    samples_out: int = 0
     frames_out: int = 0
-    index: int = 0
     last_ms: float = 0.0
+
+    @classmethod
+    def make(
+        cls, in_rate: int, in_channels: int, fmt: CommonFormat, target_lufs: float | None = None
+    ) -> Blinder:
+        rate, ch = fmt.sample_rate, fmt.channels
+        return cls(
+            fmt,
+            in_channels,
+            PcmConverter(in_rate, in_channels, rate, ch),
+            Reframer(fmt.frame, ch),
+            None
+            if target_lufs is None
+            else LoudnessMatch(rate, int(GAIN_WINDOW_S * rate), target_lufs),
+        )
+
+    def push(self, pcm: np.ndarray, arrival_ms: float) -> list[tuple[int, float, np.ndarray]]:
+        """``(index, arrival ms, frame)`` for every frame this block completed."""
+        self.last_ms = arrival_ms
+        x = np.asarray(pcm).reshape(-1, self.in_channels).astype(np.float32) / 32768.0
+        return self._out(self.converter.push(x))
+
+    def flush(self) -> list[tuple[int, float, np.ndarray]]:
+        """The resampler's tail, the held loudness window and the last (padded) frame."""
+        out = []
+        if self.converter.stream is not None:
+            out += self._out(
+                self.converter.push(np.zeros((0, self.in_channels), np.float32), last=True)
+            )
+        if self.loudness is not None:
+            out += self._frames(self.framer.push(self._pcm(self.loudness.flush())))
+        return out + self._frames(self.framer.flush())
+
+    @property
+    def duration_s(self) -> float:
+        return self.samples_out / self.fmt.sample_rate
+
+    def _out(self, y: np.ndarray) -> list[tuple[int, float, np.ndarray]]:
+        if not len(y):
+            return []
+        if self.loudness is not None:
+            y = self.loudness.push(y)
+        return self._frames(self.framer.push(self._pcm(y)))
+
+    @staticmethod
+    def _pcm(y: np.ndarray) -> np.ndarray:
+        return np.clip(np.rint(y * 32768.0), -32768, 32767).astype("<i2")
+
+    def _frames(self, frames: list[np.ndarray]) -> list[tuple[int, float, np.ndarray]]:
+        out = []
+        for f in frames:
+            out.append((self.frames_out, self.last_ms, f))
+            self.frames_out += 1
+            self.samples_out += len(f)
+        return out
+
+
+def take_frames(
+    take: Any, fmt: CommonFormat
+) -> Iterator[tuple[float, list[tuple[int, float, np.ndarray]]]]:
+    """A stored take as blind frames: per native chunk, its recorded arrival ms and the frames
+    it completed (the last item, at the last arrival, holds the tail)."""
+    b = Blinder.make(int(take.sample_rate), int(take.channels), fmt)
+    last = 0.0
+    for c in take.chunks:
+        last = float(c.arrival_ms)
+        yield last, b.push(take.audio[c.offset : c.offset + c.frames], last)
+    yield last, b.flush()
 
 
 class BlindSession(Session):
@@ -166,18 +273,42 @@ class BlindSession(Session):
 
     It shares the page's socket, outbox and bookkeeping (a field-by-field copy of the same
     objects), so :meth:`Session.run` behaves exactly as for the Playground; only :meth:`send`
-    differs, and only for messages of ``token``.
+    differs, and only for messages of ``token``. With a ``stream_id`` (listening tests) the
+    messages name that opaque id instead of the take id.
     """
 
     blind_token: int = -1
-    blind_rate: int = DEFAULT_RATE
-    _conv: _Conversion | None = None
+    blind_format: CommonFormat = CommonFormat(DEFAULT_RATE, CHANNELS)
+    stream_id: str | None = None
+    target_lufs: float = TARGET_LUFS
+    completed: bool = False
+    """``done`` with status ok was sent: every frame of the generation reached the page."""
+    _conv: Blinder | None = None
 
     @classmethod
-    def over(cls, session: Session, token: int, rate: int) -> BlindSession:
+    def over(
+        cls,
+        session: Session,
+        token: int,
+        rate: int,
+        *,
+        channels: int = CHANNELS,
+        stream_id: str | None = None,
+        target_lufs: float = TARGET_LUFS,
+    ) -> BlindSession:
         view = cls(**{f.name: getattr(session, f.name) for f in fields(Session) if f.init})
-        view.blind_token, view.blind_rate = token, rate
+        view.blind_token, view.blind_format = token, CommonFormat(rate, channels)
+        view.stream_id, view.target_lufs = stream_id, target_lufs
         return view
+
+    @property
+    def blind_rate(self) -> int:
+        return self.blind_format.sample_rate
+
+    @property
+    def sent_ms(self) -> float:
+        """Audio sent to the page so far (ms of the common format)."""
+        return self._conv.duration_s * 1000.0 if self._conv else 0.0
 
     async def _learnt(self, label: str) -> dict[str, Any] | None:
         return None  # per-backend priors would name the system; the page uses its default rule
@@ -195,52 +326,58 @@ class BlindSession(Session):
         if out is not None:
             super().send(out)
 
+    def _ident(self, m: dict[str, Any]) -> dict[str, Any]:
+        if self.stream_id is not None:
+            return {"stream_id": self.stream_id}
+        return {"take_id": m.get("take_id")}
+
     def _rewrite(self, m: dict[str, Any]) -> dict[str, Any] | None:
         kind, tok = m.get("type"), self.blind_token
         if kind == "queued":
             return {"type": "queued", "token": tok}
         if kind in {"generating", "cancelled"}:
-            return {"type": kind, "token": tok, "take_id": m.get("take_id")}
+            return {"type": kind, "token": tok, **self._ident(m)}
         if kind == "start":
-            rate = self.blind_rate
-            self._conv = _Conversion(
-                tok,
-                int(m["sample_rate"]),
-                int(m["channels"]),
-                PcmConverter(int(m["sample_rate"]), int(m["channels"]), rate, CHANNELS),
-                LoudnessMatch(rate, int(GAIN_WINDOW_S * rate)),
-                Reframer(int(FRAME_S * rate), CHANNELS),
+            fmt = self.blind_format
+            self._conv = Blinder.make(
+                int(m["sample_rate"]), int(m["channels"]), fmt, self.target_lufs
             )
-            return {
+            out = {
                 "type": "start",
                 "token": tok,
-                "take_id": m.get("take_id"),
-                "sample_rate": self.blind_rate,
-                "channels": CHANNELS,
-                "text_chars": m.get("text_chars"),
+                **self._ident(m),
+                "sample_rate": fmt.sample_rate,
+                "channels": fmt.channels,
             }
+            if self.stream_id is None:  # the arena's sides speak the same text
+                out["text_chars"] = m.get("text_chars")
+            return out
         if kind == "findings":
             return None  # stored by the detector; the page does not need them to vote
-        if kind in {"done", "error"}:
-            self._flush()
+        if kind in {"done", "error"} and self._conv is not None:
+            self._send_frames(self._conv.flush())
         if kind == "done":
-            frames = self._conv.frames_out if self._conv else 0
+            c = self._conv
+            self.completed = m.get("status", "ok") == "ok"
             return {
                 "type": "done",
                 "token": tok,
                 "status": m.get("status", "ok"),
-                "take_id": m.get("take_id"),
-                "frames": frames,
-                "duration_s": frames / self.blind_rate,
+                **({} if self.stream_id is not None else self._ident(m)),
+                # a listening page: frames on the wire; the arena: samples (as before)
+                "frames": (c.frames_out if self.stream_id else c.samples_out) if c else 0,
+                "duration_s": c.duration_s if c else 0.0,
             }
         if kind == "error":
             if m.get("message"):
-                log.warning("arena side failed (token %s): %s", tok, m.get("message"))
+                log.warning("blind stream failed (token %s): %s", tok, m.get("message"))
             return {
                 "type": "error",
                 "token": tok,
                 "status": "error",
-                "message": "this side could not be generated; try again or start a new battle",
+                "message": "this side could not be generated; try again or start a new battle"
+                if self.stream_id is None
+                else GENERIC_ERROR,
                 "partial": bool(m.get("partial")),
             }
         return {"type": kind, "token": tok}  # a future message type: pass only its kind
@@ -250,38 +387,26 @@ class BlindSession(Session):
         c = self._conv
         if token != self.blind_token or c is None:
             return  # not this generation's audio (the page would drop it anyway)
-        pcm = np.frombuffer(frame, dtype="<i2", offset=HEADER.size)
-        x = pcm.reshape(-1, c.in_channels).astype(np.float32) / 32768.0
-        self._emit(c.converter.push(x), arrival_ms)
+        self._send_frames(c.push(np.frombuffer(frame, dtype="<i2", offset=HEADER.size), arrival_ms))
 
-    def _flush(self) -> None:
-        c = self._conv
-        if c is None:
-            return
-        if c.converter.stream is not None:  # a resampler holds a tail
-            tail = c.converter.push(np.zeros((0, c.in_channels), np.float32), last=True)
-            self._emit(tail, c.last_ms)
-        self._send_frames(c.framer.push(self._pcm(c.loudness.flush())) + c.framer.flush())
-
-    def _emit(self, y: np.ndarray, arrival_ms: float) -> None:
-        c = self._conv
-        assert c is not None
-        c.last_ms = arrival_ms
-        if not len(y):
-            return
-        self._send_frames(c.framer.push(self._pcm(c.loudness.push(y.reshape(-1)))))
-
-    @staticmethod
-    def _pcm(y: np.ndarray) -> np.ndarray:
-        return np.clip(np.rint(y * 32768.0), -32768, 32767).astype("<i2")
-
-    def _send_frames(self, frames: list[np.ndarray]) -> None:
-        c = self._conv
-        assert c is not None
-        for f in frames:
-            super().send(HEADER.pack(c.token, c.index, c.last_ms) + f.tobytes())
-            c.index += 1
-            c.frames_out += len(f)
+    def _send_frames(self, frames: list[tuple[int, float, np.ndarray]]) -> None:
+        for i, ms, f in frames:  # a listening page gets no server times (the arena: arrival)
+            ms = 0.0 if self.stream_id is not None else ms
+            super().send(HEADER.pack(self.blind_token, i, ms) + f.tobytes())
 
 
-__all__ = ["BlindSession", "LoudnessMatch", "Reframer", "common_rate", "equal_frames"]
+GENERIC_ERROR = "this clip could not be played; please try again"
+"""What a blind listening page is told when a stimulus fails (the reason is in the log)."""
+
+
+__all__ = [
+    "GENERIC_ERROR",
+    "Blinder",
+    "BlindSession",
+    "CommonFormat",
+    "LoudnessMatch",
+    "Reframer",
+    "common_rate",
+    "equal_frames",
+    "take_frames",
+]

@@ -128,7 +128,7 @@ class RaterClient:
             if d.get("token") != tok:
                 continue
             if d["type"] == "start":
-                sr, ch, take = d["sample_rate"], d["channels"], d["take_id"]
+                sr, ch, take = d["sample_rate"], d["channels"], d.get("stream_id")
             elif d["type"] == "done":
                 done = d
                 break

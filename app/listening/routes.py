@@ -111,7 +111,7 @@ def add_routes(app: FastAPI, svc: Listening, state: Any = None) -> None:
 
     @app.get("/ll/listening/static/{name}")
     async def listen_static(name: str) -> Response:
-        if name not in {"listen.js", "listen.css", "screen.js"}:
+        if name not in {"listen.js", "listen.css", "screen.js", "mushra.js"}:
             raise HTTPException(404, "no such file")
         media = "text/javascript" if name.endswith(".js") else "text/css"
         return Response((STATIC / name).read_text(encoding="utf-8"), media_type=media)

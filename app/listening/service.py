@@ -21,6 +21,7 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
+from app.listening.blind import TARGET_LUFS, CommonFormat
 from backends.base import InvalidRequest
 from evaluation.listening import screening
 from evaluation.listening.design import (
@@ -624,10 +625,25 @@ class Listening:
             "rater_id": r["rater_id"],
             "assignment": a,
             "take_id": takes[slot],
+            "slots": len(takes),
             "condition": conds[slot] or "as_streamed",
             "system_id": systems[slot],
             "live_backend": (t["config"].get("backends") or {}).get(systems[slot] or ""),
+            "format": self.common_format(test_id),
+            "target_lufs": float(
+                (t["config"].get("loudness") or {}).get("target_lufs", TARGET_LUFS)
+            ),
         }
+
+    def common_format(self, test_id: str) -> CommonFormat:
+        """The one rate and channel layout every stimulus of the test reaches raters in: the
+        highest native rate of its stimuli, stereo iff any is stereo (blind on the wire)."""
+        rows = self.store.db.execute(
+            "SELECT DISTINCT t.sample_rate, t.channels FROM takes t JOIN stimuli s "
+            "ON s.take_id = t.take_id WHERE s.test_id = ?",
+            [test_id],
+        ).fetchall()
+        return CommonFormat.of((int(r or 0), int(c or 1)) for r, c in rows)
 
     def _assignment(self, test_id: str, rater_id: str, assignment_id: str) -> Assignment:
         for a in self.store.assignments(test_id, rater_id):
@@ -649,8 +665,13 @@ class Listening:
         duration_ms: float | None = None,
         underruns: Any = 0,
         stall_ms: Any = 0.0,
+        sent_ms: float | None = None,
+        budget_ms: float | None = None,
     ) -> dict[str, Any]:
-        """Record how much of a streamed stimulus the page played (bounded by the server clock)."""
+        """Record how much of a streamed stimulus the page played, bounded by the server clock
+        (``server_elapsed_ms`` since the stream began), by the audio sent (``sent_ms``, given
+        while the stream was not sent in full: such a play never counts as complete) and, for
+        a MUSHRA screen, by what is left of the screen's wall time (``budget_ms``)."""
         r = self._rater(test_id, token)
         try:
             played = float(played_ms)
@@ -663,6 +684,13 @@ class Listening:
         if server_elapsed_ms is None:
             raise Denied("no stream of this stimulus was sent to this page")
         accepted = min(played, server_elapsed_ms + CLOCK_SLACK_MS)
+        if sent_ms is not None:  # stopped or cancelled before the server sent all of it
+            accepted = min(accepted, sent_ms)
+        if budget_ms is not None:  # a MUSHRA screen's wall time left (its slack included)
+            accepted = min(accepted, budget_ms)
+        complete = (
+            sent_ms is None and duration_ms is not None and accepted >= PLAYED_SHARE * duration_ms
+        )
         self.tests.add_play_event(
             {
                 "test_id": test_id,
@@ -673,7 +701,7 @@ class Listening:
                 "condition": condition,
                 "played_ms": accepted,
                 "duration_ms": duration_ms,
-                "complete": int(duration_ms is not None and accepted >= PLAYED_SHARE * duration_ms),
+                "complete": int(complete),
                 "server_elapsed_ms": server_elapsed_ms,
                 "underruns": und,
                 "stall_ms": stall,

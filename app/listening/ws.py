@@ -1,11 +1,23 @@
 """``/ll/ws`` message types of the rater page, played through the one player.
 
-* ``stimulus`` {token, test_id, rater_token, assignment_id, slot}: the server looks the take up
-  (the page never names it) and streams it: *as streamed* replays the stored chunks at their
-  recorded arrival times (every rater hears the real stream's stalls and seams), *whole* sends
-  them at once, *live* generates the text afresh on the system's backend.
+* ``stimulus`` {token, test_id, rater_token, assignment_id, slot[, delivery]}: the server looks
+  the take up (the page never names it) and streams it: *as streamed* replays the stored chunks
+  at their recorded arrival times (every rater hears the real stream's stalls and seams),
+  *whole* sends them at once, *live* generates the text afresh on the system's backend.
+  ``delivery: "whole"`` (MUSHRA screens only) sends any condition at once, for the page to
+  decode and switch between seamlessly.
 * ``play_event`` {test_id, rater_token, assignment_id, slot, played_ms, underruns, stall_ms}:
-  what the player played, capped by the time since this page's stream of that stimulus began.
+  what the player played, capped by the time since this page's stream of that stimulus began,
+  by the audio sent while it was not sent in full (then never complete) and, on a MUSHRA screen
+  sent whole, by the screen's wall time since all of it was sent, summed over its slots.
+
+Blind on the wire (:mod:`app.listening.blind`): every stimulus of a test reaches the page in the
+test's one :class:`~app.listening.blind.CommonFormat` (its stimuli's highest rate; stereo iff
+any stimulus is stereo, mono then heard in both ears) in equal 100 ms frames numbered 0, 1, 2 …
+``start`` carries only the token, that format and an opaque ``stream_id`` (new for every stream,
+never a take id, so the open and the hidden MUSHRA reference differ); ``done`` only status,
+duration and frame count; a frame header's ms is the recorded arrival for *as streamed*, else 0;
+a failed stream's error is generic (the reason is logged). The stored takes stay native.
 * ``listen_glitch`` {test_id, rater_token, assignment_id, slot, position_ms, kind, report_id}:
   a "G" mark on the stimulus being played, stored with the rater and the test.
 
@@ -31,7 +43,8 @@ from dataclasses import replace
 from typing import Any
 
 from app.guard import KeyedRate, client_id
-from app.listening.service import Listening
+from app.listening.blind import GENERIC_ERROR, BlindSession, CommonFormat, take_frames
+from app.listening.service import CLOCK_SLACK_MS, Listening
 from app.stream_routes import HEADER, Session
 from backends.base import InvalidRequest, ListenlabError
 from evaluation.store import GLITCH_KINDS, GlitchReport
@@ -65,37 +78,92 @@ def _err(session: Session, msg: dict[str, Any], e: Exception, kind: str) -> None
     )
 
 
-async def replay_take(session: Session, token: int, take: Any, *, timed: bool, extra: dict) -> None:
-    """Send a stored take to the player: start, one frame per chunk (at its recorded arrival
-    time when ``timed``), done. The frame header carries the recorded arrival ms."""
+async def replay_take(
+    session: Session, token: int, take: Any, fmt: CommonFormat, rec: dict[str, Any], *, timed: bool
+) -> None:
+    """Send a stored take to the page blind: ``start`` (token, the test's common format, the
+    stream's opaque id), equal frames of that format (at their recorded arrival times when
+    ``timed``; the header's ms is that arrival, else 0), ``done`` (status, duration, frames).
+
+    ``rec`` learns how much audio was sent and when all of it was (play credit needs both)."""
     t0 = time.monotonic()
+    sid = rec["stream_id"]
     session.send(
         {
             "type": "start",
             "token": token,
-            "take_id": take.take_id,
-            "sample_rate": take.sample_rate,
-            "channels": take.channels,
-            "text_chars": len(take.request.text),
-            **extra,
+            "stream_id": sid,
+            "sample_rate": fmt.sample_rate,
+            "channels": fmt.channels,
         }
     )
+    samples = frames = 0
     try:
-        for c in take.chunks:
-            if not await session.outbox.wait_for_room():
-                return  # the page stopped reading: its socket is being closed
+        for arrival_ms, out in take_frames(take, fmt):
             if timed:
-                delay = t0 + c.arrival_ms / 1000.0 - time.monotonic()
+                delay = t0 + arrival_ms / 1000.0 - time.monotonic()
                 if delay > 0:
                     await asyncio.sleep(delay)
-            pcm = take.audio[c.offset : c.offset + c.frames]
-            session.send(HEADER.pack(token, c.index, c.arrival_ms) + pcm.astype("<i2").tobytes())
+            for i, ms, f in out:
+                if not await session.outbox.wait_for_room():
+                    return  # the page stopped reading: its socket is being closed
+                session.send(HEADER.pack(token, i, ms if timed else 0.0) + f.tobytes())
+                samples, frames = samples + len(f), frames + 1
+                rec["sent_ms"] = samples / fmt.sample_rate * 1000.0
     except asyncio.CancelledError:
-        session.send({"type": "cancelled", "token": token, "take_id": take.take_id})
+        session.send({"type": "cancelled", "token": token, "stream_id": sid})
         raise
+    except Exception:  # a damaged take: the reason stays in the log
+        log.exception("stimulus replay failed (stream %s, take %s)", sid, take.take_id)
+        session.send({"type": "error", "token": token, "status": "error", "message": GENERIC_ERROR})
+        return
+    rec["full_at"] = time.monotonic()
     session.send(
-        {"type": "done", "token": token, "status": "ok", **Session._summary(take), **extra}
+        {
+            "type": "done",
+            "token": token,
+            "status": "ok",
+            "duration_s": samples / fmt.sample_rate,
+            "frames": frames,
+        }
     )
+
+
+async def _live(session: Session, token: int, entry: Any, req: Any, info: dict, rec: dict) -> None:
+    """A fresh generation on the system's backend, through the arena's blind filter (common
+    format, gain-matched to the test's target, opaque stream id)."""
+    fmt: CommonFormat = info["format"]
+    view = BlindSession.over(
+        session,
+        token,
+        fmt.sample_rate,
+        channels=fmt.channels,
+        stream_id=rec["stream_id"],
+        target_lufs=info["target_lufs"],
+    )
+    rec["view"] = view
+    await view.run(token, entry, req, "stream")
+    if view.completed:
+        rec["full_at"] = time.monotonic()
+        rec["duration_ms"] = view.sent_ms
+
+
+def _sent_ms(rec: dict[str, Any]) -> float:
+    view = rec.get("view")
+    return view.sent_ms if view is not None else rec.get("sent_ms", 0.0)
+
+
+def _screen_budget(streams: dict, rec: dict[str, Any], slot: int, now: float) -> float | None:
+    """MUSHRA, sent whole: what is left of the screen's wall time since all its stimuli were
+    sent in full, after the credit already given to its other slots (one plays at a time).
+    None when some stimulus of the screen was not sent whole on this page."""
+    aid, n = rec["assignment_id"], rec["slots"]
+    recs = [streams.get((aid, i)) for i in range(n)]
+    if any(r is None or not r.get("whole") or r.get("full_at") is None for r in recs):
+        return None
+    since = (now - max(r["full_at"] for r in recs)) * 1000.0
+    used = sum(r.get("credit", 0.0) for i, r in enumerate(recs) if i != slot)
+    return max(0.0, since + CLOCK_SLACK_MS - used)  # the clock slack once per screen
 
 
 def register(state: Any, svc: Listening) -> None:
@@ -126,46 +194,66 @@ def register(state: Any, svc: Listening) -> None:
                 msg.get("assignment_id"),
                 msg.get("slot"),
             )
-        except (ListenlabError, ValueError, TypeError) as e:
+            whole = msg.get("delivery") == "whole"
+            if whole and info["test"]["kind"] != "mushra":
+                raise InvalidRequest("whole delivery is for MUSHRA screens")
+        except (ListenlabError, ValueError, TypeError) as e:  # about the request, not a system
             session.send({"type": "error", "token": token, "message": str(e)[:300]})
             return
-        a, cond, take_id = info["assignment"], info["condition"], info["take_id"]
-        key = (a.assignment_id, int(msg["slot"]))
-        take = await asyncio.to_thread(store.load_take, take_id)
-        extra = {"condition": cond}
+        try:
+            take = await asyncio.to_thread(store.load_take, info["take_id"])
+        except Exception:  # the reason may name the take: it stays in the log
+            log.exception("stimulus take %s could not be loaded", info["take_id"])
+            session.send({"type": "error", "token": token, "message": GENERIC_ERROR})
+            return
+        a, cond = info["assignment"], info["condition"]
+        slot = int(msg["slot"])
         entry = state.backends.get(info["live_backend"] or "") if cond == "live" else None
-        streams = _streams(session)
+        if whole:
+            entry, cond = None, "whole"
+        elif cond == "live" and entry is None:
+            cond = "as_streamed"  # no backend: the recorded stream
         rec = {
             "t0": time.monotonic(),
-            "take_id": take_id,
+            "stream_id": uuid.uuid4().hex,  # opaque: never a take id, new for every stream
+            "take_id": info["take_id"],
             "condition": cond,
+            "whole": whole,
             "duration_ms": take.duration_s * 1000.0,
             "test_id": info["test"]["test_id"],
             "rater_id": info["rater_id"],
+            "assignment_id": a.assignment_id,
+            "slots": info["slots"],
+            "full_at": None,
+            "sent_ms": 0.0,
         }
-        streams[key] = rec
+        _streams(session)[(a.assignment_id, slot)] = rec
         # shared by every rater: the Playground's reports on it are refused (play events
         # carry this rater's underruns instead)
-        session.replayed.add(take_id)
+        session.replayed.add(info["take_id"])
+        fmt = info["format"]
+        if whole:  # a MUSHRA screen's stimulus: sent now, at once (the page decodes it)
+            await replay_take(session, token, take, fmt, rec, timed=False)
+            return
         if entry is not None:
             req = replace(take.request, request_id=uuid.uuid4().hex).validated()
             rec["take_id"] = req.request_id
-            await session.begin(token, lambda t: session.run(t, entry, req, "stream"))
+            await session.begin(token, lambda t: _live(session, t, entry, req, info, rec))
         else:
-            if cond == "live":
-                rec["condition"] = extra["condition"] = "as_streamed"  # no backend: recorded
-            timed = rec["condition"] == "as_streamed"
+            timed = cond == "as_streamed"
             await session.begin(
-                token, lambda t: replay_take(session, t, take, timed=timed, extra=extra)
+                token, lambda t: replay_take(session, t, take, fmt, rec, timed=timed)
             )
         rec["t0"] = time.monotonic()
 
     async def play_event(session: Session, msg: dict[str, Any]) -> None:
         try:
             slot = msg.get("slot")
-            rec = _streams(session).get((str(msg.get("assignment_id") or ""), slot))
+            streams = _streams(session)
+            rec = streams.get((str(msg.get("assignment_id") or ""), slot))
             spend("page:" + session.session_id, *(["rater:" + rec["rater_id"]] if rec else []))
-            elapsed = None if rec is None else (time.monotonic() - rec["t0"]) * 1000.0
+            now = time.monotonic()
+            elapsed = None if rec is None else (now - rec["t0"]) * 1000.0
             if rec is not None:
                 n = await asyncio.to_thread(
                     count,
@@ -178,6 +266,12 @@ def register(state: Any, svc: Listening) -> None:
                         f"play event not stored: {MAX_PLAY_EVENTS_PER_ITEM} are kept per "
                         "stimulus and rater"
                     )
+            full = rec is not None and rec["full_at"] is not None
+            budget = None
+            if rec is not None and rec["whole"] and isinstance(slot, int) and slot >= 0:
+                budget = _screen_budget(streams, rec, slot, now)
+                if budget is None:
+                    raise InvalidRequest("play the screen after all of its audio has arrived")
             out = await asyncio.to_thread(
                 svc.play_event,
                 msg.get("test_id"),
@@ -191,7 +285,11 @@ def register(state: Any, svc: Listening) -> None:
                 duration_ms=rec["duration_ms"] if rec else None,
                 underruns=msg.get("underruns", 0),
                 stall_ms=msg.get("stall_ms", 0.0),
+                sent_ms=None if rec is None or full else _sent_ms(rec),
+                budget_ms=budget,
             )
+            if budget is not None:
+                rec["credit"] = max(rec.get("credit", 0.0), out["played_ms"])
         except (ListenlabError, ValueError, TypeError) as e:
             _err(session, msg, e, "play_event")
             return

@@ -31,20 +31,20 @@
   }
 
   // ---------------------------------------------------------------- the one player
+  // The server sends each stimulus blind (one format for the whole test, equal frames, an
+  // opaque stream id): the page knows a stream only by the token it asked with.
   const tokens = {};     // generation token -> {aid, slot}
-  const byTake = {};     // take id -> {aid, slot}
   let playing = null;    // {aid, slot, token}
   const player = LLPlayer.create({ base: '/', onEvent });
   S.player = player;
 
   function onEvent(type, d) {
-    if (type === 'start' && tokens[d.token]) { byTake[d.take_id] = tokens[d.token]; S.lastStart = d; }
+    if (type === 'start' && tokens[d.token]) { S.lastStart = d; }
     else if (type === 'underrun') { S.underruns = (S.underruns || []).concat([d]); }
     else if (type === 'ended') {
-      const info = byTake[d.take_id]; if (!info) return;
+      const g = player.current, info = g && tokens[g.token]; if (!info) return;   // emitted for the current stream
       S.lastEnded = d;
-      player.send({ type: 'play_event', test_id: TEST, rater_token: S.token, assignment_id: info.aid, slot: info.slot,
-        played_ms: d.played_ms || 0, underruns: d.underruns || 0, stall_ms: d.stall_ms || 0 });
+      reportPlay(info, d.played_ms || 0, d.underruns || 0, d.stall_ms || 0);
       markButton(info, false);
       if (playing && playing.aid === info.aid && playing.slot === info.slot) playing = null;
     } else if (type === 'error') { status('Playback error: ' + d.message, true); }
@@ -61,9 +61,18 @@
     } else if (m.type === 'listen_error') { S.errors.push(m); status(m.message, true); }
   }
 
+  function reportPlay(info, playedMs, underruns, stallMs) {
+    player.send({ type: 'play_event', test_id: TEST, rater_token: S.token, assignment_id: info.aid, slot: info.slot,
+      played_ms: playedMs, underruns, stall_ms: stallMs });
+  }
+
   function play(slot) {
     const it = S.status && S.status.item; if (!it) return;
     const info = { aid: it.assignment_id, slot };
+    const g = player.current;
+    if (playing && g && g.token === playing.token && !g.finished) {   // switched mid-play: what was heard counts
+      reportPlay(playing, player.positionMs() || 0, g.underruns.count, g.underruns.stallMs);
+    }
     const token = player.request({ type: 'stimulus', test_id: TEST, rater_token: S.token, assignment_id: it.assignment_id, slot });
     tokens[token] = info; playing = Object.assign({ token }, info);
     for (const b of document.querySelectorAll('.lt-play')) b.classList.remove('lt-on');
@@ -75,17 +84,18 @@
     if (b) b.classList.toggle('lt-on', on);
   }
 
+  const isGlitchTest = () => !!(S.status && S.status.item && S.status.item.kind === 'glitch');
   function glitch() {
-    if (!playing || !S.status || !S.status.item) return;
+    if (!playing || !isGlitchTest()) return;   // the glitch hint exists only in glitch tests
     const pos = player.positionMs(); if (pos == null) return;
     player.send({ type: 'listen_glitch', test_id: TEST, rater_token: S.token, assignment_id: playing.aid, slot: playing.slot,
       position_ms: pos, kind: null, report_id: randId() });
   }
   document.addEventListener('keydown', (e) => {
-    if ((e.key === 'g' || e.key === 'G') && !e.ctrlKey && !e.metaKey && !e.altKey && !$('lt-item').hidden) { e.preventDefault(); glitch(); }
+    if ((e.key === 'g' || e.key === 'G') && !e.ctrlKey && !e.metaKey && !e.altKey && !$('lt-item').hidden && isGlitchTest()) { e.preventDefault(); glitch(); }
   });
   $('lt-glitch').addEventListener('click', glitch);
-  $('lt-ref').addEventListener('click', () => play(-1));
+  $('lt-ref').addEventListener('click', () => { if (!S.mushra) play(-1); });   // MUSHRA: mushra.js switches to it
 
   // ---------------------------------------------------------------- flow
   async function start() {
@@ -148,37 +158,38 @@
     status, root, current: () => S.status });
 
   // ---------------------------------------------------------------- items
-  let choice = null, sliders = [];
+  let choice = null;
   function renderItem() {
     const it = S.status.item, kind = it.kind;
     show('lt-item');
-    choice = null; sliders = []; S.marks = 0; $('lt-marks').textContent = '';
+    choice = null; S.marks = 0; $('lt-marks').textContent = '';
+    if (S.mushra) { S.mushra.destroy(); S.mushra = null; }
     const ins = {
       mos: 'Listen to the whole clip, then rate its overall quality.',
       ab: 'Listen to both A and B (at least 3 s each), then compare them.',
-      mushra: 'Listen to every stimulus and rate each from 0 (bad) to 100 (excellent). One of them is the reference itself.',
+      mushra: 'Press Play, then switch between the Reference and the numbered stimuli while it plays (they stay in step; Loop and the segment repeat a part). Rate each from 0 (Bad) to 100 (Excellent) against the reference; one of them is the reference itself. Move every slider.',
       glitch: 'Listen to the whole clip and press G at every glitch you hear (click, gap, repeat…).',
     };
     $('lt-instructions').textContent = S.status.test.instructions || ins[kind] || '';
     // the prompt's text, when the test shows it: always as text, never as markup
     $('lt-text').textContent = typeof it.text === 'string' ? it.text : '';
     $('lt-text').hidden = typeof it.text !== 'string' || !it.text;
+    $('lt-hint').hidden = kind !== 'glitch';
     const slots = $('lt-slots'); slots.replaceChildren();
     $('lt-reference').hidden = !(kind === 'mushra' && it.has_reference);
-    for (let i = 0; i < it.slots; i++) {
+    if (kind === 'mushra') {   // one screen decoded once, switched seamlessly (mushra.js)
+      S.mushra = LLMushra.render({
+        root: slots, refButton: $('lt-ref'), test: TEST, token: S.token, item: it,
+        onSaved: (slot, ms) => { const k = it.assignment_id + ':' + slot; S.played[k] = Math.max(S.played[k] || 0, ms); refreshGate(); },
+        onChange: refreshGate, onError: (m) => status(m, true),
+      });
+    }
+    for (let i = 0; i < it.slots && kind !== 'mushra'; i++) {
       const row = el('div', null, 'lt-slot');
       const b = el('button', it.labels[i] === 'Play' ? 'Play' : 'Play ' + it.labels[i], 'lt-play');
       b.type = 'button'; b.dataset.slot = String(i);
       b.addEventListener('click', () => play(i));
-      row.append(b);
-      if (kind === 'mushra') {
-        const r = el('input'); r.type = 'range'; r.min = '0'; r.max = '100'; r.value = '50'; r.dataset.slot = String(i);
-        r.className = 'lt-slider';
-        const v = el('span', '50', 'lt-val');
-        r.addEventListener('input', () => { v.textContent = r.value; r.dataset.moved = '1'; refreshGate(); });
-        sliders.push(r); row.append(r, v);
-      }
-      row.append(el('span', '', 'lt-played'));
+      row.append(b, el('span', '', 'lt-played'));
       slots.append(row);
     }
     const vote = $('lt-vote'); vote.replaceChildren();
@@ -208,7 +219,7 @@
   function refreshGate() {
     if (!S.status || !S.status.item) return;
     const kind = S.status.item.kind;
-    const chosen = kind === 'glitch' || kind === 'mushra' || choice !== null;
+    const chosen = kind === 'glitch' || (kind === 'mushra' ? !!S.mushra && S.mushra.allSet() : choice !== null);
     $('lt-submit').disabled = !(gateOk() && chosen) || S.sending;
   }
 
@@ -221,12 +232,13 @@
     const body = { answer_id, assignment_id: it.assignment_id };
     if (it.kind === 'mos') body.score = choice;
     else if (it.kind === 'ab') { if (S.status.test.ab_mode === 'forced') body.choice = choice; else body.cmos = choice; }
-    else if (it.kind === 'mushra') body.scores = sliders.map((r) => Number(r.value));
+    else if (it.kind === 'mushra') body.scores = S.mushra ? S.mushra.scores() : [];
     try {
       const r = await api('vote', body);
       S.votes.push(r);
       localStorage.removeItem(akey);
       player.stop();
+      if (S.mushra) { S.mushra.destroy(); S.mushra = null; }
       await refresh();
     } catch (e) {
       status(e.message, true);
