@@ -2,7 +2,7 @@
 
 The Piper voice is real; it loads once per test process. pyproject's addopts run the suite on
 pytest-xdist workers, a whole test file per worker (a file's module fixtures, its servers and
-its Chromium, start once), or a whole folder with its own conftest.py (see :func:`_unit`).
+its Chromium, start once), longest first (see :mod:`tests._schedule`).
 Tests marked ``alone`` measure the machine's spare compute; they run while no other worker runs
 a test (see :func:`_turn`).
 """
@@ -11,13 +11,16 @@ from __future__ import annotations
 
 import contextlib
 import fcntl
+import json
 import os
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 from backends.piper import PiperBackend, PiperOptions
+from tests import _schedule
 from tests._app_util import CHROMIUM, chromium
 
 
@@ -51,28 +54,13 @@ def pytest_collection_modifyitems(config, items):
 # --------------------------------------------------------------------------- parallel run
 
 
-TESTS = Path(__file__).resolve().parent
-
-
-def _unit(root: Path, nodeid: str) -> str:
-    """A test's unit of work: its file, or the outermost folder under tests/ that has its own
-    conftest.py (whose session fixtures, e.g. tests/conformance's servers, should start once)."""
-    file = nodeid.split("::", 1)[0]
-    unit, d = file, (root / file).parent
-    while d != TESTS and TESTS in d.parents:
-        if (d / "conftest.py").is_file():
-            unit = d.relative_to(root).as_posix()
-        d = d.parent
-    return unit
-
-
 @pytest.hookimpl(optionalhook=True)
 def pytest_xdist_make_scheduler(config, log):
     """``--dist loadgroup``, except that a test without an ``xdist_group`` mark goes with its
-    :func:`_unit` (plain loadgroup sends those one by one, so each worker would start the
-    module's fixtures again). With pytest 9.2 and xdist 3.8, xdist_group marks do not reach the
-    scheduler (xdist renames ``item._nodeid``, pytest now reads ``item._id``): the folder rule
-    is what groups files today."""
+    unit (:func:`tests._schedule.unit`: plain loadgroup sends tests one by one, so each worker
+    would start the module's fixtures again), and units are handed out longest first. With
+    pytest 9.2 and xdist 3.8, xdist_group marks do not reach the scheduler (xdist renames
+    ``item._nodeid``, pytest now reads ``item._id``): the unit rule is what groups tests today."""
     if config.getvalue("dist") != "loadgroup":
         return None
     from xdist.scheduler import LoadGroupScheduling
@@ -80,7 +68,17 @@ def pytest_xdist_make_scheduler(config, log):
     class ByUnit(LoadGroupScheduling):
         def _split_scope(self, nodeid: str) -> str:
             group = super()._split_scope(nodeid)
-            return _unit(config.rootpath, nodeid) if group == nodeid else group
+            return _schedule.unit(config.rootpath, nodeid) if group == nodeid else group
+
+        def schedule(self) -> None:
+            if self.collection is None and self.collection_is_completed:
+                # the work queue follows the first collection's order: make it longest first
+                for node, ids in self.registered_collections.items():
+                    self.registered_collections[node] = _schedule.longest_first(
+                        config.rootpath, list(ids), self._split_scope
+                    )
+                config.option.loadscopereorder = False
+            super().schedule()
 
     return ByUnit(config, log)
 
@@ -125,5 +123,12 @@ def pytest_runtest_protocol(item, nextitem):
         return
     # a worker's basetemp is <the run's basetemp>/<worker id>: the parent is the run's own
     run_dir = item.config._tmp_path_factory.getbasetemp().parent
-    with _turn(run_dir, item.get_closest_marker("alone") is not None):
+    alone = item.get_closest_marker("alone") is not None
+    asked = time.time()
+    with _turn(run_dir, alone):
+        began = time.time()
         yield
+    if log := os.environ.get("LISTENLAB_TEST_TIMELINE"):  # where a run's wall time goes
+        with open(log, "a") as f:
+            row = [os.environ["PYTEST_XDIST_WORKER"], asked, began, time.time(), item.nodeid]
+            f.write(json.dumps(row) + "\n")
