@@ -51,10 +51,9 @@ def recorded() -> dict[str, float]:
         return {}
 
 
-def longest_first(root: Path, nodeids: list[str], unit_of=None) -> list[str]:
-    """``nodeids`` reordered so that units come longest first; a unit's tests stay together
-    and in their own order."""
-    unit_of = unit_of or (lambda n: unit(root, n))
+def longest_first(nodeids: list[str], unit_of) -> list[str]:
+    """``nodeids`` reordered so that units (``unit_of(nodeid)``) come longest first; a unit's
+    tests stay together and in their own order."""
     secs = recorded()
     groups: dict[str, list[str]] = defaultdict(list)
     for n in nodeids:

@@ -75,7 +75,7 @@ def pytest_xdist_make_scheduler(config, log):
                 # the work queue follows the first collection's order: make it longest first
                 for node, ids in self.registered_collections.items():
                     self.registered_collections[node] = _schedule.longest_first(
-                        config.rootpath, list(ids), self._split_scope
+                        list(ids), self._split_scope
                     )
                 config.option.loadscopereorder = False
             super().schedule()
