@@ -11,9 +11,7 @@ from __future__ import annotations
 
 import contextlib
 import fcntl
-import json
 import os
-import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -123,12 +121,5 @@ def pytest_runtest_protocol(item, nextitem):
         return
     # a worker's basetemp is <the run's basetemp>/<worker id>: the parent is the run's own
     run_dir = item.config._tmp_path_factory.getbasetemp().parent
-    alone = item.get_closest_marker("alone") is not None
-    asked = time.time()
-    with _turn(run_dir, alone):
-        began = time.time()
+    with _turn(run_dir, item.get_closest_marker("alone") is not None):
         yield
-    if log := os.environ.get("LISTENLAB_TEST_TIMELINE"):  # where a run's wall time goes
-        with open(log, "a") as f:
-            row = [os.environ["PYTEST_XDIST_WORKER"], asked, began, time.time(), item.nodeid]
-            f.write(json.dumps(row) + "\n")
