@@ -38,7 +38,12 @@ def browser():
 
 
 def pytest_collection_modifyitems(config, items):
-    """Browser tests need Debian's Chromium. In CI its absence is an error, not a skip."""
+    """On xdist workers, units longest first (see :func:`pytest_xdist_make_scheduler`).
+    Browser tests need Debian's Chromium. In CI its absence is an error, not a skip."""
+    if os.environ.get("PYTEST_XDIST_WORKER"):
+        ids = [it.nodeid for it in items]
+        rank = {n: i for i, n in enumerate(_schedule.longest_first(ids, _unit_of(config)))}
+        items.sort(key=lambda it: rank[it.nodeid])
     if os.path.exists(CHROMIUM):
         return
     if os.environ.get("CI"):
@@ -52,31 +57,33 @@ def pytest_collection_modifyitems(config, items):
 # --------------------------------------------------------------------------- parallel run
 
 
+def _unit_of(config):
+    return lambda nodeid: _schedule.unit(config.rootpath, nodeid)
+
+
 @pytest.hookimpl(optionalhook=True)
 def pytest_xdist_make_scheduler(config, log):
     """``--dist loadgroup``, except that a test without an ``xdist_group`` mark goes with its
     unit (:func:`tests._schedule.unit`: plain loadgroup sends tests one by one, so each worker
-    would start the module's fixtures again), and units are handed out longest first. With
-    pytest 9.2 and xdist 3.8, xdist_group marks do not reach the scheduler (xdist renames
-    ``item._nodeid``, pytest now reads ``item._id``): the unit rule is what groups tests today."""
+    would start the module's fixtures again). With pytest 9.2 and xdist 3.8, xdist_group marks
+    do not reach the scheduler (xdist renames ``item._nodeid``, pytest now reads ``item._id``):
+    the unit rule is what groups tests today.
+
+    Units are handed out in collection order, which the workers' own
+    :func:`pytest_collection_modifyitems` made longest first. The order must come from the
+    workers: the scheduler sends each worker indexes into that worker's collection, so a
+    reordering done here alone makes the workers run other tests than the ones scheduled."""
     if config.getvalue("dist") != "loadgroup":
         return None
     from xdist.scheduler import LoadGroupScheduling
 
+    config.option.loadscopereorder = False  # keep the workers' (longest first) order
+    unit_of = _unit_of(config)
+
     class ByUnit(LoadGroupScheduling):
         def _split_scope(self, nodeid: str) -> str:
             group = super()._split_scope(nodeid)
-            return _schedule.unit(config.rootpath, nodeid) if group == nodeid else group
-
-        def schedule(self) -> None:
-            if self.collection is None and self.collection_is_completed:
-                # the work queue follows the first collection's order: make it longest first
-                for node, ids in self.registered_collections.items():
-                    self.registered_collections[node] = _schedule.longest_first(
-                        list(ids), self._split_scope
-                    )
-                config.option.loadscopereorder = False
-            super().schedule()
+            return unit_of(nodeid) if group == nodeid else group
 
     return ByUnit(config, log)
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import io
 import subprocess
+import tempfile
 from pathlib import Path
 
 import numpy as np
@@ -91,12 +92,25 @@ def test_bad_clips_are_refused_with_a_clear_message(make, message, tmp_path):
 def test_user_file_names_never_reach_the_filesystem(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     data = encode(tone(1.5), 16000, "m4a", tmp_path)
-    before = set(Path("/tmp").iterdir())
+    # a temp root of this test's own: other workers of the suite convert clips at the same time
+    tmp_root = tmp_path / "tmp"
+    tmp_root.mkdir()
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_root))
+    made = []
+    real_tmpdir = tempfile.TemporaryDirectory
+
+    def spy(*a, **kw):
+        made.append(real_tmpdir(*a, **kw))
+        return made[-1]
+
+    monkeypatch.setattr(tempfile, "TemporaryDirectory", spy)
     clip = prepare_clip(data, "../../../../etc/evil name;rm -rf.m4a")
     assert clip.duration_s > 1.4
     assert not list(tmp_path.glob("**/evil*"))
-    leftovers = [p for p in set(Path("/tmp").iterdir()) - before if "listenlab-clip" in p.name]
-    assert leftovers == []  # the ffmpeg temp dir is removed
+    # ffmpeg worked in a listenlab-clip temp dir, which is removed
+    assert [Path(t.name).parent for t in made] == [tmp_root]
+    assert Path(made[0].name).name.startswith("listenlab-clip-")
+    assert list(tmp_root.iterdir()) == []
 
 
 def test_trim_silence_keeps_quiet_speech():
