@@ -2,18 +2,13 @@
 
 The Piper voice is real; it loads once per test process. pyproject's addopts run the suite on
 pytest-xdist workers, a whole test file per worker (a file's module fixtures, its servers and
-its Chromium, start once), longest first (see :mod:`tests._schedule`).
-Tests marked ``alone`` measure the machine's spare compute; they run while no other worker runs
-a test (see :func:`_turn`).
+its Chromium, start once), longest first (see :mod:`tests._schedule`). Timing tests assert on
+what was recorded, so they hold beside other workers' tests as on a loaded CI machine.
 """
 
 from __future__ import annotations
 
-import contextlib
-import fcntl
 import os
-from collections.abc import Iterator
-from pathlib import Path
 
 import pytest
 
@@ -86,47 +81,3 @@ def pytest_xdist_make_scheduler(config, log):
             return unit_of(nodeid) if group == nodeid else group
 
     return ByUnit(config, log)
-
-
-# --------------------------------------------------------------------------- tests run alone
-
-
-@contextlib.contextmanager
-def _flock(path: Path, mode: int) -> Iterator[None]:
-    with open(path, "a+b") as f:
-        fcntl.flock(f, mode)
-        try:
-            yield
-        finally:
-            fcntl.flock(f, fcntl.LOCK_UN)
-
-
-@contextlib.contextmanager
-def _turn(run_dir: Path, alone: bool) -> Iterator[None]:
-    """A readers-writer lock over the xdist workers of one run, on two lock files.
-
-    Every test holds ``tests.lock`` shared; an ``alone`` test holds it exclusively, so it starts
-    when the tests running on other workers have ended and none starts until it ends. Taking
-    ``gate.lock`` first gives it priority: new tests queue behind it instead of starving it.
-    """
-    gate, tests = run_dir / "gate.lock", run_dir / "tests.lock"
-    if alone:
-        with _flock(gate, fcntl.LOCK_EX), _flock(tests, fcntl.LOCK_EX):
-            yield
-    else:
-        with contextlib.ExitStack() as stack:
-            with _flock(gate, fcntl.LOCK_EX):
-                stack.enter_context(_flock(tests, fcntl.LOCK_SH))
-            yield
-
-
-@pytest.hookimpl(hookwrapper=True)
-def pytest_runtest_protocol(item, nextitem):
-    """Under xdist, setup (module fixtures included), call and teardown take their turn."""
-    if not os.environ.get("PYTEST_XDIST_WORKER"):
-        yield
-        return
-    # a worker's basetemp is <the run's basetemp>/<worker id>: the parent is the run's own
-    run_dir = item.config._tmp_path_factory.getbasetemp().parent
-    with _turn(run_dir, item.get_closest_marker("alone") is not None):
-        yield

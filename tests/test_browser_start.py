@@ -205,7 +205,6 @@ def assert_follows_the_rule(page, g: dict):
     return sim
 
 
-@pytest.mark.alone  # a 0.67x stream paced by Piper: its ideal start is a wall-clock target
 def test_slow_stream_starts_late_enough_and_close_to_the_ideal(server, browser):
     """0.67x real time: the rule waits for the predicted need (not for the first chunk) and
     starts within the issue's target of the ideal start measured from the same record."""

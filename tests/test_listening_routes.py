@@ -59,6 +59,11 @@ def run(coro):
     return asyncio.run(coro)
 
 
+async def together(*raters):
+    """Scripted raters at the same time (each waits out its clips' real time)."""
+    return await asyncio.gather(*raters)
+
+
 def test_vote_before_listening_is_refused_by_the_server(live):
     # sent whole, so the server's clock (not a recorded stream that a busy machine made almost
     # as slow as real time) is what caps the claim below
@@ -203,29 +208,28 @@ def test_ab_sides_randomised_and_cmos_sign_corrected(live):
     )
     store = live.state.store
 
-    async def go():
+    async def rater() -> list[str]:
         shown_first = []
-        for _ in range(2):
-            c = RaterClient(live.url, tid)
-            await c.join()
+        c = RaterClient(live.url, tid)
+        await c.join()
+        st = await c.status()
+        while not st["finished"]:
+            it = st["item"]
+            a = assignment_of(store, tid, st)
+            first = a.meta["systems"][0]
+            shown_first.append(first)
+            await c.listen(it["assignment_id"], 0)
+            await c.listen(it["assignment_id"], 1)
+            # this rater always prefers system b by 2 points
+            r = await c.vote(
+                {"assignment_id": it["assignment_id"], "cmos": -2 if first == "b" else 2}
+            )
+            assert r.status_code == 200, r.text
             st = await c.status()
-            while not st["finished"]:
-                it = st["item"]
-                a = assignment_of(store, tid, st)
-                first = a.meta["systems"][0]
-                shown_first.append(first)
-                await c.listen(it["assignment_id"], 0)
-                await c.listen(it["assignment_id"], 1)
-                # this rater always prefers system b by 2 points
-                r = await c.vote(
-                    {"assignment_id": it["assignment_id"], "cmos": -2 if first == "b" else 2}
-                )
-                assert r.status_code == 200, r.text
-                st = await c.status()
-            await c.aclose()
+        await c.aclose()
         return shown_first
 
-    shown = run(go())
+    shown = sum(run(together(rater(), rater())), [])  # two raters at once, as a crowd rates
     assert set(shown) == {"a", "b"} and shown.count("a") == shown.count("b") == 2
     votes = store.ab_frame(tid)
     assert len(votes) == 4 and set(votes["cmos"]) == {-2.0, 2.0}  # raw, as presented
@@ -269,8 +273,7 @@ def test_ab_check_pairs_flag_a_rater_who_prefers_the_anchor(live):
         await c.aclose()
         return st["rater_id"], seen
 
-    good, seen = run(rate(True))
-    bad, _ = run(rate(False))
+    (good, seen), (bad, _) = run(together(rate(True), rate(False)))
     checks = [s for s in seen if s["role"] == "gold"]
     assert len(checks) == 2
     assert sorted(c["expected"] for c in checks) == [-1.0, 1.0]  # clean once as A, once as B
@@ -328,10 +331,10 @@ def test_show_text_sends_the_prompt_as_data(live):
         await c.aclose()
         return out
 
-    got = run(texts(on))
+    got, got_off, got_mu = run(together(texts(on), texts(off), texts(mu)))
     assert sorted(got) == sorted(prompts)  # each item's own prompt, markup kept as text
-    assert run(texts(off)) == [None, None]
-    assert run(texts(mu)) == [None]
+    assert got_off == [None, None]
+    assert got_mu == [None]
     cfg = {t: tests.db["tests"].get(t)["config"] for t in (on, off, mu)}
     assert ['"show_text": true' in cfg[on], '"show_text": false' in cfg[off]] == [True, True]
     assert '"show_text": false' in cfg[mu]
@@ -364,7 +367,7 @@ def test_mushra_hidden_reference_anchor_and_post_screening(live):
         await c.aclose()
         return st["rater_id"]
 
-    good, bad = run(rate(True)), run(rate(False))
+    good, bad = run(together(rate(True), rate(False)))
     res = httpx.get(live.url + f"ll/admin/tests/{tid}/results", headers=ADMIN).json()
     raters = {r["rater_id"]: r for r in res["raters"]}
     assert not raters[good]["excluded"]

@@ -38,7 +38,6 @@ def healthy(piper_det, prompts):
     return probe_sync(piper_det, concurrency=(1, 4), prompts=prompts, thresholds=TH)
 
 
-@pytest.mark.alone  # healthy: 4 real-time streams need the machine's spare compute
 def test_healthy_piper_passes_at_c1_and_c4(healthy, prompts):
     r = healthy
     assert r.passed, [str(f) for f in r.failures()]
@@ -158,7 +157,6 @@ def test_strict_thresholds_and_overrides():
         Thresholds.from_pairs(["max_rtf=fast"])
 
 
-@pytest.mark.alone  # healthy: 4 real-time streams need the machine's spare compute
 def test_strict_fails_on_latency_thresholds(healthy, piper_det, prompts):
     tight = Thresholds.from_pairs(["max_ttfa_ms=0.001", "max_stall_ms=10000"], STRICT)
     r = probe_sync(piper_det, concurrency=(1,), prompts=prompts[:1], thresholds=tight)
@@ -175,7 +173,6 @@ def test_strict_fails_on_latency_thresholds(healthy, piper_det, prompts):
     assert r.to_dict()["player"]["simulated"] == "300 ms prebuffer"
 
 
-@pytest.mark.alone  # healthy: 4 real-time streams need the machine's spare compute
 def test_html_is_self_contained_and_escaped(healthy):
     healthy.prompts.append(ProbePrompt("<script>alert(1)</script>", "x"))
     try:
