@@ -57,10 +57,13 @@ async def test_stall_survives_a_late_first_audio():
     arrived = np.array([c.arrived for c in chunks])
     assert len(chunks) == 8
     assert arrived[0] - t0 >= 1.5  # never before the voice made it
-    gaps = np.diff(arrived)
-    # relative to chunk 0 the schedule is as planned: 1/6 s steps, 1.2 s + 1/6 s before chunk 3
-    assert np.allclose(gaps[[0, 1, 3, 4]], 1 / 6, atol=0.1), gaps
-    assert 1.2 + 1 / 6 - 0.02 <= gaps[2] <= 1.2 + 1 / 6 + 0.3, gaps
+    # relative to chunk 0 the schedule is as planned: 1/6 s steps, 1.2 s more before chunk 3.
+    # Send times are absolute, so on a busy machine one late chunk shortens the next gap:
+    # each chunk is checked against its own planned time, never early, late by little
+    offset = arrived - arrived[0]
+    planned = np.arange(8) / 6 + np.where(np.arange(8) >= 3, 1.2, 0.0)
+    assert np.all(offset >= planned - 0.02), (offset, planned)
+    assert np.all(offset <= planned + 0.3), (offset, planned)
     # counted from the request, chunks 0-2 would have come together and the stall shrunk to 0.37 s
 
 
