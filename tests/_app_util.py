@@ -98,6 +98,26 @@ def open_playground(ctx, url: str, timeout_ms: float = 30_000):
     return page
 
 
+def tick(box, timeout_s: float = 30.0) -> None:
+    """Tick a Gradio checkbox (a Playwright locator). Right after a page load Gradio can
+    re-render the box and swallow the click (seen with both cores busy: "Clicking the checkbox
+    did not change its state"), so the tick is tried again until the box stays ticked."""
+    from playwright.sync_api import Error
+
+    deadline = time.monotonic() + timeout_s
+    while True:
+        try:
+            box.check(timeout=5_000)
+            box.page.wait_for_timeout(300)  # a late re-render would clear it again
+            if box.is_checked():
+                return
+        except Error:
+            if time.monotonic() > deadline:
+                raise
+        if time.monotonic() > deadline:
+            raise AssertionError("the checkbox does not stay ticked")
+
+
 def speak(page, text: str, backend: str = "piper") -> None:
     """In the Playground: pick ``backend``, type ``text`` and press Speak."""
     page.select_option("#ll-backend", backend)

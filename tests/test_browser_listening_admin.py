@@ -13,7 +13,7 @@ import pytest
 
 from app.listening.client import RaterClient
 from app.server import create_app
-from tests._app_util import chromium, live_server, tmp_db
+from tests._app_util import chromium, live_server, tick, tmp_db
 
 pytestmark = pytest.mark.browser
 
@@ -90,7 +90,7 @@ def test_designer_generates_and_results_show_mos(tmp_path):
         page.reload()
         page.wait_for_selector("text=Generate the stimuli", timeout=60_000)
         page.get_by_role("tab", name="Results").click()
-        page.get_by_label("Include screened raters").check()  # no headphone check here
+        tick(page.get_by_label("Include screened raters"))  # no headphone check here
         page.click("#lt-results-show")
         page.wait_for_selector("#lt-results-summary :text('MOS (all raters)')", timeout=60_000)
         text = page.inner_text("#lt-results-summary")
