@@ -273,11 +273,17 @@ def test_ab_check_pairs_flag_a_rater_who_prefers_the_anchor(live):
         await c.aclose()
         return st["rater_id"], seen
 
-    (good, seen), (bad, _) = run(together(rate(True), rate(False)))
-    checks = [s for s in seen if s["role"] == "gold"]
-    assert len(checks) == 2
-    assert sorted(c["expected"] for c in checks) == [-1.0, 1.0]  # clean once as A, once as B
-    assert all(sorted(c["systems"]) == ["__anchor__", "a"] for c in checks)
+    (good, seen), (bad, seen_bad) = run(together(rate(True), rate(False)))
+    clean_sides = set()
+    for rater_seen in (seen, seen_bad):
+        checks = [s for s in rater_seen if s["role"] == "gold"]
+        assert len(checks) == 2
+        assert sorted(c["expected"] for c in checks) == [-1.0, 1.0]  # clean once as A, once as B
+        (pair,) = {tuple(sorted(c["systems"])) for c in checks}  # one clean system per rater
+        assert pair[0] == "__anchor__"
+        clean_sides.add(pair[1])
+    # the clean side takes the systems in turn, rater by rater (whichever joined first)
+    assert clean_sides == {"a", "b"}
     # the check pairs are not A/B votes: only the 2 real items of each rater are
     votes = store.ab_frame(tid)
     assert len(votes) == 4 and set(votes["system_a"]) | set(votes["system_b"]) == {"a", "b"}
