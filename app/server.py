@@ -23,21 +23,6 @@ from fastapi import FastAPI, File, Form, HTTPException, Request, UploadFile, Web
 from fastapi.responses import FileResponse, JSONResponse
 from fastapi.staticfiles import StaticFiles
 
-from app.admin import COOKIE as ADMIN_COOKIE
-from app.admin import COOKIE_MAX_AGE_S as ADMIN_COOKIE_MAX_AGE_S
-from app.admin import AdminPolicy, TooManyTries
-from app.admin import policy as admin_policy
-from app.gate import Gate
-from app.guard import (
-    GuardConfig,
-    GuardMiddleware,
-    add_host_args,
-    default_allowed_hosts,
-    hosts_from_args,
-    loads_limited,
-)
-from app.identity import IdentityMiddleware, identity
-from app.slashes import add_slash_redirects
 from app.state import (
     DEFAULT_CONCURRENCY,
     DEFAULT_DB,
@@ -50,6 +35,21 @@ from app.state import (
     load_examples,
     parse_backend_args,
 )
+from app.web.admin import COOKIE as ADMIN_COOKIE
+from app.web.admin import COOKIE_MAX_AGE_S as ADMIN_COOKIE_MAX_AGE_S
+from app.web.admin import AdminPolicy, TooManyTries
+from app.web.admin import policy as admin_policy
+from app.web.gate import Gate
+from app.web.guard import (
+    GuardConfig,
+    GuardMiddleware,
+    add_host_args,
+    default_allowed_hosts,
+    hosts_from_args,
+    loads_limited,
+)
+from app.web.identity import IdentityMiddleware, identity
+from app.web.slashes import add_slash_redirects
 from backends.base import Backend, InvalidRequest, ListenlabError
 
 log = logging.getLogger("listenlab.app")
@@ -128,12 +128,12 @@ def create_app(
 ) -> FastAPI:
     """Build the app. ``backends`` maps a UI label to a Backend (or spec), or lists specs.
 
-    ``allowed_hosts``: ``Host`` headers answered (default :func:`app.guard.default_allowed_hosts`:
+    ``allowed_hosts``: ``Host`` headers answered (default :func:`app.web.guard.default_allowed_hosts`:
     localhost, ``$SPACE_HOST``, ``$LISTENLAB_ALLOWED_HOSTS``); ``allowed_origins``: other page
     origins that may open ``/ll/ws`` (default ``$LISTENLAB_ALLOWED_ORIGINS``).
     """
+    from app.store.core import Store
     from backends.registry import load_backend
-    from evaluation.store import Store
     from voices.clips import MAX_UPLOAD_BYTES
     from voices.library import VoiceLibrary
 
@@ -254,7 +254,7 @@ def create_app(
 
     @app.websocket("/ll/ws")
     async def ws(websocket: WebSocket) -> None:
-        from app.stream_routes import serve_session
+        from app.player.session import serve_session
 
         await serve_session(websocket, state)
 
@@ -361,8 +361,8 @@ def create_app(
         lib.get_for(voice_id, owner, admin)
         return FileResponse(lib.root / f"{voice_id}.wav", media_type="audio/wav")
 
-    # -- open arena (issue 9; app/listening/arena.py): routes + /arena page, before "/" --
-    from app.listening.arena import install as install_arena
+    # -- open arena (issue 9; app/arena/service.py): routes + /arena page, before "/" --
+    from app.arena.service import install as install_arena
 
     install_arena(app, state, mount_ui=mount_ui)
     # -- end open arena --
@@ -374,7 +374,7 @@ def create_app(
     if mount_ui:
         import gradio as gr
 
-        from app.ui import CSS, build_ui
+        from app.playground.ui import CSS, build_ui
 
         app = gr.mount_gradio_app(app, build_ui(state), path="/", css=CSS)
         add_slash_redirects(app)  # /arena and /arena/ alike, past Gradio's catch-all at "/"
@@ -504,7 +504,7 @@ def _run_serve(args: argparse.Namespace) -> int:
             allowed_origins=origins,
         )
         # proxy_headers=False: uvicorn would believe X-Forwarded-For from 127.0.0.1 by itself;
-        # app.guard.Proxies ($LISTENLAB_TRUSTED_PROXIES, a Space's private proxy) decides that
+        # app.web.guard.Proxies ($LISTENLAB_TRUSTED_PROXIES, a Space's private proxy) decides that
         config = uvicorn.Config(
             app, log_level="warning", ws_max_size=WS_MAX_FRAME, proxy_headers=False
         )

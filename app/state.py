@@ -16,7 +16,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from app.gate import Gate
+from app.web.gate import Gate
 from backends.base import Backend, ListenlabError
 from evaluation.takes import Take
 
@@ -57,7 +57,7 @@ class BackendEntry:
 
 Detector = Callable[[Take], list[dict[str, Any]] | None]
 WsHandler = Callable[[Any, dict[str, Any]], Awaitable[None]]
-"""``async handler(session: app.stream_routes.Session, msg)`` for one ``/ll/ws`` message type."""
+"""``async handler(session: app.player.session.Session, msg)`` for one ``/ll/ws`` message type."""
 
 
 class FindingList(list):
@@ -112,7 +112,7 @@ class AppState:
 
     backends: dict[str, BackendEntry]
     default: str
-    store: Any  # evaluation.store.Store
+    store: Any  # app.store.core.Store
     library: Any  # voices.library.VoiceLibrary
     detector: Detector = default_detector
     examples: list[dict[str, str]] = field(default_factory=list)
@@ -121,7 +121,7 @@ class AppState:
     by the parts of the app that need the player (listening tests, arena)."""
 
     def save_take(self, entry: BackendEntry, take: Take) -> None:
-        from evaluation.store import System
+        from app.store.core import System
 
         self.store.add_system(System(entry.label, backend=entry.spec, label=entry.label))
         self.store.save_take(take, system_id=entry.label)

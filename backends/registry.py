@@ -91,15 +91,21 @@ class WrapperBackend(Backend):
         await self.inner.aclose()
 
 
+ENGINE_PACKAGES = {"vllm_omni": ("embedded", "client")}
+"""Engine rooms that are packages: the modules in them that register an engine (the rest of a
+package, e.g. vLLM-Omni's per-model adapters and wire formats, are helpers of an engine)."""
+
+
 def _discover() -> None:
     import backends
 
     for mod in pkgutil.iter_modules(backends.__path__):
-        # one module per engine; packages (e.g. ``omni_models``, vLLM-Omni's per-model
-        # adapters) are helpers of an engine, not engines
-        if mod.ispkg:
+        if mod.name in {"base", "registry", "errors"} or mod.name.startswith("_"):
             continue
-        if mod.name not in {"base", "registry"} and not mod.name.startswith("_"):
+        if mod.ispkg:
+            for sub in ENGINE_PACKAGES.get(mod.name, ()):
+                importlib.import_module(f"backends.{mod.name}.{sub}")
+        else:
             importlib.import_module(f"backends.{mod.name}")
 
 

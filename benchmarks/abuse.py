@@ -53,13 +53,13 @@ sys.path.insert(0, str(ROOT / "tests"))
 
 import httpx  # noqa: E402
 
-from tests._hardening_util import (  # noqa: E402
+from tests.support.hardening_util import (  # noqa: E402
     HealthProbe,
     RssSampler,
     flac_bomb,
     rss_kb,
 )
-from tests._remote_util import listenlab_process  # noqa: E402
+from tests.support.remote_util import listenlab_process  # noqa: E402
 
 TARGETS = {"rss_growth_mb": 200, "health_stall_ms": 100, "failed_streams": 0}
 TEXT = "Hello there, this is one of many voices speaking at once on a small machine."
@@ -270,7 +270,7 @@ def _db_count(db: Path, sql: str, args: list) -> int:
 
 
 def _rater(url: str, test_id: str):
-    from app.listening.client import RaterClient
+    from tests.support.rater import RaterClient
 
     async def go():
         c = RaterClient(url, test_id)
@@ -281,7 +281,7 @@ def _rater(url: str, test_id: str):
 
 
 def _stimulus_flood(url: str, test_id: str) -> dict:
-    from tests._hardening_util import stimulus_flood
+    from tests.support.hardening_util import stimulus_flood
 
     async def go():
         c, aid = await _rater(url, test_id)
@@ -296,7 +296,7 @@ def _stimulus_flood(url: str, test_id: str) -> dict:
 
 
 def _event_flood(url: str, test_id: str, db: Path) -> dict:
-    from tests._hardening_util import recv_json
+    from tests.support.hardening_util import recv_json
 
     async def go():
         c, aid = await _rater(url, test_id)
@@ -326,7 +326,7 @@ def _event_flood(url: str, test_id: str, db: Path) -> dict:
 
 
 def _shared_take(url: str, test_id: str, db: Path) -> dict:
-    from tests._hardening_util import recv_json
+    from tests.support.hardening_util import recv_json
 
     async def go():
         c, aid = await _rater(url, test_id)
@@ -358,7 +358,7 @@ def _board(url: str, system: str) -> float | None:
 def _arena_battles(url: str, db: Path, ips: list[str], vote_for: str) -> list[dict]:
     """One honest-looking battle per address in ``ips`` (a fresh cookie each), voting for
     ``vote_for`` (a system name) or ``a``/``b``."""
-    from tests._hardening_util import ArenaPage, arena_cookie, arena_page
+    from tests.support.hardening_util import ArenaPage, arena_cookie, arena_page
 
     def pick(bid: str) -> str:
         a = _db_query(db, "SELECT system_a FROM arena_battles WHERE battle_id=?", [bid])
@@ -409,7 +409,7 @@ def _arena_stuffing(url: str, db: Path) -> dict:
 
 
 def _arena_budget(url: str) -> dict:
-    from tests._hardening_util import ArenaPage, arena_cookie, arena_page
+    from tests.support.hardening_util import ArenaPage, arena_cookie, arena_page
 
     async def new(ip: str) -> dict:
         async with arena_page(url, arena_cookie(url), {"X-Forwarded-For": ip}) as ws:

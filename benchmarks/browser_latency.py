@@ -35,7 +35,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from tests._app_util import chromium, live_server, open_playground, speak, tmp_db  # noqa: E402
+from tests.support.app_util import chromium, live_server, open_playground, speak, tmp_db  # noqa: E402
 
 TEXT = "Hello there. This is a quick latency test of the streaming player."
 CLICK_PROBE = """

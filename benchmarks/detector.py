@@ -57,7 +57,11 @@ import numpy as np
 ROOT = Path(__file__).resolve().parents[1]
 sys.path[:0] = [str(ROOT), str(ROOT / "tests")]
 
-from _evaluation_util import (  # noqa: E402
+from backends.piper import PiperBackend, PiperOptions  # noqa: E402
+from backends.profile import PROFILES, WireProfile  # noqa: E402
+from evaluation.glitches import DetectorConfig, analyze, simulate_playback  # noqa: E402
+from evaluation.takes import Take  # noqa: E402
+from tests.support.evaluation_util import (  # noqa: E402
     inject_click,
     inject_quiet_gap,
     inject_sample_slip,
@@ -67,11 +71,6 @@ from _evaluation_util import (  # noqa: E402
     rebuild,
     synthesize,
 )
-
-from backends.piper import PiperBackend, PiperOptions  # noqa: E402
-from backends.profile import PROFILES, WireProfile  # noqa: E402
-from evaluation.glitches import DetectorConfig, analyze, simulate_playback  # noqa: E402
-from evaluation.takes import Take  # noqa: E402
 
 KINDS = ("click", "replay", "gap", "underrun", "truncation", "duration", "crosstalk")
 TAKE_LEVEL = {"truncation", "duration", "crosstalk"}

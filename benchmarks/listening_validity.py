@@ -3,14 +3,14 @@ family-wise false-positive rate of the pairwise tests (issue #18).
 
 Two parts:
 
-1. **Simulation** (fast, many tests): rating tables drawn from :mod:`evaluation.listening.simulate`
+1. **Simulation** (fast, many tests): rating tables drawn from :mod:`tests.support.simulate`
    (30 honest raters, true MOS 3.0 / 3.5 / 4.0, rater sd 0.5, prompt sd 0.3, noise 0.6, two
    raters each of four bad kinds, both system orders, a natural gold and a gold that is a take
    of a system under test) go through the same functions the results page uses:
    ``stats.screen_raters`` -> ``inference.interval_table`` / ``paired_tests`` / ``sign_tests``.
 2. **Service path** (slow, a few runs): ``listenlab serve`` in a subprocess
    (``benchmarks/raters.py``), simulated raters over the real HTTP + WebSocket routes
-   (``app.listening.client.RaterClient``: join, headphone check, stream each stimulus in real
+   (``tests.support.rater.RaterClient``: join, headphone check, stream each stimulus in real
    time, vote). Each rater's score comes from the same model, looked up from the assignment in
    the DB (the simulation's oracle: the rater page itself is blind). The admin results JSON
    must equal the statistics computed directly on the raters' own record of what they voted.
@@ -43,7 +43,7 @@ sys.path.insert(0, str(ROOT))
 
 from benchmarks.raters import create_test, free_port, start_server, wait_up  # noqa: E402
 from evaluation import inference, stats  # noqa: E402
-from evaluation.listening.simulate import (  # noqa: E402
+from tests.support.simulate import (  # noqa: E402
     BAD_KINDS,
     AbModel,
     MosModel,
@@ -225,7 +225,7 @@ def _oracle(db: Path, test_id: str, rater_id: str) -> dict[str, dict]:
 
 
 async def service_rater(url, db, test_id, kind, rng, model: MosModel, prompt_fx) -> list[dict]:
-    from app.listening.client import RaterClient
+    from tests.support.rater import RaterClient
 
     c = RaterClient(url, test_id, timeout=300)
     await c.join()

@@ -1,7 +1,7 @@
 """Raters benchmark: 50 simulated raters complete a 20-item MOS test against ``listenlab serve``.
 
 Everything goes over the real HTTP and WebSocket routes of a server running in a subprocess
-(``app.listening.client.RaterClient``: join, consent, stream each stimulus over ``/ll/ws`` and
+(``tests.support.rater.RaterClient``: join, consent, stream each stimulus over ``/ll/ws`` and
 wait as long as it plays, report the play event, vote). Mid-session the server is killed with
 SIGKILL and restarted on the same DB and port; raters retry with the same answer id (a vote
 is idempotent on it) and resume from the server's status.
@@ -36,7 +36,7 @@ import numpy as np
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from app.listening.client import RaterClient  # noqa: E402
+from tests.support.rater import RaterClient  # noqa: E402
 
 
 def free_port() -> int:

@@ -215,7 +215,7 @@ def _playground_first_audio(specs: dict[str, str], streams: int, text: str) -> d
     import tempfile
 
     from app.server import create_app
-    from tests._app_util import chromium, live_server, open_playground, speak, wait_finished
+    from tests.support.app_util import chromium, live_server, open_playground, speak, wait_finished
 
     out = {}
     app = create_app(specs, str(Path(tempfile.mkdtemp(prefix="ll-bench-")) / "bench.db"))

@@ -8,7 +8,7 @@ uses, and writes small PNGs (1000 px wide, at most 1500 px tall, 256 colours):
 
 playground.png, designer.png, rater.png, results.png, arena.png, probe.png
 
-Scripted raters (``app.listening.client.RaterClient``, the real HTTP/WebSocket routes, each
+Scripted raters (``tests.support.rater.RaterClient``, the real HTTP/WebSocket routes, each
 clip waited for in real time) give the results page something to show. Takes 2-4 minutes.
 """
 
@@ -34,10 +34,10 @@ import httpx
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from app.listening.client import RaterClient  # noqa: E402
 from benchmarks.browser_latency import screenshot as playground_screenshot  # noqa: E402
-from tests._app_util import chromium, open_playground, speak, wait_finished  # noqa: E402
-from tests._remote_util import free_port  # noqa: E402
+from tests.support.app_util import chromium, open_playground, speak, wait_finished  # noqa: E402
+from tests.support.rater import RaterClient  # noqa: E402
+from tests.support.remote_util import free_port  # noqa: E402
 
 SYSTEMS = ["joe=piper", "qwen=piper?profile=qwen3-tts"]
 WIDTH, MAX_HEIGHT = 1000, 1500

@@ -1,6 +1,6 @@
 """The HTML report and CSV export of a listenlab store.
 
-:func:`compute_tables` turns a :class:`~evaluation.store.Store` into named DataFrames (the
+:func:`compute_tables` turns a :class:`~app.store.core.Store` into named DataFrames (the
 statistics of :mod:`evaluation.stats`); :func:`write_report` renders them with matplotlib plots
 embedded as PNG into one self-contained HTML file, and :func:`export_csv` writes the raw tables
 and the computed ones as CSV files.
@@ -17,8 +17,8 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from app.store.core import Store
 from evaluation import stats
-from evaluation.store import Store
 
 RAW_TABLES = (
     "systems",
@@ -206,8 +206,8 @@ def compute_tables(store: Store, opts: ReportOptions = ReportOptions()) -> dict[
 
 def listening_tables(store: Store) -> dict[str, pd.DataFrame]:
     """Per listening test (schema v2): its results tables, named ``test_<id>_<table>``."""
+    from app.store.listening import TestStore
     from evaluation.listening.results import test_results
-    from evaluation.listening.tables import TestStore
 
     tests = TestStore(store)
     out: dict[str, pd.DataFrame] = {}

@@ -2,7 +2,7 @@
 
 The Piper voice is real; it loads once per test process. pyproject's addopts run the suite on
 pytest-xdist workers, a whole test file per worker (a file's module fixtures, its servers and
-its Chromium, start once), longest first (see :mod:`tests._schedule`). Timing tests assert on
+its Chromium, start once), longest first (see :mod:`tests.support.schedule`). Timing tests assert on
 what was recorded, so they hold beside other workers' tests as on a loaded CI machine.
 """
 
@@ -13,8 +13,9 @@ import os
 import pytest
 
 from backends.piper import PiperBackend, PiperOptions
-from tests import _schedule
-from tests._app_util import CHROMIUM, chromium
+from tests.support import faulty  # noqa: F401 (registers the ``fault=`` wrapper in every test process)
+from tests.support import schedule as _schedule
+from tests.support.app_util import CHROMIUM, chromium
 
 
 @pytest.fixture(scope="session")
@@ -59,7 +60,7 @@ def _unit_of(config):
 @pytest.hookimpl(optionalhook=True)
 def pytest_xdist_make_scheduler(config, log):
     """``--dist loadgroup``, except that a test without an ``xdist_group`` mark goes with its
-    unit (:func:`tests._schedule.unit`: plain loadgroup sends tests one by one, so each worker
+    unit (:func:`tests.support.schedule.unit`: plain loadgroup sends tests one by one, so each worker
     would start the module's fixtures again). With pytest 9.2 and xdist 3.8, xdist_group marks
     do not reach the scheduler (xdist renames ``item._nodeid``, pytest now reads ``item._id``):
     the unit rule is what groups tests today.

@@ -1,4 +1,4 @@
-"""Admin rule (app.admin) over the real app: password, signed cookie, localhost-only default."""
+"""Admin rule (app.web.admin) over the real app: password, signed cookie, localhost-only default."""
 
 from __future__ import annotations
 
@@ -7,8 +7,8 @@ import base64
 import pytest
 from fastapi.testclient import TestClient
 
-from app.admin import AdminPolicy
 from app.server import create_app
+from app.web.admin import AdminPolicy
 
 
 @pytest.fixture

@@ -24,7 +24,7 @@ from websockets.asyncio.client import connect
 
 from app.api import create_api_app
 from backends.base import Backend, SpeechRequest
-from tests._remote_util import ServerThread, serve_app
+from tests.support.remote_util import ServerThread, serve_app
 
 pytestmark = pytest.mark.timeout(90)
 
@@ -595,7 +595,7 @@ async def test_openai_sdk_streaming_response(api, direct):
 
 @pytest.fixture(scope="module")
 def faults():
-    from tests.fault_server import create_fault_app
+    from tests.support.fault_server import create_fault_app
 
     srv = ServerThread(create_fault_app()).start()
     yield srv

@@ -16,7 +16,7 @@ from websockets.exceptions import ConnectionClosed
 from websockets.sync.client import connect
 
 from app.api.limits import ApiLimits
-from tests._remote_util import serve_api
+from tests.support.remote_util import serve_api
 
 pytestmark = pytest.mark.timeout(120)
 

@@ -2,7 +2,7 @@
 
 Everything is real (uvicorn on 127.0.0.1, the Piper voice, SQLite), except the vLLM-Omni
 server, which needs a GPU: the remote cases use the remote engineer's fault-injection
-stand-in (``tests/fault_server.py``), which speaks vLLM-Omni's wire protocol.
+stand-in (``tests/support/fault_server.py``), which speaks vLLM-Omni's wire protocol.
 """
 
 from __future__ import annotations
@@ -22,10 +22,10 @@ import numpy as np
 import pytest
 import websockets
 
-from app.gate import Gate
 from app.server import create_app
 from app.state import parse_backend_args
-from tests._app_util import TrackingBackend, free_port, live_server, tmp_db
+from app.web.gate import Gate
+from tests.support.app_util import TrackingBackend, free_port, live_server, tmp_db
 
 ROOT = Path(__file__).resolve().parent.parent
 ASSETS = ROOT / "assets"
@@ -38,8 +38,8 @@ SLOW = (
 
 @pytest.fixture(scope="module")
 def fault_url():
-    from tests._remote_util import serve_app
-    from tests.fault_server import create_fault_app
+    from tests.support.fault_server import create_fault_app
+    from tests.support.remote_util import serve_app
 
     with serve_app(create_fault_app()) as url:
         yield url

@@ -1,4 +1,4 @@
-"""The arena's data layer (evaluation/listening/arena.py) on a real SQLite store: pair weighting, the play
+"""The arena's data layer (app/arena/battles.py) on a real SQLite store: pair weighting, the play
 checks, one vote per battle, ownership, rate limits and the Bradley–Terry board."""
 
 from __future__ import annotations
@@ -7,7 +7,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from evaluation.listening.arena import (
+from app.arena.battles import (
     AlreadyVoted,
     Arena,
     ArenaError,
@@ -22,7 +22,7 @@ from evaluation.listening.arena import (
     owner_key,
     pick_pair,
 )
-from evaluation.store import SCHEMA_VERSION, Store
+from app.store.core import SCHEMA_VERSION, Store
 
 ME = owner_key("a" * 32)
 OTHER = owner_key("b" * 32)

@@ -9,9 +9,9 @@ import httpx
 import numpy as np
 import pytest
 
+from app.arena.battles import owner_key
 from app.server import create_app
-from evaluation.listening.arena import owner_key
-from tests._app_util import chromium, live_server, tmp_db
+from tests.support.app_util import chromium, live_server, tmp_db
 
 SYSTEMS = {"piper": "piper?deterministic=1", "qwen": "piper?deterministic=1&profile=qwen3-tts"}
 OUTSIDER = {"X-Forwarded-For": "203.0.113.9"}  # not this machine: not the admin

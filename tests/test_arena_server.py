@@ -11,11 +11,11 @@ import httpx
 import pytest
 from websockets.sync.client import connect
 
-from app.guard import Proxies
-from app.listening.arena import COOKIE
+from app.arena.service import COOKIE
+from app.player.session import HEADER
 from app.server import create_app
-from app.stream_routes import HEADER
-from tests._app_util import live_server, tmp_db
+from app.web.guard import Proxies
+from tests.support.app_util import live_server, tmp_db
 
 TEXT = "The birch canoe slid on the smooth planks."
 TIMEOUT_S = 60.0  # the machine may be busy: a slow answer is not a wrong one
@@ -372,7 +372,7 @@ def test_every_pre_vote_message_is_system_neutral(server):
     assert len(pre_vote_frames) > 0
     # the audio is the stored native take, converted to 24 kHz mono, scaled by one gain to the
     # loudness target, in equal frames of 0.1 s (frames numbered 0, 1, …; the last one padded)
-    from evaluation.listening.stimuli import measure_lufs
+    from app.listening.stimuli import measure_lufs
 
     sizes = set()
     for side in ("a", "b"):

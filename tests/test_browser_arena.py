@@ -13,7 +13,7 @@ import json
 import pytest
 
 from app.server import create_app
-from tests._app_util import live_server, tmp_db
+from tests.support.app_util import live_server, tmp_db
 
 pytestmark = pytest.mark.browser
 

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from app.server import create_app
-from tests._app_util import chromium, live_server, open_playground, tmp_db, wait_finished
+from tests.support.app_util import chromium, live_server, open_playground, tmp_db, wait_finished
 from tests.test_browser_controls import _upload
 from tests.vllm_omni_standin.seed_models import (
     RATES,

@@ -13,7 +13,7 @@ import pytest
 
 from app.server import create_app
 from backends.registry import load_backend
-from tests._app_util import (
+from tests.support.app_util import (
     TrackingBackend,
     chromium,
     free_port,

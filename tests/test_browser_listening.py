@@ -12,7 +12,7 @@ import httpx
 import numpy as np
 import pytest
 
-from tests._app_util import (
+from tests.support.app_util import (
     chromium,
     create_one_item_test,
     create_test,

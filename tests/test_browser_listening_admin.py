@@ -11,9 +11,9 @@ from concurrent.futures import ThreadPoolExecutor
 import httpx
 import pytest
 
-from app.listening.client import RaterClient
 from app.server import create_app
-from tests._app_util import chromium, live_server, tick, tmp_db
+from tests.support.app_util import chromium, live_server, tick, tmp_db
+from tests.support.rater import RaterClient
 
 pytestmark = pytest.mark.browser
 

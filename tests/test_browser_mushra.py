@@ -14,7 +14,7 @@ import time
 
 import pytest
 
-from tests._app_util import create_test
+from tests.support.app_util import create_test
 from tests.test_browser_listening import (
     _play_all_and_wait,
     setup,  # noqa: F401 - the rater pages' server + Chromium

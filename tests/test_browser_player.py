@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from app.server import create_app
-from tests._app_util import (
+from tests.support.app_util import (
     live_server,
     open_playground,
     page_pcm,

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import pytest
 
-from tests._app_util import (
+from tests.support.app_util import (
     chromium,
     create_test,
     listening_app,

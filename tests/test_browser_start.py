@@ -16,11 +16,11 @@ from urllib.parse import parse_qsl
 import numpy as np
 import pytest
 
+from app.playground.ui import player_core_js
 from app.server import create_app
-from app.ui import player_core_js
 from backends.profile import profile_from_params
 from evaluation.playout import POLICY, ideal_start_s, simulate
-from tests._app_util import live_server, open_playground, speak, tmp_db, wait_finished
+from tests.support.app_util import live_server, open_playground, speak, tmp_db, wait_finished
 
 pytestmark = pytest.mark.browser
 

@@ -1,7 +1,7 @@
 """Browser tests: odd rates and stereo, a stream cut mid-way, two users at once.
 
 The cut stream comes from the remote engineer's fault-injection stand-in of a vLLM-Omni server
-(``tests/fault_server.py``, real HTTP on 127.0.0.1), because a real vLLM-Omni needs a GPU.
+(``tests/support/fault_server.py``, real HTTP on 127.0.0.1), because a real vLLM-Omni needs a GPU.
 """
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 from app.server import create_app
-from tests._app_util import (
+from tests.support.app_util import (
     chromium,
     live_server,
     open_playground,
@@ -27,8 +27,8 @@ TEXT = "A short test. It has two sentences, and a clause or two."
 
 @pytest.fixture(scope="module")
 def setup():
-    from tests._remote_util import serve_app
-    from tests.fault_server import create_fault_app
+    from tests.support.fault_server import create_fault_app
+    from tests.support.remote_util import serve_app
 
     with serve_app(create_fault_app()) as fault:
         app = create_app(

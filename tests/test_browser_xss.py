@@ -14,9 +14,9 @@ from pathlib import Path
 
 import pytest
 
+from app.player.session import HEADER
 from app.server import create_app
-from app.stream_routes import HEADER
-from tests._app_util import chromium, live_server, open_playground, tmp_db, wait_finished
+from tests.support.app_util import chromium, live_server, open_playground, tmp_db, wait_finished
 from tests.test_playout_format import EVIL, odd_upstream, tone
 
 pytestmark = pytest.mark.browser

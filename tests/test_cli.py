@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 
 from app.cli import build_parser, main
-from tests._remote_util import free_port
+from tests.support.remote_util import free_port
 
 ROOT = Path(__file__).resolve().parents[1]
 BIN = Path(sys.executable).parent
@@ -172,7 +172,7 @@ def test_say_prints_one_chunk_and_the_load_time(tmp_path, capsys):
 def test_say_ttfa_is_warm_and_load_is_separate(piper_det):
     """A voice that takes 1.5 s to load: the load is reported apart, the TTFA does not hold it."""
     from evaluation.takes import say
-    from tests._app_util import TrackingBackend
+    from tests.support.app_util import TrackingBackend
 
     be = TrackingBackend(piper_det)
     loads = []

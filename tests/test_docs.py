@@ -16,8 +16,8 @@ import httpx
 import pytest
 
 from app.cli import build_parser
-from tests._app_util import create_test, live_server, tmp_db
-from tests._remote_util import serve_api
+from tests.support.app_util import create_test, live_server, tmp_db
+from tests.support.remote_util import serve_api
 
 ROOT = Path(__file__).resolve().parents[1]
 PAGES = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
@@ -330,7 +330,7 @@ def test_slash_twins_keep_methods_and_never_shadow_a_real_route():
     from starlette.responses import PlainTextResponse
     from starlette.routing import Mount, Route
 
-    from app.slashes import ALL_METHODS, slash_twins
+    from app.web.slashes import ALL_METHODS, slash_twins
 
     async def ok(_request):
         return PlainTextResponse("ok")

@@ -8,7 +8,11 @@ from dataclasses import replace
 import numpy as np
 import pytest
 import soxr
-from _evaluation_util import (
+
+from backends.piper import PiperBackend, PiperOptions
+from evaluation.glitches import DetectorConfig, analyze, detect, simulate_playback
+from evaluation.takes import ChunkRecord
+from tests.support.evaluation_util import (
     TEXTS,
     inject_click,
     inject_crosstalk,
@@ -23,10 +27,6 @@ from _evaluation_util import (
     synthesize,
     with_timeline,
 )
-
-from backends.piper import PiperBackend, PiperOptions
-from evaluation.glitches import DetectorConfig, analyze, detect, simulate_playback
-from evaluation.takes import ChunkRecord
 
 
 @pytest.fixture(scope="module")

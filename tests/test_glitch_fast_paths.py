@@ -8,9 +8,9 @@ from __future__ import annotations
 import numpy as np
 import pytest
 import soxr
-from _evaluation_util import synthesize
 
 from evaluation import glitches as G
+from tests.support.evaluation_util import synthesize
 
 
 def _dtw_plain(a: np.ndarray, b: np.ndarray) -> np.ndarray:

@@ -12,7 +12,11 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from _evaluation_util import (
+
+from backends.piper import PiperBackend, PiperOptions
+from backends.profile import PROFILES
+from evaluation.glitches import analyze, detect
+from tests.support.evaluation_util import (
     inject_gap,
     inject_quiet_gap,
     inject_truncation,
@@ -21,10 +25,6 @@ from _evaluation_util import (
     synthesize,
     with_timeline,
 )
-
-from backends.piper import PiperBackend, PiperOptions
-from backends.profile import PROFILES
-from evaluation.glitches import analyze, detect
 
 ROOT = Path(__file__).resolve().parents[1]
 U80 = replace(PROFILES["custom"], name="u80", first_frames=(1,), chunk_frames=1)  # 80 ms chunks

@@ -21,7 +21,17 @@ from types import SimpleNamespace
 import httpx
 import numpy as np
 import pytest
-from _hardening_util import (
+
+from app.arena.battles import Arena, Limits, RateLimited
+from app.player.blind import LoudnessMatch, Reframer, equal_frames
+from app.server import create_app
+from app.store.core import Store
+from app.web.admin import AdminPolicy
+from app.web.guard import KeyedRate, Proxies
+from app.web.outbox import Outbox
+from evaluation.report import neutralise_cell
+from tests.support.app_util import create_one_item_test, listening_app, live_server, tmp_db
+from tests.support.hardening_util import (
     ArenaPage,
     RssSampler,
     arena_cookie,
@@ -30,18 +40,8 @@ from _hardening_util import (
     rss_kb,
     stimulus_flood,
 )
-
-from app.admin import AdminPolicy
-from app.guard import KeyedRate, Proxies
-from app.listening.blind import LoudnessMatch, Reframer, equal_frames
-from app.listening.client import RaterClient
-from app.outbox import Outbox
-from app.server import create_app
-from evaluation.listening.arena import Arena, Limits, RateLimited
-from evaluation.report import neutralise_cell
-from evaluation.store import Store
-from tests._app_util import create_one_item_test, listening_app, live_server, tmp_db
-from tests._remote_util import listenlab_process
+from tests.support.rater import RaterClient
+from tests.support.remote_util import listenlab_process
 
 PW = "s3cret-admin-pw"
 ADMIN = {"Authorization": f"Bearer {PW}"}
@@ -423,7 +423,7 @@ def test_fair_share_keeps_room_for_newcomers(tmp_path):
 
 def test_blind_sides_come_in_equal_frames_at_one_loudness(arena_server):
     """Before: one frame per native chunk (3840 B vs 76750 B) and each system's own level."""
-    from evaluation.listening.stimuli import measure_lufs
+    from app.listening.stimuli import measure_lufs
 
     async def go():
         async with arena_page(

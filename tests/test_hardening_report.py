@@ -15,9 +15,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from backends.base import SpeechRequest
-from evaluation.report import ReportOptions, export_csv, neutralise_cell, write_report
-from evaluation.store import (
+from app.store.core import (
     AbVote,
     GlitchReport,
     ListeningTest,
@@ -28,8 +26,10 @@ from evaluation.store import (
     StoreError,
     System,
 )
+from backends.base import SpeechRequest
+from evaluation.report import ReportOptions, export_csv, neutralise_cell, write_report
 from evaluation.takes import ChunkRecord, Take
-from tests._remote_util import cli
+from tests.support.remote_util import cli
 
 ROOT = Path(__file__).resolve().parents[1]
 NASTY = ['=HYPERLINK("http://x","y")', "+1+1", "-2+3", "@SUM(A1)", "\t=1", "plain", "é ü"]

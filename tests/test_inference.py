@@ -19,7 +19,6 @@ from evaluation.inference import (
     paired_tests,
     sign_tests,
 )
-from evaluation.listening.simulate import MosModel, expected_rating, mos_ratings
 from evaluation.stats import (
     bt_leaderboard,
     mushra_screening,
@@ -27,6 +26,7 @@ from evaluation.stats import (
     oriented_votes,
     screen_raters,
 )
+from tests.support.simulate import MosModel, expected_rating, mos_ratings
 
 
 def test_holm_by_hand():

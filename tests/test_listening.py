@@ -10,6 +10,9 @@ import numpy as np
 import pandas as pd
 import pytest
 
+from app.listening.stimuli import low_anchor, measure_lufs, normalise_loudness
+from app.store.core import SCHEMA_VERSION, AlreadyVoted, Store
+from app.store.listening import TestStore, token_hash
 from evaluation import stats
 from evaluation.listening.design import ANCHOR, ANCHOR_LOW, ANCHOR_MID, GOLD, Design, plan
 from evaluation.listening.screening import (
@@ -18,9 +21,6 @@ from evaluation.listening.screening import (
     rater_table,
     score_screen,
 )
-from evaluation.listening.stimuli import low_anchor, measure_lufs, normalise_loudness
-from evaluation.listening.tables import TestStore, token_hash
-from evaluation.store import SCHEMA_VERSION, AlreadyVoted, Store
 
 
 def test_mos_design_is_a_latin_square():

@@ -11,7 +11,7 @@ import pytest
 
 from app.cli import main
 from app.listening.service import Listening
-from evaluation.store import Store
+from app.store.core import Store
 
 JOE = "joe=piper?deterministic=1"
 FAST = "fast=piper?deterministic=1&speed=1.25"  # the same voice, faster: another configuration

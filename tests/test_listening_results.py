@@ -1,5 +1,5 @@
 """Listening-test results over the real service: uvicorn on 127.0.0.1, the real Piper voice, a
-real SQLite file, scripted raters over HTTP + WebSocket (``app.listening.client``).
+real SQLite file, scripted raters over HTTP + WebSocket (``tests.support.rater``).
 
 Each test here first reproduced a crash or a wrong number seen on ordinary data (a rater who
 joins and leaves, a test nobody has rated, a glitch mark on a one-chunk take, a straight-liner
@@ -16,8 +16,8 @@ import httpx
 import pandas as pd
 import pytest
 
-from app.listening.client import RaterClient
-from tests._app_util import LISTENING_BACKENDS, TWO_PROMPTS, create_test, live_server, tmp_db
+from tests.support.app_util import LISTENING_BACKENDS, TWO_PROMPTS, create_test, live_server, tmp_db
+from tests.support.rater import RaterClient
 
 PW = "results-admin-pw"
 ADMIN = {"Authorization": f"Bearer {PW}"}
@@ -138,8 +138,8 @@ def test_dropout_and_straight_liner_leave_results_working(live):
     # the admin Results tab: summary with exclusions and methods, a plot on the whole scale,
     # only the MOS tables
     from app.listening.admin_ui import results_view
+    from app.store.listening import TestStore
     from evaluation.listening.results import test_results
-    from evaluation.listening.tables import TestStore
 
     v = results_view(test_results(TestStore(live.state.store), tid))
     assert "Raters: 3 (2 finished, 2 screened out)" in v["summary"]

@@ -1,5 +1,5 @@
 """Listening tests over the real routes: uvicorn on 127.0.0.1, the real Piper voice, a real
-SQLite file, scripted raters over HTTP + WebSocket (``app.listening.client``).
+SQLite file, scripted raters over HTTP + WebSocket (``tests.support.rater``).
 
 Checks the server's rules, not the page's: listen-gating, one vote per item (re-sends, two
 tabs), rater tokens, admin-only results, bounded input, A/B sign correction, MUSHRA
@@ -14,8 +14,8 @@ import httpx
 import numpy as np
 import pytest
 
-from app.listening.client import RaterClient
-from tests._app_util import create_one_item_test, create_test, listening_app, live_server
+from tests.support.app_util import create_one_item_test, create_test, listening_app, live_server
+from tests.support.rater import RaterClient
 
 PW = "s3cret-admin-pw"
 ADMIN = {"Authorization": f"Bearer {PW}"}
@@ -391,7 +391,7 @@ def test_mushra_hidden_reference_anchor_and_post_screening(live):
 
 
 def TestStoreFrame(store, tid):  # noqa: N802 - small helper
-    from evaluation.listening.tables import TestStore
+    from app.store.listening import TestStore
 
     return TestStore(store).mushra_frame(tid)
 

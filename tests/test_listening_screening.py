@@ -21,7 +21,7 @@ import pandas as pd
 import pytest
 import soundfile as sf
 
-from app.listening.client import RaterClient
+from app.store.listening import TestStore
 from evaluation.listening import screening
 from evaluation.listening.design import (
     Design,
@@ -32,8 +32,8 @@ from evaluation.listening.design import (
     row_cells,
     rows,
 )
-from evaluation.listening.tables import TestStore
-from tests._app_util import create_test, listening_app, live_server
+from tests.support.app_util import create_test, listening_app, live_server
+from tests.support.rater import RaterClient
 
 PW = "s3cret-admin-pw"
 ADMIN = {"Authorization": f"Bearer {PW}"}
@@ -564,7 +564,7 @@ def test_a_version_2_database_gains_the_screening_columns(tmp_path):
 
     import sqlite_utils
 
-    from evaluation.store import MIGRATIONS, Store
+    from app.store.core import MIGRATIONS, Store
 
     path = tmp_path / "old.db"
     db = sqlite_utils.Database(sqlite3.connect(path))

@@ -21,10 +21,10 @@ import pytest
 import soundfile as sf
 import soxr
 
-from app.listening.client import RaterClient
+from app.listening.stimuli import measure_lufs
 from backends.base import SpeechRequest
-from evaluation.listening.stimuli import measure_lufs
-from tests._app_util import create_test, listening_app, live_server
+from tests.support.app_util import create_test, listening_app, live_server
+from tests.support.rater import RaterClient
 
 PW = "wire-admin-pw"
 ADMIN = {"Authorization": f"Bearer {PW}"}

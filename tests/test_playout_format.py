@@ -20,7 +20,7 @@ from fastapi.responses import JSONResponse, Response
 
 from backends.base import BackendError, SpeechRequest
 from backends.registry import load_backend
-from tests._app_util import live_server, tmp_db
+from tests.support.app_util import live_server, tmp_db
 
 MODEL = "Qwen/Qwen3-TTS-12Hz-0.6B-CustomVoice"
 EVIL = '<img src=x onerror="window.__pwned=(window.__pwned||0)+1">'
@@ -96,7 +96,7 @@ def test_wav_requested_raw_pcm_received_says_so(upstream, fault, mode):
 
 
 def test_not_wav_message_names_other_formats():
-    from backends.vllm_omni_http import not_wav_message
+    from backends.vllm_omni.client import not_wav_message
 
     assert "sent MP3 although WAV" in not_wav_message(b"ID3\x04\x00")
     assert "sent FLAC although WAV" in not_wav_message(b"fLaC\x00\x00")

@@ -1,6 +1,6 @@
 """``listenlab probe`` against the real Piper voice, healthy and with each streaming bug.
 
-The broken backend (``backends/faulty.py``) wraps the same real voice. Timing is judged with
+The broken backend (``tests/support/faulty.py``) wraps the same real voice. Timing is judged with
 ``max_stall_ms=10000``: machines are shared, and with the CPU 5x oversubscribed a healthy Piper
 stream at c=4 was seen to stall 3.1 s at the probe's 200 ms prebuffer (Piper has one synthesis
 thread, served round-robin); the ``gap`` fault stalls 20 s, far beyond that.
@@ -14,7 +14,6 @@ import sqlite3
 import pytest
 
 from app.cli import main
-from backends.faulty import FaultyBackend
 from backends.registry import load_backend
 from evaluation.probe import (
     STRICT,
@@ -24,6 +23,7 @@ from evaluation.probe import (
     probe_sync,
 )
 from evaluation.probe_report import render_html
+from tests.support.faulty import FaultyBackend
 
 TH = Thresholds(max_stall_ms=10000)
 
@@ -253,7 +253,7 @@ def test_cli_writes_json_html_and_store_and_gates_ci(tmp_path, capsys):
 
 def test_probe_works_against_the_remote_backend(prompts):
     """A real ``listenlab api`` server (vLLM-Omni's wire protocol) over the real voice."""
-    from tests._remote_util import serve_api
+    from tests.support.remote_util import serve_api
 
     with serve_api("piper?deterministic=1") as url:
         r = probe_sync(

@@ -24,7 +24,7 @@ from backends.registry import load_backend
 from evaluation.takes import record
 
 sys.path.insert(0, str(Path(__file__).parent))
-from _remote_util import api_subprocess  # noqa: E402
+from tests.support.remote_util import api_subprocess  # noqa: E402
 
 TEXT = "One two three four five. Six seven eight."
 PACE = 4.0

@@ -1,6 +1,6 @@
 """The remote backend against a misbehaving server: every fault is a clear failure, in time.
 
-The server is ``tests/fault_server.py``: real HTTP/WebSocket on 127.0.0.1 following vLLM-Omni's
+The server is ``tests/support/fault_server.py``: real HTTP/WebSocket on 127.0.0.1 following vLLM-Omni's
 wire protocol (vLLM-Omni itself needs a GPU). Each test asserts the error type and message,
 that it came within its timeout, and that the take is never marked ok.
 """
@@ -19,10 +19,10 @@ import soundfile as sf
 
 from backends.base import BackendError, SpeechRequest, StreamTimeout, UnknownVoice
 from backends.registry import load_backend
-from backends.vllm_omni_http import SseParser, error_message, parse_wav_header
+from backends.vllm_omni.client import SseParser, error_message, parse_wav_header
 from evaluation.takes import TakeFailed, record
-from tests._remote_util import ServerThread, free_port
-from tests.fault_server import create_fault_app, signal
+from tests.support.fault_server import create_fault_app, signal
+from tests.support.remote_util import ServerThread, free_port
 
 pytestmark = pytest.mark.timeout(60)
 

@@ -21,7 +21,7 @@ from app.api import create_api_app
 from backends.base import SpeechRequest
 from backends.registry import load_backend
 from evaluation.takes import TakeFailed, record
-from tests._remote_util import ROOT, ServerThread, api_subprocess, serve_app
+from tests.support.remote_util import ROOT, ServerThread, api_subprocess, serve_app
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -139,7 +139,7 @@ def test_listenlab_say_cli_against_listenlab_api(tmp_path, direct, mode, request
 
 
 def test_listenlab_say_cli_reports_a_cut_stream(tmp_path):
-    from tests.fault_server import create_fault_app
+    from tests.support.fault_server import create_fault_app
 
     with serve_app(create_fault_app()) as url:
         out = tmp_path / "cut.wav"

@@ -6,11 +6,8 @@ import json
 
 import pandas as pd
 import pytest
-from _evaluation_util import inject_double, inject_replay, synthesize
 
-from evaluation.glitches import detect
-from evaluation.report import RAW_TABLES, ReportOptions, compute_tables, write_report
-from evaluation.store import (
+from app.store.core import (
     AbVote,
     Assignment,
     GlitchReport,
@@ -21,7 +18,10 @@ from evaluation.store import (
     Store,
     System,
 )
-from tests._remote_util import cli
+from evaluation.glitches import detect
+from evaluation.report import RAW_TABLES, ReportOptions, compute_tables, write_report
+from tests.support.evaluation_util import inject_double, inject_replay, synthesize
+from tests.support.remote_util import cli
 
 TEXTS = [
     "The quick brown fox jumps over the lazy dog, and then it runs away into the forest.",

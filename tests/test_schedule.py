@@ -1,4 +1,4 @@
-"""The suite's own parallel run (``tests/_schedule.py`` and the xdist hooks in conftest.py):
+"""The suite's own parallel run (``tests/support/schedule.py`` and the xdist hooks in conftest.py):
 a unit of work runs whole on one worker, so its module fixtures (servers, Chromium, voices)
 start once, and units are handed out longest first."""
 
@@ -11,7 +11,7 @@ import sys
 from collections import defaultdict
 from pathlib import Path
 
-from tests import _schedule
+from tests.support import schedule as _schedule
 
 ROOT = Path(__file__).resolve().parents[1]
 

@@ -18,7 +18,13 @@ import time
 import httpx
 import pytest
 import websockets
-from _hardening_util import (
+from websockets.exceptions import InvalidStatus
+
+from app.api import create_api_app
+from app.server import create_app
+from app.web.admin import AdminPolicy
+from tests.support.app_util import live_server, tmp_db
+from tests.support.hardening_util import (
     HealthProbe,
     RssSampler,
     concat_script,
@@ -28,13 +34,7 @@ from _hardening_util import (
     rss_kb,
     tone_wav,
 )
-from websockets.exceptions import InvalidStatus
-
-from app.admin import AdminPolicy
-from app.api import create_api_app
-from app.server import create_app
-from tests._app_util import live_server, tmp_db
-from tests._remote_util import ROOT, cli, listenlab_process, serve_app
+from tests.support.remote_util import ROOT, cli, listenlab_process, serve_app
 
 ASSETS = ROOT / "assets"
 PW = "s3cret-admin"
@@ -362,7 +362,7 @@ async def test_no_secret_in_any_public_json(piper_det):
     """A spec with URL user-info and api_key=: the key is sent to the server, never shown."""
     from fastapi import FastAPI, Request
 
-    from tests.fault_server import create_fault_app
+    from tests.support.fault_server import create_fault_app
 
     seen: list[str | None] = []
     upstream = create_fault_app()

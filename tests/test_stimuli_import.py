@@ -19,9 +19,9 @@ import soxr
 
 from app.cli import main
 from app.listening.service import Listening
+from app.store.core import Store
 from backends.base import SpeechRequest
 from evaluation.listening.design import GOLD
-from evaluation.store import Store
 
 TEXTS = {
     "h1": "The birch canoe slid on the smooth planks.",
@@ -278,7 +278,7 @@ def test_symlink_outside_the_folder_is_refused(folder, tmp_path):
     os.symlink(folder / "modelx", d2 / "other")
     assert "other points outside the stimuli folder" in _refused(tmp_path, d2)
     # a link that stays inside the folder is fine (checked without creating a test)
-    from evaluation.listening.imported import scan
+    from app.listening.imported import scan
 
     d3 = _bad(tmp_path, folder, "inner")
     (d3 / "natural" / "h1.wav").unlink()
@@ -315,7 +315,7 @@ def test_generated_systems_need_the_prompt_texts(folder, tmp_path):
 def test_uploaded_zip_is_unpacked_safely(folder, tmp_path):
     import zipfile
 
-    from evaluation.listening.imported import ImportProblem, scan, unpack_zip
+    from app.listening.imported import ImportProblem, scan, unpack_zip
 
     good = tmp_path / "good.zip"
     with zipfile.ZipFile(good, "w") as z:

@@ -15,10 +15,10 @@ import soxr
 from scipy import signal
 
 from app.listening.service import Listening
+from app.listening.stimuli import TRAP_TEXT, normalise
+from app.store.core import Store
 from backends.base import SpeechRequest
 from evaluation.listening.design import ANCHOR_LOW, ANCHOR_MID
-from evaluation.listening.stimuli import TRAP_TEXT, normalise
-from evaluation.store import Store
 from tests.test_stimuli_import import GEN, make_folder, run
 
 TOL_LU = 0.5

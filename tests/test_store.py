@@ -9,8 +9,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from backends.base import InvalidRequest, SpeechRequest
-from evaluation.store import (
+from app.store.core import (
     SCHEMA_VERSION,
     AbVote,
     AlreadyVoted,
@@ -26,6 +25,7 @@ from evaluation.store import (
     UnknownItem,
     nearest_boundary,
 )
+from backends.base import InvalidRequest, SpeechRequest
 from evaluation.takes import record
 
 TEXT = (
@@ -231,7 +231,7 @@ def test_twenty_threads_lose_nothing_duplicate_nothing(tmp_path, takes, journal_
 
 WRITER = """
 import sys
-from evaluation.store import Store, MosRating
+from app.store.core import Store, MosRating
 s = Store.open(sys.argv[1])
 me, a, b = sys.argv[2:5]
 for i in range(60):

@@ -1,4 +1,4 @@
-"""The embedded vLLM-Omni backend (``backends/vllm_omni.py``) against a STAND-IN engine.
+"""The embedded vLLM-Omni backend (``backends/vllm_omni/embedded.py``) against a STAND-IN engine.
 
 vLLM-Omni cannot run here (no GPU, no vLLM wheels, no network), so these tests put
 ``tests/vllm_omni_standin`` on ``sys.path`` (inside a fixture only): a small ``vllm_omni``

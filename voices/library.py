@@ -4,7 +4,7 @@ Each voice is ``<id>.wav`` + ``<id>.json`` in one folder, where ``<id>`` is a ra
 server made. The user's name is only metadata (sanitised, unique case-insensitively per owner),
 so no name or path from a user ever reaches the filesystem.
 
-Ownership: a voice records the ``owner`` id (see :mod:`app.identity`) of the session that saved
+Ownership: a voice records the ``owner`` id (see :mod:`app.web.identity`) of the session that saved
 it. Only that owner or the admin may see its transcript and clip, rename or delete it; others
 see it only when the admin marked it ``shared`` (then they may speak with it, by name). A voice
 saved before owners existed has none: only the admin sees it until the admin shares it.

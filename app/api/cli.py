@@ -25,7 +25,7 @@ def add_cli(subparsers: argparse._SubParsersAction) -> None:
         help="generations at once on the backend; the rest queue in arrival order (default 2)",
     )
     p.add_argument("--max-queue", type=int, default=256, help="queued requests beyond this get 503")
-    from app.guard import add_host_args
+    from app.web.guard import add_host_args
 
     add_host_args(p)
     p.set_defaults(func=_run_api)
@@ -42,7 +42,7 @@ def _run_api(args: argparse.Namespace) -> int:
     if callable(warm):
         warm()
     from app.api.limits import ApiLimits
-    from app.guard import hosts_from_args
+    from app.web.guard import hosts_from_args
 
     limits = ApiLimits(concurrency=args.concurrency, max_queue=args.max_queue)
     hosts, origins = hosts_from_args(args, args.host)

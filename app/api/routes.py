@@ -56,7 +56,7 @@ from app.api.state import (
     acquire_unless_gone,
 )
 from app.api.ws import _WsSession
-from app.guard import (
+from app.web.guard import (
     GuardConfig,
     GuardMiddleware,
     JsonTooDeep,
@@ -88,7 +88,7 @@ def create_api_app(
 
     ``own_backend`` closes the backend when the app shuts down (the CLI owns its backend;
     tests and other apps that mount this one usually do not). ``limits``: see
-    :class:`~app.api.limits.ApiLimits`; hosts and origins: see :mod:`app.guard`.
+    :class:`~app.api.limits.ApiLimits`; hosts and origins: see :mod:`app.web.guard`.
     """
     # FastAPI is imported here, not at module level, so every other ``listenlab`` command
     # (which imports this module for its parser) starts 0.3 s faster.

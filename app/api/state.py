@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from app.api.limits import CONFIG_TIMEOUT, IDLE_TIMEOUT, ApiLimits
-from app.gate import Gate
+from app.web.gate import Gate
 from backends.base import (
     Backend,
     BackendError,

@@ -5,7 +5,7 @@
   :func:`app.listening.designer.create_test`, the function the admin designer calls: one
   implementation, so a test made here is the same as one made by clicking. It records the
   stimuli with a progress line on stderr.
-* ``listenlab test list`` is :meth:`evaluation.listening.tables.TestStore.list_tests`.
+* ``listenlab test list`` is :meth:`app.store.listening.TestStore.list_tests`.
 * ``listenlab test results ID`` is :func:`evaluation.listening.results.test_results` (``--json`` gives
   the same JSON as ``GET /ll/admin/tests/ID/results``).
 * ``listenlab test open|close ID`` is :meth:`TestStore.set_status`.
@@ -34,7 +34,7 @@ DESIGN_KINDS = ("mos", "ab", "mushra", "glitch")
 
 def _open_store(path: str | None, *, read_only: bool = False):
     from app.state import default_db, journal_mode_for
-    from evaluation.store import Store
+    from app.store.core import Store
 
     db = path or default_db()
     return Store.open(db, journal_mode=journal_mode_for(db), read_only=read_only)
@@ -179,7 +179,7 @@ def _run_create(args: argparse.Namespace) -> int:
 
 
 def _tests(store):
-    from evaluation.listening.tables import TestStore
+    from app.store.listening import TestStore
 
     return TestStore(store)
 

@@ -34,12 +34,12 @@ from typing import Any
 from fastapi import Depends, FastAPI, HTTPException, Request
 from fastapi.responses import HTMLResponse, JSONResponse, Response
 
-from app.admin import policy, require_admin
 from app.listening.service import Denied, Listening, NotYet, check_id
+from app.store.core import AlreadyVoted, UnknownItem
+from app.web.admin import policy, require_admin
 from backends.base import InvalidRequest
 from evaluation.listening.results import test_results
 from evaluation.report import safe_csv
-from evaluation.store import AlreadyVoted, UnknownItem
 
 STATIC = Path(__file__).parent / "static"
 MAX_BODY = 16_384

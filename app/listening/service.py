@@ -21,7 +21,9 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
-from app.listening.blind import TARGET_LUFS, CommonFormat
+from app.player.blind import TARGET_LUFS, CommonFormat
+from app.store.core import Assignment, UnknownItem, now_iso
+from app.store.listening import TestStore
 from backends.base import InvalidRequest
 from evaluation.listening import screening
 from evaluation.listening.design import (
@@ -35,8 +37,6 @@ from evaluation.listening.design import (
     pairs,
     plan,
 )
-from evaluation.listening.tables import TestStore
-from evaluation.store import Assignment, UnknownItem, now_iso
 
 ID_RE = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
 TOKEN_RE = re.compile(r"^[A-Za-z0-9_-]{32,128}$")

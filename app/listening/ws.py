@@ -11,8 +11,8 @@
   by the audio sent while it was not sent in full (then never complete) and, on a MUSHRA screen
   sent whole, by the screen's wall time since all of it was sent, summed over its slots.
 
-Blind on the wire (:mod:`app.listening.blind`): every stimulus of a test reaches the page in the
-test's one :class:`~app.listening.blind.CommonFormat` (its stimuli's highest rate; stereo iff
+Blind on the wire (:mod:`app.player.blind`): every stimulus of a test reaches the page in the
+test's one :class:`~app.player.blind.CommonFormat` (its stimuli's highest rate; stereo iff
 any stimulus is stereo, mono then heard in both ears) in equal 100 ms frames numbered 0, 1, 2 …
 ``start`` carries only the token, that format and an opaque ``stream_id`` (new for every stream,
 never a take id, so the open and the hidden MUSHRA reference differ); ``done`` only status,
@@ -30,7 +30,7 @@ three types costs one token of a per-page and a per-rater bucket (:data:`RATE_PE
 :data:`MAX_MARKS_PER_ITEM` glitch marks per stimulus. A stimulus is a take shared by every
 rater: the page may not report on it with the Playground's ``underruns``/``glitch`` messages
 (:attr:`Session.replayed`), only with these, which are stored under the rater and the test.
-A replay waits while the page's send queue is over its budget (:mod:`app.outbox`).
+A replay waits while the page's send queue is over its budget (:mod:`app.web.outbox`).
 """
 
 from __future__ import annotations
@@ -42,12 +42,12 @@ import uuid
 from dataclasses import replace
 from typing import Any
 
-from app.guard import KeyedRate, client_id
-from app.listening.blind import GENERIC_ERROR, BlindSession, CommonFormat, take_frames
 from app.listening.service import CLOCK_SLACK_MS, Listening
-from app.stream_routes import HEADER, Session
+from app.player.blind import GENERIC_ERROR, BlindSession, CommonFormat, take_frames
+from app.player.session import HEADER, Session
+from app.store.core import GLITCH_KINDS, GlitchReport
+from app.web.guard import KeyedRate, client_id
 from backends.base import InvalidRequest, ListenlabError
-from evaluation.store import GLITCH_KINDS, GlitchReport
 
 log = logging.getLogger("listenlab.listening")
 

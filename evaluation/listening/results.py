@@ -16,9 +16,9 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
+from app.store.listening import TestStore
 from evaluation import inference, stats
 from evaluation.listening.screening import TestScreening, rater_table, screen_mode
-from evaluation.listening.tables import TestStore
 
 SEAM_TOLERANCE_MS = 300.0
 

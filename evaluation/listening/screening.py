@@ -291,7 +291,7 @@ def rater_table(
 ) -> pd.DataFrame:
     """One row per rater of a test with every screening outcome, ``excluded`` and ``reasons``.
 
-    ``ab_checks``: :meth:`evaluation.listening.tables.TestStore.ab_checks_frame` of an A/B test."""
+    ``ab_checks``: :meth:`app.store.listening.TestStore.ab_checks_frame` of an A/B test."""
     cols = [
         "rater_id",
         "seq",

@@ -19,7 +19,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from tests._remote_util import free_port
+from tests.support.remote_util import free_port
 
 ROOT = Path(__file__).resolve().parents[2]
 SERVER = Path(__file__).with_name("server.py")

@@ -1,7 +1,7 @@
 """What the embedded backend relies on, read from vLLM-Omni's real classes (conformance env).
 
 Run with the conformance environment's Python; prints one JSON object that
-``test_embedded_real.py`` (listenlab's env) compares with ``backends/vllm_omni.py`` and with the
+``test_embedded_real.py`` (listenlab's env) compares with ``backends/vllm_omni/embedded.py`` and with the
 stand-in in ``tests/vllm_omni_standin``. Nothing here needs a GPU: signatures are read with
 ``inspect``, output objects are built from the real classes, the deploy YAMLs are the shipped
 ones, and listenlab's own output decoding runs on those real objects.
@@ -26,7 +26,7 @@ def params(fn) -> list[list[str]]:
 
 
 def decode_real_outputs() -> dict:
-    """listenlab's decoding (backends/vllm_omni.py) on real OmniRequestOutput objects shaped as
+    """listenlab's decoding (backends/vllm_omni/embedded.py) on real OmniRequestOutput objects shaped as
     vLLM-Omni 0.30's output processor shapes them (DELTA: one tensor per output; the finished
     FINAL_ONLY output: one consolidated tensor; sr: a 0-d tensor)."""
     import numpy as np
@@ -34,7 +34,7 @@ def decode_real_outputs() -> dict:
     from vllm.outputs import CompletionOutput, RequestOutput
     from vllm_omni.outputs import OmniRequestOutput
 
-    from backends.vllm_omni import _audio_payload, _Cursor
+    from backends.vllm_omni.embedded import _audio_payload, _Cursor
 
     def out(audio, finished: bool, key: str = "model_outputs"):
         c = CompletionOutput(

@@ -26,7 +26,7 @@ from websockets.asyncio.client import connect
 
 from app.api import create_api_app
 from backends.registry import load_backend
-from tests._remote_util import ServerThread
+from tests.support.remote_util import ServerThread
 
 pytestmark = pytest.mark.conformance
 

@@ -3,7 +3,7 @@
 ``embedded_check.py`` runs in the conformance environment and reports ``AsyncOmni``'s
 signatures, the output-object fields, the DELTA/FINAL_ONLY coercion, listenlab's own decoding
 run on real ``OmniRequestOutput`` objects, and each seed model's shipped deploy YAML. Here they
-are compared with what ``backends/vllm_omni.py`` calls and with ``tests/vllm_omni_standin``
+are compared with what ``backends/vllm_omni/embedded.py`` calls and with ``tests/vllm_omni_standin``
 (where the two disagree the real code wins: the stand-in was fixed to match).
 """
 
@@ -68,7 +68,7 @@ def sig(fn) -> list[list[str]]:
 
 def test_the_backends_engine_calls_fit_the_real_signatures(real):
     gen = dict(real["async_omni"]["generate"])
-    # backends/vllm_omni.py: engine.generate(prompt=, request_id=, sampling_params_list=,
+    # backends/vllm_omni/embedded.py: engine.generate(prompt=, request_id=, sampling_params_list=,
     # output_modalities=); AsyncOmni(model=..., **kwargs); engine.abort(rid)
     for name in ("prompt", "request_id", "sampling_params_list", "output_modalities"):
         assert name in gen

@@ -12,7 +12,8 @@ import numpy as np
 import pytest
 
 from evaluation.probe import Thresholds, load_prompts, probe_sync
-from tests._app_util import (
+from tests.conformance.test_remote_backend import SERVED
+from tests.support.app_util import (
     chromium,
     live_server,
     open_playground,
@@ -21,7 +22,6 @@ from tests._app_util import (
     tmp_db,
     wait_finished,
 )
-from tests.conformance.test_remote_backend import SERVED
 
 pytestmark = pytest.mark.conformance
 

@@ -18,7 +18,7 @@ import pytest
 
 from backends.base import BackendError, SpeechRequest
 from backends.registry import load_backend
-from backends.vllm_omni_http import table_format
+from backends.vllm_omni.client import table_format
 from tests.conformance.conftest import OmniServers
 from tests.vllm_omni_standin.seed_models import RATES
 

@@ -2,7 +2,7 @@
 
 vLLM-Omni cannot run on this machine (no GPU, no vLLM wheels, no network), so the embedded
 backend is tested against this tiny package instead. It mimics exactly the subset of the real
-interface that ``backends/vllm_omni.py`` uses, with the same module paths, class names, method
+interface that ``backends/vllm_omni/embedded.py`` uses, with the same module paths, class names, method
 signatures and output shapes as the real source (each module names the file it follows). Per
 seed model (Qwen3-TTS, Fish Speech S2 Pro, CosyVoice3, MOSS-TTS-Nano, VoxCPM2) it checks the
 prompt the way that model's stage does and returns that model's output shape

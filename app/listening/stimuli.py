@@ -1,0 +1,615 @@
+"""Stimuli for listening tests: stored takes (generated or imported), loudness-normalised, plus
+the screening items, made as the standards describe.
+
+Why stored takes: a generated stimulus keeps its recorded chunk arrival timeline, so the *as
+streamed* condition can replay the real stream's stalls to every rater, and glitch marks map to
+its seams. Imported audio (:mod:`app.listening.imported`) has no timeline: one chunk,
+played *whole*.
+
+* Loudness (:func:`normalise`): ITU-R BS.1770 integrated loudness (``pyloudnorm``) measured on
+  what each ear hears — each channel on its own, a mono file being heard by both ears — and the
+  ears' power mean brought to one target (-23 LUFS by default), so a stereo file does not play
+  3 dB quieter than a mono one. The gain is capped so the true peak (4x oversampled,
+  ``scipy.signal.resample_poly``) stays under a ceiling (-1 dBTP); the cap is recorded.
+* MUSHRA anchors (:func:`lowpass`): the reference low-passed at 3.5 kHz (low anchor) and 7 kHz
+  (mid anchor) by a zero-phase Butterworth (``sosfiltfilt``: sample-aligned with the reference,
+  so switching keeps the position), nothing else added, then normalised like every stimulus.
+* The MOS gold "1" / A/B check's bad side (:func:`degraded_anchor`): a 3.5 kHz low-pass with
+  clicks and a gap — obviously bad, which is what a gold "1" must be.
+* The MOS gold "5": a natural recording or an admin-marked known-good clip, never a take of a
+  system under test.
+* The MOS trap (:func:`splice_trap`): the start of a real stimulus, then a spoken instruction
+  ("For this item, please select the score two") synthesised by the Piper voice, as P.808's
+  trapping clips; the take keeps the real stimulus's text, so the page never shows the
+  instruction.
+"""
+
+from __future__ import annotations
+
+import math
+import uuid
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+import numpy as np
+from scipy import signal
+
+from app.listening.imported import ImportedAudio, ImportedSet
+from backends.base import Backend, SpeechRequest
+from evaluation.listening.design import (
+    ANCHOR,
+    GOLD,
+    MUSHRA_ANCHORS,
+    TRAP,
+    TRAP_ANSWER,
+    Design,
+)
+from evaluation.takes import ChunkRecord, Take, record
+
+TARGET_LUFS = -23.0
+CEILING_DBTP = -1.0
+OVERSAMPLE = 4
+"""True peak per BS.1770-4 Annex 2: the peak of the signal oversampled 4x."""
+ANCHOR_CUTOFF_HZ = 3500.0
+ANCHOR_GAP_MS = 150.0
+LOWPASS_ORDER = 8
+"""Butterworth order of the anchors' low-pass (applied forward and backward: 16th-order
+magnitude, zero phase)."""
+NUMBER_WORDS = {1: "one", 2: "two", 3: "three", 4: "four", 5: "five"}
+TRAP_TEXT = f"For this item, please select the score {NUMBER_WORDS[TRAP_ANSWER]}."
+TRAP_LEAD_S = 2.0
+"""Seconds of the real stimulus before the instruction (at most half of it)."""
+TRAP_PAUSE_S = 0.3
+FADE_MS = 5.0
+CONDITIONS = ("as_streamed", "whole", "live")
+
+
+# --------------------------------------------------------------------------- loudness
+
+
+def _float(audio: np.ndarray) -> np.ndarray:
+    """``(frames, channels)`` float64 in [-1, 1] from int16 or float input."""
+    a = np.asarray(audio)
+    x = a.astype(np.float64) / (32768.0 if np.issubdtype(a.dtype, np.integer) else 1.0)
+    return x[:, None] if x.ndim == 1 else x
+
+
+def ear_lufs(audio: np.ndarray, sample_rate: int) -> list[float]:
+    """BS.1770 integrated loudness of each channel as one ear hears it (NaN: under 400 ms)."""
+    import pyloudnorm
+
+    x = _float(audio)
+    if x.shape[0] < int(0.4 * sample_rate) + 1:
+        return [float("nan")] * x.shape[1]
+    meter = pyloudnorm.Meter(sample_rate)
+    return [float(meter.integrated_loudness(x[:, c])) for c in range(x.shape[1])]
+
+
+def measure_lufs(audio: np.ndarray, sample_rate: int) -> float:
+    """Loudness as listened to: the power mean of the ears' loudness (-inf for silence; NaN
+    when shorter than one 400 ms block). Equal to BS.1770 for mono; for a stereo file with the
+    same signal in both channels it is the per-channel value, not 3 dB more."""
+    ears = [v for v in ear_lufs(audio, sample_rate) if not math.isnan(v)]
+    if not ears:
+        return float("nan")
+    finite = [v for v in ears if math.isfinite(v)]
+    if not finite:
+        return float("-inf")
+    return float(10 * math.log10(sum(10 ** (v / 10) for v in finite) / len(ears)))
+
+
+def true_peak_dbtp(audio: np.ndarray, sample_rate: int | None = None) -> float:
+    """True peak in dBTP: the largest magnitude of the 4x oversampled signal (polyphase FIR)."""
+    x = _float(audio)
+    if not x.size:
+        return float("-inf")
+    peak = 0.0
+    for c in range(x.shape[1]):
+        up = signal.resample_poly(x[:, c], OVERSAMPLE, 1)
+        peak = max(peak, float(np.abs(up).max()), float(np.abs(x[:, c]).max()))
+    return 20 * math.log10(peak) if peak > 0 else float("-inf")
+
+
+@dataclass(frozen=True)
+class Normalised:
+    """A stimulus after loudness normalisation and what was measured on the way."""
+
+    audio: np.ndarray
+    """int16 ``(frames, channels)``."""
+    gain_db: float
+    input_lufs: float
+    output_lufs: float
+    ear_lufs: tuple[float, ...]
+    true_peak_dbtp: float
+    target_lufs: float
+    ceiling_dbtp: float
+    limited: bool
+    """The true-peak ceiling capped the gain: the stimulus is quieter than the target."""
+
+    def meta(self) -> dict[str, Any]:
+        def r(v: float) -> float | None:
+            return round(v, 3) if math.isfinite(v) else None
+
+        return {
+            "output_lufs": r(self.output_lufs),
+            "ear_lufs": [r(v) for v in self.ear_lufs],
+            "true_peak_dbtp": r(self.true_peak_dbtp),
+            "ceiling_dbtp": self.ceiling_dbtp,
+            "limited": self.limited,
+        }
+
+
+def _gained(x: np.ndarray, gain_db: float) -> np.ndarray:
+    y = np.round(x * 10 ** (gain_db / 20) * 32768.0)
+    return np.clip(y, -32768, 32767).astype(np.int16)
+
+
+def normalise(
+    audio: np.ndarray,
+    sample_rate: int,
+    target_lufs: float = TARGET_LUFS,
+    ceiling_dbtp: float = CEILING_DBTP,
+) -> Normalised:
+    """Scale ``audio`` (one gain for all channels: the stereo image stays) so the ears hear
+    ``target_lufs``, unless that would put the true peak over ``ceiling_dbtp``.
+
+    Silence or a clip too short to measure gets gain 0.
+    """
+    x = _float(audio)
+    lufs = measure_lufs(x, sample_rate)
+    tp = true_peak_dbtp(x, sample_rate)
+    gain, limited = 0.0, False
+    if math.isfinite(lufs):
+        gain = target_lufs - lufs
+        if math.isfinite(tp) and tp + gain > ceiling_dbtp:
+            gain, limited = ceiling_dbtp - tp - 0.02, True  # margin for int16 rounding
+    y = _gained(x, gain)
+    out_tp = true_peak_dbtp(y, sample_rate)
+    while math.isfinite(out_tp) and out_tp > ceiling_dbtp and gain > -60:
+        gain, limited = gain - 0.05, True
+        y = _gained(x, gain)
+        out_tp = true_peak_dbtp(y, sample_rate)
+    ears = tuple(ear_lufs(y, sample_rate))
+    return Normalised(
+        y,
+        float(gain),
+        lufs,
+        measure_lufs(y, sample_rate),
+        ears,
+        out_tp,
+        target_lufs,
+        ceiling_dbtp,
+        limited,
+    )
+
+
+def normalise_loudness(
+    audio: np.ndarray, sample_rate: int, target_lufs: float = TARGET_LUFS
+) -> tuple[np.ndarray, float, float]:
+    """``(int16 audio, gain_db, measured_lufs)``: :func:`normalise` in the older tuple form."""
+    n = normalise(audio, sample_rate, target_lufs)
+    return n.audio, n.gain_db, n.input_lufs
+
+
+# --------------------------------------------------------------------------- anchors and checks
+
+
+def lowpass(audio: np.ndarray, sample_rate: int, cutoff_hz: float) -> np.ndarray:
+    """Float64 ``(frames, channels)``: a zero-phase Butterworth low-pass of ``audio``.
+
+    Raises when the rate cannot carry the cutoff (an anchor equal to its reference is no
+    anchor)."""
+    if sample_rate <= 2 * cutoff_hz:
+        raise ValueError(
+            f"a {cutoff_hz / 1000:g} kHz anchor needs a reference sampled above "
+            f"{2 * cutoff_hz / 1000:g} kHz; this one is {sample_rate} Hz"
+        )
+    x = _float(audio)
+    sos = signal.butter(LOWPASS_ORDER, cutoff_hz, btype="low", fs=sample_rate, output="sos")
+    return signal.sosfiltfilt(sos, x, axis=0)
+
+
+def degraded_anchor(audio: np.ndarray, sample_rate: int, boundaries: list[int]) -> np.ndarray:
+    """Float64: a click at every seam, low-pass at 3.5 kHz (the clicks too: no edge sharper
+    than the band, so the true peak is what a meter reads), then a 150 ms gap at the middle
+    seam. The MOS gold "1" and the A/B check's bad side: obviously bad, not a MUSHRA anchor."""
+    x = _float(audio).copy()
+    n = x.shape[0]
+    seams = [b for b in boundaries if 0 < b < n] or [n * k // 4 for k in (1, 2, 3)]
+    click = int(0.002 * sample_rate) or 1
+    level = 0.9 * float(np.abs(x).max() or 1.0)  # as loud as the speech's peaks, not louder
+    for b in seams:
+        x[b : b + click] = level * np.sign(np.sin(np.arange(min(click, n - b)) + 1))[:, None]
+    if sample_rate > 2 * ANCHOR_CUTOFF_HZ:
+        x = lowpass(x, sample_rate, ANCHOR_CUTOFF_HZ)
+    mid = seams[len(seams) // 2]
+    gap = int(ANCHOR_GAP_MS / 1000 * sample_rate)
+    x[mid + click : mid + click + gap] = 0.0
+    return x
+
+
+def low_anchor(audio: np.ndarray, sample_rate: int, boundaries: list[int]) -> np.ndarray:
+    """int16 :func:`degraded_anchor` (kept for callers of the older name)."""
+    return np.clip(
+        np.round(degraded_anchor(audio, sample_rate, boundaries) * 32767.0), -32768, 32767
+    ).astype(np.int16)
+
+
+def _fade(n: int, sample_rate: int) -> np.ndarray:
+    k = min(n, max(1, int(FADE_MS / 1000 * sample_rate)))
+    return 0.5 - 0.5 * np.cos(np.pi * np.arange(k) / k)
+
+
+def splice_trap(
+    carrier: np.ndarray, instruction: np.ndarray, sample_rate: int
+) -> tuple[np.ndarray, int]:
+    """``(float audio, cut)``: the first :data:`TRAP_LEAD_S` (at most half) of ``carrier``, a
+    5 ms raised-cosine fade, a pause, then ``instruction`` (same rate; mixed to the carrier's
+    channels). ``cut`` is the frame where the carrier stops."""
+    c = _float(carrier)
+    ins = _float(instruction)
+    ins = np.repeat(ins.mean(axis=1, keepdims=True), c.shape[1], axis=1)
+    cut = min(int(TRAP_LEAD_S * sample_rate), c.shape[0] // 2)
+    lead = c[:cut].copy()
+    f = _fade(cut, sample_rate)
+    lead[cut - len(f) :] *= f[::-1, None]
+    ins = ins.copy()
+    g = _fade(len(ins), sample_rate)
+    ins[: len(g)] *= g[:, None]
+    pause = np.zeros((int(TRAP_PAUSE_S * sample_rate), c.shape[1]))
+    return np.concatenate([lead, pause, ins]), cut
+
+
+# --------------------------------------------------------------------------- takes
+
+
+def derived_take(
+    take: Take, audio: np.ndarray, chunks: list[ChunkRecord] | None = None, **meta: Any
+) -> Take:
+    """A new take (new id) with ``take``'s request (so its text) and chunk timeline (or
+    ``chunks``) and different audio."""
+    tid = uuid.uuid4().hex
+    a = np.ascontiguousarray(audio if audio.ndim == 2 else audio[:, None])
+    return replace(
+        take,
+        audio=a,
+        channels=int(a.shape[1]),
+        chunks=list(take.chunks if chunks is None else chunks),
+        take_id=tid,
+        request=replace(take.request, request_id=tid),
+        meta={**take.meta, **meta, "source_take_id": take.take_id},
+    )
+
+
+def imported_take(clip: ImportedAudio, text: str | None, system: str, origin: str) -> Take:
+    """A take of an imported file: one chunk (no stream timeline), played *whole*."""
+    n = int(clip.audio.shape[0])
+    tid = uuid.uuid4().hex
+    return Take(
+        request=SpeechRequest(text=text or "", request_id=tid),
+        backend=f"import:{system}",
+        sample_rate=clip.sample_rate,
+        channels=int(clip.audio.shape[1]),
+        chunks=[ChunkRecord(0, 0.0, 0, n)],
+        audio=clip.audio,
+        total_ms=0.0,
+        take_id=tid,
+        meta={"origin": origin},
+    )
+
+
+def _resample(audio: np.ndarray, rate: int, to: int) -> np.ndarray:
+    if rate == to:
+        return _float(audio)
+    import soxr
+
+    return np.asarray(soxr.resample(_float(audio), rate, to), dtype=np.float64)
+
+
+# --------------------------------------------------------------------------- sources
+
+
+@dataclass
+class SystemSource:
+    """A system under test made by a backend, plus the request fields that make it this system."""
+
+    system_id: str
+    backend: Backend
+    spec: str
+    voice: str | None = None
+    params: dict[str, Any] = field(default_factory=dict)
+    """Request fields: ``seed``, ``speed``, ``language``, ``instructions``."""
+    condition: str = "as_streamed"
+
+    def request(self, text: str) -> SpeechRequest:
+        p = self.params
+        return SpeechRequest(
+            text=text,
+            voice=self.voice,
+            language=p.get("language"),
+            instructions=p.get("instructions"),
+            speed=float(p.get("speed", 1.0)),
+            seed=None if p.get("seed") in (None, "") else int(p["seed"]),
+        ).validated()
+
+
+@dataclass
+class ImportedSource:
+    """A system whose audio was made elsewhere (or recorded: ``natural``), from a checked set."""
+
+    system_id: str
+    clips: ImportedSet
+    natural: bool = False
+    condition: str = "whole"
+
+    @property
+    def spec(self) -> str:
+        return f"import:{'natural' if self.natural else 'files'}"
+
+
+@dataclass(frozen=True)
+class GoldClip:
+    """A clip the admin marked as known-good: the MOS gold "5"."""
+
+    clip: ImportedAudio
+    text: str | None = None
+
+
+@dataclass(frozen=True)
+class Stimulus:
+    stimulus_id: str
+    test_id: str
+    take_id: str
+    kind: str
+    """``item``, ``anchor``, ``gold`` or ``trap``."""
+    system_id: str | None = None
+    """A system under test, or a pseudo system: ``__anchor__`` (MOS gold "1" / A/B check),
+    ``__anchor_low__`` / ``__anchor_mid__`` (MUSHRA), ``__gold__``, ``__trap__``."""
+    prompt_id: str | None = None
+    expected: float | None = None
+    condition: str = "as_streamed"
+    gain_db: float = 0.0
+    loudness_lufs: float | None = None
+    """Before normalisation (see ``meta['output_lufs']`` for after)."""
+    target_lufs: float = TARGET_LUFS
+    source_take_id: str | None = None
+    meta: dict[str, Any] = field(default_factory=dict)
+    """Loudness (``output_lufs``, ``ear_lufs``, ``true_peak_dbtp``, ``ceiling_dbtp``,
+    ``limited``), ``origin`` (generated / imported / natural / admin_gold), and for anchors
+    ``anchor`` (``low`` 3.5 kHz, ``mid`` 7 kHz, ``degraded``) with ``lowpass_hz``."""
+
+
+Progress = Callable[[float, str], None]
+Source = SystemSource | ImportedSource
+
+
+@dataclass(frozen=True)
+class Loudness:
+    """The loudness rule of one test: target and true-peak ceiling."""
+
+    target_lufs: float = TARGET_LUFS
+    ceiling_dbtp: float = CEILING_DBTP
+
+
+class _Writer:
+    """Normalise, save and register a test's stimuli (one place for the common steps)."""
+
+    def __init__(self, tests: Any, test_id: str, loud: Loudness):
+        self.tests, self.test_id, self.loud = tests, test_id, loud
+        self.out: list[Stimulus] = []
+
+    def add(
+        self,
+        take: Take,
+        kind: str,
+        system_id: str,
+        prompt_id: str | None,
+        condition: str,
+        *,
+        expected: float | None = None,
+        source: str | None = None,
+        **meta: Any,
+    ) -> tuple[Stimulus, Take]:
+        n = normalise(take.audio, take.sample_rate, self.loud.target_lufs, self.loud.ceiling_dbtp)
+        take = derived_take(take, n.audio, gain_db=n.gain_db, system=system_id, kind=kind)
+        store = self.tests.store
+        real_system = None if system_id.startswith("__") else system_id
+        store.save_take(take, system_id=real_system, prompt_id=prompt_id)
+        st = Stimulus(
+            stimulus_id=uuid.uuid4().hex,
+            test_id=self.test_id,
+            take_id=take.take_id,
+            kind=kind,
+            system_id=system_id,
+            prompt_id=prompt_id,
+            expected=expected,
+            condition=condition,
+            gain_db=round(n.gain_db, 4),
+            loudness_lufs=n.input_lufs if math.isfinite(n.input_lufs) else None,
+            target_lufs=self.loud.target_lufs,
+            source_take_id=source or take.meta.get("source_take_id"),
+            meta={**n.meta(), **meta},
+        )
+        self.tests.add_stimulus(st)
+        self.out.append(st)
+        return st, take
+
+
+async def generate(
+    tests: Any,
+    test_id: str,
+    design: Design,
+    systems: Mapping[str, Source],
+    prompts: Mapping[str, str | None],
+    *,
+    trap_backend: Backend | None = None,
+    target_lufs: float = TARGET_LUFS,
+    ceiling_dbtp: float = CEILING_DBTP,
+    gold_clip: GoldClip | None = None,
+    prompt_keys: Mapping[str, str] | None = None,
+    progress: Progress | None = None,
+) -> list[Stimulus]:
+    """Record (or import) every system x prompt, normalise and store them, plus the screening
+    items: MUSHRA's low and mid anchors per prompt; MOS's gold "1", gold "5" (when there is a
+    natural system or ``gold_clip``) and trap; A/B's check pair sides.
+
+    ``tests`` is an :class:`app.store.listening.TestStore`; ``prompts`` maps the test's
+    prompt ids to their text (None: an imported prompt without text, only for imported
+    systems); ``prompt_keys`` maps a test prompt id to the imported set's prompt id.
+    """
+    from app.store.core import Prompt, System
+
+    store = tests.store
+    w = _Writer(tests, test_id, Loudness(target_lufs, ceiling_dbtp))
+    keys = dict(prompt_keys or {p: p for p in prompts})
+    jobs = [(s, p) for s in design.systems for p in design.prompts]
+    need_trap = design.kind == "mos" and design.screening
+    need_gold = design.kind in {"mos", "ab"} and design.screening
+    natural = [s for s, src in systems.items() if isinstance(src, ImportedSource) and src.natural]
+    if design.gold and gold_clip is None and not natural:
+        raise ValueError("the design expects a gold clip but there is no natural system or clip")
+    total = len(jobs) + (1 if need_trap else 0)
+    done = 0
+
+    def tick(msg: str) -> None:
+        if progress:
+            progress(done / max(total, 1), msg)
+
+    for sid, src in systems.items():
+        if isinstance(src, SystemSource):
+            sysrow = System(sid, backend=src.spec, voice=src.voice, params=dict(src.params))
+        else:
+            sysrow = System(sid, backend=src.spec, params={"natural": src.natural})
+        store.add_system(replace(sysrow, label=sid))
+    for pid, text in prompts.items():
+        store.add_prompt(Prompt(pid, text=text or "", category="listening"))
+    takes: dict[tuple[str, str], Take] = {}
+    for sid, pid in jobs:
+        tick(f"{sid}: {pid}")
+        src = systems[sid]
+        if isinstance(src, SystemSource):
+            text = prompts[pid]
+            if not text:
+                raise ValueError(f"system {sid} needs the text of prompt {keys[pid]!r}")
+            take, origin = await record(src.backend, src.request(text)), "generated"
+        else:
+            clip = src.clips.load(sid, keys[pid])
+            origin = "natural" if src.natural else "imported"
+            take = imported_take(clip, prompts[pid], sid, origin)
+        _, takes[sid, pid] = w.add(take, "item", sid, pid, src.condition, origin=origin)
+        done += 1
+    base_sys = (natural[0] if natural else None) or design.reference or design.systems[0]
+    if design.kind == "mushra":  # BS.1534-3: the reference low-passed at 3.5 and 7 kHz
+        ref = str(design.reference)
+        for pid in design.prompts:
+            src_take = takes[ref, pid]
+            for anchor_sys, (name, hz) in MUSHRA_ANCHORS.items():
+                y = lowpass(src_take.audio, src_take.sample_rate, hz)
+                w.add(
+                    derived_take(src_take, y),
+                    "anchor",
+                    anchor_sys,
+                    pid,
+                    systems[ref].condition,
+                    source=src_take.take_id,
+                    anchor=name,
+                    lowpass_hz=hz,
+                )
+    elif need_gold:  # MOS: the gold "1"; A/B: the check pairs' bad side
+        src_take = takes[base_sys, design.prompts[0]]
+        y = degraded_anchor(src_take.audio, src_take.sample_rate, src_take.boundaries)
+        w.add(
+            derived_take(src_take, y),
+            "anchor",
+            ANCHOR,
+            None,
+            systems[base_sys].condition,
+            expected=1.0,
+            source=src_take.take_id,
+            anchor="degraded",
+            lowpass_hz=ANCHOR_CUTOFF_HZ,
+        )
+    if design.kind == "ab" and need_gold:  # the check pairs' clean side (not a gold "5")
+        src_take = takes[design.systems[0], design.prompts[0]]
+        w.add(
+            derived_take(src_take, src_take.audio),
+            "gold",
+            design.systems[0],
+            None,
+            systems[design.systems[0]].condition,
+            expected=5.0,
+            source=src_take.take_id,
+        )
+    if design.kind == "mos" and need_gold and design.gold:
+        if gold_clip is not None:
+            take = imported_take(gold_clip.clip, gold_clip.text, GOLD, "admin_gold")
+            w.add(take, "gold", GOLD, None, "whole", expected=5.0, origin="admin_gold")
+        else:
+            src_take = takes[natural[0], design.prompts[0]]
+            w.add(
+                derived_take(src_take, src_take.audio),
+                "gold",
+                GOLD,
+                None,
+                systems[natural[0]].condition,
+                expected=5.0,
+                source=src_take.take_id,
+                origin="natural",
+            )
+    if need_trap:
+        tick("attention check (CPU voice)")
+        if trap_backend is None:
+            raise ValueError("the trap needs the Piper voice")
+        spoken = await record(trap_backend, SpeechRequest(text=TRAP_TEXT).validated())
+        carrier = takes[design.systems[-1], design.prompts[-1]]
+        ins = _resample(spoken.audio, spoken.sample_rate, carrier.sample_rate)
+        y, cut = splice_trap(carrier.audio, ins, carrier.sample_rate)
+        chunks = [
+            ChunkRecord(c.index, c.arrival_ms, c.offset, min(c.frames, cut - c.offset))
+            for c in carrier.chunks
+            if c.offset < cut
+        ]
+        last = chunks[-1].arrival_ms if chunks else 0.0
+        chunks.append(ChunkRecord(len(chunks), last, cut, int(y.shape[0]) - cut))
+        w.add(
+            derived_take(carrier, y, chunks),
+            "trap",
+            TRAP,
+            None,
+            systems[design.systems[-1]].condition,
+            expected=float(TRAP_ANSWER),
+            source=carrier.take_id,
+            instruction=TRAP_TEXT,
+            instruction_at_s=round((cut / carrier.sample_rate) + TRAP_PAUSE_S, 3),
+        )
+        done += 1
+    if progress:
+        progress(1.0, "done")
+    return w.out
+
+
+__all__ = [
+    "CEILING_DBTP",
+    "CONDITIONS",
+    "TARGET_LUFS",
+    "TRAP_TEXT",
+    "GoldClip",
+    "ImportedSource",
+    "Loudness",
+    "Normalised",
+    "Stimulus",
+    "SystemSource",
+    "degraded_anchor",
+    "derived_take",
+    "ear_lufs",
+    "generate",
+    "imported_take",
+    "low_anchor",
+    "lowpass",
+    "measure_lufs",
+    "normalise",
+    "normalise_loudness",
+    "splice_trap",
+    "true_peak_dbtp",
+]

@@ -1,0 +1,590 @@
+"""The same-origin WebSocket that feeds the browser player raw PCM, one frame per chunk.
+
+Wire protocol (``/ll/ws``), per generation token chosen by the page:
+
+* page -> server JSON: ``speak`` {token, backend, text, voice, language, instructions, seed,
+  speed, mode: stream|whole}, ``stop`` {token}, ``underruns`` {take_id, count, stall_ms,
+  positions_ms, browser}, ``glitch`` {report_id, take_id, position_ms, kind}.
+* server -> page JSON: ``queued`` {position}, ``generating``, ``start`` {sample_rate,
+  channels, take_id}, ``done`` {ttfa_ms, rtf, ...}, ``error`` {message, partial},
+  ``cancelled``, ``findings``, ``glitch_saved``, ``underruns_saved``; ``report_error``
+  {take_id, message} for a report that could not be stored (it carries no generation token,
+  so it can never end a playing stream).
+* server -> page binary: a 12-byte little-endian header ``<u32 token, u32 chunk index,
+  f32 server arrival ms>`` then the chunk's int16 interleaved PCM.
+
+Every message carries the token, so the page drops whatever belongs to a stopped generation.
+Everything a session owns (its task, queued reports, the send queue) lives on the
+:class:`Session` object and is freed when the socket closes.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import struct
+import time
+import uuid
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+from fastapi import WebSocket, WebSocketDisconnect
+
+from app.web.outbox import CLOSE_CODE, CLOSE_REASON, Outbox
+from backends.base import (
+    Backend,
+    InvalidRequest,
+    ListenlabError,
+    SpeechRequest,
+    Unsupported,
+)
+from evaluation.takes import ChunkRecord, Recorder, Take, TakeFailed
+
+if TYPE_CHECKING:
+    from app.state import AppState, BackendEntry
+
+log = logging.getLogger("listenlab.app")
+
+HEADER = struct.Struct("<IIf")
+"""token, chunk index, server arrival ms since the request started."""
+MAX_MESSAGE_CHARS = 64_000
+MAX_PENDING_REPORTS = 500
+"""Reports held for one take while it is still generating (a page sends a handful)."""
+CLONE_PREFIX = "lib:"
+
+
+class CloneUnavailable(Unsupported):
+    pass
+
+
+@dataclass
+class Generation:
+    token: int
+    task: asyncio.Task
+    take_id: str | None = None
+
+
+@dataclass
+class Session:
+    """One browser page: its socket, its running generation and its unsaved reports."""
+
+    ws: WebSocket
+    state: AppState
+    session_id: str = field(default_factory=lambda: uuid.uuid4().hex[:12])
+    outbox: Outbox = field(default_factory=Outbox)
+    """Byte-budgeted (:mod:`app.web.outbox`): a page that does not read is slowed, then closed."""
+    current: Generation | None = None
+    saved: set[str] = field(default_factory=set)
+    pending: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
+    """Reports (glitch, underruns) for takes of this session that are not saved yet."""
+    mine: set[str] = field(default_factory=set)
+    """Take ids generated in this session: reports for other takes are refused."""
+    replayed: set[str] = field(default_factory=set)
+    """Stored takes this page was sent but did not make (listening-test stimuli)."""
+    owner: str | None = None
+    """Owner id of the browser session (``app.web.identity``): its takes and library voices."""
+    admin: bool = False
+    _cancelled: Take | None = None
+    """The partial take of the generation being cancelled (one generation runs at a time)."""
+
+    def send(self, obj: dict[str, Any] | bytes) -> None:
+        self.outbox.put_nowait(obj)
+
+    async def writer(self) -> None:
+        while True:
+            m = await self.outbox.get()
+            if m is None:
+                return
+            if isinstance(m, bytes):
+                await self.ws.send_bytes(m)
+            else:
+                await self.ws.send_text(m)  # serialised when queued (its size is counted)
+
+    # -- page messages
+
+    async def handle(self, msg: dict[str, Any]) -> None:
+        kind = msg.get("type")
+        if kind == "speak":
+            await self.begin(int(msg.get("token", 0)) & 0xFFFFFFFF, lambda t: self.generate(t, msg))
+        elif kind == "stop":
+            tok = msg.get("token")
+            if self.current and (tok is None or int(tok) == self.current.token):
+                await self.stop()
+        elif kind in {"glitch", "underruns"}:
+            take_id = str(msg.get("take_id") or "")[:64]
+            if take_id not in self.mine:
+                # a take this page only replayed (a listening-test stimulus) is shared by every
+                # rater: its metrics are not theirs to write (raters report with play events)
+                why = "shared take: not yours to report on" if take_id in self.replayed else ""
+                self.send(
+                    {"type": "report_error", "take_id": take_id, "message": why or "unknown take"}
+                )
+                return
+            if take_id in self.saved:
+                await self.write_report(msg)
+            else:
+                waiting = self.pending.setdefault(take_id, [])
+                if len(waiting) >= MAX_PENDING_REPORTS:  # memory per session stays bounded
+                    self.send(
+                        {
+                            "type": "report_error",
+                            "take_id": take_id,
+                            "message": f"report not stored: over {MAX_PENDING_REPORTS} reports "
+                            "before the take was saved",
+                        }
+                    )
+                    return
+                waiting.append(msg)
+        elif kind == "ping":
+            self.send({"type": "pong", "t": msg.get("t")})
+        elif kind in self.state.ws_handlers:
+            await self.state.ws_handlers[kind](self, msg)
+        else:
+            self.send({"type": "error", "message": f"unknown message type {kind!r}"})
+
+    async def begin(self, token: int, work: Callable[[int], Awaitable[None]]) -> None:
+        """Run ``work(token)`` as this page's one generation; the previous one stops first.
+
+        The Playground's ``speak`` uses it, and so can a handler in ``AppState.ws_handlers``
+        (e.g. a listening-test stimulus that the server picks, so the page never names it).
+        """
+        await self.stop()
+        self.current = Generation(token, asyncio.create_task(work(token)))
+
+    async def stop(self) -> None:
+        """Cancel the running generation: the backend stream is closed, the take kept."""
+        g, self.current = self.current, None
+        if g and not g.task.done():
+            g.task.cancel()
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await g.task
+
+    async def write_report(self, msg: dict[str, Any]) -> None:
+        from app.web.guard import client_id
+
+        store = self.state.store
+        take_id = msg["take_id"]
+        try:
+            if msg["type"] == "glitch":
+                from app.store.core import GlitchReport
+
+                kind = msg.get("kind") or None
+                w = await asyncio.to_thread(
+                    store.add_glitch_report,
+                    GlitchReport(
+                        report_id=client_id(msg.get("report_id")) or uuid.uuid4().hex,
+                        take_id=take_id,
+                        rater_id=f"playground:{self.session_id}",
+                        position_ms=float(msg.get("position_ms", 0.0)),
+                        kind=kind,
+                        note=(str(msg.get("note"))[:500] if msg.get("note") else None),
+                    ),
+                )
+                row = store.db["glitch_reports"].get(w.id)
+                self.send(
+                    {
+                        "type": "glitch_saved",
+                        "take_id": take_id,
+                        "report_id": w.id,
+                        "position_ms": row["position_ms"],
+                        "boundary_index": row["boundary_index"],
+                        "boundary_ms": row["boundary_ms"],
+                        "distance_ms": row["distance_ms"],
+                        "kind": row["kind"],
+                    }
+                )
+            else:
+                positions = [float(p) for p in msg.get("positions_ms") or []][:1000]
+                await asyncio.to_thread(
+                    store.record_underruns,
+                    take_id,
+                    count=int(msg.get("count", 0)),
+                    stall_ms=float(msg.get("stall_ms", 0.0)),
+                    positions=positions,
+                    report_id=client_id(msg.get("report_id")) or uuid.uuid4().hex,
+                    rater_id=f"playground:{self.session_id}",
+                )
+                self.send({"type": "underruns_saved", "take_id": take_id})
+        except (ListenlabError, ValueError, TypeError, KeyError) as e:
+            self.send(
+                {"type": "report_error", "take_id": take_id, "message": f"report not saved: {e}"}
+            )
+
+    # -- generation
+
+    def _request(self, entry: BackendEntry, msg: dict[str, Any]) -> tuple[SpeechRequest, str]:
+        caps = entry.backend.capabilities
+        mode = "whole" if msg.get("mode") == "whole" else "stream"
+        seed = msg.get("seed")
+        speed = float(msg.get("speed") or 1.0)
+        if speed != 1.0 and not caps.speed:
+            raise InvalidRequest(f"the {entry.label} backend has no speed control")
+        if speed != 1.0 and mode == "stream" and not caps.speed_streaming:
+            raise InvalidRequest(
+                "speed applies only to non-streaming output on this backend (as in vLLM-Omni); "
+                "untick streaming or set speed to 1"
+            )
+        req = SpeechRequest(
+            text=str(msg.get("text") or ""),
+            voice=(str(msg["voice"]) if msg.get("voice") else None),
+            language=(str(msg["language"]) if msg.get("language") and caps.languages else None),
+            instructions=(
+                str(msg["instructions"]) if msg.get("instructions") and caps.instructions else None
+            ),
+            speed=speed,
+            seed=(int(seed) if seed not in (None, "") and caps.seed else None),
+        )
+        return req.validated(), mode
+
+    async def _clone(self, entry: BackendEntry, req: SpeechRequest) -> SpeechRequest:
+        """Resolve a library voice (``lib:<id>``) for this backend, or say it cannot clone."""
+        from dataclasses import replace
+
+        from voices.library import sync_voice
+
+        vid = req.voice[len(CLONE_PREFIX) :]
+        lib = self.state.library
+        v = lib.get_for(vid, self.owner, self.admin, use=True)  # own, shared, or admin
+        caps = entry.backend.capabilities
+        if caps.voice_library:
+            name = await sync_voice(entry.backend, entry.label, lib, vid)
+            return replace(req, voice=name)
+        if caps.cloning:
+            return replace(req, voice=None, ref_audio=lib.wav(vid), ref_text=v.ref_text)
+        raise CloneUnavailable(
+            f"cloning is unavailable on the {entry.label} backend: it cannot clone voices. "
+            "Pick a backend that supports cloning (e.g. a vLLM-Omni Base model)."
+        )
+
+    async def generate(self, token: int, msg: dict[str, Any]) -> None:
+        state = self.state
+        label = str(msg.get("backend") or state.default)
+        entry = state.backends.get(label)
+        if entry is None:
+            self.send({"type": "error", "token": token, "message": f"unknown backend {label!r}"})
+            return
+        try:
+            req, mode = self._request(entry, msg)
+            if req.voice and req.voice.startswith(CLONE_PREFIX):
+                req = await self._clone(entry, req)
+        except CloneUnavailable as e:
+            self.send({"type": "error", "token": token, "message": str(e), "clone": "unavailable"})
+            return
+        except (InvalidRequest, ValueError, TypeError) as e:
+            self.send({"type": "error", "token": token, "message": str(e), "partial": False})
+            return
+        except ListenlabError as e:
+            self.send({"type": "error", "token": token, "message": str(e), "partial": False})
+            return
+        await self.run(token, entry, req, mode)
+
+    async def run(self, token: int, entry: BackendEntry, req: SpeechRequest, mode: str) -> None:
+        """Queue for ``entry``, stream (or fetch whole) ``req`` to the page, save the take.
+
+        The page learns only the take id, never the backend: handlers for blind tests call this
+        with a system the server chose.
+        """
+
+        def queued(pos: int) -> None:
+            self.send({"type": "queued", "token": token, "position": pos})
+
+        take: Take | None = None
+        status_msg: dict[str, Any]
+        self._cancelled = None
+        self.mine.add(req.request_id)
+        if self.current and self.current.token == token:
+            self.current.take_id = req.request_id
+        learnt = await self._learnt(entry.label)
+        async with entry.gate.slot(queued):
+            self.send({"type": "generating", "token": token, "take_id": req.request_id})
+            try:
+                if mode == "whole":
+                    take = await self._whole(entry.backend, req, token, learnt)
+                else:
+                    take = await self._stream(entry.backend, req, token, learnt)
+                status_msg = {"type": "done", "token": token, "status": "ok"}
+            except TakeFailed as e:
+                take = e.take
+                status_msg = {
+                    "type": "error",
+                    "token": token,
+                    "status": "error",
+                    "message": f"the stream failed: {e}",
+                    "partial": bool(take.chunks),
+                }
+            except InvalidRequest as e:
+                self.send({"type": "error", "token": token, "message": str(e), "partial": False})
+                return
+            except asyncio.CancelledError:
+                take = self._cancelled
+                if take is not None and take.chunks:
+                    await self._save(entry, take)
+                self.send({"type": "cancelled", "token": token, "take_id": req.request_id})
+                raise
+            except Exception as e:  # engine bug: never present it as success
+                log.exception("generation failed")
+                self.send(
+                    {
+                        "type": "error",
+                        "token": token,
+                        "message": f"backend error: {e}",
+                        "partial": False,
+                    }
+                )
+                return
+        if take is not None and take.chunks:
+            await self._save(entry, take)
+        for m in self.pending.pop(req.request_id, []):  # no audio, so nothing to attach them to
+            self.send(
+                {
+                    "type": "error",
+                    "take_id": req.request_id,
+                    "message": f"{m['type']} report not stored: the take has no audio",
+                }
+            )
+        status_msg.update(self._summary(take))
+        self.send(status_msg)
+        if take is not None and take.chunks:
+            asyncio.create_task(self._findings(take, token))
+
+    async def _learnt(self, label: str) -> dict[str, Any] | None:
+        """Chars -> seconds and generation rate learnt from this backend's past takes."""
+        from evaluation.playout import learn
+
+        try:
+            return (await asyncio.to_thread(learn, self.state.store, label)).to_dict()
+        except Exception:  # a start rule without history is still a start rule
+            log.exception("learning from past takes failed")
+            return None
+
+    async def _stream(
+        self, backend: Backend, req: SpeechRequest, token: int, learnt: dict | None = None
+    ) -> Take:
+        rec = Recorder(backend, req)
+        self._cancelled = None
+        n = 0
+        try:
+            async for c in rec:
+                if n == 0:
+                    self.send(self._start(req, c.sample_rate, c.channels, token, learnt, c))
+                head = HEADER.pack(token, n, (c.arrived - rec.t0) * 1000.0)
+                self.send(head + c.pcm.astype("<i2", copy=False).tobytes())
+                n += 1
+        except asyncio.CancelledError:
+            self._cancelled = rec.take
+            raise
+        assert rec.take is not None
+        return rec.take
+
+    async def _whole(
+        self, backend: Backend, req: SpeechRequest, token: int, learnt: dict | None = None
+    ) -> Take:
+        """Non-streaming: one request for the whole file (speed is a post-hoc stretch there)."""
+        t0 = time.monotonic()
+        audio = await backend.synthesize(req)
+        ms = (time.monotonic() - t0) * 1000.0
+        pcm = np.ascontiguousarray(audio.samples, dtype=np.int16)
+        take = Take(
+            request=req,
+            backend=backend.describe(),
+            sample_rate=audio.sample_rate,
+            channels=audio.channels,
+            chunks=[ChunkRecord(0, ms, 0, pcm.shape[0])],
+            audio=pcm,
+            total_ms=ms,
+            take_id=req.request_id,
+            meta={"mode": "whole"},
+        )
+        self.send(self._start(req, audio.sample_rate, audio.channels, token, learnt, audio))
+        self.send(HEADER.pack(token, 0, ms) + pcm.astype("<i2").tobytes())
+        return take
+
+    def _start(
+        self,
+        req: SpeechRequest,
+        sr: int,
+        ch: int,
+        token: int,
+        learnt: dict | None = None,
+        first: Any = None,
+    ) -> dict[str, Any]:
+        """``learnt``: the start rule's priors for this backend (``evaluation.playout.learn``);
+        ``assumed``: set when the rate/channels were not read from the stream (and from what),
+        taken from the first chunk's ``assumed_format`` (e.g. ``backends/vllm_omni/client.py``)."""
+        return {
+            "type": "start",
+            "token": token,
+            "take_id": req.request_id,
+            "sample_rate": sr,
+            "channels": ch,
+            "text_chars": len(req.text),
+            "learnt": learnt,
+            "assumed": getattr(first, "assumed_format", None),
+        }
+
+    @staticmethod
+    def _summary(take: Take | None) -> dict[str, Any]:
+        if take is None:
+            return {}
+        sr = take.sample_rate or 1
+        return {
+            "take_id": take.take_id,
+            "ttfa_ms": take.ttfa_ms,
+            "rtf": take.rtf,
+            "total_ms": take.total_ms,
+            "chunks": len(take.chunks),
+            "frames": take.frames,
+            "duration_s": take.duration_s,
+            "boundaries_ms": [b * 1000.0 / sr for b in take.boundaries],
+            "arrivals_ms": [c.arrival_ms for c in take.chunks],
+        }
+
+    async def _save(self, entry: BackendEntry, take: Take) -> None:
+        take.meta.setdefault("session", self.session_id)
+        if self.owner:
+            take.meta.setdefault("owner", self.owner)
+        take.meta.setdefault("backend_label", entry.label)
+        try:
+            await asyncio.to_thread(self.state.save_take, entry, take)
+        except Exception as e:  # the stream itself was fine; say the take was not kept
+            log.exception("saving take failed")
+            self.send(
+                {"type": "report_error", "take_id": take.take_id, "message": f"take not saved: {e}"}
+            )
+            return
+        self.saved.add(take.take_id)
+        for m in self.pending.pop(take.take_id, []):
+            await self.write_report(m)
+
+    async def _findings(self, take: Take, token: int) -> None:
+        try:
+            found = await asyncio.to_thread(self.state.detect, take)
+        except Exception as e:
+            log.exception("glitch detector failed")
+            self.send(
+                {
+                    "type": "findings",
+                    "token": token,
+                    "take_id": take.take_id,
+                    "available": False,
+                    "note": f"detector failed: {e}",
+                    "findings": [],
+                }
+            )
+            return
+        if found is None:
+            self.send(
+                {
+                    "type": "findings",
+                    "token": token,
+                    "take_id": take.take_id,
+                    "available": False,
+                    "note": "no automatic detector installed",
+                    "findings": [],
+                }
+            )
+            return
+        self.send(
+            {
+                "type": "findings",
+                "token": token,
+                "take_id": take.take_id,
+                "available": True,
+                "findings": found,
+                "checks": getattr(found, "checks", None),
+            }
+        )
+
+
+def _field_error(e: Exception) -> str:
+    """A user-level reason for a bad field (never a repr of an internal object)."""
+    if isinstance(e, KeyError):
+        return f"missing field {e.args[0]!r}"
+    text = str(e)
+    if "invalid literal for int" in text or "int()" in text:
+        return "token must be an integer"
+    if "could not convert" in text or "float()" in text:
+        return "a numeric field is not a number"
+    return text[:200] or type(e).__name__
+
+
+async def serve_session(ws: WebSocket, state: AppState) -> None:
+    """One page's socket. A malformed message gets an ``error`` (no token, so it never ends a
+    playing stream) and the socket stays open: binary frames, bad JSON, too deep or too big
+    messages, wrong field types."""
+    from app.web.admin import policy as admin_policy
+    from app.web.guard import loads_limited
+    from app.web.identity import identity
+
+    await ws.accept()
+    session = Session(ws, state, owner=identity(ws).owner_id, admin=admin_policy(ws).is_admin(ws))
+    writer = asyncio.create_task(session.writer())
+    closing: list[asyncio.Task] = []
+
+    async def drop() -> None:
+        """The page stopped reading: end its generation, send a close (1008) and drop the
+        connection (the close frame waits behind unread data the client will never read)."""
+        from app.web.guard import ABORT_KEY
+
+        await session.stop()
+        with contextlib.suppress(Exception):
+            await asyncio.wait_for(ws.close(CLOSE_CODE, CLOSE_REASON), 2.0)
+        abort = ws.scope.get(ABORT_KEY)
+        if abort is not None:
+            abort()
+
+    session.outbox.on_overflow = lambda: closing.append(asyncio.ensure_future(drop()))
+    session.send({"type": "hello", "session": session.session_id})
+    try:
+        while True:
+            # over the send budget: take no more requests until the page reads (or drop it)
+            if not await session.outbox.wait_for_room():
+                if not closing:
+                    closing.append(asyncio.ensure_future(drop()))
+                break
+            frame = await ws.receive()
+            if frame["type"] == "websocket.disconnect":
+                break
+            raw = frame.get("text")
+            if raw is None:
+                session.send(
+                    {"type": "error", "message": "binary frames are not accepted: send JSON text"}
+                )
+                continue
+            if len(raw) > MAX_MESSAGE_CHARS:
+                session.send(
+                    {
+                        "type": "error",
+                        "message": f"message too large ({len(raw)} characters; the limit is "
+                        f"{MAX_MESSAGE_CHARS})",
+                    }
+                )
+                continue
+            try:
+                msg = loads_limited(raw)
+                if not isinstance(msg, dict):
+                    raise ValueError("not an object")
+            except ValueError as e:
+                session.send({"type": "error", "message": f"messages must be JSON objects ({e})"})
+                continue
+            try:
+                await session.handle(msg)
+            except (ValueError, TypeError, KeyError, OverflowError) as e:
+                kind = str(msg.get("type"))[:40]
+                session.send(
+                    {"type": "error", "message": f"malformed {kind!r} message: {_field_error(e)}"}
+                )
+    except (WebSocketDisconnect, RuntimeError):
+        pass
+    finally:
+        await session.stop()  # closing the page stops its generation on the backend
+        for t in closing:
+            with contextlib.suppress(Exception):
+                await t
+        session.outbox.put_nowait(None)
+        with contextlib.suppress(Exception):
+            await asyncio.wait_for(writer, 1.0)
+        writer.cancel()

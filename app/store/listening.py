@@ -1,0 +1,512 @@
+"""The listening-test tables of the store (schema v2): tests' lifecycle, stimuli, raters'
+sessions, play events, one answer per item, MUSHRA ratings.
+
+Why a module beside ``store.py``: the store keeps takes, votes and marks for every part of the
+app; this is what only listening tests need. It uses the store's per-thread connections and
+writes each answer and its typed rows (MOS rating, A/B vote, MUSHRA ratings) in one
+transaction, so an item is answered exactly once even with two tabs or a re-sent request.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import sqlite3
+import time
+import uuid
+from collections.abc import Callable
+from dataclasses import asdict
+from typing import Any
+
+import pandas as pd
+
+from app.listening.stimuli import Stimulus
+from app.store.core import AlreadyVoted, ListeningTest, Store, UnknownItem, now_iso
+from backends.base import InvalidRequest
+
+STATUSES = ("draft", "open", "closed")
+
+
+def token_hash(token: str) -> str:
+    """Rater tokens are stored only as their SHA-256 (a DB leak does not hand out sessions)."""
+    return hashlib.sha256(token.encode("utf-8", "replace")).hexdigest()
+
+
+class TestStore:
+    """Listening-test reads and writes on top of a :class:`~app.store.core.Store`."""
+
+    __test__ = False  # not a pytest class
+
+    def __init__(self, store: Store):
+        self.store = store
+
+    @property
+    def db(self):
+        return self.store.db
+
+    def _rows(self, sql: str, params: list[Any] | tuple = ()) -> list[dict[str, Any]]:
+        cur = self.db.execute(sql, list(params))
+        cols = [d[0] for d in cur.description]
+        return [dict(zip(cols, r, strict=True)) for r in cur.fetchall()]
+
+    # -- tests
+
+    def create_test(
+        self, test_id: str, kind: str, name: str, config: dict[str, Any], status: str = "draft"
+    ) -> None:
+        self.store.add_test(ListeningTest(test_id, kind=kind, name=name, config=config))
+        self.set_status(test_id, status)
+
+    def get_test(self, test_id: str) -> dict[str, Any] | None:
+        rows = self._rows("SELECT * FROM tests WHERE test_id = ?", [test_id])
+        if not rows:
+            return None
+        r = rows[0]
+        r["config"] = json.loads(r["config"]) if r["config"] else {}
+        return r
+
+    def require_test(self, test_id: str) -> dict[str, Any]:
+        t = self.get_test(test_id)
+        if t is None:
+            raise UnknownItem(f"no test {test_id!r}")
+        return t
+
+    def list_tests(self) -> list[dict[str, Any]]:
+        rows = self._rows(
+            "SELECT t.test_id, t.kind, t.name, t.status, t.created_at, "
+            "(SELECT count(*) FROM test_raters r WHERE r.test_id = t.test_id) AS raters, "
+            "(SELECT count(*) FROM answers a WHERE a.test_id = t.test_id) AS answers, "
+            "(SELECT count(*) FROM stimuli s WHERE s.test_id = t.test_id) AS stimuli "
+            "FROM tests t ORDER BY t.created_at DESC"
+        )
+        return rows
+
+    def set_status(self, test_id: str, status: str) -> None:
+        if status not in STATUSES:
+            raise InvalidRequest(f"status must be one of {', '.join(STATUSES)}")
+        self.require_test(test_id)
+        self.db.execute(
+            "UPDATE tests SET status = ?, updated_at = ? WHERE test_id = ?",
+            [status, now_iso(), test_id],
+        )
+        self.db.commit()
+
+    def update_config(self, test_id: str, config: dict[str, Any]) -> None:
+        self.db.execute(
+            "UPDATE tests SET config = ?, updated_at = ? WHERE test_id = ?",
+            [json.dumps(config, sort_keys=True), now_iso(), test_id],
+        )
+        self.db.commit()
+
+    def duplicate(self, test_id: str, new_id: str, name: str | None = None) -> None:
+        """A new draft test with the same config and stimuli (same takes), no raters."""
+        t = self.require_test(test_id)
+        self.create_test(new_id, t["kind"], name or f"{t['name']} (copy)", t["config"])
+        for s in self.stimuli(test_id):
+            self.add_stimulus(
+                Stimulus(**{**asdict(s), "stimulus_id": uuid.uuid4().hex, "test_id": new_id})
+            )
+
+    def delete(self, test_id: str) -> None:
+        """Remove a test and everything rated in it (export first: the designer does). Takes stay."""
+        self.require_test(test_id)
+        db = self.db
+        with db.conn:
+            for table in (
+                "mushra_ratings",
+                "answers",
+                "play_events",
+                "mos_ratings",
+                "ab_votes",
+                "glitch_reports",
+                "assignments",
+                "screen_trials",
+                "test_raters",
+                "stimuli",
+                "tests",
+            ):
+                db.execute(f'DELETE FROM "{table}" WHERE test_id = ?', [test_id])
+
+    # -- stimuli
+
+    def add_stimulus(self, s: Stimulus) -> None:
+        row = asdict(s)
+        row["meta"] = json.dumps(s.meta, sort_keys=True)
+        row["created_at"] = now_iso()
+        cols = ", ".join(row)
+        self.db.execute(
+            f"INSERT INTO stimuli ({cols}) VALUES ({', '.join('?' for _ in row)})",
+            list(row.values()),
+        )
+        self.db.commit()
+
+    def stimuli(self, test_id: str) -> list[Stimulus]:
+        out = []
+        for r in self._rows(
+            "SELECT * FROM stimuli WHERE test_id = ? ORDER BY created_at, stimulus_id", [test_id]
+        ):
+            r.pop("created_at", None)
+            r["meta"] = json.loads(r["meta"]) if r["meta"] else {}
+            out.append(Stimulus(**r))
+        return out
+
+    # -- raters
+
+    def join(
+        self,
+        test_id: str,
+        token: str,
+        crowd_id: str | None,
+        crowd_source: str | None,
+        *,
+        study_id: str | None = None,
+        session_id: str | None = None,
+        choose_row: Callable[[list[dict[str, Any]]], int | None] | None = None,
+    ) -> tuple[dict[str, Any], bool]:
+        """The rater of ``crowd_id`` in ``test_id`` (one crowd id is one rater: the old token
+        is replaced by ``token``), or a new anonymous rater with the next ``seq`` and the design
+        row ``choose_row`` picks from every rater's row (None: ``seq``). Atomic (two tabs
+        joining at once get one rater). Returns ``(rater, resumed)``."""
+        db = self.db
+        db.execute("BEGIN IMMEDIATE")
+        try:
+            old = (
+                db.execute(
+                    "SELECT rater_id FROM test_raters WHERE test_id = ? AND crowd_id = ? "
+                    "ORDER BY seq LIMIT 1",
+                    [test_id, crowd_id],
+                ).fetchone()
+                if crowd_id
+                else None
+            )
+            if old is not None:
+                db.execute(
+                    "UPDATE test_raters SET token_hash = ?, seen_at = ?, "
+                    "study_id = coalesce(?, study_id), session_id = coalesce(?, session_id) "
+                    "WHERE test_id = ? AND rater_id = ?",
+                    [token_hash(token), time.time(), study_id, session_id, test_id, old[0]],
+                )
+                db.execute("COMMIT")
+                return self.rater(test_id, old[0]), True
+            rows = self._rows(
+                "SELECT rater_id, seq, design_row, finished_at, screened_out_at, seen_at, "
+                "headphone_pass "
+                "FROM test_raters WHERE test_id = ?",
+                [test_id],
+            )
+            seq = max((int(r["seq"]) for r in rows), default=-1) + 1
+            row = choose_row(rows) if choose_row is not None else None
+            rater_id = uuid.uuid4().hex[:16]
+            db.execute(
+                "INSERT INTO raters (rater_id, meta, created_at) VALUES (?,?,?)",
+                [rater_id, json.dumps({"test_id": test_id}), now_iso()],
+            )
+            db.execute(
+                "INSERT INTO test_raters (test_id, rater_id, token_hash, seq, crowd_id, "
+                "crowd_source, created_at, study_id, session_id, design_row, seen_at) "
+                "VALUES (?,?,?,?,?,?,?,?,?,?,?)",
+                [
+                    test_id,
+                    rater_id,
+                    token_hash(token),
+                    seq,
+                    crowd_id,
+                    crowd_source,
+                    now_iso(),
+                    study_id,
+                    session_id,
+                    seq if row is None else row,
+                    time.time(),
+                ],
+            )
+            db.execute("COMMIT")
+        except BaseException:
+            db.rollback()
+            raise
+        return self.rater(test_id, rater_id), False
+
+    def rater(self, test_id: str, rater_id: str) -> dict[str, Any]:
+        rows = self._rows(
+            "SELECT * FROM test_raters WHERE test_id = ? AND rater_id = ?", [test_id, rater_id]
+        )
+        if not rows:
+            raise UnknownItem("no such rater in this test")
+        return rows[0]
+
+    def rater_for_token(self, test_id: str, token: str) -> dict[str, Any] | None:
+        rows = self._rows(
+            "SELECT * FROM test_raters WHERE token_hash = ? AND test_id = ?",
+            [token_hash(token), test_id],
+        )
+        return rows[0] if rows else None
+
+    def update_rater(self, test_id: str, rater_id: str, **fields: Any) -> None:
+        allowed = {
+            "consent_at",
+            "headphone",
+            "headphone_pass",
+            "completion_code",
+            "finished_at",
+            "seen_at",
+            "screened_out_at",
+            "screenout_code",
+            "familiar",
+            "familiarised_at",
+        }
+        bad = set(fields) - allowed
+        if bad:
+            raise InvalidRequest(f"cannot set {sorted(bad)}")
+        sets = ", ".join(f"{k} = ?" for k in fields)
+        self.db.execute(
+            f"UPDATE test_raters SET {sets} WHERE test_id = ? AND rater_id = ?",
+            [*fields.values(), test_id, rater_id],
+        )
+        self.db.commit()
+
+    def raters_frame(self, test_id: str) -> pd.DataFrame:
+        return self.store._query(
+            "SELECT test_id, rater_id, seq, design_row, crowd_id, crowd_source, study_id, "
+            "session_id, consent_at, headphone, headphone_pass, screened_out_at, "
+            "screenout_code, familiarised_at, completion_code, finished_at, created_at, seen_at, "
+            "(SELECT count(*) FROM answers a WHERE a.test_id = r.test_id "
+            "AND a.rater_id = r.rater_id) AS answered "
+            "FROM test_raters r WHERE test_id = ? ORDER BY seq",
+            [test_id],
+        )
+
+    def screen_out(self, test_id: str, rater_id: str, code: str) -> None:
+        """End the rater's session once (a second, racing call keeps the first code)."""
+        self.db.execute(
+            "UPDATE test_raters SET screened_out_at = ?, screenout_code = ? "
+            "WHERE test_id = ? AND rater_id = ? AND screened_out_at IS NULL",
+            [now_iso(), code, test_id, rater_id],
+        )
+        self.db.commit()
+
+    # -- the headphone screen (answer keys stay here)
+
+    def add_screen(self, test_id: str, rater_id: str, trials: list[tuple[str, str, float]]) -> None:
+        """Store a rater's screen trials ``(kind, key json, duration ms)`` once (a second call,
+        e.g. from another tab, keeps the first)."""
+        db = self.db
+        with db.conn:
+            for n, (kind, key, dur) in enumerate(trials):
+                db.execute(
+                    "INSERT OR IGNORE INTO screen_trials (test_id, rater_id, n, kind, key, "
+                    "duration_ms) VALUES (?,?,?,?,?,?)",
+                    [test_id, rater_id, n, kind, key, dur],
+                )
+
+    def screen(self, test_id: str, rater_id: str) -> list[dict[str, Any]]:
+        return self._rows(
+            "SELECT * FROM screen_trials WHERE test_id = ? AND rater_id = ? ORDER BY n",
+            [test_id, rater_id],
+        )
+
+    def screen_fetched(self, test_id: str, rater_id: str, n: int, at: float) -> None:
+        """The first time the trial's audio went out (replays keep it), and one more fetch."""
+        self.db.execute(
+            "UPDATE screen_trials SET fetched_at = coalesce(fetched_at, ?), fetches = fetches + 1 "
+            "WHERE test_id = ? AND rater_id = ? AND n = ?",
+            [at, test_id, rater_id, n],
+        )
+        self.db.commit()
+
+    def screen_answer(self, test_id: str, rater_id: str, n: int, answer: int) -> bool:
+        """Store the answer to trial ``n`` unless it has one (the first answer stands)."""
+        cur = self.db.execute(
+            "UPDATE screen_trials SET answer = ?, answered_at = ? "
+            "WHERE test_id = ? AND rater_id = ? AND n = ? AND answer IS NULL",
+            [answer, now_iso(), test_id, rater_id, n],
+        )
+        self.db.commit()
+        return cur.rowcount == 1
+
+    # -- play events and answers
+
+    def add_play_event(self, row: dict[str, Any]) -> None:
+        row = {"event_id": uuid.uuid4().hex, "created_at": now_iso(), **row}
+        cols = ", ".join(row)
+        self.db.execute(
+            f"INSERT INTO play_events ({cols}) VALUES ({', '.join('?' for _ in row)})",
+            list(row.values()),
+        )
+        self.db.commit()
+
+    def played(self, test_id: str, rater_id: str, assignment_id: str) -> dict[int, float]:
+        """Per slot, the longest playback the server has accepted (ms)."""
+        rows = self.db.execute(
+            "SELECT slot, max(played_ms) FROM play_events WHERE test_id=? AND rater_id=? "
+            "AND assignment_id=? GROUP BY slot",
+            [test_id, rater_id, assignment_id],
+        ).fetchall()
+        return {int(s): float(p or 0.0) for s, p in rows}
+
+    def answered(self, test_id: str, rater_id: str) -> dict[str, dict[str, Any]]:
+        return {
+            r["assignment_id"]: r
+            for r in self._rows(
+                "SELECT * FROM answers WHERE test_id = ? AND rater_id = ?", [test_id, rater_id]
+            )
+        }
+
+    def answer(
+        self,
+        answer_id: str,
+        test_id: str,
+        rater_id: str,
+        assignment_id: str,
+        kind: str,
+        payload: dict[str, Any],
+        condition: str | None,
+        typed: list[tuple[str, dict[str, Any]]],
+    ) -> bool:
+        """Store one answer and its typed rows in one transaction.
+
+        Returns True when stored now, False when this ``answer_id`` was stored before (a
+        re-send). Another answer for the same item raises :class:`AlreadyVoted`.
+        """
+        db = self.db
+        db.execute("BEGIN IMMEDIATE")
+        try:
+            prev = db.execute(
+                "SELECT answer_id FROM answers WHERE test_id=? AND rater_id=? AND assignment_id=?",
+                [test_id, rater_id, assignment_id],
+            ).fetchone()
+            if prev is not None:
+                db.execute("ROLLBACK")
+                if prev[0] == answer_id:
+                    return False
+                raise AlreadyVoted(
+                    "this item is already answered; the first answer stands", prev[0]
+                )
+            db.execute(
+                "INSERT INTO answers (answer_id, test_id, rater_id, assignment_id, kind, payload, "
+                "condition, created_at) VALUES (?,?,?,?,?,?,?,?)",
+                [
+                    answer_id,
+                    test_id,
+                    rater_id,
+                    assignment_id,
+                    kind,
+                    json.dumps(payload, sort_keys=True),
+                    condition,
+                    now_iso(),
+                ],
+            )
+            for table, row in typed:
+                cols = ", ".join(f'"{k}"' for k in row)
+                db.execute(
+                    f'INSERT INTO "{table}" ({cols}) VALUES ({", ".join("?" for _ in row)})',
+                    list(row.values()),
+                )
+            db.execute("COMMIT")
+            return True
+        except sqlite3.IntegrityError as e:
+            db.rollback()
+            again = db.execute("SELECT 1 FROM answers WHERE answer_id = ?", [answer_id]).fetchone()
+            if again:
+                return False
+            raise AlreadyVoted(f"answer not stored: {e}", "") from None
+        except AlreadyVoted:
+            raise
+        except BaseException:
+            db.rollback()
+            raise
+
+    # -- frames
+
+    def mushra_frame(self, test_id: str) -> pd.DataFrame:
+        return self.store._query(
+            "SELECT * FROM mushra_ratings WHERE test_id = ? ORDER BY rater_id, assignment_id, slot",
+            [test_id],
+        )
+
+    def ab_checks_frame(self, test_id: str) -> pd.DataFrame:
+        """The answered A/B check pairs (anchor vs its clean source): rater, which side was
+        clean (``expected``: -1 A, +1 B) and the answer's ``choice`` and ``cmos``."""
+        df = self.store._query(
+            "SELECT ans.rater_id, ans.assignment_id, a.expected, ans.payload "
+            "FROM answers ans JOIN assignments a ON a.assignment_id = ans.assignment_id "
+            "AND a.test_id = ans.test_id "
+            "WHERE ans.test_id = ? AND ans.kind = 'ab' AND a.role = 'gold' "
+            "ORDER BY ans.created_at",
+            [test_id],
+        )
+        if df.empty:
+            return pd.DataFrame(columns=["rater_id", "assignment_id", "expected", "choice", "cmos"])
+        payload = df.pop("payload").map(json.loads)
+        df["choice"] = payload.map(lambda p: p.get("choice"))
+        df["cmos"] = payload.map(lambda p: p.get("cmos"))
+        return df
+
+    def ratings_frame(self, test_id: str) -> pd.DataFrame:
+        """Every rating of the test in one long table, for the export: one row per MOS score,
+        A/B vote and MUSHRA slot, each with its ``system_id`` (A/B: the system the vote went
+        to, ``tie`` otherwise, and both sides), prompt, role, and ``time_on_item_ms`` (the
+        server's clock from the rater's previous answer, or consent for the first item, to this
+        answer: the time the item was on the rater's screen)."""
+        cols = [
+            "kind",
+            "rater_id",
+            "assignment_id",
+            "slot",
+            "role",
+            "expected",
+            "system_id",
+            "system_a",
+            "system_b",
+            "prompt_id",
+            "score",
+            "choice",
+            "cmos",
+            "condition",
+        ]
+        parts = []
+        mos = self.store.mos_frame(test_id)
+        if not mos.empty:
+            parts.append(mos.assign(kind="mos", slot=0))
+        ab = self.store.ab_frame(test_id)
+        if not ab.empty:
+            won = ab["choice"].map({"a": 0, "b": 1})
+            sid = ab["system_a"].where(won == 0, ab["system_b"]).where(won.notna(), "tie")
+            parts.append(ab.assign(kind="ab", slot=0, role="item", system_id=sid))
+        mu = self.mushra_frame(test_id)
+        if not mu.empty:
+            parts.append(mu.assign(kind="mushra"))
+        if not parts:
+            return pd.DataFrame(columns=[*cols, "answered_at", "time_on_item_ms"])
+        df = pd.concat([p.reindex(columns=cols) for p in parts], ignore_index=True)
+        ans = self.store._query(
+            "SELECT a.rater_id, a.assignment_id, a.created_at AS answered_at, "
+            "coalesce(r.consent_at, r.created_at) AS started_at FROM answers a "
+            "LEFT JOIN test_raters r ON r.test_id = a.test_id AND r.rater_id = a.rater_id "
+            "WHERE a.test_id = ? ORDER BY a.rater_id, a.created_at",
+            [test_id],
+        )
+        ts = {
+            c: pd.to_datetime(ans[c], errors="coerce", utc=True, format="ISO8601")
+            for c in ("answered_at", "started_at")
+        }
+        # on screen from the previous answer (the first item: from consent) to this answer
+        prev = ts["answered_at"].groupby(ans["rater_id"]).shift(1).fillna(ts["started_at"])
+        ans["time_on_item_ms"] = ((ts["answered_at"] - prev).dt.total_seconds() * 1000).round(0)
+        df = df.merge(
+            ans[["rater_id", "assignment_id", "answered_at", "time_on_item_ms"]],
+            on=["rater_id", "assignment_id"],
+            how="left",
+        )
+        return df
+
+    def answers_frame(self, test_id: str) -> pd.DataFrame:
+        return self.store._query(
+            "SELECT * FROM answers WHERE test_id = ? ORDER BY created_at", [test_id]
+        )
+
+    def play_events_frame(self, test_id: str) -> pd.DataFrame:
+        return self.store._query(
+            "SELECT * FROM play_events WHERE test_id = ? ORDER BY created_at", [test_id]
+        )
+
+
+__all__ = ["STATUSES", "TestStore", "token_hash"]

@@ -1,0 +1,229 @@
+"""Who is the admin: one rule for every admin page and route (test designer, results, shared voices).
+
+Why one module: the listening tests, the voice library and the reports all need the same answer,
+and a public Space must never get it wrong in one place.
+
+* ``LISTENLAB_ADMIN_PASSWORD`` set: a request is admin when it carries the password
+  (``Authorization: Bearer PW`` or HTTP Basic with any user name) or the signed ``ll_admin``
+  cookie that :func:`login_cookie` makes after a correct password.
+* not set: only requests from the machine itself are admin (a loopback client with no
+  ``X-Forwarded-For``/``Forwarded`` header, so a reverse proxy on the same host does not make
+  every visitor an admin). Pages say so.
+
+Guessing is slowed per client (:class:`LoginThrottle`, the client as :class:`app.web.guard.Proxies`
+sees it): after a few wrong passwords (on the login form or in an ``Authorization`` header)
+that client's next tries are refused unchecked (429, ``Retry-After``) for a delay that doubles
+with each further failure, so even the right password waits. The cookie is ``Secure`` whenever
+the browser's request came over TLS (directly or through a trusted proxy, as on a Space).
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import hmac
+import ipaddress
+import os
+import secrets
+import time
+from dataclasses import dataclass, field
+
+from fastapi import HTTPException, Request
+from starlette.requests import HTTPConnection
+
+from app.web.guard import Proxies
+
+ENV_PASSWORD = "LISTENLAB_ADMIN_PASSWORD"
+COOKIE = "ll_admin"
+COOKIE_MAX_AGE_S = 12 * 3600
+PROXY_HEADERS = ("x-forwarded-for", "forwarded", "x-real-ip")
+
+
+@dataclass
+class LoginThrottle:
+    """Wrong passwords per client key; after ``free_failures`` the client waits ``base_s``,
+    doubling per further failure up to ``max_s``. Forgotten ``forget_s`` after the last one."""
+
+    free_failures: int = 3
+    base_s: float = 2.0
+    max_s: float = 900.0
+    forget_s: float = 3600.0
+    max_keys: int = 20_000
+    _fails: dict[str, tuple[int, float]] = field(default_factory=dict)
+
+    def _delay(self, n: int) -> float:
+        return (
+            0.0
+            if n < self.free_failures
+            else min(self.max_s, self.base_s * 2 ** (n - self.free_failures))
+        )
+
+    def wait_s(self, key: str, now: float) -> float:
+        """Seconds before this client may try a password again (0: now)."""
+        n, last = self._fails.get(key, (0, 0.0))
+        if n and now - last > self.forget_s:
+            self._fails.pop(key, None)
+            return 0.0
+        return max(0.0, last + self._delay(n) - now)
+
+    def failed(self, key: str, now: float) -> float:
+        n = self._fails.pop(key, (0, 0.0))[0] + 1
+        self._fails[key] = (n, now)
+        while len(self._fails) > self.max_keys:
+            self._fails.pop(next(iter(self._fails)))
+        return self._delay(n)
+
+    def succeeded(self, key: str) -> None:
+        self._fails.pop(key, None)
+
+
+@dataclass(frozen=True)
+class Attempt:
+    ok: bool
+    retry_after_s: float = 0.0
+    """> 0: the password was not checked (too many wrong ones from this client)."""
+
+
+class TooManyTries(HTTPException):
+    def __init__(self, wait_s: float):
+        w = max(1, int(wait_s + 0.999))
+        super().__init__(
+            429,
+            f"too many wrong admin passwords from your address: try again in {w} s",
+            headers={"Retry-After": str(w)},
+        )
+
+
+@dataclass(frozen=True)
+class AdminPolicy:
+    """The password (or None: localhost only) and the key that signs admin cookies.
+
+    The key is random per process unless ``LISTENLAB_SECRET_KEY`` is set, so cookies die with
+    a restart rather than outliving a changed password.
+    """
+
+    password: str | None
+    key: bytes
+    proxies: Proxies = field(default_factory=Proxies.from_env)
+    throttle: LoginThrottle = field(default_factory=LoginThrottle, compare=False)
+
+    @classmethod
+    def from_env(cls) -> AdminPolicy:
+        pw = os.environ.get(ENV_PASSWORD) or None
+        key = os.environ.get("LISTENLAB_SECRET_KEY")
+        return cls(pw, key.encode() if key else secrets.token_bytes(32), Proxies.from_env())
+
+    @property
+    def mode(self) -> str:
+        """``password`` or ``localhost``: what the admin pages tell the user."""
+        return "password" if self.password else "localhost"
+
+    def describe(self) -> str:
+        if self.password:
+            return "Admin pages need the password set in LISTENLAB_ADMIN_PASSWORD."
+        return (
+            "No LISTENLAB_ADMIN_PASSWORD is set: admin pages answer only requests from this "
+            "machine (localhost). Set it to administer a public deployment."
+        )
+
+    # -- checks
+
+    def password_ok(self, given: str | None) -> bool:
+        if not self.password or given is None:
+            return False
+        return hmac.compare_digest(given.encode(), self.password.encode())
+
+    def attempt(self, conn: HTTPConnection, given: str | None, now: float | None = None) -> Attempt:
+        """Check a password from this client, unless it must wait (then it is not checked)."""
+        now = time.time() if now is None else now
+        key = self.proxies.client_key(conn.scope)
+        wait = self.throttle.wait_s(key, now)
+        if wait > 0:
+            return Attempt(False, wait)
+        if self.password_ok(given):
+            self.throttle.succeeded(key)
+            return Attempt(True)
+        self.throttle.failed(key, now)
+        return Attempt(False)
+
+    def login_cookie(self, now: float | None = None) -> str:
+        """A cookie value that proves a correct password was given (expires, signed)."""
+        expires = int((now or time.time()) + COOKIE_MAX_AGE_S)
+        sig = self._sign(str(expires))
+        return f"{expires}.{sig}"
+
+    def cookie_ok(self, value: str | None, now: float | None = None) -> bool:
+        if not value or "." not in value:
+            return False
+        expires, _, sig = value.partition(".")
+        if not expires.isdigit() or int(expires) < (now or time.time()):
+            return False
+        return hmac.compare_digest(sig, self._sign(expires))
+
+    def is_admin(self, conn: HTTPConnection) -> bool:
+        """True when this request (or WebSocket) may use admin pages and routes."""
+        if self.password:
+            if self.cookie_ok(conn.cookies.get(COOKIE)):
+                return True
+            given = _presented_password(conn)
+            return given is not None and self.attempt(conn, given).ok
+        return is_local(conn)
+
+    def require(self, conn: HTTPConnection) -> None:
+        """Raise 403 (with the reason) unless the request is admin; 429 while this client
+        must wait after wrong passwords."""
+        if self.is_admin(conn):
+            return
+        if self.password and _presented_password(conn) is not None:
+            wait = self.throttle.wait_s(self.proxies.client_key(conn.scope), time.time())
+            if wait > 0:
+                raise TooManyTries(wait)
+        raise HTTPException(403, f"admin only. {self.describe()}")
+
+    def cookie_secure(self, conn: HTTPConnection) -> bool:
+        """Mark cookies ``Secure`` when the browser reached us over TLS."""
+        return self.proxies.is_tls(conn.scope)
+
+    def _sign(self, msg: str) -> str:
+        # the password is part of the key: changing it invalidates every cookie
+        key = self.key + (self.password or "").encode()
+        return hmac.new(key, msg.encode(), hashlib.sha256).hexdigest()
+
+
+def _presented_password(conn: HTTPConnection) -> str | None:
+    auth = conn.headers.get("authorization", "")
+    scheme, _, value = auth.partition(" ")
+    if scheme.lower() == "bearer":
+        return value.strip()
+    if scheme.lower() == "basic":
+        try:
+            decoded = base64.b64decode(value.strip(), validate=True).decode("utf-8")
+        except (ValueError, UnicodeDecodeError):
+            return None
+        return decoded.partition(":")[2]
+    return None
+
+
+def is_local(conn: HTTPConnection) -> bool:
+    """A direct loopback client, not one relayed by a proxy on this machine."""
+    if any(h in conn.headers for h in PROXY_HEADERS):
+        return False
+    host = conn.client.host if conn.client else ""
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return host == "testclient"  # starlette's TestClient
+
+
+def policy(request: Request | HTTPConnection) -> AdminPolicy:
+    """The app's policy (made at app creation), so tests can set the env per app."""
+    pol = getattr(request.app.state, "admin_policy", None)
+    if pol is None:
+        pol = AdminPolicy.from_env()
+        request.app.state.admin_policy = pol
+    return pol
+
+
+def require_admin(request: Request) -> None:
+    """FastAPI dependency: ``dependencies=[Depends(require_admin)]``."""
+    policy(request).require(request)

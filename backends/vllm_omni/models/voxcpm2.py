@@ -1,0 +1,136 @@
+"""VoxCPM2 (``openbmb/VoxCPM2``): AR base LM + LocDiT + AudioVAE, 48 kHz.
+
+Read from ``vllm-project/vllm-omni``:
+
+* ``vllm_omni/model_executor/models/voxcpm2/voxcpm2_talker.py`` ``build_voxcpm2_prompt``
+  (used by the server and the offline example so the talker's prefill-length check holds):
+  ``ids`` = ``tokenizer.encode(text, add_special_tokens=True)`` with multi-character CJK tokens
+  split into single characters (``build_cjk_split_map``) and the leading BOS dropped;
+  ``additional_information = {"text_token_ids": [ids]}``; prefill = ``len(ids) + 1``
+  (audio_start). With a clip: ``ref_len = ceil(ceil(n * vae.sample_rate / sr) / (patch_size *
+  prod(vae.encoder_rates)))``; with its transcript (continuation) ``prompt_audio: [[samples,
+  sr]]`` + ``prompt_text: [ref_text]`` and prefill ``+= ref_len + len(ref_ids)``; without it
+  (isolated reference) ``reference_audio: [[samples, sr]]`` and prefill ``+= ref_len + 2``.
+  ``prompt_token_ids = [1] * prefill``.
+* ``serving_speech.py`` ``_build_voxcpm2_prompt``: ``ref_audio`` (+ optional ``ref_text``) go
+  to the builder above; ``hf_config`` is the model's ``config.json``.
+* ``tts_adapters/voxcpm2.py``: the only built-in voice is ``"default"`` (zero-shot, no clone);
+  ``apply_max_new_tokens``; architecture ``VoxCPM2TalkerForConditionalGeneration``, stage key
+  ``latent_generator``.
+* ``examples/offline_inference/voxcpm2/end2end.py``: audio under ``model_outputs`` (``audio``
+  as a fallback), ``SAMPLE_RATE = 48_000``, mono; engine default sampling params.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import math
+from dataclasses import replace
+from typing import Any
+
+from backends.base import Capabilities, InvalidRequest, ModelUnavailable, SpeechRequest
+from backends.vllm_omni.models.base import ModelAdapter, decode_ref_audio, load_tokenizer
+
+
+def is_cjk(c: str) -> bool:
+    cp = ord(c)
+    return (
+        0x4E00 <= cp <= 0x9FFF
+        or 0x3400 <= cp <= 0x4DBF
+        or 0xF900 <= cp <= 0xFAFF
+        or 0x20000 <= cp <= 0x2A6DF
+        or 0x2A700 <= cp <= 0x2B73F
+        or 0x2B740 <= cp <= 0x2B81F
+        or 0x2F800 <= cp <= 0x2FA1F
+    )
+
+
+class VoxCPM2(ModelAdapter):
+    name = "voxcpm2"
+    title = "VoxCPM2"
+    # ASSUMED: openbmb/VoxCPM2's config.json may name another class; the talker class below is
+    # what vLLM-Omni registers, and the directory name is the fallback (as vLLM-Omni does).
+    architectures = frozenset({"VoxCPM2TalkerForConditionalGeneration", "VoxCPM2Model"})
+    model_types = frozenset({"voxcpm2"})
+    name_keys = ("voxcpm2",)
+    sample_rate = 48000
+    sources = (
+        "vllm_omni/model_executor/models/voxcpm2/voxcpm2_talker.py (build_voxcpm2_prompt)",
+        "vllm_omni/entrypoints/openai/serving_speech.py (_build_voxcpm2_prompt)",
+        "vllm_omni/entrypoints/openai/tts_adapters/voxcpm2.py",
+        "examples/offline_inference/voxcpm2/end2end.py",
+    )
+
+    def __init__(self, ctx, options):
+        super().__init__(ctx, options)
+        self._tokenizer: Any = None
+        self._split: dict[int, list[int]] = {}
+
+    def load(self, engine: Any) -> None:
+        try:
+            tok = load_tokenizer(self.ctx.model_path)
+        except Exception as e:
+            raise ModelUnavailable(
+                f"VoxCPM2 needs the tokenizer shipped in {self.ctx.model_path}: {e}"
+            ) from e
+        split: dict[int, list[int]] = {}
+        for token, tid in tok.get_vocab().items():
+            clean = token.replace("\u2581", "")
+            if len(clean) >= 2 and all(is_cjk(c) for c in clean):
+                ids = tok.convert_tokens_to_ids(list(clean))
+                if all(i != tok.unk_token_id for i in ids):
+                    split[int(tid)] = [int(i) for i in ids]
+        self._tokenizer, self._split = tok, split
+
+    def capabilities(self) -> Capabilities:
+        return replace(super().capabilities(), cloning=True)
+
+    def check(self, request: SpeechRequest) -> None:
+        super().check(request)
+        if request.ref_text and request.ref_audio is None:
+            raise InvalidRequest("ref_text needs a reference clip (ref_audio)")
+
+    def encode(self, text: str) -> list[int]:
+        tok = self._tokenizer
+        ids: list[int] = []
+        for tid in tok.encode(text, add_special_tokens=True):
+            ids.extend(self._split.get(int(tid), [int(tid)]))
+        if ids and ids[0] == tok.bos_token_id:
+            ids = ids[1:]
+        return ids
+
+    def ref_frames(self, n_samples: int, sr: int) -> int:
+        cfg = self.ctx.hf_config
+        vae, patch = cfg.get("audio_vae_config"), cfg.get("patch_size")
+        if not isinstance(vae, dict) or not patch or "sample_rate" not in vae:
+            raise ModelUnavailable(
+                "VoxCPM2 cloning needs audio_vae_config.sample_rate/encoder_rates and patch_size "
+                f"in {self.ctx.model_path / 'config.json'}"
+            )
+        patch_samples = int(patch) * math.prod(int(r) for r in vae.get("encoder_rates", [1]))
+        return math.ceil(math.ceil(n_samples * int(vae["sample_rate"]) / sr) / patch_samples)
+
+    def build_prompt(self, request: SpeechRequest) -> dict[str, Any]:
+        self.check(request)
+        if self._tokenizer is None:
+            raise ModelUnavailable("the VoxCPM2 tokenizer is not loaded (engine not started)")
+        ids = self.encode(request.text)
+        prefill = len(ids) + 1
+        info: dict[str, Any] = {"text_token_ids": [ids]}
+        salt = hashlib.sha256(repr((ids, request.ref_text)).encode())
+        if request.ref_audio is not None:
+            wav, sr = decode_ref_audio(request.ref_audio)
+            salt.update(wav.tobytes())
+            ref_len = self.ref_frames(len(wav), sr)
+            if request.ref_text:
+                info["prompt_audio"] = [[wav.tolist(), sr]]
+                info["prompt_text"] = [request.ref_text]
+                prefill += ref_len + len(self.encode(request.ref_text))
+            else:
+                info["reference_audio"] = [[wav.tolist(), sr]]
+                prefill += ref_len + 2
+        return {
+            "prompt_token_ids": [1] * prefill,
+            "additional_information": info,
+            "cache_salt": f"listenlab-{salt.hexdigest()[:32]}",
+        }
