@@ -12,7 +12,7 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
-from backends.base import InvalidRequest
+from backends.errors import InvalidRequest
 
 
 @dataclass(frozen=True)
@@ -170,14 +170,20 @@ def data_dir(raw: str) -> Path:
     return cands[-1]
 
 
+DEFAULT_DB = "data/listenlab.db"
+"""Where the store lives when neither ``LISTENLAB_DB`` nor ``LISTENLAB_DATA`` is set."""
+
+
 def resolve_db(environ: dict[str, str] | None = None) -> str:
-    """``$LISTENLAB_DB``, else ``<data dir>/listenlab.db``, else ``data/listenlab.db``."""
+    """The store's path, the one rule every command uses (``serve``, ``test``, ``api``...):
+    ``$LISTENLAB_DB``, else ``<data dir>/listenlab.db`` (:func:`data_dir` picks the first
+    writable folder of ``$LISTENLAB_DATA``), else ``data/listenlab.db``."""
     env = environ if environ is not None else os.environ
     if env.get("LISTENLAB_DB"):
         return env["LISTENLAB_DB"]
     if env.get("LISTENLAB_DATA"):
         return str(data_dir(env["LISTENLAB_DATA"]) / "listenlab.db")
-    return "data/listenlab.db"
+    return DEFAULT_DB
 
 
-__all__ = ["ENV", "EnvVar", "backends_from_env", "data_dir", "resolve_db"]
+__all__ = ["DEFAULT_DB", "ENV", "EnvVar", "backends_from_env", "data_dir", "resolve_db"]

@@ -19,19 +19,18 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
-from fastapi import FastAPI, File, Form, HTTPException, Request, UploadFile, WebSocket
+from fastapi import FastAPI, File, Form, Request, UploadFile, WebSocket
 from fastapi.responses import FileResponse, JSONResponse
 from fastapi.staticfiles import StaticFiles
 
+from app.config import DEFAULT_DB
 from app.state import (
     DEFAULT_CONCURRENCY,
-    DEFAULT_DB,
     STATIC,
     AppState,
     BackendEntry,
     Detector,
     default_detector,
-    journal_mode_for,
     load_examples,
     parse_backend_args,
 )
@@ -39,6 +38,7 @@ from app.web.admin import COOKIE as ADMIN_COOKIE
 from app.web.admin import COOKIE_MAX_AGE_S as ADMIN_COOKIE_MAX_AGE_S
 from app.web.admin import AdminPolicy, TooManyTries
 from app.web.admin import policy as admin_policy
+from app.web.errors import install_error_handler
 from app.web.gate import Gate
 from app.web.guard import (
     GuardConfig,
@@ -49,8 +49,10 @@ from app.web.guard import (
     loads_limited,
 )
 from app.web.identity import IdentityMiddleware, identity
+from app.web.offload import Offload, OffloadTimeout
 from app.web.slashes import add_slash_redirects
-from backends.base import Backend, InvalidRequest, ListenlabError
+from backends.base import Backend
+from backends.errors import Forbidden, InvalidRequest, ListenlabError, NotFound
 
 log = logging.getLogger("listenlab.app")
 
@@ -65,30 +67,9 @@ DECODE_TIMEOUT_S = 45.0
 DECODE_CONCURRENCY = 2
 
 
-async def _decode_off_loop(sem: asyncio.Semaphore, fn, *args):
-    """Run a clip decode in a thread with a time limit; at most ``sem`` decodes at once.
-
-    The slot is held until the thread really ends (a thread cannot be killed), so a burst of
-    uploads cannot stack decodes in memory even after their requests timed out.
-    """
-    from voices.clips import ClipError
-
-    await sem.acquire()
-    task = asyncio.ensure_future(asyncio.to_thread(fn, *args))
-    task.add_done_callback(lambda _t: sem.release())
-    try:
-        return await asyncio.wait_for(asyncio.shield(task), DECODE_TIMEOUT_S)
-    except TimeoutError:
-        raise ClipError(
-            f"decoding the clip took longer than {DECODE_TIMEOUT_S:.0f} s; send a simpler file"
-        ) from None
-
-
 async def _caps_json(entry: BackendEntry) -> dict[str, Any]:
-    refresh = getattr(entry.backend, "refresh", None)
-    if callable(refresh):  # remote engines learn their capabilities from the server
-        with contextlib.suppress(Exception):
-            await asyncio.wait_for(refresh(), 5.0)
+    with contextlib.suppress(Exception):  # remote engines learn their capabilities from the server
+        await asyncio.wait_for(entry.backend.refresh(), 5.0)
     caps = entry.backend.capabilities
     try:
         voices = await asyncio.wait_for(entry.backend.voices(), 5.0)
@@ -154,10 +135,9 @@ def create_app(
         entries[label] = BackendEntry(label, be, Gate(int(limit)))
     if warm:
         for e in entries.values():
-            if callable(getattr(e.backend, "warm_up", None)):
-                e.backend.warm_up()  # first click must not pay for loading the voice
+            e.backend.warm_up()  # first click must not pay for loading the voice
     db_path = Path(db_path)
-    store = Store.open(db_path, journal_mode=journal_mode or journal_mode_for(db_path))
+    store = Store.open(db_path, journal_mode=journal_mode)
     lib = VoiceLibrary(voices_dir or db_path.parent / "voices")
     state = AppState(
         backends=entries,
@@ -177,7 +157,7 @@ def create_app(
         store.close()
 
     app = FastAPI(title="listenlab", lifespan=lifespan)
-    state_decode = asyncio.Semaphore(DECODE_CONCURRENCY)
+    decoder = Offload(DECODE_CONCURRENCY, DECODE_TIMEOUT_S)
     app.state.listenlab = state
     app.state.admin_policy = AdminPolicy.from_env()
     app.mount("/ll/static", StaticFiles(directory=STATIC), name="ll-static")
@@ -201,14 +181,7 @@ def create_app(
     def who(request: Request) -> tuple[str, bool]:
         return identity(request).owner_id, admin_policy(request).is_admin(request)
 
-    @app.exception_handler(ListenlabError)
-    async def _ll_error(_req: Request, exc: ListenlabError):
-        code = 404 if type(exc).__name__ in {"VoiceNotFound", "UnknownItem"} else 400
-        if type(exc).__name__ == "VoiceForbidden":
-            code = 403
-        return JSONResponse(
-            {"error": str(exc)}, status_code=code if isinstance(exc, ValueError) else 502
-        )
+    install_error_handler(app)
 
     @app.post("/ll/admin/login")
     async def admin_login(request: Request, password: str = Form("")) -> JSONResponse:
@@ -217,7 +190,7 @@ def create_app(
         if tried.retry_after_s > 0:
             raise TooManyTries(tried.retry_after_s)
         if not tried.ok:
-            raise HTTPException(403, f"wrong password. {pol.describe()}")
+            raise Forbidden(f"wrong password. {pol.describe()}")
         resp = JSONResponse({"admin": True})
         resp.set_cookie(
             ADMIN_COOKIE,
@@ -264,16 +237,16 @@ def create_app(
         import json
 
         if not take_id.isalnum():
-            raise HTTPException(404, "no such take")
+            raise NotFound("no such take")
         row = await asyncio.to_thread(
             lambda: store.db.execute("SELECT meta FROM takes WHERE take_id=?", [take_id]).fetchone()
         )
         if row is None:
-            raise HTTPException(404, "no such take")
+            raise NotFound("no such take")
         owner, admin = who(request)
         meta = json.loads(row[0]) if row[0] else {}
         if not admin and meta.get("owner") != owner:
-            raise HTTPException(403, "this take belongs to another session")
+            raise Forbidden("this take belongs to another session")
         path = store.audio_path(take_id)
         return FileResponse(path, media_type="audio/wav", filename=f"{take_id}.wav")
 
@@ -298,7 +271,12 @@ def create_app(
         await file.close()
         if len(data) > MAX_UPLOAD_BYTES:
             raise ClipError(f"the clip is over the {MAX_UPLOAD_BYTES // 2**20} MB limit")
-        clip = await _decode_off_loop(state_decode, prepare_clip, data, file.filename)
+        try:
+            clip = await decoder.run(prepare_clip, data, file.filename)
+        except OffloadTimeout:
+            raise ClipError(
+                f"decoding the clip took longer than {DECODE_TIMEOUT_S:.0f} s; send a simpler file"
+            ) from None
         agreed = consent.lower() in {"1", "true", "yes", "on"}
         owner, admin = who(request)
         v = lib.add(
@@ -503,6 +481,8 @@ def _run_serve(args: argparse.Namespace) -> int:
             allowed_hosts=hosts,
             allowed_origins=origins,
         )
+        store = app.state.listenlab.store
+        print(f"listenlab: store {store.path.resolve()} (journal {store.journal_mode})", flush=True)
         # proxy_headers=False: uvicorn would believe X-Forwarded-For from 127.0.0.1 by itself;
         # app.web.guard.Proxies ($LISTENLAB_TRUSTED_PROXIES, a Space's private proxy) decides that
         config = uvicorn.Config(

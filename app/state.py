@@ -10,37 +10,18 @@ from __future__ import annotations
 
 import contextlib
 import json
-import os
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
 from app.web.gate import Gate
-from backends.base import Backend, ListenlabError
+from backends.base import Backend
+from backends.errors import ListenlabError
 from evaluation.takes import Take
 
 STATIC = Path(__file__).parent / "static"
 ASSETS = Path(__file__).resolve().parent.parent / "assets"
-DEFAULT_DB = "data/listenlab.db"
-NETWORK_STORAGE = ("/data",)
-"""Paths under these are network storage on HF Spaces: WAL is unsafe there (journal DELETE)."""
-
-
-def default_db() -> str:
-    """``$LISTENLAB_DB``, else ``$LISTENLAB_DATA/listenlab.db``, else ``data/listenlab.db``."""
-    if os.environ.get("LISTENLAB_DB"):
-        return os.environ["LISTENLAB_DB"]
-    if os.environ.get("LISTENLAB_DATA"):
-        return str(Path(os.environ["LISTENLAB_DATA"]) / "listenlab.db")
-    return DEFAULT_DB
-
-
-def journal_mode_for(path: str | Path) -> str:
-    p = str(Path(path).resolve())
-    return "delete" if any(p == n or p.startswith(n + "/") for n in NETWORK_STORAGE) else "wal"
-
-
 DEFAULT_CONCURRENCY = 2
 
 

@@ -18,68 +18,19 @@ from typing import Any, ClassVar
 
 import numpy as np
 
+from backends.errors import (
+    BackendError,
+    EmptyText,
+    SpeedOutOfRange,
+    TextTooLong,
+    Unsupported,
+)
+
 MAX_TEXT_CHARS = 5000
 """Longest input text accepted (characters after clean-up). Same order as vLLM-Omni deploys."""
 
 SPEED_RANGE = (0.25, 4.0)
 """Accepted ``speed`` range, as vLLM-Omni's ``OpenAICreateSpeechRequest``."""
-
-
-# --------------------------------------------------------------------------- errors
-
-
-class ListenlabError(Exception):
-    """Base class of every error listenlab raises on purpose."""
-
-
-class InvalidRequest(ListenlabError, ValueError):
-    """The caller asked for something that cannot be done. Nothing was generated."""
-
-
-class EmptyText(InvalidRequest):
-    pass
-
-
-class TextTooLong(InvalidRequest):
-    pass
-
-
-class UnknownVoice(InvalidRequest):
-    pass
-
-
-class SpeedOutOfRange(InvalidRequest):
-    pass
-
-
-class UnknownBackend(InvalidRequest):
-    pass
-
-
-class Unsupported(InvalidRequest):
-    """The backend cannot do this (e.g. cloning on a voice that cannot clone)."""
-
-
-class BackendError(ListenlabError, RuntimeError):
-    """The engine or server failed while generating.
-
-    ``status`` is the HTTP status a server answered with (if any) and ``partial`` says whether
-    some audio had already been delivered; that audio must be treated as a failed take.
-    """
-
-    def __init__(self, message: str, *, status: int | None = None, partial: bool = False):
-        super().__init__(message)
-        self.message = message
-        self.status = status
-        self.partial = partial
-
-
-class StreamTimeout(BackendError):
-    pass
-
-
-class ModelUnavailable(BackendError):
-    """Weights are not on this machine; listenlab never downloads them at run time."""
 
 
 # --------------------------------------------------------------------------- request
@@ -289,6 +240,26 @@ class Backend(abc.ABC):
 
     async def health(self) -> Health:
         return Health(True, "ok")
+
+    # -- optional lifecycle hooks: engines override what applies to them
+
+    loads_model: ClassVar[bool] = False
+    """Whether :meth:`start` or :meth:`warm_up` load something worth timing apart (a model):
+    ``listenlab say`` then reports the load time separately from the warm TTFA."""
+
+    async def start(self) -> None:
+        """Start the engine (an embedded model's stages). Nothing to start by default."""
+        return None
+
+    def warm_up(self) -> None:
+        """Load weights and run one tiny synthesis so the first real request is warm. Blocking:
+        call it at start-up or in a thread. Nothing to warm by default."""
+        return None
+
+    async def refresh(self) -> Capabilities:
+        """Learn the capabilities again (a remote engine asks its server's model card); by
+        default they are fixed, so this returns them."""
+        return self.capabilities
 
     async def aclose(self) -> None:
         """Free engine resources (sessions, connections). Nothing to free by default."""

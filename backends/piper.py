@@ -31,15 +31,12 @@ from backends.base import (
     AudioChunk,
     Backend,
     Capabilities,
-    EmptyText,
     Health,
-    InvalidRequest,
-    ModelUnavailable,
     SpeechRequest,
-    UnknownVoice,
     Voice,
     chunks_to_audio,
 )
+from backends.errors import EmptyText, InvalidRequest, ModelUnavailable, UnknownVoice
 from backends.registry import register
 
 BUNDLED_VOICE = "joe"
@@ -162,6 +159,7 @@ def _bundled_paths() -> tuple[Path, Path]:
 class PiperBackend(Backend):
     """``piper?voice=joe&speed=1.1&deterministic=1&model=/path/voice.onnx``"""
 
+    loads_model = True
     name = "piper"
 
     def __init__(

@@ -36,16 +36,8 @@ from dataclasses import dataclass, field, replace
 
 import numpy as np
 
-from backends.base import (
-    AudioChunk,
-    Backend,
-    BackendError,
-    Capabilities,
-    Health,
-    InvalidRequest,
-    SpeechRequest,
-    Voice,
-)
+from backends.base import AudioChunk, Backend, Capabilities, Health, SpeechRequest, Voice
+from backends.errors import BackendError, InvalidRequest
 from backends.registry import WrapperBackend, register_wrapper
 
 VLLM_OMNI = "vllm-project/vllm-omni"
@@ -536,9 +528,7 @@ class ProfileBackend(WrapperBackend):
 
     async def refresh(self) -> Capabilities:
         """Let a remote inner engine learn its capabilities; the format stays the profile's."""
-        refresh = getattr(self.inner, "refresh", None)
-        if callable(refresh):
-            await refresh()
+        await self.inner.refresh()
         return self.capabilities
 
     async def stream(self, request: SpeechRequest) -> AsyncIterator[AudioChunk]:

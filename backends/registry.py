@@ -22,7 +22,8 @@ from dataclasses import dataclass, field
 from typing import ClassVar
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
-from backends.base import Backend, InvalidRequest, UnknownBackend, Voice
+from backends.base import Backend, Capabilities, Voice
+from backends.errors import InvalidRequest, UnknownBackend
 
 _ENGINES: dict[str, type[Backend]] = {}
 _WRAPPERS: dict[str, tuple[Callable[[Backend, dict[str, str]], Backend], frozenset[str]]] = {}
@@ -78,11 +79,20 @@ class WrapperBackend(Backend):
             or f"{inner}{'&' if '?' in inner else '?'}{self.trigger}={self.trigger_value()}"
         )
 
+    @property
+    def loads_model(self) -> bool:
+        return self.inner.loads_model
+
     def warm_up(self) -> None:
         """Warm the inner voice (``listenlab api`` calls this before serving)."""
-        warm = getattr(self.inner, "warm_up", None)
-        if callable(warm):
-            warm()
+        self.inner.warm_up()
+
+    async def start(self) -> None:
+        await self.inner.start()
+
+    async def refresh(self) -> Capabilities:
+        await self.inner.refresh()
+        return self.capabilities
 
     async def voices(self) -> list[Voice]:
         return await self.inner.voices()

@@ -50,7 +50,8 @@ from typing import Any
 
 import numpy as np
 
-from backends.base import Backend, BackendError, InvalidRequest, ListenlabError, SpeechRequest
+from backends.base import Backend, SpeechRequest
+from backends.errors import BackendError, InvalidRequest, ListenlabError
 from backends.registry import load_backend
 from evaluation.glitches import (
     DetectorConfig,

@@ -20,14 +20,9 @@ from typing import Any
 import numpy as np
 import soundfile as sf
 
-from backends.base import (
-    AudioChunk,
-    Backend,
-    BackendError,
-    InvalidRequest,
-    ListenlabError,
-    SpeechRequest,
-)
+from backends.audio import write_audio_file
+from backends.base import AudioChunk, Backend, SpeechRequest
+from backends.errors import BackendError, InvalidRequest, ListenlabError
 from backends.registry import load_backend
 
 TAKE_FORMAT = 1
@@ -132,11 +127,9 @@ class Take:
         path = check_audio_path(path)
         path.parent.mkdir(parents=True, exist_ok=True)
         side = path.with_name(path.stem + ".take.json")
-        tmp_audio = path.with_name(f".{path.name}.tmp{path.suffix}")
-        sf.write(tmp_audio, self.audio, self.sample_rate, subtype="PCM_16")
         tmp_side = side.with_name(f".{side.name}.tmp")
         tmp_side.write_text(json.dumps(self.sidecar(path.name), indent=1), encoding="utf-8")
-        tmp_audio.replace(path)
+        write_audio_file(path, self.audio, self.sample_rate)
         tmp_side.replace(side)
         return side
 
@@ -282,18 +275,12 @@ async def record(
 
 
 async def load(backend: Backend) -> bool:
-    """Load the backend's model before timing anything: an engine's async ``start()`` (embedded
-    vLLM-Omni) and/or a voice's ``warm_up()`` (Piper, wrappers). Returns whether there was one."""
-    did = False
-    start = getattr(backend, "start", None)
-    if callable(start) and asyncio.iscoroutinefunction(start):
-        await start()
-        did = True
-    warm = getattr(backend, "warm_up", None)
-    if callable(warm):
-        await asyncio.to_thread(warm)
-        did = True
-    return did
+    """Load the backend's model before timing anything: the engine's :meth:`Backend.start`
+    (embedded vLLM-Omni) and :meth:`Backend.warm_up` (Piper, wrappers). Returns whether the
+    backend has a model to load (``Backend.loads_model``), so its time is worth reporting."""
+    await backend.start()
+    await asyncio.to_thread(backend.warm_up)
+    return backend.loads_model
 
 
 async def say(

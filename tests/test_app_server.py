@@ -423,15 +423,16 @@ def test_serve_works_offline(tmp_path):
 
 
 def test_db_defaults_and_journal_mode(monkeypatch, tmp_path):
-    from app.state import default_db, journal_mode_for
+    from app.config import resolve_db
+    from app.store.core import journal_mode_for
 
     monkeypatch.delenv("LISTENLAB_DB", raising=False)
     monkeypatch.delenv("LISTENLAB_DATA", raising=False)
-    assert default_db() == "data/listenlab.db"
+    assert resolve_db() == "data/listenlab.db"
     monkeypatch.setenv("LISTENLAB_DATA", str(tmp_path))
-    assert default_db() == str(tmp_path / "listenlab.db")
+    assert resolve_db() == str(tmp_path / "listenlab.db")
     monkeypatch.setenv("LISTENLAB_DB", "/x/y.db")
-    assert default_db() == "/x/y.db"
+    assert resolve_db() == "/x/y.db"
     assert journal_mode_for("/data/listenlab.db") == "delete"
     assert journal_mode_for("/database/listenlab.db") == "wal"
     assert journal_mode_for(tmp_path / "a.db") == "wal"

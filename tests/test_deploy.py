@@ -210,7 +210,7 @@ def _free_port() -> int:
 
 def test_data_dir_prefers_an_existing_volume(tmp_path):
     from app.config import resolve_db
-    from app.state import journal_mode_for
+    from app.store.core import journal_mode_for
 
     vol, home = tmp_path / "vol", tmp_path / "home"
     env = {"LISTENLAB_DATA": f"{vol}:{home}"}
@@ -221,3 +221,40 @@ def test_data_dir_prefers_an_existing_volume(tmp_path):
     assert resolve_db({}) == "data/listenlab.db"
     assert journal_mode_for("/data/listenlab.db") == "delete"
     assert journal_mode_for(home / "listenlab.db") == "wal"
+
+
+def test_serve_and_test_list_open_the_same_store(tmp_path):
+    """``LISTENLAB_DATA`` as the image sets it (a volume-like folder, then a home-like one):
+    ``listenlab serve`` and ``listenlab test list`` must open one file. They once did not:
+    ``test list`` took the whole colon-separated list as a folder name."""
+    from tests.support.remote_util import ROOT as SRC
+    from tests.support.remote_util import listenlab_process
+
+    vol, home = tmp_path / "data-like", tmp_path / "home-like"
+    vol.mkdir()
+    env = {"LISTENLAB_DATA": f"{vol}:{home}", "LISTENLAB_DB": ""}
+    spec = {
+        "name": "same-store",
+        "kind": "mos",
+        "systems": [{"name": "a", "backend": "piper"}],
+        "prompts": ["The same file for every command."],
+        "items_per_rater": 1,
+        "screening": False,
+        "familiarise": False,
+    }
+    with listenlab_process("serve", "--backend", "piper", health="/ll/health", env=env) as child:
+        r = httpx.post(child.url + "/ll/admin/tests", json=spec, timeout=300)
+        assert r.status_code == 200, r.text
+        test_id = r.json()["test_id"]
+        listed = subprocess.run(
+            [sys.executable, "-m", "app.cli", "test", "list", "--json"],
+            cwd=SRC,
+            env={**os.environ, **env},
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+    assert listed.returncode == 0, listed.stderr
+    rows = json.loads(listed.stdout)["tests"]
+    assert [t["test_id"] for t in rows] == [test_id]
+    assert (vol / "listenlab.db").is_file() and not (home / "listenlab.db").exists()

@@ -18,9 +18,8 @@ import pytest
 import soundfile as sf
 
 from backends import SpeechRequest, load_backend
-from backends.base import (
-    MAX_TEXT_CHARS,
-    AudioChunk,
+from backends.base import MAX_TEXT_CHARS, AudioChunk
+from backends.errors import (
     EmptyText,
     ModelUnavailable,
     SpeedOutOfRange,

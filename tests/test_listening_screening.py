@@ -491,7 +491,7 @@ def test_cli_and_designer_take_the_screening_settings():
     from app.cli import build_parser
     from app.listening.cli import spec_from_args
     from app.listening.designer import TestSpec, _check_spec
-    from backends.base import InvalidRequest
+    from backends.errors import InvalidRequest
 
     args = build_parser().parse_args(
         ["test", "create", "--system", "a=piper", "--system", "b=piper", "--screen", "both"]

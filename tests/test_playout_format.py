@@ -18,7 +18,8 @@ import websockets
 from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse, Response
 
-from backends.base import BackendError, SpeechRequest
+from backends.base import SpeechRequest
+from backends.errors import BackendError
 from backends.registry import load_backend
 from tests.support.app_util import live_server, tmp_db
 

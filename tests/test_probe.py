@@ -137,7 +137,7 @@ def test_fault_spec_through_the_registry():
     be = load_backend("piper?deterministic=1&fault=replay&fault_s=0.5")
     assert isinstance(be, FaultyBackend) and be.fault == "replay" and be.seconds == 0.5
     assert "fault=replay" in be.describe()
-    from backends.base import InvalidRequest
+    from backends.errors import InvalidRequest
 
     with pytest.raises(InvalidRequest, match="unknown fault 'nope'; known faults: replay"):
         load_backend("piper?fault=nope")
@@ -149,7 +149,7 @@ def test_strict_thresholds_and_overrides():
     th = Thresholds.from_pairs(["max_ttfa_ms=900", "warnings_fail=1"], STRICT)
     assert th.max_ttfa_ms == 900 and th.warnings_fail and th.max_rtf == STRICT.max_rtf
     assert Thresholds.from_pairs(["max_rtf=off"]).to_dict()["max_rtf"] is None
-    from backends.base import InvalidRequest
+    from backends.errors import InvalidRequest
 
     with pytest.raises(InvalidRequest, match="NAME one of prebuffer_ms"):
         Thresholds.from_pairs(["bogus=1"])
@@ -193,7 +193,7 @@ def test_prompt_files(tmp_path):
     ]
     (tmp_path / "p.json").write_text(json.dumps([{"id": "a", "text": "One."}, "Two."]))
     assert [p.prompt_id for p in load_prompts(tmp_path / "p.json")] == ["a", "p02"]
-    from backends.base import InvalidRequest
+    from backends.errors import InvalidRequest
 
     (tmp_path / "bad.json").write_text("{")
     with pytest.raises(InvalidRequest, match="not valid JSON"):

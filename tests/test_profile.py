@@ -19,14 +19,8 @@ import pytest
 import soxr
 
 import backends.profile  # noqa: F401  (registers the wrapper even if engines were imported first)
-from backends.base import (
-    AudioChunk,
-    Backend,
-    BackendError,
-    Capabilities,
-    InvalidRequest,
-    SpeechRequest,
-)
+from backends.base import AudioChunk, Backend, Capabilities, SpeechRequest
+from backends.errors import BackendError, InvalidRequest
 from backends.profile import PROFILES, ProfileBackend, WireProfile, profile_from_params
 from backends.registry import load_backend
 from evaluation.takes import TakeFailed, record

@@ -17,7 +17,8 @@ import numpy as np
 import pytest
 import soundfile as sf
 
-from backends.base import BackendError, SpeechRequest, StreamTimeout, UnknownVoice
+from backends.base import SpeechRequest
+from backends.errors import BackendError, StreamTimeout, UnknownVoice
 from backends.registry import load_backend
 from backends.vllm_omni.client import SseParser, error_message, parse_wav_header
 from evaluation.takes import TakeFailed, record
@@ -385,7 +386,7 @@ async def test_clone_request_sends_data_url_ref_text_and_task_type(fault_server,
 
 
 def test_spec_errors():
-    from backends.base import InvalidRequest
+    from backends.errors import InvalidRequest
 
     with pytest.raises(InvalidRequest, match="mode must be one of"):
         load_backend("vllm-omni+http://127.0.0.1:1?mode=grpc")

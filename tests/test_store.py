@@ -25,7 +25,8 @@ from app.store.core import (
     UnknownItem,
     nearest_boundary,
 )
-from backends.base import InvalidRequest, SpeechRequest
+from backends.base import SpeechRequest
+from backends.errors import InvalidRequest
 from evaluation.takes import record
 
 TEXT = (

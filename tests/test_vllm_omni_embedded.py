@@ -19,7 +19,13 @@ import pytest
 import soundfile as sf
 
 from backends import SpeechRequest, load_backend
-from backends.base import BackendError, InvalidRequest, ModelUnavailable, UnknownVoice, Unsupported
+from backends.errors import (
+    BackendError,
+    InvalidRequest,
+    ModelUnavailable,
+    UnknownVoice,
+    Unsupported,
+)
 from evaluation.takes import record
 from tests.vllm_omni_standin.seed_models import (
     STANDIN,

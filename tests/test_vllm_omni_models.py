@@ -20,7 +20,7 @@ import pytest
 import soundfile as sf
 
 from backends import SpeechRequest, load_backend
-from backends.base import (
+from backends.errors import (
     BackendError,
     InvalidRequest,
     ModelUnavailable,

@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 import soundfile as sf
 
-from backends.base import InvalidRequest
+from backends.errors import InvalidRequest
 from voices.clips import MAX_UPLOAD_BYTES, ClipError, prepare_clip, trim_silence
 from voices.library import VoiceLibrary, VoiceNotFound, remote_name, sanitize_name
 

@@ -25,7 +25,8 @@ from pathlib import Path
 import numpy as np
 import soundfile as sf
 
-from backends.base import InvalidRequest
+from backends.audio import encode_audio
+from backends.errors import InvalidRequest
 
 MAX_UPLOAD_BYTES = 10 * 1024 * 1024
 """Same limit as vLLM-Omni's ``POST /v1/audio/voices``."""
@@ -355,9 +356,7 @@ def prepare_clip(data: bytes, filename: str | None = None) -> Clip:
             f"the clip is too long: {dur:.1f} s after trimming silence "
             f"(at most {MAX_SECONDS:.0f} s); cut it shorter"
         )
-    buf = io.BytesIO()
-    sf.write(buf, np.clip(mono, -1.0, 1.0), sr, format="WAV", subtype="PCM_16")
-    return Clip(buf.getvalue(), sr, round(dur, 3), round(original, 3), fmt)
+    return Clip(encode_audio(mono, sr), sr, round(dur, 3), round(original, 3), fmt)
 
 
 __all__ = [

@@ -21,7 +21,8 @@ from dataclasses import asdict, dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 
-from backends.base import Backend, InvalidRequest, Unsupported, Voice
+from backends.base import Backend, Voice
+from backends.errors import Forbidden, InvalidRequest, NotFound, Unsupported
 from voices.clips import Clip
 
 MAX_NAME = 48
@@ -29,12 +30,12 @@ _ID_RE = re.compile(r"^[0-9a-f]{32}$")
 _NAME_BAD = re.compile(r"[^\w .\-']+", re.UNICODE)
 
 
-class VoiceNotFound(InvalidRequest):
+class VoiceNotFound(NotFound):
     pass
 
 
-class VoiceForbidden(InvalidRequest):
-    """The voice exists but belongs to another session (HTTP 403)."""
+class VoiceForbidden(Forbidden):
+    """The voice exists but belongs to another session."""
 
 
 def sanitize_name(name: str) -> str:

@@ -38,9 +38,7 @@ def _run_api(args: argparse.Namespace) -> int:
     from backends.registry import load_backend
 
     backend = load_backend(args.backend)
-    warm = getattr(backend, "warm_up", None)
-    if callable(warm):
-        warm()
+    backend.warm_up()
     from app.api.limits import ApiLimits
     from app.web.guard import hosts_from_args
 

@@ -3,7 +3,6 @@ reference-clip decoding and the per-stream PCM output (resampling, format checks
 
 from __future__ import annotations
 
-import io
 import json
 import struct
 from typing import Any
@@ -11,11 +10,9 @@ from typing import Any
 import numpy as np
 
 from app.api.limits import REF_MAX_S, REF_MIN_S
-from backends.base import (
-    AudioChunk,
-    BackendError,
-    InvalidRequest,
-)
+from backends.audio import encode_audio
+from backends.base import AudioChunk
+from backends.errors import BackendError, InvalidRequest
 
 # --------------------------------------------------------------------------- wire helpers
 
@@ -53,20 +50,7 @@ def error_body(
 
 def encode_file(samples: np.ndarray, sample_rate: int, fmt: str) -> bytes:
     """Whole-file encoding with soundfile, as the reference server does (pcm = headerless s16le)."""
-    import soundfile as sf
-
-    if fmt == "pcm":
-        return np.ascontiguousarray(samples, dtype="<i2").tobytes()
-    buf = io.BytesIO()
-    kinds = {
-        "wav": ("WAV", "PCM_16"),
-        "flac": ("FLAC", "PCM_16"),
-        "mp3": ("MP3", None),
-        "opus": ("OGG", "OPUS"),
-    }
-    container, subtype = kinds[fmt]
-    sf.write(buf, samples, sample_rate, format=container, subtype=subtype)
-    return buf.getvalue()
+    return encode_audio(samples, sample_rate, fmt)
 
 
 def mp3_available() -> bool:
@@ -87,11 +71,7 @@ def decode_audio(data: bytes, what: str) -> tuple[np.ndarray, int]:
 
 
 def mono_wav(x: np.ndarray, sr: int) -> bytes:
-    import soundfile as sf
-
-    buf = io.BytesIO()
-    sf.write(buf, x, sr, format="WAV", subtype="PCM_16")
-    return buf.getvalue()
+    return encode_audio(x, sr, "wav")
 
 
 def check_ref_duration(x: np.ndarray, sr: int) -> None:

@@ -63,14 +63,8 @@ from app.web.guard import (
     default_allowed_hosts,
     loads_limited,
 )
-from backends.base import (
-    AudioChunk,
-    Backend,
-    InvalidRequest,
-    SpeechRequest,
-    UnknownVoice,
-    Unsupported,
-)
+from backends.base import AudioChunk, Backend, SpeechRequest
+from backends.errors import InvalidRequest, UnknownVoice, Unsupported
 
 
 def create_api_app(
@@ -498,10 +492,9 @@ def create_api_app(
         speaker_description: str | None = Form(None),
     ):
         caps = backend.capabilities
-        refresh = getattr(backend, "refresh", None)
-        if not caps.cloning and callable(refresh):
+        if not caps.cloning:
             with contextlib.suppress(Exception):
-                caps = await refresh()
+                caps = await backend.refresh()
         if not caps.cloning:
             raise ApiError(
                 f"the {backend.describe()} backend cannot clone voices, so voice uploads are not supported"

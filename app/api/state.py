@@ -12,11 +12,9 @@ from typing import Any
 
 from app.api.limits import CONFIG_TIMEOUT, IDLE_TIMEOUT, ApiLimits
 from app.web.gate import Gate
-from backends.base import (
-    Backend,
-    BackendError,
-    InvalidRequest,
-)
+from app.web.offload import Offload, OffloadTimeout
+from backends.base import Backend
+from backends.errors import BackendError, InvalidRequest
 
 # --------------------------------------------------------------------------- per-request state
 
@@ -46,13 +44,13 @@ class ApiState:
     limits: ApiLimits = field(default_factory=ApiLimits)
     gate: Gate | None = None
     """FIFO concurrency limit of the backend (made with the app, from ``limits``)."""
-    decode_slots: asyncio.Semaphore | None = None
+    decoder: Offload | None = None
 
     def __post_init__(self) -> None:
         if self.gate is None:
             self.gate = Gate(self.limits.concurrency)
-        if self.decode_slots is None:
-            self.decode_slots = asyncio.Semaphore(self.limits.decode_concurrency)
+        if self.decoder is None:
+            self.decoder = Offload(self.limits.decode_concurrency, self.limits.decode_timeout_s)
 
     def check_queue(self) -> None:
         """Refuse at once when the queue is full, rather than hold the client forever."""
@@ -68,14 +66,10 @@ class ApiState:
         """Decode an untrusted clip in a thread, bounded in time and in decodes at once."""
         from voices.clips import decode_mono
 
-        assert self.decode_slots is not None
-        sem = self.decode_slots
-        await sem.acquire()
-        task = asyncio.ensure_future(asyncio.to_thread(decode_mono, data, what))
-        task.add_done_callback(lambda _t: sem.release())  # held until the thread really ends
+        assert self.decoder is not None
         try:
-            x, sr, _fmt = await asyncio.wait_for(asyncio.shield(task), self.limits.decode_timeout_s)
-        except TimeoutError:
+            x, sr, _fmt = await self.decoder.run(decode_mono, data, what)
+        except OffloadTimeout:
             raise ApiError(
                 f"decoding {what} took longer than {self.limits.decode_timeout_s:.0f} s"
             ) from None

@@ -46,7 +46,8 @@ import numpy as np
 import pandas as pd
 import sqlite_utils
 
-from backends.base import InvalidRequest, clean_text
+from backends.base import clean_text
+from backends.errors import InvalidRequest
 
 SIDES = ("a", "b")
 CHOICES = ("a", "b", "tie", "both_bad")

@@ -13,7 +13,7 @@ import importlib
 import json
 import sys
 
-from backends.base import ListenlabError
+from backends.errors import ListenlabError
 
 COMMAND_MODULES = [
     "app.api",  # listenlab api

@@ -11,11 +11,12 @@ import argparse
 import json
 from pathlib import Path
 
-from backends.base import InvalidRequest, SpeechRequest
+from backends.base import SpeechRequest
+from backends.errors import InvalidRequest, NotFound
 from evaluation.takes import ChunkRecord, Take
 
 
-class TakeNotFound(InvalidRequest):
+class TakeNotFound(NotFound):
     pass
 
 

@@ -31,7 +31,7 @@ from app.listening.designer import (
 from app.listening.routes import export_zip
 from app.listening.service import DEFAULT_TITLE, SHOW_TEXT_KINDS, Listening
 from app.web.admin import COOKIE, AdminPolicy
-from backends.base import ListenlabError
+from backends.errors import ListenlabError
 from evaluation.listening.results import test_results
 
 SYSTEM_COLS = ["name", "backend", "voice", "params", "condition"]

@@ -27,17 +27,16 @@ import time
 from pathlib import Path
 from typing import Any
 
-from backends.base import InvalidRequest
+from backends.errors import InvalidRequest
 
 DESIGN_KINDS = ("mos", "ab", "mushra", "glitch")
 
 
 def _open_store(path: str | None, *, read_only: bool = False):
-    from app.state import default_db, journal_mode_for
+    from app.config import resolve_db
     from app.store.core import Store
 
-    db = path or default_db()
-    return Store.open(db, journal_mode=journal_mode_for(db), read_only=read_only)
+    return Store.open(path or resolve_db(), read_only=read_only)
 
 
 def _system(arg: str, condition: str, voice: str | None) -> dict[str, Any]:

@@ -32,7 +32,8 @@ from app.listening.stimuli import (
 )
 from app.state import ASSETS, BackendEntry
 from app.store.listening import TestStore
-from backends.base import Backend, InvalidRequest
+from backends.base import Backend
+from backends.errors import InvalidRequest
 from evaluation.listening.design import Design
 from evaluation.listening.screening import MODES
 

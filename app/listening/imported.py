@@ -30,7 +30,7 @@ from pathlib import Path
 
 import numpy as np
 
-from backends.base import InvalidRequest
+from backends.errors import InvalidRequest
 from voices.clips import MAX_UPLOAD_BYTES, ClipError, decode_audio
 
 SYSTEM_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,39}$")

@@ -37,7 +37,7 @@ from fastapi.responses import HTMLResponse, JSONResponse, Response
 from app.listening.service import Denied, Listening, NotYet, check_id
 from app.store.core import AlreadyVoted, UnknownItem
 from app.web.admin import policy, require_admin
-from backends.base import InvalidRequest
+from backends.errors import InvalidRequest
 from evaluation.listening.results import test_results
 from evaluation.report import safe_csv
 

@@ -24,7 +24,7 @@ from typing import Any
 from app.player.blind import TARGET_LUFS, CommonFormat
 from app.store.core import Assignment, UnknownItem, now_iso
 from app.store.listening import TestStore
-from backends.base import InvalidRequest
+from backends.errors import Conflict, Forbidden, InvalidRequest
 from evaluation.listening import screening
 from evaluation.listening.design import (
     ANCHOR,
@@ -65,12 +65,12 @@ def public_title(test: dict[str, Any]) -> str:
     return str(test["config"].get("title") or DEFAULT_TITLE)
 
 
-class Denied(InvalidRequest):
-    """The rater may not do this (bad token, closed test, not their item): HTTP 403."""
+class Denied(Forbidden):
+    """The rater may not do this (bad token, closed test, not their item)."""
 
 
-class NotYet(InvalidRequest):
-    """Listen-gating: the server has not seen enough playback for this vote: HTTP 409."""
+class NotYet(Conflict):
+    """Listen-gating: the server has not seen enough playback for this vote."""
 
 
 def check_id(value: Any, what: str) -> str:

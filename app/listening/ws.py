@@ -47,7 +47,7 @@ from app.player.blind import GENERIC_ERROR, BlindSession, CommonFormat, take_fra
 from app.player.session import HEADER, Session
 from app.store.core import GLITCH_KINDS, GlitchReport
 from app.web.guard import KeyedRate, client_id
-from backends.base import InvalidRequest, ListenlabError
+from backends.errors import InvalidRequest, ListenlabError, TooMany
 
 log = logging.getLogger("listenlab.listening")
 
@@ -59,7 +59,7 @@ MAX_MARKS_PER_ITEM = 40
 """Glitch marks one rater may store for one stimulus."""
 
 
-class TooFast(InvalidRequest):
+class TooFast(TooMany):
     """Over a rate or a per-item cap: nothing was stored."""
 
 

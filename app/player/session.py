@@ -34,13 +34,8 @@ import numpy as np
 from fastapi import WebSocket, WebSocketDisconnect
 
 from app.web.outbox import CLOSE_CODE, CLOSE_REASON, Outbox
-from backends.base import (
-    Backend,
-    InvalidRequest,
-    ListenlabError,
-    SpeechRequest,
-    Unsupported,
-)
+from backends.base import Backend, SpeechRequest
+from backends.errors import InvalidRequest, ListenlabError, Unsupported
 from evaluation.takes import ChunkRecord, Recorder, Take, TakeFailed
 
 if TYPE_CHECKING:

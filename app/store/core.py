@@ -68,11 +68,15 @@ import pandas as pd
 import soundfile as sf
 import sqlite_utils
 
-from backends.base import InvalidRequest, ListenlabError, SpeechRequest
+from backends.audio import write_audio_file
+from backends.base import SpeechRequest
+from backends.errors import Conflict, InvalidRequest, ListenlabError, NotFound
 from evaluation.takes import ChunkRecord, Take
 
 SCHEMA_VERSION = 3
 JOURNAL_MODES = ("wal", "delete", "truncate", "persist")
+NETWORK_STORAGE = ("/data",)
+"""Paths under these are network storage on HF Spaces: WAL is unsafe there (journal DELETE)."""
 TEST_KINDS = ("mos", "ab", "cmos", "glitch", "mushra")
 ROLES = ("item", "gold", "trap", "anchor", "reference")
 AB_CHOICES = ("a", "b", "tie")
@@ -91,7 +95,7 @@ class StoreError(ListenlabError):
     """The store cannot be used as asked (e.g. written by a newer listenlab)."""
 
 
-class AlreadyVoted(InvalidRequest):
+class AlreadyVoted(Conflict):
     """This rater already answered this item (under another id); the first answer stands."""
 
     def __init__(self, message: str, existing_id: str):
@@ -99,7 +103,7 @@ class AlreadyVoted(InvalidRequest):
         self.existing_id = existing_id
 
 
-class UnknownItem(InvalidRequest):
+class UnknownItem(NotFound):
     """A referenced take / system / test does not exist in the store."""
 
 
@@ -504,6 +508,13 @@ def _ab_item_key(take_a: str, take_b: str) -> str:
     return f"{a}|{b}"
 
 
+def journal_mode_for(path: str | Path) -> str:
+    """``delete`` on a Space's network volume (WAL needs shared memory the volume lacks),
+    ``wal`` elsewhere."""
+    p = str(Path(path).resolve())
+    return "delete" if any(p == n or p.startswith(n + "/") for n in NETWORK_STORAGE) else "wal"
+
+
 class Store:
     """A listenlab SQLite store. Create with :meth:`open`; safe to share across threads."""
 
@@ -511,12 +522,12 @@ class Store:
         self,
         path: Path,
         *,
-        journal_mode: str = "wal",
+        journal_mode: str | None = None,
         busy_timeout_s: float = 30.0,
         audio_dir: str | None = None,
         read_only: bool = False,
     ):
-        jm = journal_mode.lower()
+        jm = (journal_mode or journal_mode_for(path)).lower()
         if jm not in JOURNAL_MODES:
             raise InvalidRequest(
                 f"journal_mode must be one of {', '.join(JOURNAL_MODES)}, got {journal_mode!r}"
@@ -539,14 +550,15 @@ class Store:
         cls,
         path: str | Path,
         *,
-        journal_mode: str = "wal",
+        journal_mode: str | None = None,
         busy_timeout_s: float = 30.0,
         audio_dir: str | None = None,
         read_only: bool = False,
     ) -> Store:
         """Open (creating or migrating) the store at ``path``.
 
-        ``journal_mode="delete"`` for network filesystems (see the module docstring).
+        ``journal_mode``: None picks it by path (:func:`journal_mode_for`); ``"delete"`` for
+        network filesystems (see the module docstring).
         ``read_only=True`` opens an existing store without writing anything to it (not even its
         journal mode): what every command that only reads must use.
         """
@@ -870,9 +882,7 @@ class Store:
         rel = f"{self.audio_rel}/{take.take_id}.{audio_format}"
         dest = self.root / rel
         dest.parent.mkdir(parents=True, exist_ok=True)
-        tmp = dest.with_name(f".{dest.name}.{new_id()}.tmp.{audio_format}")
-        sf.write(tmp, take.audio, take.sample_rate, subtype="PCM_16")
-        tmp.replace(dest)  # audio first: a takes row never points at a missing file
+        write_audio_file(dest, take.audio, take.sample_rate)  # first: no row without its file
         row = {
             "take_id": take.take_id,
             "system_id": system_id,

@@ -22,7 +22,7 @@ import pandas as pd
 
 from app.listening.stimuli import Stimulus
 from app.store.core import AlreadyVoted, ListeningTest, Store, UnknownItem, now_iso
-from backends.base import InvalidRequest
+from backends.errors import InvalidRequest
 
 STATUSES = ("draft", "open", "closed")
 

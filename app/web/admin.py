@@ -28,10 +28,11 @@ import secrets
 import time
 from dataclasses import dataclass, field
 
-from fastapi import HTTPException, Request
+from fastapi import Request
 from starlette.requests import HTTPConnection
 
 from app.web.guard import Proxies
+from backends.errors import Forbidden, TooMany
 
 ENV_PASSWORD = "LISTENLAB_ADMIN_PASSWORD"
 COOKIE = "ll_admin"
@@ -84,13 +85,12 @@ class Attempt:
     """> 0: the password was not checked (too many wrong ones from this client)."""
 
 
-class TooManyTries(HTTPException):
+class TooManyTries(TooMany):
     def __init__(self, wait_s: float):
         w = max(1, int(wait_s + 0.999))
         super().__init__(
-            429,
             f"too many wrong admin passwords from your address: try again in {w} s",
-            headers={"Retry-After": str(w)},
+            retry_after_s=w,
         )
 
 
@@ -178,7 +178,7 @@ class AdminPolicy:
             wait = self.throttle.wait_s(self.proxies.client_key(conn.scope), time.time())
             if wait > 0:
                 raise TooManyTries(wait)
-        raise HTTPException(403, f"admin only. {self.describe()}")
+        raise Forbidden(f"admin only. {self.describe()}")
 
     def cookie_secure(self, conn: HTTPConnection) -> bool:
         """Mark cookies ``Secure`` when the browser reached us over TLS."""

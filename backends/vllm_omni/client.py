@@ -39,19 +39,8 @@ from urllib.parse import quote, unquote, urlsplit, urlunsplit
 
 import numpy as np
 
-from backends.base import (
-    Audio,
-    AudioChunk,
-    Backend,
-    BackendError,
-    Capabilities,
-    Health,
-    InvalidRequest,
-    SpeechRequest,
-    StreamTimeout,
-    UnknownVoice,
-    Voice,
-)
+from backends.base import Audio, AudioChunk, Backend, Capabilities, Health, SpeechRequest, Voice
+from backends.errors import BackendError, InvalidRequest, StreamTimeout, UnknownVoice
 from backends.registry import register
 
 MODES = ("sse", "audio", "ws")

@@ -45,18 +45,8 @@ from typing import Any
 
 import numpy as np
 
-from backends.base import (
-    AudioChunk,
-    Backend,
-    BackendError,
-    Capabilities,
-    Health,
-    InvalidRequest,
-    ModelUnavailable,
-    SpeechRequest,
-    Unsupported,
-    Voice,
-)
+from backends.base import AudioChunk, Backend, Capabilities, Health, SpeechRequest, Voice
+from backends.errors import BackendError, InvalidRequest, ModelUnavailable, Unsupported
 from backends.registry import register
 from backends.vllm_omni.models import ModelAdapter, adapter_class, make_adapter
 
@@ -256,6 +246,7 @@ class VllmOmniBackend(Backend):
     first request.
     """
 
+    loads_model = True
     name = "vllm-omni"
 
     def __init__(

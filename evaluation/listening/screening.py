@@ -32,6 +32,7 @@ from dataclasses import asdict, dataclass
 import numpy as np
 import pandas as pd
 
+from backends.audio import encode_audio
 from evaluation import stats
 
 SCREEN_RATE = 48_000
@@ -149,14 +150,8 @@ def duration_ms(trial: ScreenTrial, rate: int = SCREEN_RATE) -> float:
 
 def wav_bytes(audio: np.ndarray, rate: int = SCREEN_RATE) -> bytes:
     """int16 WAV of float ``(frames, channels)`` audio."""
-    pcm = np.clip(np.round(audio * 32767.0), -32768, 32767).astype("<i2")
-    buf = io.BytesIO()
-    with wave.open(buf, "wb") as w:
-        w.setnchannels(pcm.shape[1] if pcm.ndim == 2 else 1)
-        w.setsampwidth(2)
-        w.setframerate(rate)
-        w.writeframes(pcm.tobytes())
-    return buf.getvalue()
+    pcm = np.clip(np.round(audio * 32767.0), -32768, 32767).astype(np.int16)
+    return encode_audio(pcm, rate)
 
 
 def to_screen_rate(audio: np.ndarray, rate: int) -> np.ndarray:

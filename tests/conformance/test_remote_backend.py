@@ -16,7 +16,8 @@ import time
 import numpy as np
 import pytest
 
-from backends.base import BackendError, SpeechRequest
+from backends.base import SpeechRequest
+from backends.errors import BackendError
 from backends.registry import load_backend
 from backends.vllm_omni.client import table_format
 from tests.conformance.conftest import OmniServers

@@ -178,9 +178,12 @@ class TrackingBackend:
             def capabilities(self):
                 return self.inner.capabilities
 
+            @property
+            def loads_model(self):
+                return self.inner.loads_model
+
             def warm_up(self):
-                if callable(getattr(self.inner, "warm_up", None)):
-                    self.inner.warm_up()
+                self.inner.warm_up()
 
             async def voices(self):
                 return await self.inner.voices()

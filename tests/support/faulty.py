@@ -35,15 +35,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from backends.base import (
-    Audio,
-    AudioChunk,
-    Backend,
-    Capabilities,
-    Health,
-    InvalidRequest,
-    SpeechRequest,
-)
+from backends.base import Audio, AudioChunk, Backend, Capabilities, Health, SpeechRequest
+from backends.errors import InvalidRequest
 from backends.registry import WrapperBackend, register_wrapper
 
 FAULTS = {

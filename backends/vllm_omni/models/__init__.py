@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from backends.base import InvalidRequest
+from backends.errors import InvalidRequest
 from backends.vllm_omni.models.base import AdapterContext, ModelAdapter, basename_key, read_config
 from backends.vllm_omni.models.cosyvoice3 import CosyVoice3
 from backends.vllm_omni.models.fish_speech import FishSpeech

@@ -33,14 +33,8 @@ from typing import Any, ClassVar
 
 import numpy as np
 
-from backends.base import (
-    Capabilities,
-    InvalidRequest,
-    SpeechRequest,
-    UnknownVoice,
-    Unsupported,
-    Voice,
-)
+from backends.base import Capabilities, SpeechRequest, Voice
+from backends.errors import InvalidRequest, UnknownVoice, Unsupported
 
 log = logging.getLogger(__name__)
 

@@ -31,7 +31,8 @@ import logging
 from dataclasses import replace
 from typing import Any
 
-from backends.base import Capabilities, InvalidRequest, SpeechRequest
+from backends.base import Capabilities, SpeechRequest
+from backends.errors import InvalidRequest
 from backends.vllm_omni.models.base import (
     ModelAdapter,
     decode_ref_audio,

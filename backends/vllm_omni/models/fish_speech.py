@@ -36,7 +36,8 @@ import re
 from dataclasses import replace
 from typing import Any
 
-from backends.base import Capabilities, InvalidRequest, ModelUnavailable, SpeechRequest
+from backends.base import Capabilities, SpeechRequest
+from backends.errors import InvalidRequest, ModelUnavailable
 from backends.vllm_omni.models.base import (
     ModelAdapter,
     as_tensor,

@@ -30,14 +30,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from backends.base import (
-    Capabilities,
-    InvalidRequest,
-    SpeechRequest,
-    UnknownVoice,
-    Unsupported,
-    Voice,
-)
+from backends.base import Capabilities, SpeechRequest, Voice
+from backends.errors import InvalidRequest, UnknownVoice, Unsupported
 from backends.vllm_omni.models.base import (
     AdapterContext,
     ModelAdapter,

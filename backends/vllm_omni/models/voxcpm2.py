@@ -28,7 +28,8 @@ import math
 from dataclasses import replace
 from typing import Any
 
-from backends.base import Capabilities, InvalidRequest, ModelUnavailable, SpeechRequest
+from backends.base import Capabilities, SpeechRequest
+from backends.errors import InvalidRequest, ModelUnavailable
 from backends.vllm_omni.models.base import ModelAdapter, decode_ref_audio, load_tokenizer
 
 

@@ -1,0 +1,49 @@
+"""Errors as HTTP answers: any :class:`backends.errors.ListenlabError` becomes one JSON shape.
+
+Why one handler: the Playground's JSON routes, the listening tests and the arena used to map
+errors to statuses in their own ways (one by matching class names as strings). The status now
+lives on the error class (:mod:`backends.errors`); this module only writes it out. The body
+carries the message under both ``error`` (the Playground's and the arena's pages read it) and
+``detail`` (FastAPI's key, which the rater page reads), plus ``reason`` and the error's
+``extra`` facts. ``listenlab api`` answers in vLLM-Omni's shape instead (:mod:`app.api`).
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from fastapi import FastAPI, Request
+from fastapi.responses import JSONResponse
+
+from backends.errors import ListenlabError
+
+log = logging.getLogger("listenlab.app")
+
+
+def error_body(exc: ListenlabError) -> dict[str, Any]:
+    message = str(exc)
+    return {"error": message, "detail": message, "reason": exc.reason, **exc.extra}
+
+
+def error_response(exc: ListenlabError) -> JSONResponse:
+    headers = {}
+    retry = exc.extra.get("retry_after_s")
+    if retry is not None:
+        headers["Retry-After"] = str(retry)
+    if exc.http_status >= 500:
+        log.warning("%s: %s", type(exc).__name__, exc)
+    return JSONResponse(error_body(exc), status_code=exc.http_status, headers=headers)
+
+
+async def _handle(_request: Request, exc: Exception) -> JSONResponse:
+    assert isinstance(exc, ListenlabError)
+    return error_response(exc)
+
+
+def install_error_handler(app: FastAPI) -> None:
+    """Answer every :class:`ListenlabError` a route raises with :func:`error_response`."""
+    app.add_exception_handler(ListenlabError, _handle)
+
+
+__all__ = ["error_body", "error_response", "install_error_handler"]
