@@ -23,6 +23,7 @@ from fastapi import FastAPI, File, Form, Request, UploadFile, WebSocket
 from fastapi.responses import FileResponse, JSONResponse
 from fastapi.staticfiles import StaticFiles
 
+from app.cli.options import add_host_args, hosts_from_args
 from app.config import DEFAULT_DB
 from app.state import (
     DEFAULT_CONCURRENCY,
@@ -40,16 +41,11 @@ from app.web.admin import AdminPolicy, TooManyTries
 from app.web.admin import policy as admin_policy
 from app.web.errors import install_error_handler
 from app.web.gate import Gate
-from app.web.guard import (
-    GuardConfig,
-    GuardMiddleware,
-    add_host_args,
-    default_allowed_hosts,
-    hosts_from_args,
-    loads_limited,
-)
+from app.web.guard import GuardConfig, GuardMiddleware, default_allowed_hosts
 from app.web.identity import IdentityMiddleware, identity
+from app.web.inputs import loads_limited
 from app.web.offload import Offload, OffloadTimeout
+from app.web.proxies import Proxies
 from app.web.slashes import add_slash_redirects
 from backends.base import Backend
 from backends.errors import Forbidden, InvalidRequest, ListenlabError, NotFound
@@ -159,7 +155,9 @@ def create_app(
     app = FastAPI(title="listenlab", lifespan=lifespan)
     decoder = Offload(DECODE_CONCURRENCY, DECODE_TIMEOUT_S)
     app.state.listenlab = state
-    app.state.admin_policy = AdminPolicy.from_env()
+    proxies = Proxies.from_env()  # one trust rule for client addresses and TLS
+    app.state.proxies = proxies
+    app.state.admin_policy = AdminPolicy.from_env(proxies)
     app.mount("/ll/static", StaticFiles(directory=STATIC), name="ll-static")
 
     closed: list[tuple[str, str]] = []  # filled once every Gradio app is mounted
@@ -175,7 +173,7 @@ def create_app(
         **({"allowed_origins": list(allowed_origins)} if allowed_origins is not None else {}),
     )
     app.state.guard = guard
-    app.add_middleware(IdentityMiddleware)
+    app.add_middleware(IdentityMiddleware, proxies=proxies)
     app.add_middleware(GuardMiddleware, config=guard)  # added last = runs first
 
     def who(request: Request) -> tuple[str, bool]:
@@ -484,7 +482,7 @@ def _run_serve(args: argparse.Namespace) -> int:
         store = app.state.listenlab.store
         print(f"listenlab: store {store.path.resolve()} (journal {store.journal_mode})", flush=True)
         # proxy_headers=False: uvicorn would believe X-Forwarded-For from 127.0.0.1 by itself;
-        # app.web.guard.Proxies ($LISTENLAB_TRUSTED_PROXIES, a Space's private proxy) decides that
+        # app.web.proxies.Proxies ($LISTENLAB_TRUSTED_PROXIES, a Space's private proxy) decides that
         config = uvicorn.Config(
             app, log_level="warning", ws_max_size=WS_MAX_FRAME, proxy_headers=False
         )

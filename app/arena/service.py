@@ -14,7 +14,7 @@ so the same owner is seen on ``/ll/ws`` and on the HTTP routes; the DB keeps onl
 
 Who is counted (the *voter*, :meth:`ArenaService.voter`): a cookie is free, so limits and the
 stored voter hash use the Space's Hugging Face login where it is configured (then voting needs
-it, as on TTS Arena), else the client's address as :class:`app.web.guard.Proxies` resolves it
+it, as on TTS Arena), else the client's address as :class:`app.web.proxies.Proxies` resolves it
 (``X-Forwarded-For`` only from a trusted proxy; an IPv6 /64 counts as one).
 
 WebSocket messages (page -> server; replies come back as JSON on the same socket):
@@ -65,8 +65,8 @@ from app.arena.battles import (
 from app.player.blind import BlindSession, common_rate
 from app.state import ASSETS
 from app.web.admin import require_admin
-from app.web.guard import Proxies
 from app.web.identity import hf_login_configured, hf_user
+from app.web.proxies import Proxies
 from backends.base import SpeechRequest
 
 if TYPE_CHECKING:
