@@ -31,7 +31,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
-from fastapi import WebSocket, WebSocketDisconnect
+from fastapi import APIRouter, WebSocket, WebSocketDisconnect
 
 from app.web.outbox import CLOSE_CODE, CLOSE_REASON, Outbox
 from backends.base import Backend, SpeechRequest
@@ -583,3 +583,12 @@ async def serve_session(ws: WebSocket, state: AppState) -> None:
         with contextlib.suppress(Exception):
             await asyncio.wait_for(writer, 1.0)
         writer.cancel()
+
+
+router = APIRouter()
+
+
+@router.websocket("/ll/ws")
+async def player_socket(websocket: WebSocket) -> None:
+    """The player's socket for every page of ``listenlab serve`` (Playground, arena, raters)."""
+    await serve_session(websocket, websocket.app.state.listenlab)

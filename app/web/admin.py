@@ -27,8 +27,10 @@ import os
 import secrets
 import time
 from dataclasses import dataclass, field
+from typing import Any
 
-from fastapi import Request
+from fastapi import APIRouter, Form, Request
+from fastapi.responses import JSONResponse
 from starlette.requests import HTTPConnection
 
 from app.web.proxies import Proxies
@@ -191,3 +193,35 @@ def policy(request: Request | HTTPConnection) -> AdminPolicy:
 def require_admin(request: Request) -> None:
     """FastAPI dependency: ``dependencies=[Depends(require_admin)]``."""
     policy(request).require(request)
+
+
+# --------------------------------------------------------------------------- routes
+
+router = APIRouter()
+
+
+@router.post("/ll/admin/login")
+async def admin_login(request: Request, password: str = Form("")) -> JSONResponse:
+    """A correct password sets the signed admin cookie; wrong ones are throttled per client."""
+    pol = policy(request)
+    tried = pol.attempt(request, password)
+    if tried.retry_after_s > 0:
+        raise TooManyTries(tried.retry_after_s)
+    if not tried.ok:
+        raise Forbidden(f"wrong password. {pol.describe()}")
+    resp = JSONResponse({"admin": True})
+    resp.set_cookie(
+        COOKIE,
+        pol.login_cookie(),
+        max_age=COOKIE_MAX_AGE_S,
+        httponly=True,
+        samesite="strict",
+        secure=pol.cookie_secure(request),
+    )
+    return resp
+
+
+@router.get("/ll/admin/whoami")
+async def admin_whoami(request: Request) -> dict[str, Any]:
+    pol = policy(request)
+    return {"admin": pol.is_admin(request), "mode": pol.mode, "note": pol.describe()}
