@@ -69,13 +69,19 @@ def _command(argv: list[str]) -> str | None:
     return None
 
 
-def build_parser(command: str | None = None) -> argparse.ArgumentParser:
-    """The parser with ``command``'s own options (its module imported), every other command
-    listed by name and help only."""
+EVERY = "*"
+
+
+def build_parser(command: str | None = EVERY) -> argparse.ArgumentParser:
+    """The parser with ``command``'s own options (its module imported) and every other command
+    listed by name and help only; by default every command in full (for docs and tests)."""
     parser = argparse.ArgumentParser(prog="listenlab", description=__doc__.splitlines()[0])
     sub = parser.add_subparsers(dest="command", required=True)
-    if command is not None:
-        importlib.import_module(COMMANDS[command][0]).add_cli(sub)
+    wanted = dict.fromkeys(m for m, _ in COMMANDS.values()) if command == EVERY else {}
+    if command not in (None, EVERY):
+        wanted = {COMMANDS[command][0]: None}
+    for module in wanted:
+        importlib.import_module(module).add_cli(sub)
     for name, (_module, help_) in COMMANDS.items():
         if name not in sub.choices:
             sub.add_parser(name, help=help_, add_help=False)

@@ -93,7 +93,6 @@ def _run_serve(args: argparse.Namespace) -> int:
             allowed_origins=origins,
         )
         store = app.state.listenlab.store
-        print(f"listenlab: store {store.path.resolve()} (journal {store.journal_mode})", flush=True)
         # proxy_headers=False: uvicorn would believe X-Forwarded-For from 127.0.0.1 by itself;
         # app.web.proxies.Proxies ($LISTENLAB_TRUSTED_PROXIES, a Space's private proxy) decides that
         config = uvicorn.Config(
@@ -108,6 +107,7 @@ def _run_serve(args: argparse.Namespace) -> int:
             if server.started:
                 shown = f"[{host}]" if ":" in host else host
                 print(f"listenlab Playground on http://{shown}:{port}/", flush=True)
+                print(f"listenlab: store {store.path.resolve()} ({store.journal_mode})", flush=True)
             await task
 
         asyncio.run(serve())
