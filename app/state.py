@@ -10,19 +10,24 @@ from __future__ import annotations
 
 import contextlib
 import json
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
+from importlib import resources
 from pathlib import Path
 from typing import Any
 
 from app.web.gate import Gate
+from app.web.offload import Offload
 from backends.base import Backend
-from backends.errors import ListenlabError
+from backends.errors import InvalidRequest, ListenlabError
 from evaluation.takes import Take
 
-STATIC = Path(__file__).parent / "static"
-ASSETS = Path(__file__).resolve().parent.parent / "assets"
 DEFAULT_CONCURRENCY = 2
+"""Streams per backend at once; more wait their turn in the backend's queue."""
+DECODE_CONCURRENCY = 2
+"""Uploaded clips decoded at once (each in a thread)."""
+DECODE_TIMEOUT_S = 45.0
+"""How long one upload's decode may take before the visitor is told to send a simpler file."""
 
 
 @dataclass
@@ -100,6 +105,8 @@ class AppState:
     ws_handlers: dict[str, WsHandler] = field(default_factory=dict)
     """Extra ``/ll/ws`` message types (``type`` -> ``async handler(session, msg)``), registered
     by the parts of the app that need the player (listening tests, arena)."""
+    decoder: Offload = field(default_factory=lambda: Offload(DECODE_CONCURRENCY, DECODE_TIMEOUT_S))
+    """Uploads are decoded off the event loop, a few at a time, each with a time limit."""
 
     def save_take(self, entry: BackendEntry, take: Take) -> None:
         from app.store.core import System
@@ -116,13 +123,10 @@ class AppState:
 
 
 def load_examples() -> list[dict[str, str]]:
-    """Example texts from ``assets/prompts/*.txt`` (first line is the title)."""
+    """Example texts from the bundled ``assets/prompts/*.txt`` (first line is the title)."""
     out = []
-    folder = next(
-        (d for d in (ASSETS / "prompts", Path.cwd() / "assets" / "prompts") if d.is_dir()),
-        ASSETS / "prompts",
-    )  # an installed (non-editable) package has no assets/ beside it: use the working dir
-    for p in sorted(folder.glob("*.txt")):
+    folder = resources.files("assets") / "prompts"
+    for p in sorted((f for f in folder.iterdir() if f.name.endswith(".txt")), key=lambda f: f.name):
         lines = p.read_text(encoding="utf-8").strip().splitlines()
         if len(lines) >= 2:
             out.append({"title": lines[0].strip(), "text": " ".join(lines[1:]).strip()})
@@ -140,3 +144,52 @@ def parse_backend_args(specs: Sequence[str]) -> list[tuple[str, str]]:
             label, n = f"{base}-{n}", n + 1
         out.append((label, spec.strip()))
     return out
+
+
+def build_state(
+    backends: Mapping[str, Backend | str] | Sequence[str],
+    db_path: str | Path,
+    *,
+    voices_dir: str | Path | None = None,
+    concurrency: int | Mapping[str, int] = DEFAULT_CONCURRENCY,
+    default: str | None = None,
+    detector: Detector | None = None,
+    warm: bool = True,
+    journal_mode: str | None = None,
+) -> AppState:
+    """Load the backends (each with its queue), open the store and the voice library.
+
+    ``backends`` maps a UI label to a Backend (or spec), or lists ``SPEC``/``LABEL=SPEC``.
+    ``warm`` loads each voice now, so the first click does not pay for it.
+    """
+    from app.store.core import Store
+    from backends.registry import load_backend
+    from voices.library import VoiceLibrary
+
+    pairs = (
+        list(backends.items()) if isinstance(backends, Mapping) else parse_backend_args(backends)
+    )
+    if not pairs:
+        raise InvalidRequest("at least one backend is needed")
+    entries: dict[str, BackendEntry] = {}
+    for label, b in pairs:
+        limit = (
+            concurrency.get(label, DEFAULT_CONCURRENCY)
+            if isinstance(concurrency, Mapping)
+            else concurrency
+        )
+        entries[label] = BackendEntry(
+            label, load_backend(b) if isinstance(b, str) else b, Gate(int(limit))
+        )
+    if warm:
+        for e in entries.values():
+            e.backend.warm_up()
+    db_path = Path(db_path)
+    return AppState(
+        backends=entries,
+        default=default or next(iter(entries)),
+        store=Store.open(db_path, journal_mode=journal_mode),
+        library=VoiceLibrary(voices_dir or db_path.parent / "voices"),
+        detector=detector or default_detector,
+        examples=load_examples(),
+    )

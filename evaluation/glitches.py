@@ -481,38 +481,6 @@ def _ncc(a: np.ndarray, b: np.ndarray) -> float:
     return float(np.einsum("i,i->", a, b) / d) if d > 0 else 0.0
 
 
-def repeated_text_s(text: str, cfg: DetectorConfig, speed: float = 1.0) -> float:
-    """Predicted duration of the longest run of sentences/clauses that the text says twice.
-
-    Deterministic engines render a repeated sentence or clause ("The end. The end.") as
-    identical audio: that is the content, not a replay bug. Replays no longer than about this
-    are not reported. Repeated words inside different sentences do not count: in another
-    context they do not come out identical.
-    """
-    units = [" ".join(re.findall(r"[\w']+", u)) for u in re.split(r"[.!?;:,\n…]+", text.lower())]
-    units = [u for u in units if u][:400]
-
-    def repeats(k: int) -> int:
-        """Characters of a repeated run of k units (0 if none)."""
-        seen: set[tuple[str, ...]] = set()
-        for i in range(len(units) - k + 1):
-            g = tuple(units[i : i + k])
-            if g in seen:
-                return sum(len(u) + 2 for u in g)
-            seen.add(g)
-        return 0
-
-    lo, hi, chars = 0, len(units), 0  # the largest k with a repeat (monotone in k)
-    while lo < hi:
-        mid = (lo + hi + 1) // 2
-        c = repeats(mid)
-        if c:
-            lo, chars = mid, c
-        else:
-            hi = mid - 1
-    return chars / (cfg.chars_per_s * max(speed, 0.25))
-
-
 def text_repeats(text: str) -> list[tuple[int, int, int]]:
     """Where the text says a run of clauses twice: ``(first_char, second_char, run_chars)``.
 

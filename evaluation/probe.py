@@ -10,7 +10,7 @@ one pass/fail check so an integrator can gate a model's CI on it::
     result = probe_sync("vllm-omni+http://gpu:8000?model=Qwen/Qwen3-TTS", concurrency=(1, 4, 8))
     result.passed, result.findings, result.levels[4]["ttfa_ms"]["p95"]
     from evaluation.probe_report import write_outputs
-    write_outputs(result, "probe-out")   # probe.json, probe.html, probe.db (takes + findings)
+    write_outputs(result, "probe-out")   # probe.json and probe.html (the CLI adds probe.db)
 
 Layers:
 
@@ -36,7 +36,6 @@ numbered as everywhere in listenlab: seam k is the start of chunk k (chunks from
 
 from __future__ import annotations
 
-import argparse
 import asyncio
 import json
 import math
@@ -241,7 +240,8 @@ class ProbeResult:
     """The simulated player's priors (seconds per character, rate), as last learnt."""
     seconds: float = 0.0
     run_id: str = field(default_factory=lambda: uuid.uuid4().hex[:12])
-    _takes: dict[str, Take] = field(default_factory=dict, repr=False)
+    takes_by_id: dict[str, Take] = field(default_factory=dict, repr=False)
+    """Every take recorded, by id (the rows in ``takes`` are their summaries)."""
 
     @property
     def passed(self) -> bool:
@@ -417,7 +417,7 @@ class _Run:
     def keep(self, take: Take, layer: str, prompt: ProbePrompt, n: int) -> TakeRow:
         take.meta = {**take.meta, "probe": {"run": self.result.run_id, "layer": layer, "n": n}}
         take.meta["probe"]["prompt_id"] = prompt.prompt_id
-        self.result._takes[take.take_id] = take
+        self.result.takes_by_id[take.take_id] = take
         play = playout(take, self.cfg) if layer != "offline" else None
         stalls = player_stalls(take, self.cfg, play) if layer != "offline" else []
         row = TakeRow(
@@ -641,7 +641,7 @@ class _Run:
                 again = await self.stream_one(p, "streaming", 1)
                 if again is not None and again.ok:
                     self.result.deterministic = _first_difference_s(again, take) is None
-        solo = [self.result._takes[t] for t in self._ids("streaming", 1)]
+        solo = [self.result.takes_by_id[t] for t in self._ids("streaming", 1)]
         self.level_stats(1, solo, len(solo))
         self.learn(list(self.solo.values()))
 
@@ -737,10 +737,10 @@ class _Run:
                 evidence={"max_chunk_gap_ms": g},
             )
         self.log(
-            f"c={n:<3} TTFA p50 {_fmt(stats['ttfa_ms']['p50'])} p95 {_fmt(stats['ttfa_ms']['p95'])} ms"
-            f"  first sound p50 {_fmt(stats['start_ms']['p50'])} ms"
-            f"  RTF p50 {_fmt(stats['rtf']['p50'], 3)} p95 {_fmt(stats['rtf']['p95'], 3)}"
-            f"  max gap {_fmt(g)} ms  failed streams {stats['failed']}/{started}"
+            f"c={n:<3} TTFA p50 {fmt_number(stats['ttfa_ms']['p50'])} p95 {fmt_number(stats['ttfa_ms']['p95'])} ms"
+            f"  first sound p50 {fmt_number(stats['start_ms']['p50'])} ms"
+            f"  RTF p50 {fmt_number(stats['rtf']['p50'], 3)} p95 {fmt_number(stats['rtf']['p95'], 3)}"
+            f"  max gap {fmt_number(g)} ms  failed streams {stats['failed']}/{started}"
         )
 
 
@@ -748,7 +748,7 @@ def _ms(seconds: float | None) -> float | None:
     return None if seconds is None else seconds * 1000
 
 
-def _fmt(v: float | None, digits: int = 0) -> str:
+def fmt_number(v: float | None, digits: int = 0) -> str:
     return "-" if v is None else f"{v:.{digits}f}"
 
 
@@ -836,113 +836,6 @@ def probe_sync(backend: str | Backend, **kw: Any) -> ProbeResult:
     return asyncio.run(probe(backend, **kw))
 
 
-# --------------------------------------------------------------------------- CLI
-
-
-def _levels(raw: str) -> list[int]:
-    try:
-        vals = [int(x) for x in raw.replace(" ", "").split(",") if x]
-    except ValueError:
-        raise InvalidRequest(f"--concurrency wants e.g. 1,4,8,16, got {raw!r}") from None
-    if not vals or min(vals) < 1:
-        raise InvalidRequest(f"--concurrency wants positive whole numbers, got {raw!r}")
-    return vals
-
-
-def _run_probe(args: argparse.Namespace) -> int:
-    import sys
-
-    base = STRICT if args.strict else Thresholds()
-    pairs = list(args.threshold or [])
-    if args.prebuffer_ms is not None:
-        pairs.append(f"prebuffer_ms={args.prebuffer_ms}")
-    th = Thresholds.from_pairs(pairs, base)
-    quiet = args.json
-
-    def log(m: str) -> None:
-        if not quiet:
-            print(m, file=sys.stderr, flush=True)
-
-    result = probe_sync(
-        args.backend,
-        concurrency=_levels(args.concurrency),
-        prompts=args.prompts,
-        seed=args.seed,
-        thresholds=th,
-        log=log,
-        voice=args.voice,
-        language=args.language,
-    )
-    from evaluation.probe_report import write_outputs
-
-    paths = write_outputs(result, args.out) if args.out else {}
-    if args.json:
-        print(json.dumps(result.to_dict(), default=float))
-    else:
-        for f in result.findings:
-            print(str(f))
-        fails = len(result.failures())
-        print(
-            f"{'PASS' if result.passed else 'FAIL'}: {result.backend}, "
-            f"{len(result.takes)} takes, {fails} failing finding{'s' if fails != 1 else ''}, "
-            f"{result.seconds:.1f} s" + (f"  -> {paths['html']}" if paths else "")
-        )
-    return 0 if result.passed else 1
-
-
-def add_cli(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser(
-        "probe",
-        help="run the validation pyramid (offline, streaming, concurrency) against a backend",
-        description=(
-            "Check a backend the way vLLM-Omni's TTS checklist asks: non-streamed references, "
-            "each prompt streamed alone, then N parallel streams. Exit 0 when it passes, 1 when "
-            "a finding fails it, 2 on bad arguments."
-        ),
-    )
-    p.add_argument("--backend", required=True, metavar="SPEC", help="backend spec to probe")
-    p.add_argument(
-        "--concurrency",
-        default="1,4",
-        metavar="N[,N...]",
-        help="parallel stream counts to test (default 1,4; 1 is always included)",
-    )
-    p.add_argument(
-        "--prompts",
-        metavar="PATH",
-        help="folder of .txt prompts, a .json list or a one-prompt-per-line file "
-        "(default: the bundled prompts)",
-    )
-    p.add_argument("--seed", type=int, help="seed sent with every request (if it takes one)")
-    p.add_argument("--voice", help="voice for every request (default: the backend's)")
-    p.add_argument("--language", help="language for every request")
-    p.add_argument(
-        "-o", "--out", metavar="DIR", help="write probe.json, probe.html and probe.db here"
-    )
-    p.add_argument(
-        "--prebuffer-ms",
-        type=float,
-        help="simulate a simple player with this prebuffer instead of listenlab's player and "
-        "its start rule (the default)",
-    )
-    p.add_argument(
-        "--strict",
-        action="store_true",
-        help="any stall, p95 TTFA > 1500 ms, p95 first sound > 2000 ms, p95 RTF > 0.8, a chunk "
-        "gap > 2500 ms or any warning fails",
-    )
-    p.add_argument(
-        "--threshold",
-        action="append",
-        metavar="NAME=VALUE",
-        help="set one threshold (max_stall_ms, max_ttfa_ms, max_start_ms, max_rtf, "
-        "max_chunk_gap_ms, max_clipped, min_active, prebuffer_ms (a number or 'rule'), "
-        "warnings_fail); repeatable",
-    )
-    p.add_argument("--json", action="store_true", help="print the result as JSON on stdout")
-    p.set_defaults(func=_run_probe)
-
-
 __all__ = [
     "FAIL_KINDS",
     "STRICT",
@@ -950,7 +843,6 @@ __all__ = [
     "ProbePrompt",
     "ProbeResult",
     "Thresholds",
-    "add_cli",
     "load_prompts",
     "probe",
     "probe_sync",

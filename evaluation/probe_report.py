@@ -1,5 +1,5 @@
-"""The probe's outputs: ``probe.json``, one self-contained ``probe.html`` with plots, and the
-takes and findings in a listenlab store (``probe.db``).
+"""The probe's outputs: ``probe.json`` and one self-contained ``probe.html`` with plots (the
+takes and findings go into a listenlab store, ``probe.db``, from :mod:`app.cli.probe`).
 
 Kept apart from :mod:`evaluation.probe` (which runs the layers and decides pass/fail) so the
 checks and their presentation change independently, as :mod:`evaluation.report` does for the
@@ -17,41 +17,7 @@ from typing import Any
 
 import numpy as np
 
-from evaluation.probe import ProbeResult, _fmt
-
-
-def save_to_store(result: ProbeResult, store: Any, system_id: str | None = None) -> int:
-    """Store every take (with its probe findings, detector ``probe``); returns the take count."""
-    from app.store.core import Prompt, System
-
-    sid = system_id or f"probe:{result.backend}"
-    store.add_system(System(sid, backend=result.backend, label=sid))
-    for p in result.prompts:
-        store.add_prompt(Prompt(p.prompt_id, p.text, category="probe"))
-    by_take: dict[str, list[dict[str, Any]]] = {}
-    for f in result.findings:
-        if f.take_id:
-            by_take.setdefault(f.take_id, []).append(
-                {
-                    "kind": f.kind,
-                    "time_s": f.time_s,
-                    "boundary_index": None if f.seam is None else f.seam - 1,
-                    "severity": 1.0,
-                    "evidence": {
-                        **json.loads(json.dumps(f.evidence, default=float)),
-                        "level": f.level,
-                        "layer": f.layer,
-                        "message": f.message,
-                    },
-                }
-            )
-    n = 0
-    for row in result.takes:
-        take = result._takes[row.take_id]
-        store.save_take(take, system_id=sid, prompt_id=row.prompt_id)
-        store.add_auto_findings(take.take_id, by_take.get(take.take_id, []), detector="probe")
-        n += 1
-    return n
+from evaluation.probe import ProbeResult, fmt_number
 
 
 def _png(fig: Any) -> str:
@@ -101,7 +67,7 @@ def plots(result: ProbeResult) -> dict[str, str]:
         )
         for ax, (layer, n) in zip(axes[0], layers, strict=True):
             for r in (r for r in solo if r.layer == layer and r.concurrency == n):
-                t = result._takes[r.take_id]
+                t = result.takes_by_id[r.take_id]
                 if not t.chunks:
                     continue
                 xs = [c.arrival_ms / 1000 for c in t.chunks]
@@ -134,14 +100,14 @@ def render_html(result: ProbeResult) -> str:
                     n,
                     s["streams"],
                     s["failed"],
-                    _fmt(s["ttfa_ms"]["p50"]),
-                    _fmt(s["ttfa_ms"]["p95"]),
-                    _fmt((s.get("start_ms") or {}).get("p50")),
-                    _fmt((s.get("late_by_ms") or {}).get("p50")),
-                    _fmt(s["rtf"]["p50"], 3),
-                    _fmt(s["rtf"]["p95"], 3),
-                    _fmt(s["max_chunk_gap_ms"]),
-                    _fmt(s["stall_ms_max"]),
+                    fmt_number(s["ttfa_ms"]["p50"]),
+                    fmt_number(s["ttfa_ms"]["p95"]),
+                    fmt_number((s.get("start_ms") or {}).get("p50")),
+                    fmt_number((s.get("late_by_ms") or {}).get("p50")),
+                    fmt_number(s["rtf"]["p50"], 3),
+                    fmt_number(s["rtf"]["p95"], 3),
+                    fmt_number(s["max_chunk_gap_ms"]),
+                    fmt_number(s["stall_ms_max"]),
                 )
             )
             + "</tr>"
@@ -204,7 +170,7 @@ tr.fail td{{color:#b3261e}}tr.warn td{{color:#8a5a00}}img{{max-width:100%}}</sty
 <p class="v">{verdict}</p>
 <p>Backend <code>{e(result.backend)}</code>, {len(result.prompts)} prompt(s), concurrency
 {e(", ".join(map(str, result.concurrency)))}, deterministic: {e(str(result.deterministic))},
-load {e(_fmt(result.load_ms))} ms, {result.seconds:.1f} s in all. Run {e(result.run_id)},
+load {e(fmt_number(result.load_ms))} ms, {result.seconds:.1f} s in all. Run {e(result.run_id)},
 {e(result.started_at)}.</p>
 <p>Thresholds: {e(th)}. Seam k is the start of chunk k (chunks numbered from 0).</p>
 <p>Player simulated on every stream: {e(player)}. "First sound" is when it starts playing;
@@ -224,10 +190,9 @@ load {e(_fmt(result.load_ms))} ms, {result.seconds:.1f} s in all. Run {e(result.
 """
 
 
-def write_outputs(
-    result: ProbeResult, out_dir: str | Path, *, store: bool = True
-) -> dict[str, Path]:
-    """``probe.json``, ``probe.html`` and (``store``) ``probe.db`` with every take and finding."""
+def write_outputs(result: ProbeResult, out_dir: str | Path) -> dict[str, Path]:
+    """``probe.json`` and ``probe.html`` (``listenlab probe -o`` adds ``probe.db``, the takes and
+    findings in a listenlab store: :mod:`app.cli.probe`)."""
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     paths = {"json": out / "probe.json", "html": out / "probe.html"}
@@ -237,13 +202,7 @@ def write_outputs(
     tmp = out / ".probe.html.tmp"
     tmp.write_text(render_html(result), encoding="utf-8")
     tmp.replace(paths["html"])
-    if store:
-        from app.store.core import Store
-
-        paths["db"] = out / "probe.db"
-        with Store.open(paths["db"]) as s:
-            save_to_store(result, s)
     return paths
 
 
-__all__ = ["plots", "render_html", "save_to_store", "write_outputs"]
+__all__ = ["plots", "render_html", "write_outputs"]

@@ -14,7 +14,7 @@ from websockets.sync.client import connect
 from app.arena.service import COOKIE
 from app.player.session import HEADER
 from app.server import create_app
-from app.web.guard import Proxies
+from app.web.proxies import Proxies
 from tests.support.app_util import live_server, tmp_db
 
 TEXT = "The birch canoe slid on the smooth planks."

@@ -27,8 +27,9 @@ from app.player.blind import LoudnessMatch, Reframer, equal_frames
 from app.server import create_app
 from app.store.core import Store
 from app.web.admin import AdminPolicy
-from app.web.guard import KeyedRate, Proxies
 from app.web.outbox import Outbox
+from app.web.proxies import Proxies
+from app.web.ratelimit import KeyedRate
 from evaluation.report import neutralise_cell
 from tests.support.app_util import create_one_item_test, listening_app, live_server, tmp_db
 from tests.support.hardening_util import (

@@ -25,7 +25,7 @@ def add_cli(subparsers: argparse._SubParsersAction) -> None:
         help="generations at once on the backend; the rest queue in arrival order (default 2)",
     )
     p.add_argument("--max-queue", type=int, default=256, help="queued requests beyond this get 503")
-    from app.web.guard import add_host_args
+    from app.cli.options import add_host_args
 
     add_host_args(p)
     p.set_defaults(func=_run_api)
@@ -40,7 +40,7 @@ def _run_api(args: argparse.Namespace) -> int:
     backend = load_backend(args.backend)
     backend.warm_up()
     from app.api.limits import ApiLimits
-    from app.web.guard import hosts_from_args
+    from app.cli.options import hosts_from_args
 
     limits = ApiLimits(concurrency=args.concurrency, max_queue=args.max_queue)
     hosts, origins = hosts_from_args(args, args.host)

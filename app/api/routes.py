@@ -56,13 +56,8 @@ from app.api.state import (
     acquire_unless_gone,
 )
 from app.api.ws import _WsSession
-from app.web.guard import (
-    GuardConfig,
-    GuardMiddleware,
-    JsonTooDeep,
-    default_allowed_hosts,
-    loads_limited,
-)
+from app.web.guard import GuardConfig, GuardMiddleware, default_allowed_hosts
+from app.web.inputs import JsonTooDeep, loads_limited
 from backends.base import AudioChunk, Backend, SpeechRequest
 from backends.errors import InvalidRequest, UnknownVoice, Unsupported
 

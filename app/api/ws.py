@@ -31,7 +31,7 @@ from app.api.limits import (
 )
 from app.api.schemas import SessionConfig, validation_message
 from app.api.state import ApiError, ApiState, Lease, ListenlabErrorTypes, _ClientGone
-from app.web.guard import JsonTooDeep, loads_limited
+from app.web.inputs import JsonTooDeep, loads_limited
 from backends.base import AudioChunk, SpeechRequest
 from backends.errors import BackendError, InvalidRequest
 

@@ -8,12 +8,12 @@ Refresh button, and by the page after each vote.
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import pandas as pd
 
 from app.arena.battles import BOARD_COLUMNS
-from app.state import STATIC
 
 if TYPE_CHECKING:
     import gradio as gr
@@ -75,7 +75,7 @@ ARENA_CSS = """
 
 
 def arena_js() -> str:
-    return (STATIC / "arena.js").read_text(encoding="utf-8")
+    return (Path(__file__).parent / "static" / "arena.js").read_text(encoding="utf-8")
 
 
 def board_frames(data: dict[str, Any]) -> tuple[pd.DataFrame, pd.DataFrame]:
@@ -130,7 +130,7 @@ def board_summary(data: dict[str, Any]) -> str:
 def build_arena_ui(svc: ArenaService) -> gr.Blocks:
     import gradio as gr
 
-    from app.playground.ui import player_core_js
+    from app.player.page import player_core_js
     from app.web.identity import hf_login_configured
 
     n = len(svc.systems)

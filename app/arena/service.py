@@ -14,7 +14,7 @@ so the same owner is seen on ``/ll/ws`` and on the HTTP routes; the DB keeps onl
 
 Who is counted (the *voter*, :meth:`ArenaService.voter`): a cookie is free, so limits and the
 stored voter hash use the Space's Hugging Face login where it is configured (then voting needs
-it, as on TTS Arena), else the client's address as :class:`app.web.guard.Proxies` resolves it
+it, as on TTS Arena), else the client's address as :class:`app.web.proxies.Proxies` resolves it
 (``X-Forwarded-For`` only from a trusted proxy; an IPv6 /64 counts as one).
 
 WebSocket messages (page -> server; replies come back as JSON on the same socket):
@@ -43,7 +43,7 @@ import secrets
 import threading
 import time
 from dataclasses import dataclass, field, replace
-from pathlib import Path
+from importlib import resources
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -63,10 +63,9 @@ from app.arena.battles import (
     owner_key,
 )
 from app.player.blind import BlindSession, common_rate
-from app.state import ASSETS
 from app.web.admin import require_admin
-from app.web.guard import Proxies
 from app.web.identity import hf_login_configured, hf_user
+from app.web.proxies import Proxies
 from backends.base import SpeechRequest
 
 if TYPE_CHECKING:
@@ -112,12 +111,12 @@ class ArenaConfig:
 def load_prompts() -> list[str]:
     """The random prompts: the listening tests' Harvard set (``assets/harvard/harvard.txt``)
     when it is there, else the arena's own copy of lists 1-3 (``assets/arena-prompts.txt``)."""
-    for folder in (ASSETS, Path.cwd() / "assets"):
-        for name in PROMPT_FILES:
-            p = folder / name
-            if p.is_file():
-                lines = [ln.strip() for ln in p.read_text(encoding="utf-8").splitlines()]
-                return [ln for ln in lines if ln and not ln.startswith("#")]
+    folder = resources.files("assets")
+    for name in PROMPT_FILES:
+        p = folder.joinpath(*name.split("/"))
+        if p.is_file():
+            lines = [ln.strip() for ln in p.read_text(encoding="utf-8").splitlines()]
+            return [ln for ln in lines if ln and not ln.startswith("#")]
     return []
 
 

@@ -1,92 +1,37 @@
 """``listenlab``: the command line mirrors the Python API.
 
-``listenlab say`` is :func:`evaluation.takes.say`. Other subcommands live next to the code they
-drive: each module in :data:`COMMAND_MODULES` exposes ``add_cli(subparsers)`` and sets
-``func`` on its parser, so a new command touches only its own module.
+Each command lives in one module that exposes ``add_cli(subparsers)`` and sets ``func`` on its
+parser (:data:`COMMANDS`). The dispatcher imports only the module of the command being run, so
+``listenlab test list`` reads the store without loading FastAPI, SciPy or a voice, and
+``listenlab --help`` imports no command at all.
 """
 
 from __future__ import annotations
 
 import argparse
-import asyncio
 import importlib
-import json
 import sys
 
-from backends.errors import ListenlabError
-
-COMMAND_MODULES = [
-    "app.api",  # listenlab api
-    "app.server",  # listenlab serve
-    "app.cli.analyze",  # analyze, report, export
-    "evaluation.probe",  # probe
-    "app.listening.cli",  # test (listening tests)
-]
-
-
-def _add_say(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser(
-        "say",
-        help="stream text through a backend, save the audio and the take",
-        description="Stream TEXT through a backend and print its warm TTFA, RTF and chunk "
-        "count (model loading is timed separately).",
-    )
-    p.add_argument("text", metavar="TEXT", help="what to say (quote it)")
-    p.add_argument(
-        "--backend", default="piper", metavar="SPEC", help="backend spec (default: piper)"
-    )
-    p.add_argument("--voice", help="voice name (default: the backend's default voice)")
-    p.add_argument(
-        "--language", help="language hint, e.g. en or English (if the backend takes one)"
-    )
-    p.add_argument("--instructions", help="style instructions (if the backend takes them)")
-    p.add_argument("--speed", type=float, help="speaking rate, 0.25-4.0 (default 1.0)")
-    p.add_argument("--seed", type=int, help="sampling seed (if the backend takes one)")
-    p.add_argument(
-        "-o",
-        "--out",
-        metavar="PATH",
-        help="audio path ending in .wav or .flac; a .take.json sidecar is written beside it",
-    )
-    p.add_argument("--json", action="store_true", help="print the take summary as JSON")
-    p.set_defaults(func=_run_say)
-
-
-def _plural(n: int, word: str) -> str:
-    return f"{n} {word}" + ("" if n == 1 else "s")
-
-
-def _run_say(args: argparse.Namespace) -> int:
-    from evaluation.takes import check_audio_path, say
-
-    if args.out:
-        check_audio_path(args.out)  # before the model loads: a wrong suffix fails at once
-    take = asyncio.run(
-        say(
-            args.text,
-            backend=args.backend,
-            out=args.out,
-            voice=args.voice,
-            language=args.language,
-            instructions=args.instructions,
-            speed=args.speed,
-            seed=args.seed,
-        )
-    )
-    s = take.summary()
-    load_ms = take.meta.get("load_ms")
-    s["load_ms"] = None if load_ms is None else round(load_ms, 1)
-    if args.json:
-        print(json.dumps(s))
-    else:
-        load = f"load {load_ms:.0f} ms, then " if load_ms is not None else ""
-        print(
-            f"{load}TTFA {s['ttfa_ms']:.0f} ms (warm)  RTF {s['rtf']:.3f}  "
-            f"{_plural(s['chunks'], 'chunk')}  "
-            f"{s['duration_s']:.2f} s at {s['sample_rate']} Hz x{s['channels']}"
-            + (f"  -> {args.out}" if args.out else "")
-        )
-    return 0
+COMMANDS: dict[str, tuple[str, str]] = {
+    "say": ("app.cli.say", "stream text through a backend, save the audio and the take"),
+    "serve": ("app.cli.serve", "start the Playground (Gradio UI + streaming player)"),
+    "api": (
+        "app.api.cli",
+        "serve vLLM-Omni's speech API (HTTP, SSE, WebSocket) over any listenlab backend",
+    ),
+    "analyze": ("app.cli.analyze", "run the glitch detector on a take"),
+    "report": ("app.cli.analyze", "HTML report (tables + plots) and CSV export of a store"),
+    "export": ("app.cli.analyze", "export every table (raw and computed) of a store as CSV"),
+    "probe": (
+        "app.cli.probe",
+        "run the validation pyramid (offline, streaming, concurrency) against a backend",
+    ),
+    "test": (
+        "app.listening.cli",
+        "listening tests: create (with stimuli), list, results, open, close",
+    ),
+}
+"""Command -> (module with its ``add_cli``, the one-line help ``listenlab --help`` shows)."""
 
 
 SHARED_HELP = {
@@ -116,24 +61,39 @@ def _fill_help(parser: argparse.ArgumentParser) -> None:
             )
 
 
-def build_parser() -> argparse.ArgumentParser:
+def _command(argv: list[str]) -> str | None:
+    """The command named in ``argv`` (its first word that is not an option), if it is known."""
+    for a in argv:
+        if not a.startswith("-"):
+            return a if a in COMMANDS else None
+    return None
+
+
+EVERY = "*"
+
+
+def build_parser(command: str | None = EVERY) -> argparse.ArgumentParser:
+    """The parser with ``command``'s own options (its module imported) and every other command
+    listed by name and help only; by default every command in full (for docs and tests)."""
     parser = argparse.ArgumentParser(prog="listenlab", description=__doc__.splitlines()[0])
     sub = parser.add_subparsers(dest="command", required=True)
-    _add_say(sub)
-    for name in COMMAND_MODULES:
-        try:
-            mod = importlib.import_module(name)
-        except ModuleNotFoundError as e:
-            if e.name == name:  # that command is not built yet
-                continue
-            raise
-        mod.add_cli(sub)
+    wanted = dict.fromkeys(m for m, _ in COMMANDS.values()) if command == EVERY else {}
+    if command not in (None, EVERY):
+        wanted = {COMMANDS[command][0]: None}
+    for module in wanted:
+        importlib.import_module(module).add_cli(sub)
+    for name, (_module, help_) in COMMANDS.items():
+        if name not in sub.choices:
+            sub.add_parser(name, help=help_, add_help=False)
     _fill_help(parser)
     return parser
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
+    argv = sys.argv[1:] if argv is None else list(argv)
+    args = build_parser(_command(argv)).parse_args(argv)
+    from backends.errors import ListenlabError
+
     try:
         return int(args.func(args) or 0)
     except ListenlabError as e:
@@ -143,5 +103,4 @@ def main(argv: list[str] | None = None) -> int:
         return 130
 
 
-if __name__ == "__main__":
-    sys.exit(main())
+__all__ = ["COMMANDS", "build_parser", "main"]

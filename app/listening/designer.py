@@ -15,6 +15,7 @@ import tempfile
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
+from importlib import resources
 from pathlib import Path
 from typing import Any
 
@@ -30,7 +31,7 @@ from app.listening.stimuli import (
     SystemSource,
     generate,
 )
-from app.state import ASSETS, BackendEntry
+from app.state import BackendEntry
 from app.store.listening import TestStore
 from backends.base import Backend
 from backends.errors import InvalidRequest
@@ -51,10 +52,9 @@ NAME_RE = re.compile(r"^[A-Za-z0-9_.-]{1,40}$")
 
 
 def harvard_sentences() -> list[str]:
-    for folder in (ASSETS / "harvard", Path.cwd() / "assets" / "harvard"):
-        f = folder / "harvard.txt"
-        if f.is_file():
-            return [s.strip() for s in f.read_text(encoding="utf-8").splitlines() if s.strip()]
+    f = resources.files("assets") / "harvard" / "harvard.txt"
+    if f.is_file():
+        return [s.strip() for s in f.read_text(encoding="utf-8").splitlines() if s.strip()]
     raise InvalidRequest("the bundled Harvard sentences (assets/harvard/harvard.txt) are missing")
 
 

@@ -302,10 +302,6 @@ class BlindSession(Session):
         return view
 
     @property
-    def blind_rate(self) -> int:
-        return self.blind_format.sample_rate
-
-    @property
     def sent_ms(self) -> float:
         """Audio sent to the page so far (ms of the common format)."""
         return self._conv.duration_s * 1000.0 if self._conv else 0.0

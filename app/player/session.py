@@ -31,7 +31,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
-from fastapi import WebSocket, WebSocketDisconnect
+from fastapi import APIRouter, WebSocket, WebSocketDisconnect
 
 from app.web.outbox import CLOSE_CODE, CLOSE_REASON, Outbox
 from backends.base import Backend, SpeechRequest
@@ -158,7 +158,7 @@ class Session:
                 await g.task
 
     async def write_report(self, msg: dict[str, Any]) -> None:
-        from app.web.guard import client_id
+        from app.web.inputs import client_id
 
         store = self.state.store
         take_id = msg["take_id"]
@@ -511,8 +511,8 @@ async def serve_session(ws: WebSocket, state: AppState) -> None:
     playing stream) and the socket stays open: binary frames, bad JSON, too deep or too big
     messages, wrong field types."""
     from app.web.admin import policy as admin_policy
-    from app.web.guard import loads_limited
     from app.web.identity import identity
+    from app.web.inputs import loads_limited
 
     await ws.accept()
     session = Session(ws, state, owner=identity(ws).owner_id, admin=admin_policy(ws).is_admin(ws))
@@ -583,3 +583,12 @@ async def serve_session(ws: WebSocket, state: AppState) -> None:
         with contextlib.suppress(Exception):
             await asyncio.wait_for(writer, 1.0)
         writer.cancel()
+
+
+router = APIRouter()
+
+
+@router.websocket("/ll/ws")
+async def player_socket(websocket: WebSocket) -> None:
+    """The player's socket for every page of ``listenlab serve`` (Playground, arena, raters)."""
+    await serve_session(websocket, websocket.app.state.listenlab)

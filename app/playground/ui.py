@@ -1,7 +1,7 @@
 """The Gradio Playground page.
 
 The controls, player and metrics card are one ``gr.HTML`` block whose ``js_on_load`` runs the
-player core (``static/player-core.js``, ``window.LLPlayer``) and then the Playground page
+player core (:mod:`app.player.page`, ``window.LLPlayer``) and then the Playground page
 (``static/playground.js``) on top of it. That keeps Speak -> first sound off Gradio's queue round
 trip (~130 ms) and off its HLS/AAC audio path (~1.4 s); Gradio provides the page, theme and
 layout. Other pages (listening tests, arena) reuse the same core: ``player_core_js() + page_js``.
@@ -9,25 +9,22 @@ layout. Other pages (listening tests, arena) reuse the same core: ``player_core_
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import TYPE_CHECKING
 
-from app.state import STATIC
+from app.player.page import player_core_js
 
 if TYPE_CHECKING:
     import gradio as gr
 
     from app.state import AppState
 
+STATIC = Path(__file__).parent / "static"
 CSS = (STATIC / "player.css").read_text(encoding="utf-8")
 
 
 def player_html(base: str = "/") -> str:
     return (STATIC / "player.html").read_text(encoding="utf-8").replace("__BASE__", base)
-
-
-def player_core_js() -> str:
-    """The one player (``window.LLPlayer``), for any page's ``js_on_load``; defines it once."""
-    return (STATIC / "player-core.js").read_text(encoding="utf-8")
 
 
 def playground_js() -> str:

@@ -855,6 +855,36 @@ class Store:
 
     # -- takes
 
+    def recent_timelines(
+        self, system_id: str, *, limit: int = 30
+    ) -> list[tuple[str, float, list[tuple[float, int]], int]]:
+        """The last ``limit`` complete takes of ``system_id`` at speed 1, newest first, as
+        ``(text, duration_s, [(arrival_ms, frames) per chunk], sample_rate)``: what the
+        player's start rule learns a backend's pace from (:func:`evaluation.playout.learn`)."""
+        rows = self.db.execute(
+            "SELECT take_id, text, duration_s, request, sample_rate FROM takes WHERE system_id = ? "
+            "AND status = 'ok' AND duration_s > 0 ORDER BY created_at DESC LIMIT ?",
+            [system_id, int(limit)],
+        ).fetchall()
+        rows = [r for r in rows if '"speed": 1.0' in (r[3] or '"speed": 1.0')]
+        timelines: dict[str, list[tuple[float, int]]] = {r[0]: [] for r in rows}
+        if rows:
+            marks = ",".join("?" for _ in rows)
+            for take_id, arrival_ms, frames in self.db.execute(
+                f"SELECT take_id, arrival_ms, frames FROM chunks WHERE take_id IN ({marks}) "
+                "ORDER BY take_id, idx",
+                list(timelines),
+            ):
+                timelines[take_id].append((float(arrival_ms), int(frames)))
+        return [
+            (text or "", float(dur), timelines[tid], int(sr or 0)) for tid, text, dur, _, sr in rows
+        ]
+
+    def take_meta(self, take_id: str) -> dict[str, Any] | None:
+        """A take's ``meta`` (who made it, ...), or None when there is no such take."""
+        r = self.db.execute("SELECT meta FROM takes WHERE take_id=?", [take_id]).fetchone()
+        return None if r is None else (json.loads(r[0]) if r[0] else {})
+
     def audio_path(self, take_id: str) -> Path:
         r = self._row("takes", "take_id", take_id)
         if r is None:

@@ -10,7 +10,7 @@ and a public Space must never get it wrong in one place.
   ``X-Forwarded-For``/``Forwarded`` header, so a reverse proxy on the same host does not make
   every visitor an admin). Pages say so.
 
-Guessing is slowed per client (:class:`LoginThrottle`, the client as :class:`app.web.guard.Proxies`
+Guessing is slowed per client (:class:`LoginThrottle`, the client as :class:`app.web.proxies.Proxies`
 sees it): after a few wrong passwords (on the login form or in an ``Authorization`` header)
 that client's next tries are refused unchecked (429, ``Retry-After``) for a delay that doubles
 with each further failure, so even the right password waits. The cookie is ``Secure`` whenever
@@ -27,55 +27,20 @@ import os
 import secrets
 import time
 from dataclasses import dataclass, field
+from typing import Any
 
-from fastapi import Request
+from fastapi import APIRouter, Form, Request
+from fastapi.responses import JSONResponse
 from starlette.requests import HTTPConnection
 
-from app.web.guard import Proxies
+from app.web.proxies import Proxies
+from app.web.ratelimit import LoginThrottle
 from backends.errors import Forbidden, TooMany
 
 ENV_PASSWORD = "LISTENLAB_ADMIN_PASSWORD"
 COOKIE = "ll_admin"
 COOKIE_MAX_AGE_S = 12 * 3600
 PROXY_HEADERS = ("x-forwarded-for", "forwarded", "x-real-ip")
-
-
-@dataclass
-class LoginThrottle:
-    """Wrong passwords per client key; after ``free_failures`` the client waits ``base_s``,
-    doubling per further failure up to ``max_s``. Forgotten ``forget_s`` after the last one."""
-
-    free_failures: int = 3
-    base_s: float = 2.0
-    max_s: float = 900.0
-    forget_s: float = 3600.0
-    max_keys: int = 20_000
-    _fails: dict[str, tuple[int, float]] = field(default_factory=dict)
-
-    def _delay(self, n: int) -> float:
-        return (
-            0.0
-            if n < self.free_failures
-            else min(self.max_s, self.base_s * 2 ** (n - self.free_failures))
-        )
-
-    def wait_s(self, key: str, now: float) -> float:
-        """Seconds before this client may try a password again (0: now)."""
-        n, last = self._fails.get(key, (0, 0.0))
-        if n and now - last > self.forget_s:
-            self._fails.pop(key, None)
-            return 0.0
-        return max(0.0, last + self._delay(n) - now)
-
-    def failed(self, key: str, now: float) -> float:
-        n = self._fails.pop(key, (0, 0.0))[0] + 1
-        self._fails[key] = (n, now)
-        while len(self._fails) > self.max_keys:
-            self._fails.pop(next(iter(self._fails)))
-        return self._delay(n)
-
-    def succeeded(self, key: str) -> None:
-        self._fails.pop(key, None)
 
 
 @dataclass(frozen=True)
@@ -108,10 +73,11 @@ class AdminPolicy:
     throttle: LoginThrottle = field(default_factory=LoginThrottle, compare=False)
 
     @classmethod
-    def from_env(cls) -> AdminPolicy:
+    def from_env(cls, proxies: Proxies | None = None) -> AdminPolicy:
         pw = os.environ.get(ENV_PASSWORD) or None
         key = os.environ.get("LISTENLAB_SECRET_KEY")
-        return cls(pw, key.encode() if key else secrets.token_bytes(32), Proxies.from_env())
+        secret = key.encode() if key else secrets.token_bytes(32)
+        return cls(pw, secret, proxies if proxies is not None else Proxies.from_env())
 
     @property
     def mode(self) -> str:
@@ -227,3 +193,35 @@ def policy(request: Request | HTTPConnection) -> AdminPolicy:
 def require_admin(request: Request) -> None:
     """FastAPI dependency: ``dependencies=[Depends(require_admin)]``."""
     policy(request).require(request)
+
+
+# --------------------------------------------------------------------------- routes
+
+router = APIRouter()
+
+
+@router.post("/ll/admin/login")
+async def admin_login(request: Request, password: str = Form("")) -> JSONResponse:
+    """A correct password sets the signed admin cookie; wrong ones are throttled per client."""
+    pol = policy(request)
+    tried = pol.attempt(request, password)
+    if tried.retry_after_s > 0:
+        raise TooManyTries(tried.retry_after_s)
+    if not tried.ok:
+        raise Forbidden(f"wrong password. {pol.describe()}")
+    resp = JSONResponse({"admin": True})
+    resp.set_cookie(
+        COOKIE,
+        pol.login_cookie(),
+        max_age=COOKIE_MAX_AGE_S,
+        httponly=True,
+        samesite="strict",
+        secure=pol.cookie_secure(request),
+    )
+    return resp
+
+
+@router.get("/ll/admin/whoami")
+async def admin_whoami(request: Request) -> dict[str, Any]:
+    pol = policy(request)
+    return {"admin": pol.is_admin(request), "mode": pol.mode, "note": pol.describe()}

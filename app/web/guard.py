@@ -16,21 +16,15 @@ reading the body is too late (a 200 MB JSON body is in memory by then).
 * **No credentialed CORS**: a response to a foreign ``Origin`` loses its
   ``Access-Control-Allow-*`` headers (Gradio answers ``localhost`` origins with credentials).
 
-Who the client is (:class:`Proxies`): the socket's peer address, unless that peer is a *trusted*
-proxy (``$LISTENLAB_TRUSTED_PROXIES``, comma-separated addresses or networks; on a Hugging Face
-Space, whose proxy reaches the app from a private address, the private ranges by default): then
-the right-most ``X-Forwarded-For`` address that is not itself a trusted proxy. The same rule
-says whether the browser's request came over TLS (``X-Forwarded-Proto``). A header from an
-untrusted peer is ignored, so a script cannot pick its own address.
+Who the client is, and whether it came over TLS, is :mod:`app.web.proxies`; JSON and id limits
+inside a body are :mod:`app.web.inputs`; rate limits are :mod:`app.web.ratelimit`.
 """
 
 from __future__ import annotations
 
-import argparse
 import ipaddress
 import json
 import os
-import re
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -38,14 +32,9 @@ from urllib.parse import urlsplit
 
 ENV_ALLOWED_HOSTS = "LISTENLAB_ALLOWED_HOSTS"
 ENV_ALLOWED_ORIGINS = "LISTENLAB_ALLOWED_ORIGINS"
-ENV_TRUSTED_PROXIES = "LISTENLAB_TRUSTED_PROXIES"
-SPACE_PROXY_NETS = ("10.0.0.0/8", "172.16.0.0/12", "192.168.0.0/16", "fc00::/7")
-"""Where a Space's own proxy connects from (private addresses; never a visitor's)."""
 LOCAL_HOSTS = ("localhost", "127.0.0.1", "::1", "testserver")
 """``testserver`` is Starlette's TestClient; a single-label name no public site can have."""
 UNSAFE_METHODS = frozenset({"POST", "PUT", "PATCH", "DELETE"})
-MAX_JSON_DEPTH = 32
-"""Deepest nesting accepted in a JSON body or message (no request needs more than 3)."""
 
 ErrorBody = Callable[[str, int], dict[str, Any]]
 
@@ -300,224 +289,12 @@ def _without_cors(send):
     return strip
 
 
-# --------------------------------------------------------------------------- clients
-
-
-Network = ipaddress.IPv4Network | ipaddress.IPv6Network
-
-
-def _parse_ip(value: str) -> ipaddress.IPv4Address | ipaddress.IPv6Address | None:
-    v = value.strip().strip('"')
-    if v.startswith("[") and "]" in v:  # [v6]:port
-        v = v[1 : v.index("]")]
-    elif v.count(":") == 1:  # v4:port
-        v = v.split(":")[0]
-    try:
-        return ipaddress.ip_address(v)
-    except ValueError:
-        return None
-
-
-@dataclass(frozen=True)
-class Proxies:
-    """The reverse proxies whose ``X-Forwarded-*`` headers are believed (see the module doc)."""
-
-    nets: tuple[Network, ...] = ()
-
-    @classmethod
-    def parse(cls, spec: Iterable[str]) -> Proxies:
-        nets = []
-        for item in spec:
-            try:
-                nets.append(ipaddress.ip_network(item.strip(), strict=False))
-            except ValueError:
-                raise ValueError(
-                    f"not an address or network in {ENV_TRUSTED_PROXIES}: {item!r}"
-                ) from None
-        return cls(tuple(nets))
-
-    @classmethod
-    def from_env(cls) -> Proxies:
-        spec = _split_list(os.environ.get(ENV_TRUSTED_PROXIES))
-        if not spec and os.environ.get("SPACE_ID"):
-            spec = list(SPACE_PROXY_NETS)
-        return cls.parse(spec)
-
-    def trusted(self, addr: ipaddress.IPv4Address | ipaddress.IPv6Address | None) -> bool:
-        return addr is not None and any(addr in n for n in self.nets)
-
-    def client_ip(self, scope: dict[str, Any]) -> str:
-        """The client's address: the peer, or what a trusted proxy says it forwarded."""
-        client = scope.get("client")
-        peer_s = str(client[0]) if client else ""
-        peer = _parse_ip(peer_s)
-        if not self.trusted(peer):
-            return str(peer) if peer else peer_s or "unknown"
-        hops = [
-            x for v in _header_values(scope, b"x-forwarded-for") for x in v.split(",") if x.strip()
-        ]
-        for hop in reversed(hops):  # each proxy appends the address it saw
-            ip = _parse_ip(hop)
-            if ip is None:
-                return str(peer)  # a garbled chain: trust nothing in it
-            if not self.trusted(ip):
-                return str(ip)
-        return str(peer)
-
-    def client_key(self, scope: dict[str, Any]) -> str:
-        """What limits count per client: the IPv4 address, or the IPv6 /64 (one household or
-        server gets a whole /64, so single IPv6 addresses cost nothing)."""
-        ip = _parse_ip(self.client_ip(scope))
-        if isinstance(ip, ipaddress.IPv6Address) and ip.ipv4_mapped is None:
-            return str(ipaddress.ip_network(f"{ip}/64", strict=False))
-        return str(ip.ipv4_mapped if isinstance(ip, ipaddress.IPv6Address) else ip or "unknown")
-
-    def is_tls(self, scope: dict[str, Any]) -> bool:
-        """Did the browser's request come over TLS (directly, or to a trusted proxy)?"""
-        if scope.get("scheme") in ("https", "wss"):
-            return True
-        client = scope.get("client")
-        if not client or not self.trusted(_parse_ip(str(client[0]))):
-            return False
-        protos = [x for v in _header_values(scope, b"x-forwarded-proto") for x in v.split(",")]
-        return bool(protos) and protos[0].strip().lower() in ("https", "wss")
-
-
-def _header_values(scope: dict[str, Any], name: bytes) -> list[str]:
-    return [v.decode("latin-1") for k, v in scope.get("headers", []) if k.lower() == name]
-
-
-@dataclass
-class KeyedRate:
-    """A token bucket per key (``rate_per_s`` refill, ``burst`` deep); the oldest keys are
-    forgotten past ``max_keys`` so an attacker with many keys cannot grow it without bound.
-
-    One object per app (made where the app is built), never module-global state.
-    """
-
-    rate_per_s: float
-    burst: float
-    max_keys: int = 20_000
-    _buckets: dict[str, tuple[float, float]] = field(default_factory=dict)
-
-    def take(self, key: str, now: float, cost: float = 1.0) -> float:
-        """Spend ``cost`` tokens: 0.0 if allowed, else the seconds until it would be."""
-        level, last = self._buckets.pop(key, (self.burst, now))
-        level = min(self.burst, level + (now - last) * self.rate_per_s)
-        if level >= cost:
-            level -= cost
-            wait = 0.0
-        else:
-            wait = (cost - level) / self.rate_per_s
-        self._buckets[key] = (level, now)  # re-inserted last: dicts keep insertion order
-        while len(self._buckets) > self.max_keys:
-            self._buckets.pop(next(iter(self._buckets)))
-        return wait
-
-
-# --------------------------------------------------------------------------- CLI
-
-
-def add_host_args(p: argparse.ArgumentParser) -> None:
-    """``--allowed-hosts`` / ``--allowed-origins``, shared by ``serve`` and ``api``."""
-    p.add_argument(
-        "--allowed-hosts",
-        action="append",
-        default=[],
-        metavar="HOSTS",
-        help="comma-separated Host names to answer besides the bound host, localhost and "
-        "$SPACE_HOST (also $LISTENLAB_ALLOWED_HOSTS); '*' answers any (not for public servers)",
-    )
-    p.add_argument(
-        "--allowed-origins",
-        action="append",
-        default=[],
-        metavar="ORIGINS",
-        help="comma-separated page origins (https://example.org) whose pages may open the "
-        "WebSockets, besides the server's own pages (also $LISTENLAB_ALLOWED_ORIGINS)",
-    )
-
-
-def hosts_from_args(args: argparse.Namespace, bound: str) -> tuple[list[str], list[str] | None]:
-    extra = [h.strip() for v in args.allowed_hosts for h in v.split(",") if h.strip()]
-    origins = [o.strip() for v in args.allowed_origins for o in v.split(",") if o.strip()]
-    hosts = default_allowed_hosts(bound, extra)
-    if bound in ("0.0.0.0", "::") and not extra and not os.environ.get("SPACE_HOST"):
-        print(
-            "listenlab: bound to all interfaces; answered Host names: "
-            f"{', '.join(hosts)} and any IP address. Add your domain with --allowed-hosts.",
-            flush=True,
-        )
-    if origins:
-        origins += [o for o in os.environ.get(ENV_ALLOWED_ORIGINS, "").split(",") if o.strip()]
-    return hosts, (origins or None)
-
-
-# --------------------------------------------------------------------------- ids
-
-CLIENT_ID_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
-"""An id a client may choose (a report id): letters and digits first, no formula character,
-no quote, no separator, so it is the same string in the DB, a CSV cell and a file name."""
-
-
-def client_id(value: Any, what: str = "report id") -> str | None:
-    """``value`` if it is a valid client-chosen id, None if absent; ValueError otherwise."""
-    if value is None or value == "":
-        return None
-    if not isinstance(value, str) or not CLIENT_ID_RE.match(value):
-        raise ValueError(f"{what} must be 1-64 letters, digits, '.', '-' or '_'")
-    return value
-
-
-# --------------------------------------------------------------------------- JSON
-
-
-class JsonTooDeep(ValueError):
-    pass
-
-
-def json_depth_ok(value: Any, max_depth: int = MAX_JSON_DEPTH) -> bool:
-    """Iterative depth check (a recursive one would itself overflow on hostile input)."""
-    stack = [(value, 1)]
-    while stack:
-        v, d = stack.pop()
-        if isinstance(v, dict):
-            if d > max_depth:
-                return False
-            stack.extend((x, d + 1) for x in v.values())
-        elif isinstance(v, list):
-            if d > max_depth:
-                return False
-            stack.extend((x, d + 1) for x in v)
-    return True
-
-
-def loads_limited(raw: str | bytes, max_depth: int = MAX_JSON_DEPTH) -> Any:
-    """``json.loads`` that refuses nesting deeper than ``max_depth`` with a clear ValueError."""
-    try:
-        data = json.loads(raw)
-    except RecursionError:
-        raise JsonTooDeep(f"JSON nested too deeply (the limit is {max_depth} levels)") from None
-    if not json_depth_ok(data, max_depth):
-        raise JsonTooDeep(f"JSON nested too deeply (the limit is {max_depth} levels)")
-    return data
-
-
 __all__ = [
+    "ABORT_KEY",
     "ENV_ALLOWED_HOSTS",
     "ENV_ALLOWED_ORIGINS",
-    "ENV_TRUSTED_PROXIES",
-    "client_id",
-    "KeyedRate",
-    "Proxies",
-    "MAX_JSON_DEPTH",
-    "add_host_args",
-    "hosts_from_args",
     "GuardConfig",
     "GuardMiddleware",
-    "JsonTooDeep",
     "default_allowed_hosts",
-    "json_depth_ok",
-    "loads_limited",
     "simple_error",
 ]

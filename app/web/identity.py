@@ -32,6 +32,8 @@ from typing import Any
 
 from starlette.requests import HTTPConnection
 
+from app.web.proxies import Proxies
+
 COOKIE = "ll_owner"
 COOKIE_MAX_AGE_S = 180 * 24 * 3600
 _TOKEN_RE = re.compile(r"^[A-Za-z0-9_-]{40,64}$")
@@ -120,10 +122,17 @@ def hf_user(conn: HTTPConnection) -> str | None:
 
 
 class IdentityMiddleware:
-    """Sets ``ll_owner`` on any HTTP response to a request that did not carry one."""
+    """Sets ``ll_owner`` on any HTTP response to a request that did not carry one.
 
-    def __init__(self, app: Any):
+    The cookie is ``Secure`` (and ``SameSite=None; Partitioned``, for a Space framed by
+    huggingface.co) when the browser's request came over TLS, by the one rule of
+    :class:`app.web.proxies.Proxies`: a Space's proxy ends TLS and says so in
+    ``X-Forwarded-Proto``, which is believed from a trusted proxy only.
+    """
+
+    def __init__(self, app: Any, proxies: Proxies | None = None):
         self.app = app
+        self.proxies = proxies if proxies is not None else Proxies.from_env()
 
     async def __call__(self, scope, receive, send) -> None:
         if scope.get("type") != "http":
@@ -133,9 +142,7 @@ class IdentityMiddleware:
             return await self.app(scope, receive, send)
         token = secrets.token_urlsafe(32)
         scope[_SCOPE_KEY] = token
-        proto = next((v for k, v in scope.get("headers", []) if k == b"x-forwarded-proto"), b"")
-        # A Space's proxy ends TLS and forwards plain http: its header says what the browser saw.
-        secure = scope.get("scheme") == "https" or proto.split(b",")[0].strip() == b"https"
+        secure = self.proxies.is_tls(scope)
         attrs = f"{COOKIE}={token}; Path=/; Max-Age={COOKIE_MAX_AGE_S}; HttpOnly; " + (
             "SameSite=None; Secure; Partitioned" if secure else "SameSite=Lax"
         )

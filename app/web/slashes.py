@@ -33,11 +33,21 @@ async def _strip_slash(request: Request) -> RedirectResponse:
     return _to(request, request.url.path.rstrip("/"))
 
 
+def flat_routes(routes: Iterable[BaseRoute]) -> list[BaseRoute]:
+    """``routes`` with every included router opened up: FastAPI (0.165) keeps an included
+    ``APIRouter`` as one entry whose ``original_router`` holds its routes."""
+    out: list[BaseRoute] = []
+    for r in routes:
+        inner = getattr(r, "original_router", None)
+        out += flat_routes(inner.routes) if inner is not None else [r]
+    return out
+
+
 def slash_twins(routes: Iterable[BaseRoute]) -> list[Route]:
     """The redirect routes for ``routes``: ``/mount`` -> ``/mount/`` for each mounted app, and
     ``/route/`` <-> ``/route`` for each HTTP route (with its methods), skipping any path that
     a route already has."""
-    routes = list(routes)
+    routes = flat_routes(routes)
     taken = {r.path for r in routes if isinstance(r, Route)}
     methods: dict[tuple[str, bool], set[str]] = {}  # (twin path, adds the slash) -> methods
     for r in routes:
@@ -68,4 +78,4 @@ def add_slash_redirects(app) -> None:
     routes[root:root] = slash_twins(routes)
 
 
-__all__ = ["add_slash_redirects", "slash_twins"]
+__all__ = ["add_slash_redirects", "flat_routes", "slash_twins"]

@@ -47,7 +47,7 @@ def live_server(app) -> Iterator[Live]:
     sock = bound_socket()
     port = sock.getsockname()[1]
     server = uvicorn.Server(
-        # proxy_headers=False as in ``listenlab serve``: app.web.guard.Proxies decides whom to trust
+        # proxy_headers=False as in ``listenlab serve``: app.web.proxies.Proxies decides whom to trust
         uvicorn.Config(
             app,
             host="127.0.0.1",

@@ -72,6 +72,7 @@ class ServerThread:
             ws="websockets-sansio",
             lifespan="on",
             timeout_graceful_shutdown=2,
+            proxy_headers=False,  # as ``listenlab serve``: app.web.proxies decides whom to trust
         )
         self.server = uvicorn.Server(config)
         self.thread = threading.Thread(

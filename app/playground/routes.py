@@ -1,0 +1,202 @@
+"""The Playground page's JSON API: backends and what they can do, the voice library, a take's
+audio, and the health check.
+
+Every answer depends on who asks: a visitor sees and changes only the voices and takes their
+browser session made (:mod:`app.web.identity`), the admin sees all (:mod:`app.web.admin`).
+State comes from ``request.app.state.listenlab`` (:class:`app.state.AppState`).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from dataclasses import asdict
+from pathlib import Path
+from typing import Any
+
+from fastapi import APIRouter, File, Form, Request, UploadFile
+from fastapi.responses import FileResponse
+
+from app.state import AppState, BackendEntry
+from app.web.admin import policy as admin_policy
+from app.web.identity import identity
+from app.web.inputs import loads_limited
+from app.web.offload import OffloadTimeout
+from backends.errors import Forbidden, InvalidRequest, NotFound
+from voices.clips import MAX_SECONDS, MAX_UPLOAD_BYTES, MIN_SECONDS, ClipError, prepare_clip
+
+router = APIRouter()
+
+
+def _state(request: Request) -> AppState:
+    return request.app.state.listenlab
+
+
+def _who(request: Request) -> tuple[str, bool]:
+    """(owner id, is admin) of this request."""
+    return identity(request).owner_id, admin_policy(request).is_admin(request)
+
+
+async def _json_object(request: Request) -> dict[str, Any]:
+    try:
+        payload = loads_limited(await request.body())
+    except ValueError as e:
+        raise InvalidRequest(f"the body must be a JSON object: {e}") from None
+    if not isinstance(payload, dict):
+        raise InvalidRequest("the body must be a JSON object")
+    return payload
+
+
+async def backend_json(entry: BackendEntry) -> dict[str, Any]:
+    """One backend as the page needs it: capabilities, voices, whether it clones, its queue."""
+    with contextlib.suppress(Exception):  # remote engines learn their capabilities from the server
+        await asyncio.wait_for(entry.backend.refresh(), 5.0)
+    caps = entry.backend.capabilities
+    try:
+        voices = await asyncio.wait_for(entry.backend.voices(), 5.0)
+        voice_error = None
+    except Exception as e:  # a remote server being down must not break the page
+        voices, voice_error = [], str(e)
+    can_clone = caps.cloning or caps.voice_library
+    return {
+        "label": entry.label,
+        "spec": entry.spec,
+        "capabilities": asdict(caps),
+        "voices": [asdict(v) for v in voices if v.name.lower() != "default"],
+        "voice_error": voice_error,
+        "can_clone": can_clone,
+        "clone_note": None
+        if can_clone
+        else f"cloning is unavailable on {entry.label}: this backend cannot clone voices",
+        "queued": entry.gate.queued,
+        "active": entry.gate.active,
+        "limit": entry.gate.limit,
+    }
+
+
+@router.get("/ll/health")
+async def health(request: Request) -> dict[str, Any]:
+    return {"status": "ok", "backends": list(_state(request).backends)}
+
+
+@router.get("/ll/api/config")
+async def config(request: Request) -> dict[str, Any]:
+    state = _state(request)
+    owner, admin = _who(request)
+    systems = await asyncio.gather(*(backend_json(e) for e in state.backends.values()))
+    return {
+        "default": state.default,
+        "backends": systems,
+        "examples": state.examples,
+        "library": [v.public(owner, admin) for v in state.library.visible(owner, admin)],
+        "limits": {"min_s": MIN_SECONDS, "max_s": MAX_SECONDS, "max_bytes": MAX_UPLOAD_BYTES},
+    }
+
+
+@router.get("/ll/api/takes/{take_id}.wav")
+async def take_wav(take_id: str, request: Request):
+    """A take's audio: for the session that made it, or the admin."""
+    store = _state(request).store
+    if not take_id.isalnum():
+        raise NotFound("no such take")
+    meta = await asyncio.to_thread(store.take_meta, take_id)
+    if meta is None:
+        raise NotFound("no such take")
+    owner, admin = _who(request)
+    if not admin and meta.get("owner") != owner:
+        raise Forbidden("this take belongs to another session")
+    path = store.audio_path(take_id)
+    return FileResponse(path, media_type="audio/wav", filename=f"{take_id}.wav")
+
+
+# -- voice library
+
+
+@router.get("/ll/api/voices")
+async def list_voices(request: Request) -> dict[str, Any]:
+    owner, admin = _who(request)
+    lib = _state(request).library
+    return {"voices": [v.public(owner, admin) for v in lib.visible(owner, admin)]}
+
+
+@router.post("/ll/api/voices")
+async def add_voice(
+    request: Request,
+    file: UploadFile = File(...),
+    name: str = Form(""),
+    ref_text: str = Form(""),
+    consent: str = Form(""),
+) -> dict[str, Any]:
+    state = _state(request)
+    data = await file.read(MAX_UPLOAD_BYTES + 1)
+    await file.close()
+    if len(data) > MAX_UPLOAD_BYTES:
+        raise ClipError(f"the clip is over the {MAX_UPLOAD_BYTES // 2**20} MB limit")
+    try:
+        clip = await state.decoder.run(prepare_clip, data, file.filename)
+    except OffloadTimeout:
+        raise ClipError(
+            f"decoding the clip took longer than {state.decoder.timeout_s:.0f} s; "
+            "send a simpler file"
+        ) from None
+    owner, admin = _who(request)
+    v = state.library.add(
+        name or Path(file.filename or "voice").stem,
+        clip,
+        ref_text=ref_text,
+        consent=consent.lower() in {"1", "true", "yes", "on"},
+        owner=owner,
+    )
+    return {
+        "voice": v.public(owner, admin),
+        "clip": {
+            "duration_s": clip.duration_s,
+            "trimmed_s": clip.trimmed_s,
+            "sample_rate": clip.sample_rate,
+            "source_format": clip.source_format,
+        },
+    }
+
+
+@router.post("/ll/api/voices/{voice_id}/rename")
+async def rename_voice(voice_id: str, request: Request) -> dict[str, Any]:
+    payload = await _json_object(request)
+    owner, admin = _who(request)
+    lib = _state(request).library
+    lib.get_for(voice_id, owner, admin)
+    v = lib.rename(voice_id, str(payload.get("name", "")))
+    return {"voice": v.public(owner, admin)}
+
+
+@router.post("/ll/api/voices/{voice_id}/share")
+async def share_voice(voice_id: str, request: Request) -> dict[str, Any]:
+    """Admin only: a shared voice is listed for, and usable by, every visitor."""
+    admin_policy(request).require(request)
+    payload = await _json_object(request)
+    v = _state(request).library.set_shared(voice_id, bool(payload.get("shared", True)))
+    return {"voice": v.public(None, True)}
+
+
+@router.delete("/ll/api/voices/{voice_id}")
+async def delete_voice(voice_id: str, request: Request) -> dict[str, Any]:
+    state = _state(request)
+    owner, admin = _who(request)
+    state.library.get_for(voice_id, owner, admin)
+    v = state.library.delete(voice_id)
+    for label, remote in v.synced.items():
+        e = state.backends.get(label)
+        if e is not None:
+            with contextlib.suppress(Exception):
+                await e.backend.delete_voice(remote)
+    return {"deleted": v.voice_id}
+
+
+@router.get("/ll/api/voices/{voice_id}.wav")
+async def voice_wav(voice_id: str, request: Request):
+    owner, admin = _who(request)
+    lib = _state(request).library
+    lib.get_for(voice_id, owner, admin)
+    return FileResponse(lib.root / f"{voice_id}.wav", media_type="audio/wav")
+
+
+__all__ = ["backend_json", "router"]
