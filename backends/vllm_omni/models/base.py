@@ -23,7 +23,6 @@ Facts shared by every model, read from ``vllm-project/vllm-omni``:
 from __future__ import annotations
 
 import copy
-import io
 import json
 import logging
 import re
@@ -33,12 +32,13 @@ from typing import Any, ClassVar
 
 import numpy as np
 
+from backends.audio import REF_MAX_SECONDS, REF_MIN_SECONDS, ClipError, UnreadableAudio, decode_mono
 from backends.base import Capabilities, SpeechRequest, Voice
 from backends.errors import InvalidRequest, UnknownVoice, Unsupported
 
 log = logging.getLogger(__name__)
 
-REF_AUDIO_SECONDS = (1.0, 30.0)
+REF_AUDIO_SECONDS = (REF_MIN_SECONDS, REF_MAX_SECONDS)
 MAX_REF_AUDIO_BYTES = 16 * 1024 * 1024
 """Refuse to decode a bigger reference file (30 s of 48 kHz stereo float WAV is ~11.5 MB)."""
 MAX_NEW_TOKENS_RANGE = (1, 4096)
@@ -81,27 +81,26 @@ def load_tokenizer(path: Path) -> Any:
 def decode_ref_audio(wav: bytes) -> tuple[np.ndarray, int]:
     """Reference clip bytes to mono float32 samples and their rate, as vLLM-Omni resolves them.
 
-    The size is bounded before decoding; 1-30 s is enforced like the server does.
+    The size is bounded before decoding, the decoding is :func:`backends.audio.decode_mono`'s
+    (container from the bytes, header limits, bounded reads), and 1-30 s is enforced like the
+    server does.
     """
-    import soundfile as sf
-
     if len(wav) > MAX_REF_AUDIO_BYTES:
         raise InvalidRequest(
             f"the reference clip is {len(wav) / 2**20:.1f} MiB; the limit is "
             f"{MAX_REF_AUDIO_BYTES // 2**20} MiB"
         )
     try:
-        x, sr = sf.read(io.BytesIO(wav), dtype="float32", always_2d=True)
-    except Exception as e:
-        raise InvalidRequest(f"the reference clip is not a readable audio file: {e}") from e
-    mono = np.ascontiguousarray(x.mean(axis=1), dtype=np.float32)
+        mono, sr, _fmt = decode_mono(wav, "the reference clip")
+    except UnreadableAudio as e:
+        raise ClipError(f"the reference clip is not a readable audio file: {e.why}") from None
     seconds = len(mono) / sr if sr else 0.0
     lo, hi = REF_AUDIO_SECONDS
     if not lo <= seconds <= hi:
         raise InvalidRequest(
             f"the reference clip is {seconds:.1f} s; it must be {lo:.0f}-{hi:.0f} s"
         )
-    return mono, int(sr)
+    return np.ascontiguousarray(mono, dtype=np.float32), int(sr)
 
 
 def as_tensor(x: np.ndarray) -> Any:
