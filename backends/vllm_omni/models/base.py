@@ -35,6 +35,7 @@ import numpy as np
 from backends.audio import REF_MAX_SECONDS, REF_MIN_SECONDS, ClipError, UnreadableAudio, decode_mono
 from backends.base import Capabilities, SpeechRequest, Voice
 from backends.errors import InvalidRequest, UnknownVoice, Unsupported
+from backends.vllm_omni.model_table import ModelFacts
 
 log = logging.getLogger(__name__)
 
@@ -148,15 +149,15 @@ class ModelAdapter:
 
     name: ClassVar[str]
     """The ``adapter=`` value (vLLM-Omni's adapter name where it has one)."""
+    facts: ClassVar[ModelFacts]
+    """The model's row of :mod:`backends.vllm_omni.model_table`: title, rate, channels, cloning
+    (the table the remote backend and the wire profiles read too)."""
     aliases: ClassVar[tuple[str, ...]] = ()
-    title: ClassVar[str]
     architectures: ClassVar[frozenset[str]] = frozenset()
     """``config.json`` ``architectures`` entries that identify the model."""
     model_types: ClassVar[frozenset[str]] = frozenset()
     name_keys: ClassVar[tuple[str, ...]] = ()
     """Folded directory-name substrings (vLLM-Omni matches deploy YAML stems the same way)."""
-    sample_rate: ClassVar[int | None] = None
-    channels: ClassVar[int] = 1
     spec_options: ClassVar[frozenset[str]] = frozenset({"voice", "language"})
     """Spec parameters this adapter consumes (besides the backend's own). ``voice`` and
     ``language`` are taken by every adapter so they never reach ``AsyncOmni`` as engine
@@ -187,6 +188,10 @@ class ModelAdapter:
                 SpeechRequest("x", extra={"max_new_tokens": options["max_new_tokens"]})
             )
 
+    @property
+    def title(self) -> str:
+        return self.facts.title
+
     # -- lifecycle
 
     def load(self, engine: Any) -> None:
@@ -197,10 +202,10 @@ class ModelAdapter:
     def capabilities(self) -> Capabilities:
         return Capabilities(
             streaming=True,
-            cloning=False,
+            cloning=self.facts.cloning,
             clone_required=self.requires_ref_audio,
-            sample_rate=self.sample_rate,
-            channels=self.channels,
+            sample_rate=self.facts.sample_rate,
+            channels=self.facts.channels,
             speed=False,
             speed_streaming=False,
             instructions=False,
