@@ -34,7 +34,7 @@ def add_cli(subparsers: argparse._SubParsersAction) -> None:
 def _run_api(args: argparse.Namespace) -> int:
     import uvicorn
 
-    from app.api.routes import create_api_app
+    from app.api.server import create_api_app
     from backends.registry import load_backend
 
     backend = load_backend(args.backend)

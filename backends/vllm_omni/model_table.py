@@ -21,6 +21,10 @@ from dataclasses import dataclass
 
 REFERENCE = "vllm-omni-speech-api.md §6"
 
+MAX_NEW_TOKENS_RANGE = (1, 4096)
+"""What every model's adapter accepts as ``max_new_tokens``: vLLM-Omni's
+``tts_adapters/base.py`` ``_TTS_MAX_NEW_TOKENS_MIN`` / ``_TTS_MAX_NEW_TOKENS_MAX``."""
+
 
 @dataclass(frozen=True)
 class ModelFacts:
@@ -161,6 +165,7 @@ def seed_model(adapter: str) -> ModelFacts:
 
 __all__ = [
     "CLONING_VARIANT",
+    "MAX_NEW_TOKENS_RANGE",
     "MODELS",
     "SEED_MODELS",
     "ModelFacts",

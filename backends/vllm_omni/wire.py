@@ -242,6 +242,17 @@ NO_USAGE: dict[str, Any] = {
 }
 """``speech.audio.done``'s usage when nothing was counted (listenlab's voices have no tokens)."""
 
+USAGE_HEADERS = {
+    "X-VLLM-OMNI-INPUT-TOKENS": "0",
+    "X-VLLM-OMNI-OUTPUT-TOKENS": "0",
+    "X-VLLM-OMNI-TOTAL-TOKENS": "0",
+    "X-VLLM-OMNI-INPUT-TEXT-TOKENS": "0",
+    "X-VLLM-OMNI-INPUT-AUDIO-TOKENS": "0",
+}
+"""vLLM-Omni 0.30.0 sends its token usage on whole-file answers; listenlab's voices have no
+tokens, so the same headers say 0 (as vLLM-Omni's do when it cannot count), like
+:data:`NO_USAGE` in ``speech.audio.done``."""
+
 
 def audio_delta(data: bytes, response_format: str) -> bytes:
     """A ``speech.audio.delta`` event carrying ``data`` (for wav, the first holds the header)."""
@@ -481,6 +492,8 @@ __all__ = [
     "SESSION_CLOSE",
     "SESSION_CONFIG",
     "SESSION_DONE",
+    "SSE_TYPE",
+    "USAGE_HEADERS",
     "WAV_PLACEHOLDER",
     "WS_ERROR",
     "ErrorEvent",

@@ -1,9 +1,9 @@
 """A fault-injection stand-in for a vLLM-Omni speech server (real HTTP/WS on 127.0.0.1).
 
 vLLM-Omni needs a GPU, so this server follows its wire protocol (reference §3-§5) and
-misbehaves on request. Well-formed bytes (WAV header, SSE events, error bodies) come from the
-app's own ``app.api.encoding``, which follows the same protocol; the faults are this file's own.
-The fault is the first path segment, so a remote backend selects it
+misbehaves on request. Well-formed bytes (WAV header, SSE events, error bodies) come from
+``backends.vllm_omni.wire``, the module ``listenlab api`` writes them with; the faults are this
+file's own. The fault is the first path segment, so a remote backend selects it
 by its base URL: ``vllm-omni+http://127.0.0.1:PORT/<fault>?mode=…``. Faults take options
 after commas, e.g. ``/ok,rate=48000,ch=2`` or ``/cut,after=2``.
 
@@ -44,7 +44,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import base64
 import contextlib
 import json
 import time
@@ -55,7 +54,13 @@ import numpy as np
 from fastapi import FastAPI, File, Form, Request, UploadFile, WebSocket, WebSocketDisconnect
 from fastapi.responses import JSONResponse, Response, StreamingResponse
 
-from app.api.encoding import error_body, sse_event, wav_stream_header
+from backends.vllm_omni.wire import (
+    audio_delta,
+    audio_done,
+    error_body,
+    sse_event,
+    wav_stream_header,
+)
 
 MODEL = "Qwen/Qwen3-TTS-12Hz-0.6B-Base"
 CONTENT = {"wav": "audio/wav", "pcm": "audio/pcm"}
@@ -70,18 +75,10 @@ def signal(frames: int, rate: int, channels: int, start: int = 0) -> np.ndarray:
 
 
 def delta(data: bytes, fmt: str) -> bytes:
-    payload = {
-        "type": "speech.audio.delta",
-        "audio": base64.b64encode(data).decode(),
-        "response_format": fmt,
-    }
-    return sse_event("speech.audio.delta", payload)
+    return audio_delta(data, fmt)
 
 
-DONE = sse_event(
-    "speech.audio.done",
-    {"type": "speech.audio.done", "usage": {"input_tokens": 3, "output_tokens": 5}},
-)
+DONE = audio_done({"input_tokens": 3, "output_tokens": 5})
 
 
 def openai_error(message: str, code: int, type_: str | None = None) -> JSONResponse:

@@ -35,14 +35,13 @@ import numpy as np
 from backends.audio import REF_MAX_SECONDS, REF_MIN_SECONDS, ClipError, UnreadableAudio, decode_mono
 from backends.base import Capabilities, SpeechRequest, Voice
 from backends.errors import InvalidRequest, UnknownVoice, Unsupported
-from backends.vllm_omni.model_table import ModelFacts
+from backends.vllm_omni.model_table import MAX_NEW_TOKENS_RANGE, ModelFacts
 
 log = logging.getLogger(__name__)
 
 REF_AUDIO_SECONDS = (REF_MIN_SECONDS, REF_MAX_SECONDS)
 MAX_REF_AUDIO_BYTES = 16 * 1024 * 1024
 """Refuse to decode a bigger reference file (30 s of 48 kHz stereo float WAV is ~11.5 MB)."""
-MAX_NEW_TOKENS_RANGE = (1, 4096)
 SAMPLING_ATTRS = ("temperature", "top_p", "top_k")
 
 
