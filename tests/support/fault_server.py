@@ -65,6 +65,7 @@ from fastapi import (
 from fastapi.responses import JSONResponse, Response, StreamingResponse
 from starlette.requests import HTTPConnection
 
+from backends.audio import encode_audio
 from backends.vllm_omni.wire import (
     audio_delta,
     audio_done,
@@ -227,14 +228,8 @@ async def whole_answer(call: SpeechCall) -> Response | None:
             status_code=422,
         )
     if f.name == "whole":  # pure-diffusion servers ignore streaming flags
-        import io
-
-        import soundfile as sf
-
-        buf = io.BytesIO()
         x = np.concatenate([np.frombuffer(a, "<i2") for a in call.audio]).reshape(-1, call.ch)
-        sf.write(buf, x, call.rate, format="FLAC", subtype="PCM_16")
-        return Response(buf.getvalue(), media_type="audio/flac")
+        return Response(encode_audio(x, call.rate, "flac"), media_type="audio/flac")
     if f.name == "json200":
         return JSONResponse({"hello": "not audio"})
     if f.name == "hang":
