@@ -39,6 +39,7 @@ import numpy as np
 from backends.base import AudioChunk, Backend, Capabilities, Health, SpeechRequest, Voice
 from backends.errors import BackendError, InvalidRequest
 from backends.registry import WrapperBackend, register_wrapper
+from backends.vllm_omni.model_table import seed_model
 
 VLLM_OMNI = "vllm-project/vllm-omni"
 
@@ -180,14 +181,20 @@ _COMMON_ASSUMPTION = (
     "frames' worth of audio (a decoder with left context returns only the new frames)."
 )
 
+# Each seed model's id, rate and channels come from the one model table (their sources are
+# there); the chunk schedules below are the profiles' own.
+_QWEN3, _FISH, _COSY, _MOSS, _VOXCPM2 = (
+    seed_model(a) for a in ("qwen3_tts", "fish_speech", "cosyvoice3", "moss_tts_nano", "voxcpm2")
+)
+
 PROFILES: dict[str, WireProfile] = {
     p.name: p
     for p in (
         WireProfile(
-            name="qwen3-tts",
-            model="Qwen/Qwen3-TTS-12Hz-1.7B-CustomVoice",
-            sample_rate=24000,
-            channels=1,
+            name=_QWEN3.profile,
+            model=_QWEN3.model,
+            sample_rate=_QWEN3.sample_rate,
+            channels=_QWEN3.channels,
             frame_hz=12.5,
             first_frames=(1,),
             chunk_frames=25,
@@ -211,10 +218,10 @@ PROFILES: dict[str, WireProfile] = {
             ),
         ),
         WireProfile(
-            name="fish-speech",
-            model="fishaudio/s2-pro",
-            sample_rate=44100,
-            channels=1,
+            name=_FISH.profile,
+            model=_FISH.model,
+            sample_rate=_FISH.sample_rate,
+            channels=_FISH.channels,
             frame_hz=44100 / 2048,
             first_frames=(4,) * 6,
             chunk_frames=25,
@@ -235,10 +242,10 @@ PROFILES: dict[str, WireProfile] = {
             ),
         ),
         WireProfile(
-            name="cosyvoice3",
-            model="FunAudioLLM/Fun-CosyVoice3-0.5B-2512",
-            sample_rate=24000,
-            channels=1,
+            name=_COSY.profile,
+            model=_COSY.model,
+            sample_rate=_COSY.sample_rate,
+            channels=_COSY.channels,
             frame_hz=25.0,
             first_frames=(15, 30),
             chunk_frames=60,
@@ -263,10 +270,10 @@ PROFILES: dict[str, WireProfile] = {
             ),
         ),
         WireProfile(
-            name="moss-tts-nano",
-            model="OpenMOSS-Team/MOSS-TTS-Nano",
-            sample_rate=48000,
-            channels=1,
+            name=_MOSS.profile,
+            model=_MOSS.model,
+            sample_rate=_MOSS.sample_rate,
+            channels=_MOSS.channels,
             frame_hz=12.5,
             first_frames=(1, 2, 4),
             chunk_frames=8,
@@ -292,10 +299,10 @@ PROFILES: dict[str, WireProfile] = {
             ),
         ),
         WireProfile(
-            name="voxcpm2",
-            model="openbmb/VoxCPM2",
-            sample_rate=48000,
-            channels=1,
+            name=_VOXCPM2.profile,
+            model=_VOXCPM2.model,
+            sample_rate=_VOXCPM2.sample_rate,
+            channels=_VOXCPM2.channels,
             frame_hz=6.25,
             first_frames=(3,),
             chunk_frames=3,

@@ -74,7 +74,7 @@ def test_pcm_is_headerless_s16le(api, direct):
 
 
 def test_mp3_if_libsndfile_writes_it(api, direct):
-    from app.api import mp3_available
+    from backends.audio import mp3_available
 
     r = post(api, {"input": TEXT, "response_format": "mp3"})
     if not mp3_available():

@@ -20,7 +20,7 @@ import soundfile as sf
 from backends.base import SpeechRequest
 from backends.errors import BackendError, StreamTimeout, UnknownVoice
 from backends.registry import load_backend
-from backends.vllm_omni.client import SseParser, error_message, parse_wav_header
+from backends.vllm_omni.wire import SseParser, error_message, parse_wav_header
 from evaluation.takes import TakeFailed, record
 from tests.support.fault_server import create_fault_app, signal
 from tests.support.remote_util import ServerThread, free_port
@@ -238,7 +238,7 @@ async def test_wav_header_rate_differs_from_pinned_rate(fault_server, mode):
 
 
 def test_wav_header_parser_ignores_placeholder_sizes_and_skips_chunks():
-    from app.api import wav_stream_header
+    from backends.vllm_omni.wire import wav_stream_header
 
     h = wav_stream_header(44100, 2)
     assert len(h) == 44 and h[4:8] == b"\xff\xff\xff\xff" and h[40:44] == b"\xff\xff\xff\xff"

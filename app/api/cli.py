@@ -34,7 +34,7 @@ def add_cli(subparsers: argparse._SubParsersAction) -> None:
 def _run_api(args: argparse.Namespace) -> int:
     import uvicorn
 
-    from app.api.routes import create_api_app
+    from app.api.server import create_api_app
     from backends.registry import load_backend
 
     backend = load_backend(args.backend)
@@ -64,5 +64,6 @@ def _run_api(args: argparse.Namespace) -> int:
         log_level=args.log_level,
         ws="websockets-sansio",
         ws_max_size=limits.ws_frame_bytes,
+        proxy_headers=False,  # uvicorn would believe X-Forwarded-* from 127.0.0.1 by itself
     )
     return 0

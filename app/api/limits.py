@@ -4,9 +4,13 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from backends.audio import MAX_CLIP_BYTES, REF_MAX_SECONDS, REF_MIN_SECONDS
+from backends.vllm_omni.model_table import MAX_NEW_TOKENS_RANGE
+
 MAX_INSTRUCTIONS = 500
-REF_MIN_S, REF_MAX_S = 1.0, 30.0
-MAX_UPLOAD_BYTES = 10 * 1024 * 1024
+REF_MIN_S, REF_MAX_S = REF_MIN_SECONDS, REF_MAX_SECONDS
+"""A reference clip's length (vLLM-Omni's, kept with the decoder in :mod:`backends.audio`)."""
+MAX_UPLOAD_BYTES = MAX_CLIP_BYTES
 RESAMPLE_RANGE = (8000, 192000)
 UPLOAD_MIME = {
     "audio/mpeg",
@@ -18,13 +22,6 @@ UPLOAD_MIME = {
     "audio/webm",
     "audio/mp4",
 }
-CONTENT_TYPES = {
-    "wav": "audio/wav",
-    "pcm": "audio/pcm",
-    "flac": "audio/flac",
-    "mp3": "audio/mpeg",
-    "opus": "audio/ogg",
-}
 OPUS_RATES = {8000, 12000, 16000, 24000, 48000}
 CONFIG_TIMEOUT = 10.0
 IDLE_TIMEOUT = 30.0
@@ -33,26 +30,8 @@ MAX_TEXT_MESSAGE = 128 * 1024
 WS_MESSAGE_OVERHEAD = 512
 """What one queued WebSocket message costs besides its payload (counted in the inbound budget,
 so a flood of tiny messages is bounded too)."""
-MAX_NEW_TOKENS = 4096
+MAX_NEW_TOKENS = MAX_NEW_TOKENS_RANGE[1]
 """vLLM-Omni's adapters refuse a larger ``max_new_tokens`` (``_TTS_MAX_NEW_TOKENS_MAX``)."""
-
-USAGE_HEADERS = {
-    "X-VLLM-OMNI-INPUT-TOKENS": "0",
-    "X-VLLM-OMNI-OUTPUT-TOKENS": "0",
-    "X-VLLM-OMNI-TOTAL-TOKENS": "0",
-    "X-VLLM-OMNI-INPUT-TEXT-TOKENS": "0",
-    "X-VLLM-OMNI-INPUT-AUDIO-TOKENS": "0",
-}
-"""vLLM-Omni 0.30.0 sends its token usage on whole-file answers; listenlab's voices have no
-tokens, so the same headers say 0 (as vLLM-Omni's do when it cannot count), like the SSE
-``speech.audio.done`` usage (``_NO_USAGE``)."""
-
-_NO_USAGE = {
-    "input_tokens": 0,
-    "output_tokens": 0,
-    "total_tokens": 0,
-    "input_token_details": {"text_tokens": 0, "audio_tokens": 0},
-}
 
 
 @dataclass(frozen=True)

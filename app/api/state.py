@@ -1,20 +1,29 @@
-"""Per-app and per-request state of ``listenlab api``, and its error type."""
+"""Per-app and per-request state of ``listenlab api``, and the FastAPI dependency that hands it
+to the routes.
+
+Why on ``app.state``: the routes are module-level routers (:mod:`app.api.speech`,
+:mod:`app.api.voices`, :mod:`app.api.info`, :mod:`app.api.ws`), so several apps, each over its
+own backend, can run in one process (the tests do); each route reads its app's
+:class:`ApiState` through :func:`api_state`.
+"""
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
-import logging
 import time
 import uuid
 from dataclasses import dataclass, field
 from typing import Any
 
+from starlette.requests import HTTPConnection
+
+from app.api.errors import ApiError
 from app.api.limits import CONFIG_TIMEOUT, IDLE_TIMEOUT, ApiLimits
 from app.web.gate import Gate
 from app.web.offload import Offload, OffloadTimeout
+from backends.audio import decode_mono
 from backends.base import Backend
-from backends.errors import BackendError, InvalidRequest
 
 # --------------------------------------------------------------------------- per-request state
 
@@ -62,10 +71,13 @@ class ApiState:
                 503,
             )
 
+    def check_model(self, model: str | None) -> None:
+        """A request naming another model gets vLLM-Omni's 404."""
+        if model and model != self.served_model:
+            raise ApiError(f"The model `{model}` does not exist.", 404, "NotFoundError", "model")
+
     async def decode(self, data: bytes, what: str) -> tuple[Any, int]:
         """Decode an untrusted clip in a thread, bounded in time and in decodes at once."""
-        from voices.clips import decode_mono
-
         assert self.decoder is not None
         try:
             x, sr, _fmt = await self.decoder.run(decode_mono, data, what)
@@ -86,42 +98,8 @@ class ApiState:
             self.requests.pop(rid, None)
 
 
-# --------------------------------------------------------------------------- the app
-
-
-class ApiError(Exception):
-    """An error answered as vLLM-Omni's OpenAI-shaped JSON."""
-
-    def __init__(
-        self, message: str, status: int = 400, type_: str | None = None, param: str | None = None
-    ):
-        super().__init__(message)
-        self.message, self.status, self.param = message, status, param
-        self.type = type_ or ("BadRequestError" if status < 500 else "server_error")
-        if status == 404 and type_ is None:
-            self.type = "NotFoundError"
-
-
-def _error_from(exc: BaseException) -> ApiError:
-    """Map listenlab errors to the reference's statuses (generic failures are 400 there too)."""
-    if isinstance(exc, ApiError):
-        return exc
-    if isinstance(exc, InvalidRequest):
-        return ApiError(str(exc), 400)
-    if isinstance(exc, BackendError):
-        st = exc.status if exc.status and 400 <= exc.status < 600 else 500
-        return ApiError(str(exc), st)
-    # Anything else is a bug or an engine fault: its text may hold internal reprs, so the
-    # client gets the kind of failure and the log gets the details.
-    logging.getLogger("listenlab.api").error("request failed", exc_info=exc)
-    return ApiError(f"Speech generation failed: internal error ({type(exc).__name__})", 400)
-
-
-class _ClientGone(Exception):
-    pass
-
-
-ListenlabErrorTypes = (InvalidRequest, BackendError)
+class ClientGone(Exception):
+    """The client disconnected: stop generating and answer nothing more."""
 
 
 class Lease:
@@ -168,3 +146,8 @@ async def acquire_unless_gone(lease: Lease, is_disconnected) -> bool:
             task.cancel()
             with contextlib.suppress(BaseException):
                 await task
+
+
+def api_state(conn: HTTPConnection) -> ApiState:
+    """FastAPI dependency: the state of the app serving this request or WebSocket."""
+    return conn.app.state.api

@@ -1,49 +1,52 @@
-"""``WS /v1/audio/speech/stream``: vLLM-Omni's streaming speech session."""
+"""``WS /v1/audio/speech/stream``: vLLM-Omni's streaming speech session.
 
-from __future__ import annotations
+Why a session object: one connection carries any number of utterances (each ended by
+``input.done``), text may arrive in pieces and be spoken sentence by sentence, and a disconnect
+must stop the generation at once. :class:`WsSession` keeps that per-connection state; the
+messages it sends and reads are :mod:`backends.vllm_omni.wire`'s.
+"""
 
 import asyncio
-import base64
-import binascii
 import contextlib
 import logging
 import re
 import uuid
+from dataclasses import dataclass
 from typing import Any
 
-import numpy as np
-from pydantic import (
-    ValidationError,
-)
+from fastapi import APIRouter, Depends, WebSocket
+from pydantic import ValidationError
 
-from app.api.encoding import (
-    _Output,
-    check_ref_duration,
-    encode_file,
-    mono_wav,
-    mp3_available,
-)
-from app.api.limits import (
-    MAX_CONFIG_MESSAGE,
-    MAX_TEXT_MESSAGE,
-    OPUS_RATES,
-    WS_MESSAGE_OVERHEAD,
-)
+from app.api.clips import ref_audio_wav
+from app.api.errors import ApiError
+from app.api.limits import MAX_CONFIG_MESSAGE, MAX_TEXT_MESSAGE, OPUS_RATES, WS_MESSAGE_OVERHEAD
+from app.api.output import StreamOutput
 from app.api.schemas import SessionConfig, validation_message
-from app.api.state import ApiError, ApiState, Lease, ListenlabErrorTypes, _ClientGone
+from app.api.state import ApiState, ClientGone, Lease, RequestState, api_state
 from app.web.inputs import JsonTooDeep, loads_limited
+from backends.audio import encode_audio, mp3_available
 from backends.base import AudioChunk, SpeechRequest
-from backends.errors import BackendError, InvalidRequest
+from backends.errors import BackendError, InvalidRequest, ListenlabError
+from backends.vllm_omni import wire
+from backends.vllm_omni.request import SpeechFields, speech_request
 
 log = logging.getLogger("listenlab.api")
 
-# --------------------------------------------------------------------------- websocket session
+router = APIRouter()
+
+
+@router.websocket("/v1/audio/speech/stream")
+async def speech_stream(ws: WebSocket, state: ApiState = Depends(api_state)):
+    await WsSession(state, ws).run()
+
+
+# --------------------------------------------------------------------------- text units
 
 _SENTENCE = re.compile(r"(?<=[.!?。！？।؟])\s*")
 _CLAUSE = re.compile(r"(?<=[.!?。！？।؟,;，；、])\s*")
 
 
-class _Splitter:
+class Splitter:
     """``split_granularity``: none buffers until input.done; sentence/clause emit finished units."""
 
     def __init__(self, granularity: str):
@@ -63,7 +66,21 @@ class _Splitter:
         return [rest] if rest else []
 
 
-class _WsSession:
+@dataclass
+class Unit:
+    """One unit's answer under way: its ``audio.start`` (sent once) and the bytes sent."""
+
+    start: dict[str, Any]
+    deferred: bool
+    """``audio.start`` waits for the first audio, so it can state the format (pcm streams)."""
+    started: bool = False
+    total: int = 0
+
+
+# --------------------------------------------------------------------------- the session
+
+
+class WsSession:
     """One WebSocket connection: any number of utterances, each ended by ``input.done``.
 
     A reader task receives client messages into a queue, so a disconnect is noticed while
@@ -72,7 +89,7 @@ class _WsSession:
     while a generation runs is told so and disconnected (1008), never buffered without bound.
     """
 
-    def __init__(self, state: ApiState, ws):
+    def __init__(self, state: ApiState, ws: WebSocket):
         self.state, self.ws = state, ws
         self.queue: asyncio.Queue = asyncio.Queue()
         self.queued_bytes = 0
@@ -80,6 +97,12 @@ class _WsSession:
         self.closed = asyncio.Event()
         self.ref: tuple[SessionConfig, bytes] | None = None
         """The config whose ``ref_audio`` was decoded (once, off the loop) and its WAV."""
+        self.config: SessionConfig | None = None
+        self.splitter = Splitter("none")
+        self.utterance = self.sentence = 0
+        self.open_utterance = False
+
+    # -- reading
 
     async def reader(self) -> None:
         from starlette.websockets import WebSocketDisconnect
@@ -110,7 +133,7 @@ class _WsSession:
 
     async def send_error(self, message: str, **extra: Any) -> None:
         with contextlib.suppress(Exception):
-            await self.ws.send_json({"type": "error", "message": message, **extra})
+            await self.ws.send_json(wire.ws_error(message, **extra))
 
     async def next_message(self, timeout: float) -> dict | None | str:
         """A parsed message, None if the client left, "timeout", or "bad" after an error."""
@@ -126,105 +149,39 @@ class _WsSession:
         if raw is None:
             await self.send_error("binary frames are not accepted; send JSON text frames")
             return "bad"
-        if len(raw) > MAX_CONFIG_MESSAGE:
-            await self.send_error("WebSocket message too large")
+        data, problem = self.parse(raw)
+        if problem is not None:
+            await self.send_error(problem)
             return "bad"
+        return data
+
+    def parse(self, raw: str) -> tuple[dict | None, str | None]:
+        """The message as a dict, or why it cannot be used (too large, not JSON, not an object)."""
+        if len(raw) > MAX_CONFIG_MESSAGE:
+            return None, "WebSocket message too large"
         try:
             data = loads_limited(raw, self.state.limits.json_depth)
         except JsonTooDeep as e:
-            await self.send_error(f"Invalid JSON message: {e}")
-            return "bad"
+            return None, f"Invalid JSON message: {e}"
         except ValueError:
-            await self.send_error("Invalid JSON message")
-            return "bad"
+            return None, "Invalid JSON message"
         if not isinstance(data, dict):
-            await self.send_error("WebSocket messages must be JSON objects")
-            return "bad"
-        if data.get("type") == "session.config":
+            return None, "WebSocket messages must be JSON objects"
+        if data.get("type") == wire.SESSION_CONFIG:
             if len(raw) > MAX_CONFIG_MESSAGE:
-                await self.send_error("session.config message too large")
-                return "bad"
+                return None, "session.config message too large"
         elif len(raw) > MAX_TEXT_MESSAGE:
-            await self.send_error("input.text message too large")
-            return "bad"
-        return data
+            return None, "input.text message too large"
+        return data, None
+
+    # -- the session
 
     async def run(self) -> None:
         await self.ws.accept()
         reader = asyncio.create_task(self.reader())
-        config: SessionConfig | None = None
-        splitter = _Splitter("none")
-        utterance = sentence = 0
-        open_utterance = False
         try:
-            while True:
-                msg = await self.next_message(
-                    self.state.config_timeout if config is None else self.state.idle_timeout
-                )
-                if msg == "timeout":
-                    await self.send_error(
-                        "Timeout waiting for session.config"
-                        if config is None
-                        else "Idle timeout: no message received"
-                    )
-                    return
-                if msg is None or msg == "fatal":
-                    return
-                if msg == "bad":
-                    if config is None:
-                        return
-                    continue
-                kind = msg.get("type")
-                if kind == "session.config":
-                    if open_utterance:
-                        await self.send_error(
-                            "session.config cannot be applied while an utterance is in progress; send input.done first"
-                        )
-                        continue
-                    new = await self.build_config(msg)
-                    if new is None:
-                        if config is None:
-                            return
-                        continue
-                    config, splitter = new, _Splitter(new.split_granularity)
-                elif config is None:
-                    await self.send_error(f"Expected session.config, got: {kind}")
-                    return
-                elif kind == "input.text":
-                    text = msg.get("text", "")
-                    if not isinstance(text, str):
-                        await self.send_error("input.text requires a string value")
-                        continue
-                    cap = self.state.limits.ws_session_text_chars
-                    if len(splitter.buf) + len(text) > cap:
-                        await self.send_error(
-                            f"input.text refused: the text waiting to be spoken would be over "
-                            f"{cap} characters; send input.done (or use split_granularity) first"
-                        )
-                        continue
-                    if text:
-                        open_utterance = True
-                    for unit in splitter.feed(text):
-                        if not await self.generate(config, unit, utterance, sentence):
-                            return
-                        sentence += 1
-                elif kind == "input.done":
-                    for unit in splitter.flush():
-                        if not await self.generate(config, unit, utterance, sentence):
-                            return
-                        sentence += 1
-                    await self.ws.send_json(
-                        {
-                            "type": "session.done",
-                            "utterance_index": utterance,
-                            "total_sentences": sentence,
-                        }
-                    )
-                    utterance, sentence, open_utterance = utterance + 1, 0, False
-                elif kind == "session.close":
-                    return
-                else:
-                    await self.send_error(f"Unknown message type: {kind}")
+            while await self.step():
+                pass
         except Exception as e:  # the socket went away mid-send, or a bug: report if possible
             if not self.closed.is_set():
                 log.error("websocket session failed", exc_info=e)
@@ -236,105 +193,126 @@ class _WsSession:
             with contextlib.suppress(Exception):
                 await self.ws.close()
 
+    async def step(self) -> bool:
+        """Handle the next client message; False ends the session."""
+        waiting_for_config = self.config is None
+        msg = await self.next_message(
+            self.state.config_timeout if waiting_for_config else self.state.idle_timeout
+        )
+        if msg == "timeout":
+            await self.send_error(
+                "Timeout waiting for session.config"
+                if waiting_for_config
+                else "Idle timeout: no message received"
+            )
+            return False
+        if msg is None:
+            return False
+        if msg == "bad":
+            return not waiting_for_config
+        assert isinstance(msg, dict)
+        kind = msg.get("type")
+        if kind == wire.SESSION_CONFIG:
+            return await self.on_config(msg)
+        if waiting_for_config:
+            await self.send_error(f"Expected session.config, got: {kind}")
+            return False
+        if kind == wire.INPUT_TEXT:
+            return await self.on_text(msg)
+        if kind == wire.INPUT_DONE:
+            return await self.on_done()
+        if kind == wire.SESSION_CLOSE:
+            return False
+        await self.send_error(f"Unknown message type: {kind}")
+        return True
+
+    async def on_config(self, msg: dict) -> bool:
+        if self.open_utterance:
+            await self.send_error(
+                "session.config cannot be applied while an utterance is in progress; send input.done first"
+            )
+            return True
+        new = await self.build_config(msg)
+        if new is None:
+            return self.config is not None
+        self.config, self.splitter = new, Splitter(new.split_granularity)
+        return True
+
+    async def on_text(self, msg: dict) -> bool:
+        text = msg.get("text", "")
+        if not isinstance(text, str):
+            await self.send_error("input.text requires a string value")
+            return True
+        cap = self.state.limits.ws_session_text_chars
+        if len(self.splitter.buf) + len(text) > cap:
+            await self.send_error(
+                f"input.text refused: the text waiting to be spoken would be over "
+                f"{cap} characters; send input.done (or use split_granularity) first"
+            )
+            return True
+        if text:
+            self.open_utterance = True
+        return await self.speak(self.splitter.feed(text))
+
+    async def on_done(self) -> bool:
+        if not await self.speak(self.splitter.flush()):
+            return False
+        await self.ws.send_json(wire.ws_session_done(self.utterance, self.sentence))
+        self.utterance, self.sentence, self.open_utterance = self.utterance + 1, 0, False
+        return True
+
+    async def speak(self, units: list[str]) -> bool:
+        assert self.config is not None
+        for unit in units:
+            if not await self.generate(self.config, unit, self.utterance, self.sentence):
+                return False
+            self.sentence += 1
+        return True
+
     async def build_config(self, msg: dict) -> SessionConfig | None:
         try:
             cfg = SessionConfig.model_validate({k: v for k, v in msg.items() if k != "type"})
         except ValidationError as e:
             await self.send_error(f"Invalid session config: {validation_message(e)}")
             return None
-        if cfg.model and cfg.model != self.state.served_model:
-            await self.send_error(f"The model `{cfg.model}` does not exist.")
+        try:
+            self.state.check_model(cfg.model)
+        except ApiError as e:
+            await self.send_error(e.message)
             return None
         if cfg.ref_audio:
             try:
-                self.ref = (cfg, await self.decode_ref(cfg.ref_audio))
+                self.ref = (cfg, await ref_audio_wav(self.state, cfg.ref_audio))
             except (InvalidRequest, ApiError) as e:
                 await self.send_error(f"Invalid session config: {e}")
                 return None
         return cfg
 
-    async def decode_ref(self, ref_audio: str) -> bytes:
-        m = re.match(r"(?is)^data:([^;,]*)(;[^,]*)?,(.*)$", ref_audio)
-        if not m:
-            raise InvalidRequest("ref_audio must be a data:<mime>;base64,… URL")
-        try:
-            raw = await asyncio.to_thread(base64.b64decode, m.group(3))
-        except (binascii.Error, ValueError):
-            raise InvalidRequest("ref_audio is not valid base64") from None
-        x, sr = await self.state.decode(raw, "ref_audio")
-        check_ref_duration(x, sr)
-        return await asyncio.to_thread(mono_wav, x, sr)
-
     def request_for(self, cfg: SessionConfig, text: str, rid: str) -> SpeechRequest:
-        backend = self.state.backend
         ref = None
         if cfg.ref_audio:
             if self.ref is None or self.ref[0] is not cfg:
                 raise InvalidRequest("ref_audio was not decoded")  # build_config always does
             ref = self.ref[1]
-            if not backend.capabilities.cloning:
-                raise InvalidRequest(
-                    f"the {backend.describe()} backend cannot clone voices, so ref_audio is not supported"
-                )
-        if cfg.speaker_embedding is not None:
-            raise InvalidRequest("speaker_embedding is not supported by listenlab api")
-        voice = cfg.voice.strip().lower() if cfg.voice else None
-        extra = {
-            k: getattr(cfg, k)
-            for k in (
-                "task_type",
-                "x_vector_only_mode",
-                "max_new_tokens",
-                "initial_codec_chunk_frames",
-                "non_streaming_mode",
-            )
-            if getattr(cfg, k) is not None
-        }
-        return SpeechRequest(
-            text=text,
-            voice=None if voice == "default" else voice,
-            language=cfg.language,
-            instructions=cfg.instructions,
-            speed=cfg.speed,
-            seed=cfg.seed,
-            ref_audio=ref,
-            ref_text=cfg.ref_text,
-            extra=extra,
-            request_id=rid,
-        ).validated()
+        return speech_request(
+            SpeechFields.of(cfg), text, ref_audio=ref, request_id=rid, backend=self.state.backend
+        )
+
+    # -- one unit
 
     async def generate(self, cfg: SessionConfig, text: str, u: int, s: int) -> bool:
         """Synthesize one unit and send it; False if the client has gone (stop the session)."""
-        ws = self.ws
-        fmt = cfg.response_format
         if cfg.word_timestamps:
             await self.send_error(
                 "word_timestamps=true but the server was launched without --forced-aligner; either "
                 "restart the server with that flag or set word_timestamps=false in session.config."
             )
             return True
-        start: dict[str, Any] = {
-            "type": "audio.start",
-            "utterance_index": u,
-            "sentence_index": s,
-            "sentence_text": text,
-            "format": fmt,
-        }
-        describe = cfg.stream_audio and fmt == "pcm"
-        started = False
-
-        async def send_start(out: _Output | None = None) -> None:
-            nonlocal started
-            if started:
-                return
-            started = True
-            if describe and out is not None and out.fmt:
-                start["sample_rate"], start["channels"] = out.rate, out.channels
-            await ws.send_json(start)
-
-        if not describe:
-            await send_start()
-        total, failed = 0, False
+        fmt = cfg.response_format
+        unit = Unit(wire.ws_audio_start(u, s, text, fmt), cfg.stream_audio and fmt == "pcm")
+        if not unit.deferred:
+            await self.send_start(unit)
+        failed = False
         rid = f"speech-{uuid.uuid4().hex}"
         lease = Lease(self.state.gate)
         with self.state.track("speech-ws", rid) as st:
@@ -345,72 +323,76 @@ class _WsSession:
                 await self.until_closed(lease.acquire())  # FIFO with every other request
                 stream = self.state.backend.stream(req)
                 if cfg.stream_audio:
-                    out = _Output(None)
-                    it = stream.__aiter__()
-                    while True:
-                        c = await self.until_closed(it.__anext__())
-                        if c is None:
-                            break
-                        data = out.pcm(c)
-                        await send_start(out)
-                        total += len(data)
-                        st.bytes_sent = total
-                        await ws.send_bytes(data)
+                    await self.send_stream(stream, unit, st)
                 else:
-                    out = _Output(None)
-                    parts = []
-                    it = stream.__aiter__()
-                    while (c := await self.until_closed(it.__anext__())) is not None:
-                        parts.append(out.pcm(c))
-                    if out.fmt is None:
-                        raise BackendError("the backend produced no audio")
-                    samples = np.frombuffer(b"".join(parts), dtype="<i2").reshape(-1, out.channels)
-                    if fmt == "opus" and out.rate not in OPUS_RATES:
-                        raise InvalidRequest(
-                            f"opus needs an Opus sample rate; the audio is {out.rate} Hz"
-                        )
-                    if fmt == "mp3" and not mp3_available():
-                        raise InvalidRequest(
-                            "mp3 is not available: this libsndfile cannot write MP3"
-                        )
-                    data = encode_file(samples, out.rate, fmt)
-                    total = len(data)
-                    await ws.send_bytes(data)
-            except _ClientGone:
+                    await self.send_file(stream, fmt, unit)
+            except ClientGone:
                 return False
             except Exception as e:
                 if self.closed.is_set():
                     return False
                 failed = True
-                await send_start()
-                extra = {"partial_audio": True, "action": "discard"} if total else {}
-                if isinstance(e, ApiError):
-                    reason = e.message
-                elif isinstance(e, ListenlabErrorTypes):
-                    reason = str(e)
-                else:
-                    log.error("generation failed", exc_info=e)
-                    reason = f"internal error ({type(e).__name__}); see the server log"
-                await self.send_error(
-                    f"Generation failed for utterance {u}, sentence {s}: {reason}", **extra
-                )
+                await self.send_start(unit)
+                await self.send_failure(e, u, s, unit.total)
             finally:
                 if stream is not None:
                     await stream.aclose()
                 await lease.release()
         if self.closed.is_set():
             return False
-        await send_start()
-        await ws.send_json(
-            {
-                "type": "audio.done",
-                "utterance_index": u,
-                "sentence_index": s,
-                "total_bytes": total,
-                "error": failed,
-            }
-        )
+        await self.send_start(unit)
+        await self.ws.send_json(wire.ws_audio_done(u, s, unit.total, failed))
         return True
+
+    async def send_start(self, unit: Unit, out: StreamOutput | None = None) -> None:
+        """``audio.start``, once; deferred, it states the rate and channels of the audio."""
+        if unit.started:
+            return
+        unit.started = True
+        if unit.deferred and out is not None and out.fmt:
+            wire.state_format(unit.start, out.rate, out.channels)
+        await self.ws.send_json(unit.start)
+
+    async def send_stream(self, stream: Any, unit: Unit, st: RequestState) -> None:
+        """``stream_audio``: each chunk as a binary frame of PCM, as it comes."""
+        out = StreamOutput(None)
+        it = stream.__aiter__()
+        while (c := await self.until_closed(it.__anext__())) is not None:
+            data = out.pcm(c)
+            await self.send_start(unit, out)
+            unit.total += len(data)
+            st.bytes_sent = unit.total
+            await self.ws.send_bytes(data)
+
+    async def send_file(self, stream: Any, fmt: str, unit: Unit) -> None:
+        """Without ``stream_audio``: the whole unit as one encoded file in one binary frame."""
+        out = StreamOutput(None)
+        parts = []
+        it = stream.__aiter__()
+        while (c := await self.until_closed(it.__anext__())) is not None:
+            parts.append(out.pcm(c))
+        if out.fmt is None:
+            raise BackendError("the backend produced no audio")
+        if fmt == "opus" and out.rate not in OPUS_RATES:
+            raise InvalidRequest(f"opus needs an Opus sample rate; the audio is {out.rate} Hz")
+        if fmt == "mp3" and not mp3_available():
+            raise InvalidRequest("mp3 is not available: this libsndfile cannot write MP3")
+        data = encode_audio(out.samples(parts), out.rate, fmt)
+        unit.total = len(data)
+        await self.ws.send_bytes(data)
+
+    async def send_failure(self, e: Exception, u: int, s: int, total: int) -> None:
+        extra = {"partial_audio": True, "action": "discard"} if total else {}
+        if isinstance(e, ApiError):
+            reason = e.message
+        elif isinstance(e, ListenlabError):
+            reason = str(e)
+        else:
+            log.error("generation failed", exc_info=e)
+            reason = f"internal error ({type(e).__name__}); see the server log"
+        await self.send_error(
+            f"Generation failed for utterance {u}, sentence {s}: {reason}", **extra
+        )
 
     async def until_closed(self, aw) -> AudioChunk | None:
         """Await the next chunk, or give up at once when the client disconnects."""
@@ -423,7 +405,7 @@ class _WsSession:
                     return task.result()
                 except StopAsyncIteration:
                     return None
-            raise _ClientGone
+            raise ClientGone
         finally:
             closer.cancel()
             if not task.done():

@@ -11,8 +11,8 @@ The server's streaming protocol has traps (``shared/reference/vllm-omni-speech-a
 * Raw streams have no end or error marker: a cut connection (or a body ending mid-frame) is a
   failure, never a short success. SSE needs exactly one terminal event; EOF without one fails.
 * The sample rate is not announced for pcm. It comes from the stream (WAV header, WebSocket
-  ``audio.start``), else a pinned ``sample_rate``, else the server's model card, else a
-  per-model table. The 44-byte streaming WAV header has placeholder sizes (``0xFFFFFFFF``):
+  ``audio.start``), else a pinned ``sample_rate``, else the server's model card, else the
+  model table (:mod:`backends.vllm_omni.model_table`). The 44-byte streaming WAV header has placeholder sizes (``0xFFFFFFFF``):
   its sizes are ignored, and a WAV stream's first SSE delta holds only that header.
 * Network reads split samples (and stereo frames): partial frames are carried over.
 * Generic server failures come back as 400 ``"Speech generation failed: …"``: every non-2xx
@@ -20,6 +20,10 @@ The server's streaming protocol has traps (``shared/reference/vllm-omni-speech-a
 
 Timeouts are per phase (connect, first audio, between chunks) and count *audio progress*, not
 bytes, so a server dripping one byte per second is caught too.
+
+The bytes themselves (WAV header, SSE events, error bodies, WebSocket messages) are read with
+:mod:`backends.vllm_omni.wire`, the module ``listenlab api`` writes them with, and the request
+body is :func:`backends.vllm_omni.request.request_fields`.
 """
 
 from __future__ import annotations
@@ -30,7 +34,6 @@ import contextlib
 import io
 import json
 import os
-import struct
 import time
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field, replace
@@ -42,205 +45,23 @@ import numpy as np
 from backends.base import Audio, AudioChunk, Backend, Capabilities, Health, SpeechRequest, Voice
 from backends.errors import BackendError, InvalidRequest, StreamTimeout, UnknownVoice
 from backends.registry import register
+from backends.vllm_omni import wire
+from backends.vllm_omni.model_table import clones, model_facts, table_format
+from backends.vllm_omni.request import HTTP_EXTRA, WS_EXTRA, request_fields
+from backends.vllm_omni.wire import (
+    ErrorEvent,
+    SseParser,
+    body_kind,
+    error_message,
+    not_wav_message,
+    parse_wav_header,
+)
 
 MODES = ("sse", "audio", "ws")
 FORMATS = ("pcm", "wav")
 
-# Native output per model (reference §6). Last resort only: the stream's own header wins.
-# Keys are lower-case substrings of the model name, most specific first.
-MODEL_FORMATS: tuple[tuple[str, int, int], ...] = (
-    ("moss-tts-local", 48000, 2),
-    ("moss-tts-nano", 48000, 1),
-    ("moss-tts", 48000, 1),
-    ("qwen3-tts", 24000, 1),
-    ("s2-pro", 44100, 1),
-    ("fish", 44100, 1),
-    ("cosyvoice", 24000, 1),
-    ("voxcpm", 48000, 1),
-    ("voxtral", 24000, 1),
-    ("glm-tts", 24000, 1),
-    ("omnivoice", 24000, 1),
-    ("higgs-audio-v2", 24000, 1),
-    ("indextts", 22050, 1),
-    ("audio8", 44100, 1),
-    ("gepard", 22050, 1),
-    ("dots.tts", 48000, 1),
-    ("breeze", 24000, 1),
-    ("zonos", 44100, 1),
-)
-
-# Models whose adapters take ref_audio (cloning), by substring (reference §6).
-_CLONING_MODELS = (
-    "-base",
-    "s2-pro",
-    "fish",
-    "cosyvoice",
-    "voxcpm",
-    "glm-tts",
-    "moss-tts",
-    "omnivoice",
-    "higgs",
-    "indextts",
-    "audio8",
-    "voxtral",
-)
-
-# Top-level fields of OpenAICreateSpeechRequest that SpeechRequest.extra may carry; anything
-# else in ``extra`` goes to ``extra_params`` (unknown top-level fields are silently dropped).
-_TOP_LEVEL_EXTRA = {
-    "task_type",
-    "x_vector_only_mode",
-    "max_new_tokens",
-    "initial_codec_chunk_frames",
-    "non_streaming_mode",
-    "ref_audio_2",
-    "ambient_sound",
-    "duration_seconds",
-    "speaker_embedding",
-    "guidance_scale",
-    "num_inference_steps",
-    "extra_params",
-}
-_WS_CONFIG_EXTRA = {
-    "task_type",
-    "x_vector_only_mode",
-    "max_new_tokens",
-    "initial_codec_chunk_frames",
-    "non_streaming_mode",
-    "speaker_embedding",
-}
-
 MIN_CHUNK_MS = 10.0
 """Raw streams are cut into chunks of at least this much audio (except the last)."""
-
-_WAV_PLACEHOLDER = 0xFFFFFFFF
-
-
-def table_format(model: str | None) -> tuple[int, int] | None:
-    """(sample_rate, channels) for a model name from :data:`MODEL_FORMATS`, or None."""
-    if not model:
-        return None
-    m = model.lower()
-    for key, sr, ch in MODEL_FORMATS:
-        if key in m:
-            return sr, ch
-    return None
-
-
-# --------------------------------------------------------------------------- errors
-
-
-def error_message(body: bytes | str, status: int | None = None) -> str:
-    """The server's own words from any error shape vLLM-Omni (or FastAPI) uses.
-
-    OpenAI ``{"error":{message,type,param,code}}``, FastAPI ``{"detail": str|list}``, the old
-    voice-delete ``{"success":false,"error":"…"}``, or plain text.
-    """
-    text = body.decode("utf-8", "replace") if isinstance(body, bytes) else body
-    try:
-        d = json.loads(text)
-    except ValueError:
-        d = None
-    msg: str
-    if isinstance(d, dict) and isinstance(d.get("error"), dict):
-        e = d["error"]
-        msg = str(e.get("message") or e)
-        if e.get("type"):
-            msg = f"{e['type']}: {msg}"
-        if e.get("param"):
-            msg += f" (param {e['param']})"
-    elif isinstance(d, dict) and isinstance(d.get("error"), str):
-        msg = d["error"]
-    elif isinstance(d, dict) and "detail" in d:
-        det = d["detail"]
-        if isinstance(det, list):
-            parts = []
-            for item in det:
-                if isinstance(item, dict):
-                    loc = ".".join(str(x) for x in item.get("loc", ()) if x != "body")
-                    parts.append(f"{loc}: {item.get('msg', item)}" if loc else str(item.get("msg")))
-                else:
-                    parts.append(str(item))
-            msg = "; ".join(parts)
-        else:
-            msg = str(det)
-    elif isinstance(d, dict) and "message" in d:
-        msg = str(d["message"])
-    else:
-        msg = text.strip()[:500] or "(empty body)"
-    return f"server answered {status}: {msg}" if status is not None else msg
-
-
-# --------------------------------------------------------------------------- wav header
-
-
-@dataclass(frozen=True)
-class WavFormat:
-    sample_rate: int
-    channels: int
-    data_offset: int
-
-
-IGNORED_WAV = "although WAV was requested (it ignored response_format)"
-
-
-def not_wav_message(buf: bytes) -> str:
-    """Why a stream that should be WAV is not: name what the server sent instead."""
-    kind = "raw PCM"
-    if buf[:3] == b"ID3" or buf[:2] in (b"\xff\xfb", b"\xff\xf3", b"\xff\xf2"):
-        kind = "MP3"
-    elif buf[:4] == b"OggS":
-        kind = "Ogg audio"
-    elif buf[:4] == b"fLaC":
-        kind = "FLAC"
-    return (
-        f"the server sent {kind} {IGNORED_WAV}; set format=pcm (and pin sample_rate=…) to play it"
-    )
-
-
-def parse_wav_header(buf: bytes) -> WavFormat | None:
-    """Parse a RIFF/WAVE header, or return None if ``buf`` does not hold all of it yet.
-
-    Sizes are ignored (streaming headers carry ``0xFFFFFFFF``); only the ``fmt `` chunk matters.
-    Anything that is not 16-bit integer PCM with a plausible rate raises :class:`BackendError`.
-    """
-    if len(buf) < 12:
-        return None
-    if buf[:4] != b"RIFF" or buf[8:12] != b"WAVE":
-        raise BackendError(not_wav_message(buf))
-    pos, fmt = 12, None
-    while True:
-        if len(buf) < pos + 8:
-            return None
-        cid, size = buf[pos : pos + 4], struct.unpack("<I", buf[pos + 4 : pos + 8])[0]
-        if cid == b"data":
-            if fmt is None:
-                raise BackendError("the server's WAV stream has no fmt chunk before its data")
-            tag, ch, sr, _, _, bits = fmt
-            if tag not in (1, 0xFFFE) or bits != 16:
-                raise BackendError(
-                    f"the server's WAV stream is not 16-bit PCM (format {tag}, {bits} bits)"
-                )
-            if not 1 <= ch <= 8:
-                raise BackendError(f"the server's WAV header says {ch} channels")
-            if not 1000 <= sr <= 384000:
-                raise BackendError(
-                    f"the server's WAV header has an impossible sample rate: {sr} Hz"
-                )
-            return WavFormat(sr, ch, pos + 8)
-        if size == _WAV_PLACEHOLDER:
-            raise BackendError(f"the server's WAV header has a placeholder size on chunk {cid!r}")
-        end = pos + 8 + size + (size & 1)
-        if len(buf) < end:
-            return None
-        if cid == b"fmt ":
-            if size < 16:
-                raise BackendError("the server's WAV fmt chunk is truncated")
-            fmt = struct.unpack("<HHIIHH", buf[pos + 8 : pos + 24])
-        pos = end
-        if pos > 64 * 1024:
-            raise BackendError("the server's WAV header is larger than 64 KiB")
-
 
 # --------------------------------------------------------------------------- pcm framing
 
@@ -308,66 +129,35 @@ class _Framer:
             raise BackendError(empty)
 
 
-# --------------------------------------------------------------------------- SSE
+@dataclass
+class _SseState:
+    """What one SSE stream has seen: its audio so far, a WAV header being read, the end."""
+
+    framer: _Framer = field(default_factory=_Framer)
+    header: bytes = b""
+    fmt_name: str | None = None
+    finished: bool = False
 
 
-@dataclass(frozen=True)
-class SseEvent:
-    event: str
-    data: str
+def _error_event(err: ErrorEvent, framer: _Framer) -> BackendError:
+    """A ``speech.audio.error`` as the take's failure; audio already sent is a failed take."""
+    msg = err.message
+    if err.discard or framer.index:
+        msg += f" (the server asked to discard the partial audio: {framer.total_bytes} bytes)"
+    return BackendError(
+        f"server error event: {msg}", status=err.code, partial=bool(err.discard or framer.index)
+    )
 
 
-class SseParser:
-    """Incremental ``text/event-stream`` parser (WHATWG rules: any line ending, multi-line data)."""
+@dataclass
+class _WsState:
+    """What one WebSocket utterance has seen (``ending``: session.done came, audio flushed)."""
 
-    def __init__(self) -> None:
-        self._buf = b""
-        self._event = ""
-        self._data: list[str] = []
-
-    def feed(self, data: bytes) -> list[SseEvent]:
-        self._buf += data
-        out: list[SseEvent] = []
-        while True:
-            i = min(
-                (j for j in (self._buf.find(b"\n"), self._buf.find(b"\r")) if j >= 0), default=-1
-            )
-            if i < 0:
-                break
-            line, rest = self._buf[:i], self._buf[i + 1 :]
-            if self._buf[i : i + 1] == b"\r":
-                if not rest:  # a lone \r at the end may be the first half of \r\n
-                    break
-                if rest[:1] == b"\n":
-                    rest = rest[1:]
-            self._buf = rest
-            ev = self._line(line.decode("utf-8", "replace"))
-            if ev:
-                out.append(ev)
-        if len(self._buf) > 16 * 1024 * 1024:
-            raise BackendError("malformed SSE: a line longer than 16 MiB")
-        return out
-
-    def _line(self, line: str) -> SseEvent | None:
-        if not line:
-            if not self._data and not self._event:
-                return None
-            ev = SseEvent(self._event or "message", "\n".join(self._data))
-            self._event, self._data = "", []
-            return ev
-        if line.startswith(":"):
-            return None
-        name, _, value = line.partition(":")
-        value = value[1:] if value.startswith(" ") else value
-        if name == "event":
-            self._event = value
-        elif name == "data":
-            self._data.append(value)
-        return None
-
-    @property
-    def pending(self) -> bool:
-        return bool(self._buf.strip() or self._data or self._event)
+    stream_audio: bool
+    framer: _Framer = field(default_factory=_Framer)
+    started: bool = False
+    ending: bool = False
+    done: bool = False
 
 
 # --------------------------------------------------------------------------- the backend
@@ -524,17 +314,16 @@ class VllmOmniHttpBackend(Backend):
         o = self.options
         model = (o.model or self._served_model or "").lower()
         card = (self._card or {}).get("listenlab") or {}
+        facts = model_facts(model)
         fmt = (o.sample_rate, None) if o.sample_rate else table_format(model)
         cloning = o.cloning
         if cloning is None:
-            cloning = (
-                bool(card["cloning"])
-                if "cloning" in card
-                else any(k in model for k in _CLONING_MODELS)
-            )
+            cloning = bool(card["cloning"]) if "cloning" in card else clones(model)
         speed_streaming = o.speed_streaming
         if speed_streaming is None:
-            speed_streaming = bool(card.get("speed_streaming", "indextts-2.5" in model))
+            speed_streaming = bool(
+                card.get("speed_streaming", bool(facts and facts.speed_streaming))
+            )
         langs = card.get("languages") or ()
         return Capabilities(
             streaming=bool(card.get("streaming", True)),
@@ -544,7 +333,7 @@ class VllmOmniHttpBackend(Backend):
             channels=int(card.get("channels") or (fmt[1] if fmt and fmt[1] else 1)),
             speed=bool(card.get("speed", True)),
             speed_streaming=speed_streaming,
-            instructions=bool(card.get("instructions", "qwen3" in model or "moss" in model)),
+            instructions=bool(card.get("instructions", bool(facts and facts.instructions))),
             seed=bool(card.get("seed", True)),
             voice_library=bool(card.get("voice_library", cloning)),
         )
@@ -668,41 +457,13 @@ class VllmOmniHttpBackend(Backend):
             request = replace(request, voice=self.options.voice)
         return request
 
-    def _common_fields(self, request: SpeechRequest, allowed_extra: set[str]) -> dict[str, Any]:
-        body: dict[str, Any] = {}
-        model = self.options.model
-        if model:
-            body["model"] = model
-        for key in ("voice", "instructions", "seed"):
-            v = getattr(request, key)
-            if v is not None:
-                body[key] = v
-        lang = request.language or self.options.language
-        if lang:
-            body["language"] = lang
-        if request.speed != 1.0:
-            body["speed"] = request.speed
-        extra_params: dict[str, Any] = {}
-        for k, v in (request.extra or {}).items():
-            if k == "extra_params" and isinstance(v, dict):
-                extra_params.update(v)
-            elif k in allowed_extra:
-                body[k] = v
-            else:
-                extra_params[k] = v
-        if extra_params and "extra_params" in allowed_extra:
-            body["extra_params"] = extra_params
-        if request.ref_audio is not None:
-            body["ref_audio"] = "data:audio/wav;base64," + base64.b64encode(
-                request.ref_audio
-            ).decode("ascii")
-            if request.ref_text:
-                body["ref_text"] = request.ref_text
-            body.setdefault("task_type", "Base")
-        return body
+    def _fields(self, request: SpeechRequest, allowed_extra: frozenset[str]) -> dict[str, Any]:
+        return request_fields(
+            request, allowed_extra, model=self.options.model, language=self.options.language
+        )
 
     def _http_body(self, request: SpeechRequest) -> dict[str, Any]:
-        body = {"input": request.text, **self._common_fields(request, _TOP_LEVEL_EXTRA)}
+        body = {"input": request.text, **self._fields(request, HTTP_EXTRA)}
         body["response_format"] = self.options.format
         body["stream"] = True
         body["stream_format"] = "sse" if self.options.mode == "sse" else "audio"
@@ -769,7 +530,7 @@ class VllmOmniHttpBackend(Backend):
         request = self._prepare(request)
         if self.options.mode == "ws":
             return await super().synthesize(request)
-        body = {"input": request.text, **self._common_fields(request, _TOP_LEVEL_EXTRA)}
+        body = {"input": request.text, **self._fields(request, HTTP_EXTRA)}
         body["response_format"] = "wav"
         if self.options.sample_rate:
             body["sample_rate"] = self.options.sample_rate
@@ -847,13 +608,12 @@ class VllmOmniHttpBackend(Backend):
                 )
             ctype = resp.headers.get("content-type", "").split(";")[0].strip().lower()
             reader = _Reader(resp.aiter_bytes(), clock)
-            if ctype == "text/event-stream":
+            kind = body_kind(ctype)
+            if kind == "sse":
                 gen = self._parse_sse(reader)
-            elif ctype in ("audio/wav", "audio/x-wav", "audio/wave", "audio/vnd.wave"):
-                gen = self._parse_raw(reader, wav=True)
-            elif ctype in ("audio/pcm", "audio/l16", "application/octet-stream", "audio/raw"):
-                gen = self._parse_raw(reader, wav=False)
-            elif ctype.startswith("audio/"):
+            elif kind in ("wav", "pcm"):
+                gen = self._parse_raw(reader, wav=kind == "wav")
+            elif kind == "file":
                 gen = self._parse_whole_file(reader, ctype)
             else:
                 content = await clock.wait(resp.aread(), "the body")
@@ -922,93 +682,63 @@ class VllmOmniHttpBackend(Backend):
             )
 
     async def _parse_sse(self, reader: _Reader) -> AsyncIterator[AudioChunk]:
-        parser = SseParser()
-        framer = _Framer()
-        header = b""
-        fmt_name: str | None = None
-        finished = False
-        while True:
-            data = await reader.next()
-            if data is None:
-                if finished and not parser.pending:
-                    return
-                if parser.pending:
-                    raise BackendError(
-                        "the SSE stream was cut in the middle of an event (malformed or truncated SSE)",
-                        partial=framer.index > 0,
-                    )
-                raise BackendError(
-                    "the SSE stream ended without speech.audio.done or speech.audio.error "
-                    f"after {framer.total_bytes} audio bytes: the connection was cut",
-                    partial=framer.index > 0,
-                )
+        parser, st = SseParser(), _SseState()
+        while (data := await reader.next()) is not None:
             for ev in parser.feed(data):
-                if finished:
+                if st.finished:
                     raise BackendError(
                         f"the SSE stream sent {ev.event!r} after speech.audio.done "
                         "(exactly one terminal event is allowed)",
                         partial=True,
                     )
-                try:
-                    payload = json.loads(ev.data)
-                except ValueError:
-                    raise BackendError(
-                        f"malformed SSE: event data is not JSON: {ev.data[:120]!r}"
-                    ) from None
-                if not isinstance(payload, dict):
-                    raise BackendError(
-                        f"malformed SSE: event data is not an object: {ev.data[:120]!r}"
-                    )
-                kind = payload.get("type") or ev.event
-                if kind == "speech.audio.delta":
-                    audio = payload.get("audio")
-                    if not isinstance(audio, str):
-                        raise BackendError(
-                            "malformed SSE: speech.audio.delta without an 'audio' string"
-                        )
-                    try:
-                        raw = base64.b64decode(audio, validate=True)
-                    except ValueError:
-                        raise BackendError(
-                            "malformed SSE: speech.audio.delta audio is not base64"
-                        ) from None
-                    fmt_name = fmt_name or payload.get("response_format") or self.options.format
-                    if not framer.known:
-                        if fmt_name == "wav":
-                            header += raw
-                            body = self._start_wav(framer, header)
-                            if body is None:
-                                continue
-                            raw = body
-                        else:
-                            if self.options.format == "wav":
-                                raise BackendError(not_wav_message(raw))
-                            await self._assume_format(framer, "the PCM SSE stream")
-                    framer.feed(raw)
-                    chunk = framer.take()
-                    if chunk is not None:
-                        yield chunk
-                elif kind == "speech.audio.done":
-                    chunk = framer.take(final=True)
-                    if chunk is not None:
-                        yield chunk
-                    framer.check_end(
+                kind, payload = wire.speech_event(ev)
+                if kind == wire.DELTA:
+                    chunk = await self._sse_delta(payload, st)
+                elif kind == wire.DONE:
+                    chunk = st.framer.take(final=True)
+                    st.finished = True  # read on to EOF: nothing may follow the terminal event
+                elif kind == wire.ERROR:
+                    raise _error_event(ErrorEvent.from_payload(payload), st.framer)
+                else:
+                    continue  # other events (future additions) are ignored on purpose
+                if chunk is not None:
+                    yield chunk
+                if kind == wire.DONE:
+                    st.framer.check_end(
                         "the SSE audio", "the server finished (speech.audio.done) without any audio"
                     )
-                    finished = True  # read on to EOF: nothing may follow the terminal event
-                elif kind == "speech.audio.error":
-                    err = payload.get("error") if isinstance(payload.get("error"), dict) else {}
-                    msg = str(err.get("message") or payload.get("error") or "unknown error")
-                    code = err.get("code") if isinstance(err.get("code"), int) else None
-                    discard = payload.get("partial_audio") or err.get("partial_audio")
-                    if discard or framer.index:
-                        msg += f" (the server asked to discard the partial audio: {framer.total_bytes} bytes)"
-                    raise BackendError(
-                        f"server error event: {msg}",
-                        status=code,
-                        partial=bool(discard or framer.index),
-                    )
-                # other events (future additions) are ignored on purpose
+        if st.finished and not parser.pending:
+            return
+        partial = st.framer.index > 0
+        if parser.pending:
+            raise BackendError(
+                "the SSE stream was cut in the middle of an event (malformed or truncated SSE)",
+                partial=partial,
+            )
+        raise BackendError(
+            "the SSE stream ended without speech.audio.done or speech.audio.error "
+            f"after {st.framer.total_bytes} audio bytes: the connection was cut",
+            partial=partial,
+        )
+
+    async def _sse_delta(self, payload: dict[str, Any], st: _SseState) -> AudioChunk | None:
+        """One ``speech.audio.delta``: a wav stream's first deltas hold its header."""
+        raw = wire.delta_audio(payload)
+        st.fmt_name = st.fmt_name or payload.get("response_format") or self.options.format
+        framer = st.framer
+        if not framer.known:
+            if st.fmt_name == "wav":
+                st.header += raw
+                body = self._start_wav(framer, st.header)
+                if body is None:
+                    return None
+                raw = body
+            else:
+                if self.options.format == "wav":
+                    raise BackendError(not_wav_message(raw))
+                await self._assume_format(framer, "the PCM SSE stream")
+        framer.feed(raw)
+        return framer.take()
 
     async def _parse_whole_file(self, reader: _Reader, ctype: str) -> AsyncIterator[AudioChunk]:
         """A server that ignored the streaming flags (pure-diffusion models) sends a whole file."""
@@ -1028,21 +758,20 @@ class VllmOmniHttpBackend(Backend):
     # -- websocket
 
     def _ws_config(self, request: SpeechRequest) -> dict[str, Any]:
-        cfg = {"type": "session.config", **self._common_fields(request, _WS_CONFIG_EXTRA)}
+        cfg = wire.ws_message(wire.SESSION_CONFIG, **self._fields(request, WS_EXTRA))
         stream_audio = self.options.format == "pcm"
         cfg["response_format"] = self.options.format
         cfg["stream_audio"] = stream_audio
         cfg["split_granularity"] = "none"
         return cfg
 
-    async def _stream_ws(self, request: SpeechRequest) -> AsyncIterator[AudioChunk]:
+    async def _ws_connect(self) -> Any:
         from websockets.asyncio.client import connect
-        from websockets.exceptions import ConnectionClosed, InvalidHandshake, InvalidStatus
+        from websockets.exceptions import InvalidHandshake, InvalidStatus
 
-        clock = _Clock(self.options)
         url = self._ws_url("/v1/audio/speech/stream")
         try:
-            ws = await connect(
+            return await connect(
                 url,
                 open_timeout=self.options.connect_timeout,
                 max_size=64 * 1024 * 1024,
@@ -1062,13 +791,21 @@ class VllmOmniHttpBackend(Backend):
             ) from None
         except (OSError, InvalidHandshake) as e:
             raise BackendError(f"cannot open {url}: {e!r}") from None
-        framer = _Framer()
-        stream_audio = self.options.format == "pcm"
-        started = done = False
+
+    async def _stream_ws(self, request: SpeechRequest) -> AsyncIterator[AudioChunk]:
+        from websockets.exceptions import ConnectionClosed
+
+        clock = _Clock(self.options)
+        ws = await self._ws_connect()
+        st = _WsState(stream_audio=self.options.format == "pcm")
+        framer = st.framer
         try:
-            await ws.send(json.dumps(self._ws_config(request)))
-            await ws.send(json.dumps({"type": "input.text", "text": request.text}))
-            await ws.send(json.dumps({"type": "input.done"}))
+            for m in (
+                self._ws_config(request),
+                wire.ws_message(wire.INPUT_TEXT, text=request.text),
+                wire.ws_message(wire.INPUT_DONE),
+            ):
+                await ws.send(json.dumps(m))
             while True:
                 try:
                     msg = await clock.wait(
@@ -1079,62 +816,69 @@ class VllmOmniHttpBackend(Backend):
                         f"the WebSocket closed before session.done ({e}) after {framer.total_bytes} audio bytes",
                         partial=framer.index > 0,
                     ) from None
-                if isinstance(msg, bytes):
-                    if not started:
-                        raise BackendError("WebSocket protocol error: audio before audio.start")
-                    if stream_audio:
-                        framer.feed(msg)
-                        chunk = framer.take()
-                    else:
-                        chunk = self._decode_file(msg, framer)
-                    if chunk is not None:
-                        yield chunk
+                binary = isinstance(msg, bytes)
+                chunk = self._ws_audio(msg, st) if binary else await self._ws_text(msg, st)
+                if chunk is not None:
+                    yield chunk
+                    if binary:
                         clock.got_audio()
-                    continue
-                try:
-                    m = json.loads(msg)
-                except ValueError:
-                    raise BackendError(
-                        f"WebSocket protocol error: not JSON: {msg[:120]!r}"
-                    ) from None
-                kind = m.get("type") if isinstance(m, dict) else None
-                if kind == "audio.start":
-                    started = True
-                    if stream_audio and not framer.known:
-                        await self._ws_format(framer, m)
-                elif kind == "audio.done":
-                    if m.get("error"):
-                        raise BackendError(
-                            "the server reported a failed utterance (audio.done error:true)"
-                        )
-                elif kind == "session.done":
-                    chunk = framer.take(final=True)
-                    if chunk is not None:
-                        yield chunk
+                if st.ending:
                     framer.check_end(
                         "the WebSocket audio",
                         "the server finished (session.done) without any audio",
                     )
-                    done = True
+                    st.done = True
                     return
-                elif kind == "error":
-                    msg_text = str(m.get("message") or m)
-                    if m.get("partial_audio"):
-                        msg_text += f" (the server asked to discard the partial audio: {framer.total_bytes} bytes)"
-                    raise BackendError(
-                        f"server error: {msg_text}",
-                        partial=bool(m.get("partial_audio") or framer.index),
-                    )
-                # audio.chunk (word timestamps) and unknown messages are ignored
         finally:
-            if done:
+            if st.done:
                 with contextlib.suppress(Exception):
-                    await asyncio.wait_for(ws.send(json.dumps({"type": "session.close"})), 1)
+                    close = wire.ws_message(wire.SESSION_CLOSE)
+                    await asyncio.wait_for(ws.send(json.dumps(close)), 1)
             # Closing the socket is the only way to stop the server generating (no cancel message).
             with contextlib.suppress(Exception):
                 await asyncio.wait_for(ws.close(), 2)
             with contextlib.suppress(Exception):
                 ws.transport.abort()
+
+    def _ws_audio(self, data: bytes, st: _WsState) -> AudioChunk | None:
+        """A binary frame: PCM to frame (``stream_audio``), else one whole encoded file."""
+        if not st.started:
+            raise BackendError("WebSocket protocol error: audio before audio.start")
+        if st.stream_audio:
+            st.framer.feed(data)
+            return st.framer.take()
+        return self._decode_file(data, st.framer)
+
+    async def _ws_text(self, msg: str, st: _WsState) -> AudioChunk | None:
+        """A JSON message; at ``session.done`` the audio still buffered."""
+        try:
+            m = json.loads(msg)
+        except ValueError:
+            raise BackendError(f"WebSocket protocol error: not JSON: {msg[:120]!r}") from None
+        kind = m.get("type") if isinstance(m, dict) else None
+        framer = st.framer
+        if kind == wire.AUDIO_START:
+            st.started = True
+            if st.stream_audio and not framer.known:
+                await self._ws_format(framer, m)
+        elif kind == wire.AUDIO_DONE:
+            if m.get("error"):
+                raise BackendError("the server reported a failed utterance (audio.done error:true)")
+        elif kind == wire.SESSION_DONE:
+            st.ending = True
+            return framer.take(final=True)
+        elif kind == wire.WS_ERROR:
+            msg_text = str(m.get("message") or m)
+            if m.get("partial_audio"):
+                msg_text += (
+                    f" (the server asked to discard the partial audio: {framer.total_bytes} bytes)"
+                )
+            raise BackendError(
+                f"server error: {msg_text}",
+                partial=bool(m.get("partial_audio") or framer.index),
+            )
+        # audio.chunk (word timestamps) and unknown messages are ignored
+        return None
 
     async def _ws_format(self, framer: _Framer, start: dict[str, Any]) -> None:
         """The PCM format from ``audio.start``.
@@ -1145,11 +889,12 @@ class VllmOmniHttpBackend(Backend):
         and no ``channels`` (``serving_speech_stream.py`` ``_PCM_SAMPLE_RATE``) whatever the
         model's rate: that value is used only when nothing better is known.
         """
-        sr, ch = start.get("sample_rate"), start.get("channels")
-        if isinstance(sr, int) and sr > 0 and isinstance(ch, int) and ch > 0:
-            self._check_rate(sr)
-            framer.sample_rate, framer.channels = sr, ch
+        stated = wire.stated_format(start)
+        if stated is not None:
+            self._check_rate(stated[0])
+            framer.sample_rate, framer.channels = stated
             return
+        sr, ch = start.get("sample_rate"), start.get("channels")
         what = (
             f"the WebSocket stream (audio.start's sample_rate={sr} is nominal: no channels)"
             if isinstance(sr, int) and sr > 0

@@ -140,7 +140,7 @@ def _engine_kwarg(raw: str) -> Any:
 # --------------------------------------------------------------------------- output decoding
 
 
-def _audio_payload(res: Any) -> tuple[Mapping[str, Any], str] | None:
+def audio_payload(res: Any) -> tuple[Mapping[str, Any], str] | None:
     """The multimodal mapping and its audio key, as ``_extract_audio_output`` finds them."""
     mm = getattr(res, "multimodal_output", None)
     if not mm:
@@ -192,7 +192,7 @@ def _to_int16(x: np.ndarray) -> np.ndarray:
 
 
 @dataclass
-class _Cursor:
+class OutputCursor:
     """What one request has emitted so far, so cumulative outputs never replay audio."""
 
     chunks_seen: int = 0
@@ -385,7 +385,7 @@ class VllmOmniBackend(Backend):
         generator = engine.generate(
             prompt=prompt, request_id=rid, sampling_params_list=params, output_modalities=["audio"]
         )
-        cursor = _Cursor()
+        cursor = OutputCursor()
         index = 0
         finished = False
         try:
@@ -397,7 +397,7 @@ class VllmOmniBackend(Backend):
                             status=getattr(res, "error_status_code", None),
                             partial=index > 0,
                         )
-                    if (found := _audio_payload(res)) is not None:
+                    if (found := audio_payload(res)) is not None:
                         for pcm in cursor.new_pcm(*found):
                             yield AudioChunk(pcm, cursor.sample_rate, cursor.channels, index)
                             index += 1

@@ -34,7 +34,7 @@ def decode_real_outputs() -> dict:
     from vllm.outputs import CompletionOutput, RequestOutput
     from vllm_omni.outputs import OmniRequestOutput
 
-    from backends.vllm_omni.embedded import _audio_payload, _Cursor
+    from backends.vllm_omni.embedded import OutputCursor, audio_payload
 
     def out(audio, finished: bool, key: str = "model_outputs"):
         c = CompletionOutput(
@@ -58,9 +58,9 @@ def decode_real_outputs() -> dict:
         "final_only": [out(torch.cat(chunks), True)],
         "delta_audio_key": [out(c, i == 2, "audio") for i, c in enumerate(chunks)],
     }.items():
-        cursor, pcm = _Cursor(), []
+        cursor, pcm = OutputCursor(), []
         for o in outs:
-            found = _audio_payload(o)
+            found = audio_payload(o)
             assert found is not None, mode
             pcm += [p.tolist() for p in cursor.new_pcm(*found)]
         flat = np.concatenate([np.asarray(p, dtype=np.int16) for p in pcm])

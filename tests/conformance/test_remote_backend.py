@@ -19,7 +19,7 @@ import pytest
 from backends.base import SpeechRequest
 from backends.errors import BackendError
 from backends.registry import load_backend
-from backends.vllm_omni.client import table_format
+from backends.vllm_omni.model_table import table_format
 from tests.conformance.conftest import OmniServers
 from tests.vllm_omni_standin.seed_models import RATES
 

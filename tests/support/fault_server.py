@@ -1,9 +1,9 @@
 """A fault-injection stand-in for a vLLM-Omni speech server (real HTTP/WS on 127.0.0.1).
 
 vLLM-Omni needs a GPU, so this server follows its wire protocol (reference §3-§5) and
-misbehaves on request. Well-formed bytes (WAV header, SSE events, error bodies) come from the
-app's own ``app.api.encoding``, which follows the same protocol; the faults are this file's own.
-The fault is the first path segment, so a remote backend selects it
+misbehaves on request. Well-formed bytes (WAV header, SSE events, error bodies) come from
+``backends.vllm_omni.wire``, the module ``listenlab api`` writes them with; the faults are this
+file's own. The fault is the first path segment, so a remote backend selects it
 by its base URL: ``vllm-omni+http://127.0.0.1:PORT/<fault>?mode=…``. Faults take options
 after commas, e.g. ``/ok,rate=48000,ch=2`` or ``/cut,after=2``.
 
@@ -44,7 +44,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import base64
 import contextlib
 import json
 import time
@@ -52,10 +51,32 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
-from fastapi import FastAPI, File, Form, Request, UploadFile, WebSocket, WebSocketDisconnect
+from fastapi import (
+    APIRouter,
+    Depends,
+    FastAPI,
+    File,
+    Form,
+    Request,
+    UploadFile,
+    WebSocket,
+    WebSocketDisconnect,
+)
 from fastapi.responses import JSONResponse, Response, StreamingResponse
+from starlette.requests import HTTPConnection
 
-from app.api.encoding import error_body, sse_event, wav_stream_header
+from backends.audio import encode_audio
+from backends.vllm_omni.wire import (
+    audio_delta,
+    audio_done,
+    error_body,
+    sse_event,
+    wav_stream_header,
+    ws_audio_done,
+    ws_audio_start,
+    ws_error,
+    ws_session_done,
+)
 
 MODEL = "Qwen/Qwen3-TTS-12Hz-0.6B-Base"
 CONTENT = {"wav": "audio/wav", "pcm": "audio/pcm"}
@@ -70,18 +91,10 @@ def signal(frames: int, rate: int, channels: int, start: int = 0) -> np.ndarray:
 
 
 def delta(data: bytes, fmt: str) -> bytes:
-    payload = {
-        "type": "speech.audio.delta",
-        "audio": base64.b64encode(data).decode(),
-        "response_format": fmt,
-    }
-    return sse_event("speech.audio.delta", payload)
+    return audio_delta(data, fmt)
 
 
-DONE = sse_event(
-    "speech.audio.done",
-    {"type": "speech.audio.done", "usage": {"input_tokens": 3, "output_tokens": 5}},
-)
+DONE = audio_done({"input_tokens": 3, "output_tokens": 5})
 
 
 def openai_error(message: str, code: int, type_: str | None = None) -> JSONResponse:
@@ -127,18 +140,34 @@ class Cut(Exception):
     """Raised inside a streaming body: uvicorn then drops the connection mid-body."""
 
 
-def create_fault_app() -> FastAPI:
-    app = FastAPI(title="listenlab fault server (vLLM-Omni stand-in)")
-    st = FaultState()
-    app.state.faults = st
+def faults(conn: HTTPConnection) -> FaultState:
+    """FastAPI dependency: what this app instance saw."""
+    return conn.app.state.faults
 
-    # -- speech
 
-    @app.post("/{fault}/v1/audio/speech")
-    async def speech(fault: str, request: Request):
-        f = Fault.parse(fault)
-        body = await request.json()
-        st.requests.append(body)
+router = APIRouter()
+
+
+# --------------------------------------------------------------------------- HTTP speech
+
+
+@dataclass
+class SpeechCall:
+    """One ``POST /v1/audio/speech`` and the audio the fault server has ready for it."""
+
+    f: Fault
+    body: dict[str, Any]
+    request: Request
+    st: FaultState
+    fmt: str
+    sse_mode: bool
+    rate: int
+    ch: int
+    audio: list[bytes]
+    header: bytes
+
+    @classmethod
+    def make(cls, f: Fault, body: dict[str, Any], request: Request, st: FaultState) -> SpeechCall:
         fmt = body.get("response_format", "wav")
         sse_mode = (body.get("stream") or body.get("stream_format") == "sse") and body.get(
             "stream_format"
@@ -155,303 +184,338 @@ def create_fault_app() -> FastAPI:
             signal(frames, rate, ch, i * frames).astype("<i2").tobytes() for i in range(chunks)
         ]
         header = wav_stream_header(f.int("hdr", 0) if f.name == "bad_rate" else rate, ch)
+        return cls(f, body, request, st, fmt, bool(sse_mode), rate, ch, audio, header)
 
-        if f.name == "http500":
-            return openai_error("engine exploded: CUDA error: an illegal memory access", 500)
-        if f.name == "http400":
-            return openai_error("Speech generation failed: CUDA out of memory", 400)
-        if f.name == "detail":
-            return JSONResponse(
-                {
-                    "detail": [
-                        {
-                            "loc": ["body", "speed"],
-                            "msg": "Input should be less than or equal to 4",
-                            "type": "x",
-                        }
-                    ]
-                },
-                status_code=422,
-            )
-        if f.name == "whole":  # pure-diffusion servers ignore streaming flags
-            import io
 
-            import soundfile as sf
+@router.post("/{fault}/v1/audio/speech")
+async def speech(fault: str, request: Request, st: FaultState = Depends(faults)):
+    f = Fault.parse(fault)
+    body = await request.json()
+    st.requests.append(body)
+    call = SpeechCall.make(f, body, request, st)
+    answer = await whole_answer(call)
+    if answer is not None:
+        return answer
+    if f.name == "hang_body":
+        media = "text/event-stream" if call.sse_mode else CONTENT[call.fmt]
+        return StreamingResponse(hang_body(call), media_type=media)
+    if f.name == "slow":
+        media = "text/event-stream" if call.sse_mode else "audio/pcm"
+        return StreamingResponse(slow_gen(call), media_type=media)
+    if call.sse_mode:
+        return StreamingResponse(sse_gen(call), media_type="text/event-stream")
+    return StreamingResponse(raw_gen(call), media_type=CONTENT[call.fmt])
 
-            buf = io.BytesIO()
-            x = np.concatenate([np.frombuffer(a, "<i2") for a in audio]).reshape(-1, ch)
-            sf.write(buf, x, rate, format="FLAC", subtype="PCM_16")
-            return Response(buf.getvalue(), media_type="audio/flac")
-        if f.name == "json200":
-            return JSONResponse({"hello": "not audio"})
-        if f.name == "hang":
-            while not await request.is_disconnected():
-                await asyncio.sleep(0.1)
-            st.events.append("client gone")
-            return Response(status_code=499)
 
-        async def slow_gen():
-            try:
-                for i in range(f.int("chunks", 100)):
-                    await asyncio.sleep(f.float("gap", 0.2))
-                    st.events.append(f"slow chunk {i}")
-                    yield (delta(audio[0], fmt) if sse_mode else audio[0])
-            except (asyncio.CancelledError, GeneratorExit, OSError):
-                st.events.append("client gone")
-                raise
-            finally:
-                st.events.append("slow end")
+async def whole_answer(call: SpeechCall) -> Response | None:
+    """The faults answered in one piece (errors, a whole file, JSON, a hang), else None."""
+    f = call.f
+    if f.name == "http500":
+        return openai_error("engine exploded: CUDA error: an illegal memory access", 500)
+    if f.name == "http400":
+        return openai_error("Speech generation failed: CUDA out of memory", 400)
+    if f.name == "detail":
+        return JSONResponse(
+            {
+                "detail": [
+                    {
+                        "loc": ["body", "speed"],
+                        "msg": "Input should be less than or equal to 4",
+                        "type": "x",
+                    }
+                ]
+            },
+            status_code=422,
+        )
+    if f.name == "whole":  # pure-diffusion servers ignore streaming flags
+        x = np.concatenate([np.frombuffer(a, "<i2") for a in call.audio]).reshape(-1, call.ch)
+        return Response(encode_audio(x, call.rate, "flac"), media_type="audio/flac")
+    if f.name == "json200":
+        return JSONResponse({"hello": "not audio"})
+    if f.name == "hang":
+        while not await call.request.is_disconnected():
+            await asyncio.sleep(0.1)
+        call.st.events.append("client gone")
+        return Response(status_code=499)
+    return None
 
-        async def hang_body():
-            while not await request.is_disconnected():
-                await asyncio.sleep(0.1)
-            st.events.append("client gone")
-            yield b""
 
-        async def raw_gen():
-            for i, a in enumerate(audio):
-                if f.name == "cut" and i == f.int("after", 1):
-                    raise Cut("cut on purpose")
-                if i == 0 and fmt == "wav":
-                    a = header + a
-                if f.name == "drip":
-                    for b in a:
-                        yield bytes([b])
-                        await asyncio.sleep(1.0)
-                elif f.name == "split":
-                    # odd sizes: split int16 samples (and stereo frames) across writes
-                    pos, step = 0, 1
-                    while pos < len(a):
-                        yield a[pos : pos + step]
-                        pos += step
-                        step = step + 2 if step < 301 else 1
-                        await asyncio.sleep(0.001)
-                else:
-                    yield a
-                await asyncio.sleep(0.01)
+async def slow_gen(call: SpeechCall):
+    f, st = call.f, call.st
+    try:
+        for i in range(f.int("chunks", 100)):
+            await asyncio.sleep(f.float("gap", 0.2))
+            st.events.append(f"slow chunk {i}")
+            yield (delta(call.audio[0], call.fmt) if call.sse_mode else call.audio[0])
+    except (asyncio.CancelledError, GeneratorExit, OSError):
+        st.events.append("client gone")
+        raise
+    finally:
+        st.events.append("slow end")
 
-        async def sse_gen():
-            if f.name == "malformed":
-                kind = f.opts.get("kind", "json")
-                yield (
-                    delta(audio[0], fmt)
-                    if fmt == "pcm"
-                    else delta(header, fmt) + delta(audio[0], fmt)
-                )
-                if kind == "json":
-                    yield b"event: speech.audio.delta\ndata: {not json\n\n"
-                elif kind == "base64":
-                    yield b'event: speech.audio.delta\ndata: {"type":"speech.audio.delta","audio":"***"}\n\n'
-                elif kind == "noaudio":
-                    yield b'event: speech.audio.delta\ndata: {"type":"speech.audio.delta"}\n\n'
-                elif kind == "truncated":
-                    yield b'event: speech.audio.done\ndata: {"type":"speech.au'
-                return
-            if fmt == "wav":
-                yield delta(header, fmt)  # header-only first delta, as vLLM-Omni does
-            for i, a in enumerate(audio):
-                if f.name == "cut" and i == f.int("after", 1):
-                    raise Cut("cut on purpose")
-                if f.name == "error_event" and i == f.int("after", 1):
-                    yield sse_event(
-                        "speech.audio.error",
-                        {
-                            "type": "speech.audio.error",
-                            "error": {
-                                "message": "Qwen3-TTS Base did not emit codec EOS before its token budget",
-                                "type": "server_error",
-                                "param": None,
-                                "code": 500,
-                            },
-                            "partial_audio": True,
-                            "action": "discard",
-                        },
-                    )
-                    return
-                ev = delta(a, fmt)
-                if f.name == "drip":
-                    for b in ev:
-                        yield bytes([b])
-                        await asyncio.sleep(1.0)
-                elif f.name == "split":
-                    half = len(ev) // 2 + 1
-                    yield ev[:half]
-                    await asyncio.sleep(0.01)
-                    yield ev[half:]
-                else:
-                    yield ev
-                await asyncio.sleep(0.01)
-            if f.name != "no_terminal":
-                yield DONE
-            if f.name == "two_terminal":
-                yield delta(audio[0], fmt)
 
-        if f.name == "hang_body":
-            return StreamingResponse(
-                hang_body(), media_type="text/event-stream" if sse_mode else CONTENT[fmt]
-            )
-        if f.name == "slow":
-            media = "text/event-stream" if sse_mode else "audio/pcm"
-            return StreamingResponse(slow_gen(), media_type=media)
-        if sse_mode:
-            return StreamingResponse(sse_gen(), media_type="text/event-stream")
-        return StreamingResponse(raw_gen(), media_type=CONTENT[fmt])
+async def hang_body(call: SpeechCall):
+    while not await call.request.is_disconnected():
+        await asyncio.sleep(0.1)
+    call.st.events.append("client gone")
+    yield b""
 
-    # -- websocket
 
-    @app.websocket("/{fault}/v1/audio/speech/stream")
-    async def stream(ws: WebSocket, fault: str):
-        f = Fault.parse(fault)
-        await ws.accept()
-        try:
-            config = json.loads(await ws.receive_text())
-            st.requests.append(config)
-            text = ""
-            while True:
-                m = json.loads(await ws.receive_text())
-                if m["type"] == "input.text":
-                    text += m["text"]
-                elif m["type"] == "input.done":
-                    break
-                elif m["type"] == "session.close":
-                    return
-            if f.name == "ws_hang":
-                await ws.receive_text()  # returns (raises) when the client closes
-            rate, ch = f.int("rate", 24000), f.int("ch", 1)
-            frames = rate * f.int("ms", 200) // 1000
-            start = {
-                "type": "audio.start",
-                "utterance_index": 0,
-                "sentence_index": 0,
-                "sentence_text": text,
-                "format": "pcm",
-            }
-            if f.name != "ws_norate":
-                start.update(sample_rate=rate, channels=ch)
-            await ws.send_json(start)
-            total = 0
-            for i in range(f.int("chunks", 3) if f.name != "slow" else 1000):
-                a = signal(frames, rate, ch, i * frames).astype("<i2").tobytes()
-                if f.name == "ws_error" and i == f.int("after", 1):
-                    await ws.send_json(
-                        {
-                            "type": "error",
-                            "message": "Generation failed for utterance 0, sentence 0: engine died",
-                            "partial_audio": True,
-                            "action": "discard",
-                        }
-                    )
-                    await ws.send_json(
-                        {
-                            "type": "audio.done",
-                            "utterance_index": 0,
-                            "sentence_index": 0,
-                            "total_bytes": total,
-                            "error": True,
-                        }
-                    )
-                    await ws.send_json(
-                        {"type": "session.done", "utterance_index": 0, "total_sentences": 1}
-                    )
-                    return
-                if f.name == "ws_cut" and i == f.int("after", 1):
-                    await ws.close()
-                    return
-                if f.name == "split":
-                    pos, step = 0, 1
-                    while pos < len(a):
-                        await ws.send_bytes(a[pos : pos + step])
-                        pos += step
-                        step = step + 2 if step < 301 else 1
-                elif f.name == "drip":
-                    for b in a:
-                        await ws.send_bytes(bytes([b]))
-                        await asyncio.sleep(1.0)
-                elif f.name == "slow":
-                    await asyncio.sleep(f.float("gap", 0.2))
-                    st.events.append(f"slow chunk {i}")
-                    await ws.send_bytes(a)
-                else:
-                    await ws.send_bytes(a)
-                total += len(a)
-            await ws.send_json(
-                {
-                    "type": "audio.done",
-                    "utterance_index": 0,
-                    "sentence_index": 0,
-                    "total_bytes": total,
-                    "error": False,
-                }
-            )
-            await ws.send_json({"type": "session.done", "utterance_index": 0, "total_sentences": 1})
+async def split_writes(a: bytes):
+    """Odd sizes: split int16 samples (and stereo frames) across writes."""
+    pos, step = 0, 1
+    while pos < len(a):
+        yield a[pos : pos + step]
+        pos += step
+        step = step + 2 if step < 301 else 1
+        await asyncio.sleep(0.001)
+
+
+async def drip(a: bytes):
+    for b in a:
+        yield bytes([b])
+        await asyncio.sleep(1.0)
+
+
+async def raw_gen(call: SpeechCall):
+    f = call.f
+    for i, a in enumerate(call.audio):
+        if f.name == "cut" and i == f.int("after", 1):
+            raise Cut("cut on purpose")
+        if i == 0 and call.fmt == "wav":
+            a = call.header + a
+        if f.name == "drip":
+            async for b in drip(a):
+                yield b
+        elif f.name == "split":
+            async for piece in split_writes(a):
+                yield piece
+        else:
+            yield a
+        await asyncio.sleep(0.01)
+
+
+MALFORMED = {
+    "json": b"event: speech.audio.delta\ndata: {not json\n\n",
+    "base64": b'event: speech.audio.delta\ndata: {"type":"speech.audio.delta","audio":"***"}\n\n',
+    "noaudio": b'event: speech.audio.delta\ndata: {"type":"speech.audio.delta"}\n\n',
+    "truncated": b'event: speech.audio.done\ndata: {"type":"speech.au',
+}
+
+ERROR_EVENT = sse_event(
+    "speech.audio.error",
+    {
+        "type": "speech.audio.error",
+        "error": {
+            "message": "Qwen3-TTS Base did not emit codec EOS before its token budget",
+            "type": "server_error",
+            "param": None,
+            "code": 500,
+        },
+        "partial_audio": True,
+        "action": "discard",
+    },
+)
+
+
+async def sse_gen(call: SpeechCall):
+    f, fmt, audio = call.f, call.fmt, call.audio
+    if f.name == "malformed":
+        yield (
+            delta(audio[0], fmt) if fmt == "pcm" else delta(call.header, fmt) + delta(audio[0], fmt)
+        )
+        bad = MALFORMED.get(f.opts.get("kind", "json"))
+        if bad is not None:
+            yield bad
+        return
+    if fmt == "wav":
+        yield delta(call.header, fmt)  # header-only first delta, as vLLM-Omni does
+    for i, a in enumerate(audio):
+        if f.name == "cut" and i == f.int("after", 1):
+            raise Cut("cut on purpose")
+        if f.name == "error_event" and i == f.int("after", 1):
+            yield ERROR_EVENT
+            return
+        ev = delta(a, fmt)
+        if f.name == "drip":
+            async for b in drip(ev):
+                yield b
+        elif f.name == "split":
+            half = len(ev) // 2 + 1
+            yield ev[:half]
+            await asyncio.sleep(0.01)
+            yield ev[half:]
+        else:
+            yield ev
+        await asyncio.sleep(0.01)
+    if f.name != "no_terminal":
+        yield DONE
+    if f.name == "two_terminal":
+        yield delta(audio[0], fmt)
+
+
+# --------------------------------------------------------------------------- WebSocket
+
+
+@router.websocket("/{fault}/v1/audio/speech/stream")
+async def stream(ws: WebSocket, fault: str, st: FaultState = Depends(faults)):
+    f = Fault.parse(fault)
+    await ws.accept()
+    try:
+        text = await read_utterance(ws, st)
+        if text is None:
+            return
+        if f.name == "ws_hang":
+            await ws.receive_text()  # returns (raises) when the client closes
+        if await send_audio(ws, f, st, text):
             with contextlib.suppress(Exception):
                 m = json.loads(await asyncio.wait_for(ws.receive_text(), 5))
                 st.events.append(f"ws got {m.get('type')}")
-        except (WebSocketDisconnect, RuntimeError):
-            st.events.append("client gone")
-        finally:
-            st.events.append("ws end")
+    except (WebSocketDisconnect, RuntimeError):
+        st.events.append("client gone")
+    finally:
+        st.events.append("ws end")
 
-    # -- voices, models, health
 
-    @app.get("/{fault}/v1/audio/voices")
-    async def voices(fault: str):
-        names = sorted({"default", "vivian", "ryan"} | set(st.voices))
-        return {"voices": names, "uploaded_voices": list(st.voices.values())}
+async def read_utterance(ws: WebSocket, st: FaultState) -> str | None:
+    """The session config (recorded), then the text up to ``input.done`` (None: closed)."""
+    config = json.loads(await ws.receive_text())
+    st.requests.append(config)
+    text = ""
+    while True:
+        m = json.loads(await ws.receive_text())
+        if m["type"] == "input.text":
+            text += m["text"]
+        elif m["type"] == "input.done":
+            return text
+        elif m["type"] == "session.close":
+            return None
 
-    @app.post("/{fault}/v1/audio/voices")
-    async def upload(
-        fault: str,
-        name: str = Form(...),
-        consent: str = Form(...),
-        audio_sample: UploadFile = File(...),
-        ref_text: str | None = Form(None),
-    ):
-        data = await audio_sample.read()
-        if not data.startswith(b"RIFF"):
-            return openai_error("Could not decode the audio sample", 400)
-        meta = {
-            "name": name.strip().lower(),
-            "consent": consent,
-            "created_at": int(time.time()),
-            "file_size": len(data),
-            "mime_type": audio_sample.content_type,
-        }
-        if ref_text:
-            meta["ref_text"] = ref_text
-        st.voices[meta["name"]] = meta
-        return {"success": True, "voice": meta}
 
-    @app.delete("/{fault}/v1/audio/voices/{name}")
-    async def delete(fault: str, name: str):
-        if name.lower() not in st.voices:
-            if fault == "oldvoices":
-                return JSONResponse(
-                    {"success": False, "error": f"Voice '{name}' not found"}, status_code=404
+async def send_audio(ws: WebSocket, f: Fault, st: FaultState, text: str) -> bool:
+    """``audio.start``, the audio (with the fault), ``audio.done`` and ``session.done``;
+    False when the fault ended the session early."""
+    rate, ch = f.int("rate", 24000), f.int("ch", 1)
+    frames = rate * f.int("ms", 200) // 1000
+    start = ws_audio_start(0, 0, text, "pcm")
+    if f.name != "ws_norate":
+        start.update(sample_rate=rate, channels=ch)
+    await ws.send_json(start)
+    total = 0
+    for i in range(f.int("chunks", 3) if f.name != "slow" else 1000):
+        a = signal(frames, rate, ch, i * frames).astype("<i2").tobytes()
+        if f.name == "ws_error" and i == f.int("after", 1):
+            await ws.send_json(
+                ws_error(
+                    "Generation failed for utterance 0, sentence 0: engine died",
+                    partial_audio=True,
+                    action="discard",
                 )
-            return openai_error(f"Voice '{name}' not found", 404, "NotFoundError")
-        del st.voices[name.lower()]
-        return {"success": True, "message": f"Voice '{name}' deleted successfully"}
-
-    @app.get("/{fault}/v1/models")
-    async def models(fault: str):
-        return {
-            "object": "list",
-            "data": [{"id": MODEL, "object": "model", "owned_by": "vllm-omni"}],
-        }
-
-    @app.get("/{fault}/health")
-    async def health(fault: str):
-        if fault == "unhealthy":
-            return JSONResponse(
-                {"status": "unhealthy", "reason": "No engine initialized"}, status_code=503
             )
-        return {"status": "healthy"}
+            await ws.send_json(ws_audio_done(0, 0, total, True))
+            await ws.send_json(ws_session_done(0, 1))
+            return False
+        if f.name == "ws_cut" and i == f.int("after", 1):
+            await ws.close()
+            return False
+        await send_chunk(ws, f, st, a, i)
+        total += len(a)
+    await ws.send_json(ws_audio_done(0, 0, total, False))
+    await ws.send_json(ws_session_done(0, 1))
+    return True
 
-    @app.exception_handler(Cut)
-    async def _cut(_req, _e):  # pragma: no cover - only reached before the body starts
-        return Response(status_code=500)
 
+async def send_chunk(ws: WebSocket, f: Fault, st: FaultState, a: bytes, i: int) -> None:
+    if f.name == "split":
+        pos, step = 0, 1
+        while pos < len(a):
+            await ws.send_bytes(a[pos : pos + step])
+            pos += step
+            step = step + 2 if step < 301 else 1
+    elif f.name == "drip":
+        for b in a:
+            await ws.send_bytes(bytes([b]))
+            await asyncio.sleep(1.0)
+    elif f.name == "slow":
+        await asyncio.sleep(f.float("gap", 0.2))
+        st.events.append(f"slow chunk {i}")
+        await ws.send_bytes(a)
+    else:
+        await ws.send_bytes(a)
+
+
+# --------------------------------------------------------------------------- voices, models, health
+
+
+@router.get("/{fault}/v1/audio/voices")
+async def voices(fault: str, st: FaultState = Depends(faults)):
+    names = sorted({"default", "vivian", "ryan"} | set(st.voices))
+    return {"voices": names, "uploaded_voices": list(st.voices.values())}
+
+
+@router.post("/{fault}/v1/audio/voices")
+async def upload(
+    fault: str,
+    name: str = Form(...),
+    consent: str = Form(...),
+    audio_sample: UploadFile = File(...),
+    ref_text: str | None = Form(None),
+    st: FaultState = Depends(faults),
+):
+    data = await audio_sample.read()
+    if not data.startswith(b"RIFF"):
+        return openai_error("Could not decode the audio sample", 400)
+    meta = {
+        "name": name.strip().lower(),
+        "consent": consent,
+        "created_at": int(time.time()),
+        "file_size": len(data),
+        "mime_type": audio_sample.content_type,
+    }
+    if ref_text:
+        meta["ref_text"] = ref_text
+    st.voices[meta["name"]] = meta
+    return {"success": True, "voice": meta}
+
+
+@router.delete("/{fault}/v1/audio/voices/{name}")
+async def delete(fault: str, name: str, st: FaultState = Depends(faults)):
+    if name.lower() not in st.voices:
+        if fault == "oldvoices":
+            return JSONResponse(
+                {"success": False, "error": f"Voice '{name}' not found"}, status_code=404
+            )
+        return openai_error(f"Voice '{name}' not found", 404, "NotFoundError")
+    del st.voices[name.lower()]
+    return {"success": True, "message": f"Voice '{name}' deleted successfully"}
+
+
+@router.get("/{fault}/v1/models")
+async def models(fault: str):
+    return {
+        "object": "list",
+        "data": [{"id": MODEL, "object": "model", "owned_by": "vllm-omni"}],
+    }
+
+
+@router.get("/{fault}/health")
+async def health(fault: str):
+    if fault == "unhealthy":
+        return JSONResponse(
+            {"status": "unhealthy", "reason": "No engine initialized"}, status_code=503
+        )
+    return {"status": "healthy"}
+
+
+async def _cut(_req, _e):  # pragma: no cover - only reached before the body starts
+    return Response(status_code=500)
+
+
+def create_fault_app() -> FastAPI:
+    app = FastAPI(title="listenlab fault server (vLLM-Omni stand-in)")
+    app.state.faults = FaultState()
+    app.include_router(router)
+    app.add_exception_handler(Cut, _cut)
     return app
 
 

@@ -23,7 +23,6 @@ Facts shared by every model, read from ``vllm-project/vllm-omni``:
 from __future__ import annotations
 
 import copy
-import io
 import json
 import logging
 import re
@@ -33,15 +32,16 @@ from typing import Any, ClassVar
 
 import numpy as np
 
+from backends.audio import REF_MAX_SECONDS, REF_MIN_SECONDS, ClipError, UnreadableAudio, decode_mono
 from backends.base import Capabilities, SpeechRequest, Voice
 from backends.errors import InvalidRequest, UnknownVoice, Unsupported
+from backends.vllm_omni.model_table import MAX_NEW_TOKENS_RANGE, ModelFacts
 
 log = logging.getLogger(__name__)
 
-REF_AUDIO_SECONDS = (1.0, 30.0)
+REF_AUDIO_SECONDS = (REF_MIN_SECONDS, REF_MAX_SECONDS)
 MAX_REF_AUDIO_BYTES = 16 * 1024 * 1024
 """Refuse to decode a bigger reference file (30 s of 48 kHz stereo float WAV is ~11.5 MB)."""
-MAX_NEW_TOKENS_RANGE = (1, 4096)
 SAMPLING_ATTRS = ("temperature", "top_p", "top_k")
 
 
@@ -81,27 +81,26 @@ def load_tokenizer(path: Path) -> Any:
 def decode_ref_audio(wav: bytes) -> tuple[np.ndarray, int]:
     """Reference clip bytes to mono float32 samples and their rate, as vLLM-Omni resolves them.
 
-    The size is bounded before decoding; 1-30 s is enforced like the server does.
+    The size is bounded before decoding, the decoding is :func:`backends.audio.decode_mono`'s
+    (container from the bytes, header limits, bounded reads), and 1-30 s is enforced like the
+    server does.
     """
-    import soundfile as sf
-
     if len(wav) > MAX_REF_AUDIO_BYTES:
         raise InvalidRequest(
             f"the reference clip is {len(wav) / 2**20:.1f} MiB; the limit is "
             f"{MAX_REF_AUDIO_BYTES // 2**20} MiB"
         )
     try:
-        x, sr = sf.read(io.BytesIO(wav), dtype="float32", always_2d=True)
-    except Exception as e:
-        raise InvalidRequest(f"the reference clip is not a readable audio file: {e}") from e
-    mono = np.ascontiguousarray(x.mean(axis=1), dtype=np.float32)
+        mono, sr, _fmt = decode_mono(wav, "the reference clip")
+    except UnreadableAudio as e:
+        raise ClipError(f"the reference clip is not a readable audio file: {e.why}") from None
     seconds = len(mono) / sr if sr else 0.0
     lo, hi = REF_AUDIO_SECONDS
     if not lo <= seconds <= hi:
         raise InvalidRequest(
             f"the reference clip is {seconds:.1f} s; it must be {lo:.0f}-{hi:.0f} s"
         )
-    return mono, int(sr)
+    return np.ascontiguousarray(mono, dtype=np.float32), int(sr)
 
 
 def as_tensor(x: np.ndarray) -> Any:
@@ -149,15 +148,15 @@ class ModelAdapter:
 
     name: ClassVar[str]
     """The ``adapter=`` value (vLLM-Omni's adapter name where it has one)."""
+    facts: ClassVar[ModelFacts]
+    """The model's row of :mod:`backends.vllm_omni.model_table`: title, rate, channels, cloning
+    (the table the remote backend and the wire profiles read too)."""
     aliases: ClassVar[tuple[str, ...]] = ()
-    title: ClassVar[str]
     architectures: ClassVar[frozenset[str]] = frozenset()
     """``config.json`` ``architectures`` entries that identify the model."""
     model_types: ClassVar[frozenset[str]] = frozenset()
     name_keys: ClassVar[tuple[str, ...]] = ()
     """Folded directory-name substrings (vLLM-Omni matches deploy YAML stems the same way)."""
-    sample_rate: ClassVar[int | None] = None
-    channels: ClassVar[int] = 1
     spec_options: ClassVar[frozenset[str]] = frozenset({"voice", "language"})
     """Spec parameters this adapter consumes (besides the backend's own). ``voice`` and
     ``language`` are taken by every adapter so they never reach ``AsyncOmni`` as engine
@@ -188,6 +187,10 @@ class ModelAdapter:
                 SpeechRequest("x", extra={"max_new_tokens": options["max_new_tokens"]})
             )
 
+    @property
+    def title(self) -> str:
+        return self.facts.title
+
     # -- lifecycle
 
     def load(self, engine: Any) -> None:
@@ -198,10 +201,10 @@ class ModelAdapter:
     def capabilities(self) -> Capabilities:
         return Capabilities(
             streaming=True,
-            cloning=False,
+            cloning=self.facts.cloning,
             clone_required=self.requires_ref_audio,
-            sample_rate=self.sample_rate,
-            channels=self.channels,
+            sample_rate=self.facts.sample_rate,
+            channels=self.facts.channels,
             speed=False,
             speed_streaming=False,
             instructions=False,

@@ -28,11 +28,11 @@ Qwen BPE; the wrapper only adds special tokens that plain text never contains).
 from __future__ import annotations
 
 import logging
-from dataclasses import replace
 from typing import Any
 
-from backends.base import Capabilities, SpeechRequest
+from backends.base import SpeechRequest
 from backends.errors import InvalidRequest
+from backends.vllm_omni.model_table import seed_model
 from backends.vllm_omni.models.base import (
     ModelAdapter,
     decode_ref_audio,
@@ -54,11 +54,10 @@ def wrap_ref_text(ref_text: str) -> str:
 
 class CosyVoice3(ModelAdapter):
     name = "cosyvoice3"
-    title = "CosyVoice3"
+    facts = seed_model("cosyvoice3")
     architectures = frozenset({"CosyVoice3Model"})
     model_types = frozenset({"cosyvoice3"})
     name_keys = ("cosyvoice3",)
-    sample_rate = 24000
     requires_ref_audio = True
     sources = (
         "examples/offline_inference/cosyvoice3/verify_e2e_cosyvoice.py",
@@ -87,9 +86,6 @@ class CosyVoice3(ModelAdapter):
                 path,
                 e,
             )
-
-    def capabilities(self) -> Capabilities:
-        return replace(super().capabilities(), cloning=True)
 
     def check(self, request: SpeechRequest) -> None:
         super().check(request)

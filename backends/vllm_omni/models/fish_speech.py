@@ -33,11 +33,11 @@ import hashlib
 import logging
 import math
 import re
-from dataclasses import replace
 from typing import Any
 
-from backends.base import Capabilities, SpeechRequest
+from backends.base import SpeechRequest
 from backends.errors import InvalidRequest, ModelUnavailable
+from backends.vllm_omni.model_table import seed_model
 from backends.vllm_omni.models.base import (
     ModelAdapter,
     as_tensor,
@@ -77,7 +77,7 @@ def semantic_len(n_samples: int, sr: int) -> int:
 class FishSpeech(ModelAdapter):
     name = "fish_speech"
     aliases = ("fish_tts", "fish_speech_slow_ar")
-    title = "Fish Speech S2 Pro"
+    facts = seed_model("fish_speech")
     # ASSUMED: the s2-pro config.json names; vLLM-Omni registers the stage architectures below
     # (vllm_omni/model_executor/models/registry.py) and falls back to the directory name.
     architectures = frozenset(
@@ -85,7 +85,6 @@ class FishSpeech(ModelAdapter):
     )
     model_types = frozenset({"fish_speech", "fish_qwen3_omni"})
     name_keys = ("fishspeech", "s2pro", "fishaudio")
-    sample_rate = 44100
     sources = (
         "vllm_omni/model_executor/models/fish_speech/prompt_utils.py",
         "vllm_omni/entrypoints/openai/serving_speech.py (_build_fish_speech_prompt, "
@@ -106,9 +105,6 @@ class FishSpeech(ModelAdapter):
             raise ModelUnavailable(
                 f"Fish Speech needs the tokenizer shipped in {self.ctx.model_path}: {e}"
             ) from e
-
-    def capabilities(self) -> Capabilities:
-        return replace(super().capabilities(), cloning=True)
 
     def check(self, request: SpeechRequest) -> None:
         super().check(request)

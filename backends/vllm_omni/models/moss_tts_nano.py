@@ -23,30 +23,26 @@ sends a transcript with a clip), and says so in the README.
 from __future__ import annotations
 
 import hashlib
-from dataclasses import replace
 from typing import Any
 
-from backends.base import Capabilities, SpeechRequest
+from backends.base import SpeechRequest
+from backends.vllm_omni.model_table import seed_model
 from backends.vllm_omni.models.base import ModelAdapter, decode_ref_audio, max_new_tokens
 
 
 class MossTTSNano(ModelAdapter):
     name = "moss_tts_nano"
     aliases = ("moss-tts-nano",)
-    title = "MOSS-TTS-Nano"
+    facts = seed_model("moss_tts_nano")
     architectures = frozenset({"MossTTSNanoForCausalLM"})
     model_types = frozenset({"moss_tts_nano"})
     name_keys = ("mossttsnano",)
-    sample_rate = 48000
     requires_ref_audio = True
     sources = (
         "vllm_omni/entrypoints/openai/tts_adapters/moss_tts.py",
         "vllm_omni/model_executor/models/moss_tts_nano/modeling_moss_tts_nano.py",
         "examples/online_serving/text_to_speech/moss_tts_nano/gradio_demo.py",
     )
-
-    def capabilities(self) -> Capabilities:
-        return replace(super().capabilities(), cloning=True)
 
     def build_prompt(self, request: SpeechRequest) -> dict[str, Any]:
         self.check(request)

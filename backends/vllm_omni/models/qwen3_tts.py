@@ -32,6 +32,7 @@ from typing import Any
 
 from backends.base import Capabilities, SpeechRequest, Voice
 from backends.errors import InvalidRequest, UnknownVoice, Unsupported
+from backends.vllm_omni.model_table import seed_model
 from backends.vllm_omni.models.base import (
     AdapterContext,
     ModelAdapter,
@@ -86,13 +87,12 @@ class _PromptHelpers:
 
 class Qwen3TTS(ModelAdapter):
     name = "qwen3_tts"
-    title = "Qwen3-TTS"
+    facts = seed_model("qwen3_tts")
     architectures = frozenset(
         {"Qwen3TTSForConditionalGeneration", "Qwen3TTSTalkerForConditionalGeneration"}
     )
     model_types = frozenset({"qwen3_tts"})
     name_keys = ("qwen3tts",)
-    sample_rate = None  # 24 kHz, but read from the stream (the stand-in and old builds differ)
     spec_options = frozenset({"task_type", "voice", "language"})
     own_spec_options = frozenset({"voice", "language"})
     prompt_extra = frozenset(
@@ -156,8 +156,9 @@ class Qwen3TTS(ModelAdapter):
             streaming=True,
             cloning=task in (None, "Base"),
             languages=self.languages(),
+            # 24 kHz in the model table, but read from the stream (the stand-in and old builds differ)
             sample_rate=None,
-            channels=1,
+            channels=self.facts.channels,
             speed=False,
             speed_streaming=False,
             instructions=task != "Base",

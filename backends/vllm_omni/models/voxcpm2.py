@@ -25,11 +25,11 @@ from __future__ import annotations
 
 import hashlib
 import math
-from dataclasses import replace
 from typing import Any
 
-from backends.base import Capabilities, SpeechRequest
+from backends.base import SpeechRequest
 from backends.errors import InvalidRequest, ModelUnavailable
+from backends.vllm_omni.model_table import seed_model
 from backends.vllm_omni.models.base import ModelAdapter, decode_ref_audio, load_tokenizer
 
 
@@ -48,13 +48,12 @@ def is_cjk(c: str) -> bool:
 
 class VoxCPM2(ModelAdapter):
     name = "voxcpm2"
-    title = "VoxCPM2"
+    facts = seed_model("voxcpm2")
     # ASSUMED: openbmb/VoxCPM2's config.json may name another class; the talker class below is
     # what vLLM-Omni registers, and the directory name is the fallback (as vLLM-Omni does).
     architectures = frozenset({"VoxCPM2TalkerForConditionalGeneration", "VoxCPM2Model"})
     model_types = frozenset({"voxcpm2"})
     name_keys = ("voxcpm2",)
-    sample_rate = 48000
     sources = (
         "vllm_omni/model_executor/models/voxcpm2/voxcpm2_talker.py (build_voxcpm2_prompt)",
         "vllm_omni/entrypoints/openai/serving_speech.py (_build_voxcpm2_prompt)",
@@ -82,9 +81,6 @@ class VoxCPM2(ModelAdapter):
                 if all(i != tok.unk_token_id for i in ids):
                     split[int(tid)] = [int(i) for i in ids]
         self._tokenizer, self._split = tok, split
-
-    def capabilities(self) -> Capabilities:
-        return replace(super().capabilities(), cloning=True)
 
     def check(self, request: SpeechRequest) -> None:
         super().check(request)

@@ -1,0 +1,52 @@
+"""Reference clips sent to ``listenlab api``: inline ``ref_audio`` and voice uploads.
+
+Why one path: the HTTP body, the WebSocket's ``session.config`` and ``POST /v1/audio/voices``
+all take a clip from a client. Each is decoded by the one bounded decoder (off the event loop,
+limited in time and in decodes at once: :meth:`~app.api.state.ApiState.decode`), must be 1-30 s
+as on vLLM-Omni, and reaches the backend as mono 16-bit WAV (``SpeechRequest.ref_audio``).
+"""
+
+from __future__ import annotations
+
+import asyncio
+
+import numpy as np
+
+from app.api.limits import REF_MAX_S, REF_MIN_S
+from app.api.state import ApiState
+from backends.audio import encode_audio
+from backends.errors import InvalidRequest
+from backends.vllm_omni.wire import parse_ref_audio_url
+
+
+def check_ref_duration(x: np.ndarray, sr: int) -> None:
+    """vLLM-Omni's length rule, in its words."""
+    dur = len(x) / sr if sr else 0.0
+    if dur < REF_MIN_S:
+        raise InvalidRequest(
+            f"Reference audio too short ({dur:.2f}s). At least {REF_MIN_S:g}s is required."
+        )
+    if dur > REF_MAX_S:
+        raise InvalidRequest(
+            f"Reference audio too long ({dur:.2f}s). Maximum {REF_MAX_S:g}s is allowed."
+        )
+
+
+async def reference_wav(state: ApiState, data: bytes, what: str) -> bytes:
+    """An untrusted clip as mono 16-bit WAV, or a typed error saying why not."""
+    x, sr = await state.decode(data, what)
+    check_ref_duration(x, sr)
+    return await asyncio.to_thread(encode_audio, x, sr)
+
+
+async def ref_audio_wav(state: ApiState, ref: str | list[str] | None) -> bytes | None:
+    """``ref_audio`` (an inline data URL) as mono WAV; None when the request has none.
+
+    The URL can be megabytes of base64, so it is parsed off the loop, like the audio."""
+    if ref is None:
+        return None
+    raw = await asyncio.to_thread(parse_ref_audio_url, ref)
+    return await reference_wav(state, raw, "ref_audio")
+
+
+__all__ = ["check_ref_duration", "ref_audio_wav", "reference_wav"]

@@ -1,0 +1,71 @@
+"""The PCM one ``listenlab api`` answer sends: at the requested rate, in one format throughout.
+
+Why: a client asks for ``sample_rate`` and gets every chunk resampled with one streaming
+resampler (soxr keeps its state across chunks, so the seams are inaudible); a backend that
+changed rate or channels mid-stream would corrupt a raw stream silently, so it is an error.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from backends.base import AudioChunk
+from backends.errors import BackendError
+
+
+class Resampler:
+    """Streaming resampling to a requested ``sample_rate`` (soxr keeps state across chunks)."""
+
+    def __init__(self, in_rate: int, out_rate: int, channels: int):
+        import soxr
+
+        self.channels = channels
+        self.rs = soxr.ResampleStream(in_rate, out_rate, channels, dtype="int16")
+
+    def __call__(self, pcm: np.ndarray, last: bool = False) -> np.ndarray:
+        x = pcm.reshape(-1, self.channels) if self.channels > 1 else pcm
+        y = self.rs.resample_chunk(x, last=last)
+        return np.ascontiguousarray(y, dtype=np.int16).reshape(-1)
+
+
+class StreamOutput:
+    """Turns chunks into wire PCM at the output rate; a format change mid-stream raises."""
+
+    def __init__(self, want_rate: int | None):
+        self.want = want_rate
+        self.fmt: tuple[int, int] | None = None
+        self.rs: Resampler | None = None
+
+    @property
+    def rate(self) -> int:
+        assert self.fmt
+        return self.want or self.fmt[0]
+
+    @property
+    def channels(self) -> int:
+        assert self.fmt
+        return self.fmt[1]
+
+    def pcm(self, c: AudioChunk) -> bytes:
+        if self.fmt is None:
+            self.fmt = (c.sample_rate, c.channels)
+            if self.want and self.want != c.sample_rate:
+                self.rs = Resampler(c.sample_rate, self.want, c.channels)
+        elif self.fmt != (c.sample_rate, c.channels):
+            raise BackendError(
+                f"the backend changed format mid-stream: {self.fmt} then {(c.sample_rate, c.channels)}"
+            )
+        x = self.rs(c.pcm) if self.rs else c.pcm
+        return x.astype("<i2").tobytes()
+
+    def flush(self) -> bytes:
+        if self.rs is None:
+            return b""
+        return self.rs(np.zeros(0, np.int16), last=True).astype("<i2").tobytes()
+
+    def samples(self, parts: list[bytes]) -> np.ndarray:
+        """Pieces of :meth:`pcm` joined as ``(frames, channels)`` int16, for a whole file."""
+        return np.frombuffer(b"".join(parts), dtype="<i2").reshape(-1, self.channels)
+
+
+__all__ = ["Resampler", "StreamOutput"]

@@ -1,0 +1,90 @@
+"""The ``listenlab api`` app: its state, guard, error handlers and routers, and nothing else.
+
+Why it only wires: each area's routes are module-level routers (:mod:`app.api.speech`,
+:mod:`app.api.voices`, :mod:`app.api.info`, :mod:`app.api.ws`) that read the app's
+:class:`~app.api.state.ApiState` from ``request.app.state``, so an app is this function's few
+lines and the routes can be read (and tested) on their own.
+"""
+
+import asyncio
+import contextlib
+from collections.abc import Sequence
+
+from fastapi import FastAPI
+
+from app.api import info, speech, voices, ws
+from app.api.errors import install_error_handlers
+from app.api.limits import CONFIG_TIMEOUT, IDLE_TIMEOUT, ApiLimits
+from app.api.state import ApiState
+from app.web.guard import GuardConfig, GuardMiddleware, default_allowed_hosts
+from backends.base import Backend
+from backends.vllm_omni.wire import error_body
+
+
+@contextlib.asynccontextmanager
+async def lifespan(app: FastAPI):
+    """Learn the backend's capabilities at start; close the backend at the end if owned."""
+    state: ApiState = app.state.api
+    # A remote backend learns its capabilities (cloning, rate) from its server's model card.
+    with contextlib.suppress(Exception):
+        await asyncio.wait_for(state.backend.health(), 5)
+    try:
+        yield
+    finally:
+        if state.own_backend:
+            await state.backend.aclose()
+
+
+def guard_config(
+    limits: ApiLimits, allowed_hosts: Sequence[str] | None, allowed_origins: Sequence[str] | None
+) -> GuardConfig:
+    """Hosts, origins and body limits (:mod:`app.web.guard`); refusals in vLLM-Omni's shape."""
+    return GuardConfig(
+        allowed_hosts=list(allowed_hosts) if allowed_hosts else default_allowed_hosts(),
+        body_limits=[
+            ("POST", "/v1/audio/speech", limits.speech_body_bytes),
+            ("POST", "/v1/audio/voices", limits.upload_body_bytes),
+        ],
+        default_body_limit=limits.other_body_bytes,
+        error_body=lambda msg, status: error_body(msg, "BadRequestError", status),
+        **({"allowed_origins": list(allowed_origins)} if allowed_origins is not None else {}),
+    )
+
+
+def create_api_app(
+    backend: Backend,
+    *,
+    served_model: str | None = None,
+    own_backend: bool = False,
+    config_timeout: float = CONFIG_TIMEOUT,
+    idle_timeout: float = IDLE_TIMEOUT,
+    limits: ApiLimits | None = None,
+    allowed_hosts: Sequence[str] | None = None,
+    allowed_origins: Sequence[str] | None = None,
+) -> FastAPI:
+    """A FastAPI app speaking vLLM-Omni's speech API over ``backend``.
+
+    ``own_backend`` closes the backend when the app shuts down (the CLI owns its backend;
+    tests and other apps that mount this one usually do not). ``limits``: see
+    :class:`~app.api.limits.ApiLimits`; hosts and origins: see :mod:`app.web.guard`.
+    """
+    state = ApiState(
+        backend,
+        served_model or backend.name,
+        own_backend=own_backend,
+        config_timeout=config_timeout,
+        idle_timeout=idle_timeout,
+        limits=limits or ApiLimits(),
+    )
+    app = FastAPI(title="listenlab speech API (vLLM-Omni compatible)", lifespan=lifespan)
+    app.state.api = state
+    guard = guard_config(state.limits, allowed_hosts, allowed_origins)
+    app.state.guard = guard
+    app.add_middleware(GuardMiddleware, config=guard)
+    install_error_handlers(app)
+    for router in (speech.router, voices.router, info.router, ws.router):
+        app.include_router(router)
+    return app
+
+
+__all__ = ["create_api_app"]
