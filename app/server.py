@@ -113,7 +113,7 @@ def create_app(
     localhost, ``$SPACE_HOST``, ``$LISTENLAB_ALLOWED_HOSTS``); ``allowed_origins``: other page
     origins that may open ``/ll/ws`` (default ``$LISTENLAB_ALLOWED_ORIGINS``).
     """
-    from app.store.core import Store
+    from app.store import Store
     from backends.registry import load_backend
     from voices.clips import MAX_UPLOAD_BYTES
     from voices.library import VoiceLibrary
@@ -234,18 +234,13 @@ def create_app(
     @app.get("/ll/api/takes/{take_id}.wav")
     async def take_wav(take_id: str, request: Request):
         """A take's audio: for the session that made it, or the admin."""
-        import json
-
         if not take_id.isalnum():
             raise NotFound("no such take")
-        row = await asyncio.to_thread(
-            lambda: store.db.execute("SELECT meta FROM takes WHERE take_id=?", [take_id]).fetchone()
-        )
-        if row is None:
+        info = await asyncio.to_thread(store.take_info, take_id)
+        if info is None:
             raise NotFound("no such take")
         owner, admin = who(request)
-        meta = json.loads(row[0]) if row[0] else {}
-        if not admin and meta.get("owner") != owner:
+        if not admin and info.meta.get("owner") != owner:
             raise Forbidden("this take belongs to another session")
         path = store.audio_path(take_id)
         return FileResponse(path, media_type="audio/wav", filename=f"{take_id}.wav")

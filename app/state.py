@@ -93,7 +93,7 @@ class AppState:
 
     backends: dict[str, BackendEntry]
     default: str
-    store: Any  # app.store.core.Store
+    store: Any  # app.store.Store
     library: Any  # voices.library.VoiceLibrary
     detector: Detector = default_detector
     examples: list[dict[str, str]] = field(default_factory=list)
@@ -102,7 +102,7 @@ class AppState:
     by the parts of the app that need the player (listening tests, arena)."""
 
     def save_take(self, entry: BackendEntry, take: Take) -> None:
-        from app.store.core import System
+        from app.store import System
 
         self.store.add_system(System(entry.label, backend=entry.spec, label=entry.label))
         self.store.save_take(take, system_id=entry.label)

@@ -22,7 +22,7 @@ from evaluation.probe import ProbeResult, _fmt
 
 def save_to_store(result: ProbeResult, store: Any, system_id: str | None = None) -> int:
     """Store every take (with its probe findings, detector ``probe``); returns the take count."""
-    from app.store.core import Prompt, System
+    from app.store import Prompt, System
 
     sid = system_id or f"probe:{result.backend}"
     store.add_system(System(sid, backend=result.backend, label=sid))
@@ -238,7 +238,7 @@ def write_outputs(
     tmp.write_text(render_html(result), encoding="utf-8")
     tmp.replace(paths["html"])
     if store:
-        from app.store.core import Store
+        from app.store import Store
 
         paths["db"] = out / "probe.db"
         with Store.open(paths["db"]) as s:

@@ -25,7 +25,7 @@ import pytest
 from app.arena.battles import Arena, Limits, RateLimited
 from app.player.blind import LoudnessMatch, Reframer, equal_frames
 from app.server import create_app
-from app.store.core import Store
+from app.store import Store
 from app.web.admin import AdminPolicy
 from app.web.guard import KeyedRate, Proxies
 from app.web.outbox import Outbox

@@ -11,7 +11,7 @@ import pandas as pd
 import pytest
 
 from app.listening.stimuli import low_anchor, measure_lufs, normalise_loudness
-from app.store.core import SCHEMA_VERSION, AlreadyVoted, Store
+from app.store import SCHEMA_VERSION, AlreadyVoted, Store
 from app.store.listening import TestStore, token_hash
 from evaluation import stats
 from evaluation.listening.design import ANCHOR, ANCHOR_LOW, ANCHOR_MID, GOLD, Design, plan

@@ -564,7 +564,7 @@ def test_a_version_2_database_gains_the_screening_columns(tmp_path):
 
     import sqlite_utils
 
-    from app.store.core import MIGRATIONS, Store
+    from app.store import MIGRATIONS, Store
 
     path = tmp_path / "old.db"
     db = sqlite_utils.Database(sqlite3.connect(path))

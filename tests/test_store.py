@@ -9,7 +9,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from app.store.core import (
+from app.store import (
     SCHEMA_VERSION,
     AbVote,
     AlreadyVoted,
@@ -232,7 +232,7 @@ def test_twenty_threads_lose_nothing_duplicate_nothing(tmp_path, takes, journal_
 
 WRITER = """
 import sys
-from app.store.core import Store, MosRating
+from app.store import Store, MosRating
 s = Store.open(sys.argv[1])
 me, a, b = sys.argv[2:5]
 for i in range(60):
