@@ -361,8 +361,7 @@ def _arena_battles(url: str, db: Path, ips: list[str], vote_for: str) -> list[di
     from tests.support.hardening_util import ArenaPage, arena_cookie, arena_page
 
     def pick(bid: str) -> str:
-        a = _db_query(db, "SELECT system_a FROM arena_battles WHERE battle_id=?", [bid])
-        return "a" if a == vote_for else "b"
+        return "a" if _stored_battle(db, bid).system_a == vote_for else "b"
 
     async def one(ip: str) -> dict:
         async with arena_page(url, arena_cookie(url), {"X-Forwarded-For": ip}) as ws:
@@ -377,12 +376,21 @@ def _arena_battles(url: str, db: Path, ips: list[str], vote_for: str) -> list[di
     return asyncio.run(go())
 
 
-def _db_query(db: Path, sql: str, args: list):
-    import sqlite3
+def _stored_battle(db: Path, battle_id: str):
+    """The battle as the server stored it (the attacker's worst case: it knows the names)."""
+    from app.store import Store
 
-    with sqlite3.connect(f"file:{db}?mode=ro", uri=True) as c:
-        r = c.execute(sql, args).fetchone()
-    return r[0] if r else None
+    with Store.open(db, read_only=True) as store:
+        return store.arena.battle(battle_id)
+
+
+def _last_voter(db: Path) -> str | None:
+    """The voter hash of the last vote stored."""
+    from app.store import Store
+
+    with Store.open(db, read_only=True) as store:
+        votes = store.arena.votes_frame()
+    return None if votes.empty else str(votes["voter"].iloc[-1])
 
 
 def _arena_stuffing(url: str, db: Path) -> dict:
@@ -392,7 +400,7 @@ def _arena_stuffing(url: str, db: Path) -> dict:
     stuff = _arena_battles(url, db, ["203.0.113.66"] * 6, "beta")
     r1 = _board(url, "beta")
     counted = sum(v.get("counted") is True for v in stuff)
-    voter = _db_query(db, "SELECT voter FROM arena_votes ORDER BY voted_ts DESC LIMIT 1", [])
+    voter = _last_voter(db)
     drop = httpx.post(f"{url}/ll/arena/api/voters/{voter}/drop", headers=ADMIN, trust_env=False)
     r2 = _board(url, "beta")
     return {

@@ -149,7 +149,8 @@ def build_arena_ui(svc: ArenaService) -> gr.Blocks:
     )
     html = ARENA_HTML.replace("__MAX__", str(svc.config.limits.max_chars))
 
-    refresh = functools.update_wrapper(functools.partial(refresh_board, svc), refresh_board)
+    refresh = functools.partial(refresh_board, svc)
+    refresh.__name__ = "refresh"  # type: ignore[attr-defined]  # Gradio names the event by it
     with gr.Blocks(title="listenlab arena", analytics_enabled=False) as demo:
         gr.Markdown(
             "## listenlab arena\n"

@@ -257,8 +257,6 @@ def _schema_v3(db: sqlite_utils.Database) -> None:
         db.execute(sql)
 
 
-
-
 def _schema_v4(db: sqlite_utils.Database) -> None:
     """The open arena: battles, their streams and plays, one vote per battle, the voter salt
     and admin settings, dropped voters. Before this version the arena created these tables

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
+from fastapi import routing as fastapi_routing
 from starlette.requests import Request
 from starlette.responses import RedirectResponse
 from starlette.routing import BaseRoute, Mount, Route
@@ -33,20 +34,30 @@ async def _strip_slash(request: Request) -> RedirectResponse:
     return _to(request, request.url.path.rstrip("/"))
 
 
+def flat_routes(routes: Iterable[BaseRoute]) -> list[tuple[BaseRoute, str, set[str] | None]]:
+    """``(route, full path, methods)`` of every route, the routes of included routers too:
+    FastAPI 0.16x keeps an ``include_router`` as one entry whose routes it resolves lazily
+    (``fastapi.routing.iter_route_contexts`` lists them); older FastAPI copied them in."""
+    expand = getattr(fastapi_routing, "iter_route_contexts", None)
+    if expand is None:
+        return [(r, getattr(r, "path", ""), getattr(r, "methods", None)) for r in routes]
+    return [(c.original_route, c.path or "", c.methods) for c in expand(list(routes))]
+
+
 def slash_twins(routes: Iterable[BaseRoute]) -> list[Route]:
     """The redirect routes for ``routes``: ``/mount`` -> ``/mount/`` for each mounted app, and
     ``/route/`` <-> ``/route`` for each HTTP route (with its methods), skipping any path that
     a route already has."""
-    routes = list(routes)
-    taken = {r.path for r in routes if isinstance(r, Route)}
+    routes = flat_routes(routes)
+    taken = {path for r, path, _ in routes if isinstance(r, Route)}
     methods: dict[tuple[str, bool], set[str]] = {}  # (twin path, adds the slash) -> methods
-    for r in routes:
+    for r, path, route_methods in routes:
         if isinstance(r, Mount):
-            twin, add, allowed = r.path, True, ALL_METHODS
-        elif isinstance(r, Route) and r.path != "/":
-            slash = r.path.endswith("/")
-            twin = r.path.rstrip("/") if slash else r.path + "/"
-            add, allowed = slash, r.methods or ALL_METHODS
+            twin, add, allowed = path, True, ALL_METHODS
+        elif isinstance(r, Route) and path != "/":
+            slash = path.endswith("/")
+            twin = path.rstrip("/") if slash else path + "/"
+            add, allowed = slash, route_methods or ALL_METHODS
         else:
             continue
         if twin and twin not in taken:
@@ -68,4 +79,4 @@ def add_slash_redirects(app) -> None:
     routes[root:root] = slash_twins(routes)
 
 
-__all__ = ["add_slash_redirects", "slash_twins"]
+__all__ = ["add_slash_redirects", "flat_routes", "slash_twins"]
