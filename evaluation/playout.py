@@ -361,25 +361,12 @@ def learn(store: Any, system_id: str, *, limit: int = 30) -> Learnt:
     Why medians: one take with a long pause or a loaded server should not move the estimate.
     Takes at another speed than 1 are skipped (their seconds per character differ).
     """
-    db = store.db
-    rows = db.execute(
-        "SELECT take_id, text, duration_s, request, sample_rate FROM takes WHERE system_id = ? "
-        "AND status = 'ok' AND duration_s > 0 ORDER BY created_at DESC LIMIT ?",
-        [system_id, int(limit)],
-    ).fetchall()
-    rows = [r for r in rows if '"speed": 1.0' in (r[3] or '"speed": 1.0')]
-    timelines: dict[str, list[tuple[float, int]]] = {r[0]: [] for r in rows}
-    if rows:
-        marks = ",".join("?" for _ in rows)
-        for take_id, arrival_ms, frames in db.execute(
-            f"SELECT take_id, arrival_ms, frames FROM chunks WHERE take_id IN ({marks}) "
-            "ORDER BY take_id, idx",
-            list(timelines),
-        ):
-            timelines[take_id].append((float(arrival_ms), int(frames)))
-    return _summarise(
-        [(text or "", float(dur), timelines[tid], int(sr or 0)) for tid, text, dur, _, sr in rows]
-    )
+    rows = [
+        t
+        for t in store.recent_timelines(system_id, limit=int(limit))
+        if t.request.get("speed", 1.0) == 1.0
+    ]
+    return _summarise([(t.text or "", t.duration_s, list(t.arrivals), t.sample_rate) for t in rows])
 
 
 def learn_from_takes(takes: Sequence[Any]) -> Learnt:

@@ -29,6 +29,7 @@ from app.store.records import (
     Rater,
     System,
     TakeInfo,
+    TakeTimeline,
     Written,
 )
 
@@ -60,6 +61,8 @@ class TakeStore(Protocol):
     def take_info(self, take_id: str) -> TakeInfo | None: ...
 
     def take_ids(self, system_id: str | None = None) -> list[str]: ...
+
+    def recent_timelines(self, system_id: str, limit: int = 30) -> list[TakeTimeline]: ...
 
     def audio_path(self, take_id: str) -> Path: ...
 

@@ -137,6 +137,21 @@ class TakeInfo:
 
 
 @dataclass(frozen=True)
+class TakeTimeline:
+    """A complete take's arrival timeline: what the start rule learns a backend's pace from
+    (:func:`evaluation.playout.learn`)."""
+
+    take_id: str
+    text: str | None
+    duration_s: float
+    sample_rate: int
+    request: dict[str, Any]
+    """The take's request (``SpeechRequest.to_dict()``): its speed, voice, format."""
+    arrivals: tuple[tuple[float, int], ...]
+    """Per chunk, in order: ``(arrival_ms, frames)``."""
+
+
+@dataclass(frozen=True)
 class MosRating:
     rating_id: str
     test_id: str
@@ -292,6 +307,7 @@ __all__ = [
     "StoreError",
     "System",
     "TakeInfo",
+    "TakeTimeline",
     "UnknownItem",
     "Written",
     "new_id",

@@ -20,6 +20,7 @@ from app.store.records import (
     StoreError,
     System,
     TakeInfo,
+    TakeTimeline,
     UnknownItem,
     Written,
     new_id,
@@ -172,6 +173,36 @@ class TakeTables(SQLiteTables):
         row = dict(zip([d[0] for d in cur.description], r, strict=True))
         row["meta"] = from_json(row["meta"], {})
         return TakeInfo(**row)
+
+    def recent_timelines(self, system_id: str, limit: int = 30) -> list[TakeTimeline]:
+        """The last ``limit`` complete takes of ``system_id`` (newest first), with their chunk
+        arrivals: one query for the takes, one for all their chunks."""
+        rows = self.db.execute(
+            "SELECT take_id, text, duration_s, sample_rate, request FROM takes "
+            "WHERE system_id = ? AND status = 'ok' AND duration_s > 0 "
+            "ORDER BY created_at DESC LIMIT ?",
+            [system_id, int(limit)],
+        ).fetchall()
+        arrivals: dict[str, list[tuple[float, int]]] = {r[0]: [] for r in rows}
+        if rows:
+            marks = ",".join("?" for _ in rows)
+            for take_id, arrival_ms, frames in self.db.execute(
+                f"SELECT take_id, arrival_ms, frames FROM chunks WHERE take_id IN ({marks}) "
+                "ORDER BY take_id, idx",
+                list(arrivals),
+            ):
+                arrivals[take_id].append((float(arrival_ms), int(frames)))
+        return [
+            TakeTimeline(
+                take_id=tid,
+                text=text,
+                duration_s=float(dur),
+                sample_rate=int(sr or 0),
+                request=from_json(req, {}),
+                arrivals=tuple(arrivals[tid]),
+            )
+            for tid, text, dur, sr, req in rows
+        ]
 
     def take_ids(self, system_id: str | None = None) -> list[str]:
         if system_id is None:
