@@ -320,3 +320,39 @@ def test_leaderboard_bt_with_intervals_threshold_and_draws():
 def test_leaderboard_empty():
     board = leaderboard(_votes([]), min_votes=5, n_boot=10)
     assert board["listed"] == [] and board["preliminary"] == [] and board["total_votes"] == 0
+
+
+def test_refusals_are_kinds_of_the_one_error_tree_answered_by_the_one_handler():
+    """Each refusal keeps its ``reason`` and gets its status from the error tree; the app's
+    handler writes the body (``error``, ``reason``, the extras) and ``Retry-After``."""
+    import json
+
+    from app.arena.battles import LoginRequired, StillStreaming, VoterDropped
+    from app.web.errors import error_response
+    from backends import errors
+
+    for cls, kind, status, reason in [
+        (ArenaError, errors.InvalidRequest, 400, "invalid"),
+        (UnknownBattle, errors.NotFound, 404, "unknown_battle"),
+        (NotYours, errors.Forbidden, 403, "not_yours"),
+        (VoterDropped, errors.Forbidden, 403, "voter_dropped"),
+        (NotPlayed, errors.Conflict, 409, "not_played"),
+        (StillStreaming, errors.Conflict, 409, "not_played"),
+        (AlreadyVoted, errors.Conflict, 409, "already_voted"),
+        (RateLimited, errors.TooMany, 429, "rate_limited"),
+        (LoginRequired, errors.LoginRequired, 401, "login_required"),
+    ]:
+        e = cls("no.")
+        assert isinstance(e, ArenaError) and isinstance(e, kind), cls
+        r = error_response(e)
+        assert r.status_code == status and json.loads(r.body)["reason"] == reason, cls
+    r = error_response(RateLimited("Slow down.", retry_after_s=58))
+    assert r.headers["Retry-After"] == "58"
+    assert json.loads(r.body) == {
+        "error": "Slow down.",
+        "detail": "Slow down.",
+        "reason": "rate_limited",
+        "retry_after_s": 58,
+    }
+    body = json.loads(error_response(AlreadyVoted("once.", battle={"voted": "a"})).body)
+    assert body["battle"] == {"voted": "a"} and body["error"] == "once."
