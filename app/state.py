@@ -98,7 +98,7 @@ class AppState:
 
     backends: dict[str, BackendEntry]
     default: str
-    store: Any  # app.store.core.Store
+    store: Any  # app.store.Store
     library: Any  # voices.library.VoiceLibrary
     detector: Detector = default_detector
     examples: list[dict[str, str]] = field(default_factory=list)
@@ -109,7 +109,7 @@ class AppState:
     """Uploads are decoded off the event loop, a few at a time, each with a time limit."""
 
     def save_take(self, entry: BackendEntry, take: Take) -> None:
-        from app.store.core import System
+        from app.store import System
 
         self.store.add_system(System(entry.label, backend=entry.spec, label=entry.label))
         self.store.save_take(take, system_id=entry.label)
@@ -162,7 +162,7 @@ def build_state(
     ``backends`` maps a UI label to a Backend (or spec), or lists ``SPEC``/``LABEL=SPEC``.
     ``warm`` loads each voice now, so the first click does not pay for it.
     """
-    from app.store.core import Store
+    from app.store import Store
     from backends.registry import load_backend
     from voices.library import VoiceLibrary
 

@@ -52,6 +52,7 @@ sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "tests"))
 
 import httpx  # noqa: E402
+import pandas as pd  # noqa: E402
 
 from tests.support.hardening_util import (  # noqa: E402
     HealthProbe,
@@ -262,11 +263,16 @@ STIM_TEXT = (
 )
 
 
-def _db_count(db: Path, sql: str, args: list) -> int:
-    import sqlite3
+def _stored_rows(db: Path, table: str, **where: str) -> list[dict]:
+    """The rows of ``table`` whose columns equal ``where``, read the way ``listenlab report``
+    reads a live DB: a read-only store (no SQL outside the store, and nothing written)."""
+    from app.store import Store
 
-    with sqlite3.connect(f"file:{db}?mode=ro", uri=True) as c:
-        return int(c.execute(sql, args).fetchone()[0])
+    with Store.open(db, read_only=True) as store:
+        df = store.frame(table)
+    for col, value in where.items():
+        df = df[df[col] == value]
+    return df.to_dict("records")
 
 
 def _rater(url: str, test_id: str):
@@ -319,8 +325,8 @@ def _event_flood(url: str, test_id: str, db: Path) -> dict:
         return rid, refused, secs
 
     rid, refused, secs = asyncio.run(go())
-    plays = _db_count(db, "SELECT count(*) FROM play_events WHERE rater_id=?", [rid])
-    marks = _db_count(db, "SELECT count(*) FROM glitch_reports WHERE rater_id=?", [rid])
+    plays = len(_stored_rows(db, "play_events", rater_id=rid))
+    marks = len(_stored_rows(db, "glitch_reports", rater_id=rid))
     return {"messages": 3000, "refused": refused, "rows_written": plays + marks,
             "play_events": plays, "glitch_reports": marks, "flood_s": round(secs, 2)}  # fmt: skip
 
@@ -332,12 +338,8 @@ def _shared_take(url: str, test_id: str, db: Path) -> dict:
         c, aid = await _rater(url, test_id)
         await c.listen(aid, 0, realtime=False, report=False)
         # the page is sent only an opaque stream id; the worst case knows the take id anyway
-        import sqlite3
-
-        with sqlite3.connect(f"file:{db}?mode=ro", uri=True) as q:
-            (take,) = q.execute(
-                "SELECT take_id FROM assignments WHERE assignment_id=?", [aid]
-            ).fetchone()
+        (row,) = _stored_rows(db, "assignments", assignment_id=aid)
+        take = row["take_id"]
         await c.ws.send(json.dumps({"type": "underruns", "take_id": take, "count": 999999,
                                     "stall_ms": 1e6, "positions_ms": [1.0]}))  # fmt: skip
         r = await recv_json(c.ws, lambda d: d["type"] in {"report_error", "underruns_saved"})
@@ -345,7 +347,8 @@ def _shared_take(url: str, test_id: str, db: Path) -> dict:
         return take, r
 
     tid, r = asyncio.run(go())
-    count = _db_count(db, "SELECT coalesce(underrun_count, 0) FROM takes WHERE take_id=?", [tid])
+    (row,) = _stored_rows(db, "takes", take_id=tid)
+    count = 0 if pd.isna(row["underrun_count"]) else int(row["underrun_count"])
     return {"answer": r["type"], "message": r.get("message"), "take_underrun_count": count}
 
 
@@ -361,8 +364,7 @@ def _arena_battles(url: str, db: Path, ips: list[str], vote_for: str) -> list[di
     from tests.support.hardening_util import ArenaPage, arena_cookie, arena_page
 
     def pick(bid: str) -> str:
-        a = _db_query(db, "SELECT system_a FROM arena_battles WHERE battle_id=?", [bid])
-        return "a" if a == vote_for else "b"
+        return "a" if _stored_battle(db, bid).system_a == vote_for else "b"
 
     async def one(ip: str) -> dict:
         async with arena_page(url, arena_cookie(url), {"X-Forwarded-For": ip}) as ws:
@@ -377,12 +379,21 @@ def _arena_battles(url: str, db: Path, ips: list[str], vote_for: str) -> list[di
     return asyncio.run(go())
 
 
-def _db_query(db: Path, sql: str, args: list):
-    import sqlite3
+def _stored_battle(db: Path, battle_id: str):
+    """The battle as the server stored it (the attacker's worst case: it knows the names)."""
+    from app.store import Store
 
-    with sqlite3.connect(f"file:{db}?mode=ro", uri=True) as c:
-        r = c.execute(sql, args).fetchone()
-    return r[0] if r else None
+    with Store.open(db, read_only=True) as store:
+        return store.arena.battle(battle_id)
+
+
+def _last_voter(db: Path) -> str | None:
+    """The voter hash of the last vote stored."""
+    from app.store import Store
+
+    with Store.open(db, read_only=True) as store:
+        votes = store.arena.votes_frame()
+    return None if votes.empty else str(votes["voter"].iloc[-1])
 
 
 def _arena_stuffing(url: str, db: Path) -> dict:
@@ -392,7 +403,7 @@ def _arena_stuffing(url: str, db: Path) -> dict:
     stuff = _arena_battles(url, db, ["203.0.113.66"] * 6, "beta")
     r1 = _board(url, "beta")
     counted = sum(v.get("counted") is True for v in stuff)
-    voter = _db_query(db, "SELECT voter FROM arena_votes ORDER BY voted_ts DESC LIMIT 1", [])
+    voter = _last_voter(db)
     drop = httpx.post(f"{url}/ll/arena/api/voters/{voter}/drop", headers=ADMIN, trust_env=False)
     r2 = _board(url, "beta")
     return {

@@ -362,7 +362,12 @@ def learn(store: Any, system_id: str, *, limit: int = 30) -> Learnt:
     Why medians: one take with a long pause or a loaded server should not move the estimate.
     Takes at another speed than 1 are skipped (their seconds per character differ).
     """
-    return _summarise(store.recent_timelines(system_id, limit=limit))
+    rows = [
+        t
+        for t in store.recent_timelines(system_id, limit=int(limit))
+        if t.request.get("speed", 1.0) == 1.0
+    ]
+    return _summarise([(t.text or "", t.duration_s, list(t.arrivals), t.sample_rate) for t in rows])
 
 
 def learn_from_takes(takes: Sequence[Any]) -> Learnt:

@@ -1,6 +1,6 @@
 """The HTML report and CSV export of a listenlab store.
 
-:func:`compute_tables` turns a :class:`~app.store.core.Store` into named DataFrames (the
+:func:`compute_tables` turns a :class:`~app.store.Store` into named DataFrames (the
 statistics of :mod:`evaluation.stats`); :func:`write_report` renders them with matplotlib plots
 embedded as PNG into one self-contained HTML file, and :func:`export_csv` writes the raw tables
 and the computed ones as CSV files.
@@ -17,7 +17,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from app.store.core import Store
+from app.store import Store
 from evaluation import stats
 
 RAW_TABLES = (

@@ -1,6 +1,6 @@
 """Statistics for listening tests and glitch reports (pandas + scipy; Bradley–Terry via evalica).
 
-Every function takes the DataFrames that :class:`app.store.core.Store` returns (``mos_frame``,
+Every function takes the DataFrames that :class:`app.store.Store` returns (``mos_frame``,
 ``ab_frame``, ``glitch_frame``, ``findings_frame``, ``takes_frame``, ``frame("assignments")``)
 and returns a DataFrame, so a notebook, the report and the tests all use the same numbers.
 

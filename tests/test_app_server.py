@@ -424,7 +424,7 @@ def test_serve_works_offline(tmp_path):
 
 def test_db_defaults_and_journal_mode(monkeypatch, tmp_path):
     from app.config import resolve_db
-    from app.store.core import journal_mode_for
+    from app.store import journal_mode_for
 
     monkeypatch.delenv("LISTENLAB_DB", raising=False)
     monkeypatch.delenv("LISTENLAB_DATA", raising=False)

@@ -1,11 +1,16 @@
-"""The arena's data layer (app/arena/battles.py) on a real SQLite store: pair weighting, the play
-checks, one vote per battle, ownership, rate limits and the Bradley–Terry board."""
+"""The arena's rules (app/arena/battles.py) on a real SQLite store (its tables: app/store/arena.py):
+pair weighting, the play checks, one vote per battle, ownership, rate limits, the schema that
+holds the arena's tables, and the Bradley–Terry board (evaluation/arena.py)."""
 
 from __future__ import annotations
+
+import sqlite3
 
 import numpy as np
 import pandas as pd
 import pytest
+import sqlite_utils
+from starlette.requests import Request
 
 from app.arena.battles import (
     AlreadyVoted,
@@ -17,15 +22,15 @@ from app.arena.battles import (
     RateLimited,
     UnknownBattle,
     clean_battle_text,
-    ensure_tables,
-    leaderboard,
-    owner_key,
     pick_pair,
 )
-from app.store.core import SCHEMA_VERSION, Store
+from app.arena.service import owner_of
+from app.store import MIGRATIONS, SCHEMA_VERSION, Store
+from app.web.identity import COOKIE, owner_for_token
+from evaluation.arena import leaderboard
 
-ME = owner_key("a" * 32)
-OTHER = owner_key("b" * 32)
+ME = owner_for_token("a" * 43)
+OTHER = owner_for_token("b" * 43)
 T0 = 1_000_000.0
 
 
@@ -45,25 +50,103 @@ def stream(arena, bt, side, take_id, *, duration=2.0, first=T0 + 0.1, session="s
     arena.finish_stream(take_id, "ok", duration, first)
 
 
-def test_tables_are_idempotent_and_leave_the_schema_version_alone(tmp_path):
+ARENA_V3 = [
+    # the arena's tables as app/arena/battles.py:ensure_tables made them beside a schema-3
+    # store, before the arena joined the migrations; its first release had no voter column
+    """CREATE TABLE arena_battles (battle_id TEXT PRIMARY KEY, owner TEXT NOT NULL,
+    text TEXT NOT NULL, text_source TEXT NOT NULL, system_a TEXT NOT NULL,
+    system_b TEXT NOT NULL, created_ts REAL NOT NULL, created_at TEXT NOT NULL,
+    played_a_ts REAL, played_b_ts REAL)""",
+    "CREATE INDEX arena_battles_owner ON arena_battles (owner, created_ts)",
+    """CREATE TABLE arena_streams (take_id TEXT PRIMARY KEY,
+    battle_id TEXT NOT NULL REFERENCES arena_battles(battle_id),
+    side TEXT NOT NULL CHECK (side IN ('a', 'b')), ws_session TEXT NOT NULL,
+    requested_ts REAL NOT NULL, status TEXT NOT NULL DEFAULT 'streaming', duration_s REAL,
+    earliest_end_ts REAL, superseded_ts REAL, played_ts REAL, played_ms REAL)""",
+    "CREATE TABLE arena_meta (key TEXT PRIMARY KEY, value TEXT NOT NULL)",
+    """CREATE TABLE arena_votes (battle_id TEXT PRIMARY KEY REFERENCES arena_battles(battle_id),
+    choice TEXT NOT NULL CHECK (choice IN ('a', 'b', 'tie', 'both_bad')),
+    system_a TEXT NOT NULL, system_b TEXT NOT NULL, text_source TEXT NOT NULL,
+    decision_ms REAL, voted_ts REAL NOT NULL, created_at TEXT NOT NULL)""",
+]
+VOTER_COLUMNS = [
+    "ALTER TABLE arena_battles ADD COLUMN voter TEXT",
+    "ALTER TABLE arena_votes ADD COLUMN voter TEXT",
+    """CREATE TABLE arena_dropped_voters (voter TEXT PRIMARY KEY,
+    votes_dropped INTEGER NOT NULL, dropped_at TEXT NOT NULL)""",
+]
+
+
+def schema_3_db(path, arena: list[str]) -> None:
+    """A DB as listenlab left it at schema version 3: a take's system and a test, plus the
+    arena's tables (``arena``: the statements the old code ran) with one voted battle."""
+    db = sqlite_utils.Database(sqlite3.connect(path))
+    for v in (1, 2, 3):
+        MIGRATIONS[v](db)
+    db.execute("PRAGMA user_version = 3")
+    db.execute("INSERT INTO systems (system_id, backend) VALUES ('x', 'piper')")
+    db.execute("INSERT INTO tests (test_id, kind, name, status) VALUES ('t', 'mos', 'old', 'open')")
+    for sql in arena:
+        db.execute(sql)
+    if arena:
+        db.execute(
+            "INSERT INTO arena_battles (battle_id, owner, text, text_source, system_a, system_b,"
+            " created_ts, created_at, played_a_ts, played_b_ts) VALUES"
+            f" ('{'e' * 32}', 'o', 'Old.', 'typed', 'x', 'y', {T0}, 'then', {T0 + 1}, {T0 + 2})"
+        )
+        db.execute(
+            "INSERT INTO arena_votes (battle_id, choice, system_a, system_b, text_source,"
+            f" decision_ms, voted_ts, created_at) VALUES ('{'e' * 32}', 'b', 'x', 'y', 'typed',"
+            f" 3000, {T0 + 3}, 'then')"
+        )
+        db.execute("INSERT INTO arena_meta (key, value) VALUES ('setting:min_votes', '7')")
+    db.conn.commit()
+    db.conn.close()
+
+
+@pytest.mark.parametrize(
+    "arena",
+    [[], ARENA_V3, ARENA_V3 + VOTER_COLUMNS],
+    ids=["without-arena-tables", "arena-first-release", "arena-with-voters"],
+)
+def test_a_schema_3_store_migrates_and_keeps_its_rows(tmp_path, arena):
+    schema_3_db(tmp_path / "ll.db", arena)
     store = Store.open(tmp_path / "ll.db")
-    ensure_tables(store.db)
-    ensure_tables(store.db)
-    Arena(store)
+    assert store.schema_version == SCHEMA_VERSION == 4
     names = set(store.db.table_names())
-    assert {"arena_battles", "arena_streams", "arena_votes"} <= names
-    assert store.schema_version == SCHEMA_VERSION
+    assert {"arena_battles", "arena_streams", "arena_votes", "arena_meta"} <= names
+    assert "arena_dropped_voters" in names
+    for table in ("arena_battles", "arena_votes"):
+        assert "voter" in {c.name for c in store.db[table].columns}
+    assert store.frame("systems")["system_id"].tolist() == ["x"]
+    assert store.frame("tests")["name"].tolist() == ["old"]
+    arena_ = Arena(store, Limits(battles_per_minute=3, global_battles_per_minute=5))
+    if arena:  # the old battle, vote and setting are still there, and count
+        old = arena_.get("e" * 32, "o")
+        assert (old.voted, old.both_played, old.text) == ("b", True, "Old.")
+        assert arena_.vote_count() == 1 and arena_.setting("min_votes") == "7"
+        assert arena_.votes_frame()["voter"].isna().tolist() == [True]
+    else:
+        assert arena_.vote_count() == 0 and arena_.setting("min_votes") is None
+    bt = new(arena_)  # and the arena works on it
+    assert arena_.get(bt.battle_id, ME).voted is None
     store.close()
-    again = Store.open(tmp_path / "ll.db")  # the store still opens it (no version bump)
+    again = Store.open(tmp_path / "ll.db")  # opening again migrates nothing more
     assert again.schema_version == SCHEMA_VERSION
+    assert again.arena.vote_count() == (1 if arena else 0)
     again.close()
 
 
-def test_owner_key_rejects_malformed_cookies():
-    assert owner_key(None) is None and owner_key("") is None
-    assert owner_key("z" * 32) is None and owner_key("a" * 31) is None
-    assert owner_key("a" * 32) != owner_key("b" * 32)
-    assert "a" * 32 not in owner_key("a" * 32)  # the cookie itself is never stored
+def _conn(cookie: str | None) -> Request:
+    headers = [(b"cookie", f"{COOKIE}={cookie}".encode())] if cookie is not None else []
+    return Request({"type": "http", "headers": headers})
+
+
+def test_the_owner_is_the_visitors_identity_never_a_malformed_or_missing_cookie():
+    assert owner_of(_conn(None)) is None and owner_of(_conn("")) is None
+    assert owner_of(_conn("z" * 10)) is None and owner_of(_conn("a" * 43 + "!")) is None
+    assert owner_of(_conn("a" * 43)) == ME and owner_of(_conn("b" * 43)) == OTHER != ME
+    assert "a" * 43 not in ME  # the cookie itself is never stored
 
 
 def test_pick_pair_prefers_pairs_with_few_votes_and_randomises_sides():
@@ -192,9 +275,9 @@ def test_rate_limit_per_session_and_overall(arena):
         new(arena, now=T0 + 2.5)
     assert e.value.extra["retry_after_s"] == 58
     new(arena, owner=OTHER, now=T0 + 3)  # other visitors are not blocked by me
-    new(arena, owner=owner_key("c" * 32), now=T0 + 3)
+    new(arena, owner=owner_for_token("c" * 43), now=T0 + 3)
     with pytest.raises(RateLimited, match="The arena is busy"):
-        new(arena, owner=owner_key("d" * 32), now=T0 + 4)
+        new(arena, owner=owner_for_token("d" * 43), now=T0 + 4)
     new(arena, now=T0 + 61)  # a minute later
 
 
@@ -237,3 +320,39 @@ def test_leaderboard_bt_with_intervals_threshold_and_draws():
 def test_leaderboard_empty():
     board = leaderboard(_votes([]), min_votes=5, n_boot=10)
     assert board["listed"] == [] and board["preliminary"] == [] and board["total_votes"] == 0
+
+
+def test_refusals_are_kinds_of_the_one_error_tree_answered_by_the_one_handler():
+    """Each refusal keeps its ``reason`` and gets its status from the error tree; the app's
+    handler writes the body (``error``, ``reason``, the extras) and ``Retry-After``."""
+    import json
+
+    from app.arena.battles import LoginRequired, StillStreaming, VoterDropped
+    from app.web.errors import error_response
+    from backends import errors
+
+    for cls, kind, status, reason in [
+        (ArenaError, errors.InvalidRequest, 400, "invalid"),
+        (UnknownBattle, errors.NotFound, 404, "unknown_battle"),
+        (NotYours, errors.Forbidden, 403, "not_yours"),
+        (VoterDropped, errors.Forbidden, 403, "voter_dropped"),
+        (NotPlayed, errors.Conflict, 409, "not_played"),
+        (StillStreaming, errors.Conflict, 409, "not_played"),
+        (AlreadyVoted, errors.Conflict, 409, "already_voted"),
+        (RateLimited, errors.TooMany, 429, "rate_limited"),
+        (LoginRequired, errors.LoginRequired, 401, "login_required"),
+    ]:
+        e = cls("no.")
+        assert isinstance(e, ArenaError) and isinstance(e, kind), cls
+        r = error_response(e)
+        assert r.status_code == status and json.loads(r.body)["reason"] == reason, cls
+    r = error_response(RateLimited("Slow down.", retry_after_s=58))
+    assert r.headers["Retry-After"] == "58"
+    assert json.loads(r.body) == {
+        "error": "Slow down.",
+        "detail": "Slow down.",
+        "reason": "rate_limited",
+        "retry_after_s": 58,
+    }
+    body = json.loads(error_response(AlreadyVoted("once.", battle={"voted": "a"})).body)
+    assert body["battle"] == {"voted": "a"} and body["error"] == "once."

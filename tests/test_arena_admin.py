@@ -9,8 +9,8 @@ import httpx
 import numpy as np
 import pytest
 
-from app.arena.battles import owner_key
 from app.server import create_app
+from app.web.identity import owner_for_token
 from tests.support.app_util import chromium, live_server, tmp_db
 
 SYSTEMS = {"piper": "piper?deterministic=1", "qwen": "piper?deterministic=1&profile=qwen3-tts"}
@@ -21,7 +21,7 @@ T0 = 1_000_000.0
 def cast_votes(app, n: int, voter: str = "ip:" + "ab" * 12) -> None:
     """``n`` finished battles between the two systems, each voted 'a', by ``voter``."""
     arena = app.state.arena.arena
-    owner = owner_key("c" * 32)
+    owner = owner_for_token("c" * 43)
     for i in range(n):
         now = T0 + 10 * i
         bt = arena.new_battle(

@@ -11,9 +11,9 @@ import httpx
 import pytest
 from websockets.sync.client import connect
 
-from app.arena.service import COOKIE
 from app.player.session import HEADER
 from app.server import create_app
+from app.web.identity import COOKIE
 from app.web.proxies import Proxies
 from tests.support.app_util import live_server, tmp_db
 
@@ -60,12 +60,15 @@ def server():
 
 
 def new_cookie(live) -> str:
+    """A new visitor: the arena's first call gives it the one identity cookie (``ll_owner``,
+    the Playground's; the arena has no cookie of its own any more)."""
     r = post(live.url + "ll/arena/session")
     assert r.status_code == 200 and r.json()["ready"] is True
+    assert r.json()["new_session"] is True
     cookie = r.cookies[COOKIE]
-    assert len(cookie) == 32
+    assert len(cookie) == 43  # secrets.token_urlsafe(32)
     assert "httponly" in r.headers["set-cookie"].lower()
-    assert "samesite=strict" in r.headers["set-cookie"].lower()
+    assert "samesite=lax" in r.headers["set-cookie"].lower()  # over http; see app.web.identity
     # a valid cookie is kept, not replaced
     again = post(live.url + "ll/arena/session", cookies={COOKIE: cookie})
     assert again.json()["new_session"] is False and COOKIE not in again.cookies

@@ -210,7 +210,7 @@ def _free_port() -> int:
 
 def test_data_dir_prefers_an_existing_volume(tmp_path):
     from app.config import resolve_db
-    from app.store.core import journal_mode_for
+    from app.store import journal_mode_for
 
     vol, home = tmp_path / "vol", tmp_path / "home"
     env = {"LISTENLAB_DATA": f"{vol}:{home}"}

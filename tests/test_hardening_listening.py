@@ -25,7 +25,7 @@ import pytest
 from app.arena.battles import Arena, Limits, RateLimited
 from app.player.blind import LoudnessMatch, Reframer, equal_frames
 from app.server import create_app
-from app.store.core import Store
+from app.store import Store
 from app.web.admin import AdminPolicy
 from app.web.outbox import Outbox
 from app.web.proxies import Proxies

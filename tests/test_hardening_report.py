@@ -15,7 +15,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from app.store.core import (
+from app.store import (
     AbVote,
     GlitchReport,
     ListeningTest,

@@ -11,7 +11,7 @@ import pandas as pd
 import pytest
 
 from app.listening.stimuli import low_anchor, measure_lufs, normalise_loudness
-from app.store.core import SCHEMA_VERSION, AlreadyVoted, Store
+from app.store import SCHEMA_VERSION, AlreadyVoted, Store
 from app.store.listening import TestStore, token_hash
 from evaluation import stats
 from evaluation.listening.design import ANCHOR, ANCHOR_LOW, ANCHOR_MID, GOLD, Design, plan
@@ -191,7 +191,7 @@ def test_mushra_post_screening_and_medians():
 
 def test_store_v2_answers_once(tmp_path):
     store = Store.open(tmp_path / "l.db")
-    assert store.schema_version == SCHEMA_VERSION == 3
+    assert store.schema_version == SCHEMA_VERSION == 4  # 4: the arena joined the migrations
     tests = TestStore(store)
     tests.create_test("t1", "mos", "T", {"design": {}}, status="open")
     r1, _ = tests.join("t1", "tok-one" * 6, "P1", "PROLIFIC_PID")

@@ -11,7 +11,7 @@ import pytest
 
 from app.cli import main
 from app.listening.service import Listening
-from app.store.core import Store
+from app.store import Store
 
 JOE = "joe=piper?deterministic=1"
 FAST = "fast=piper?deterministic=1&speed=1.25"  # the same voice, faster: another configuration

@@ -319,7 +319,7 @@ def test_detector_and_probe_underruns_are_the_start_rule_s():
 
 def test_learn_from_stored_takes_of_one_backend(tmp_path):
     """Real Piper takes in a real SQLite store: seconds per character and rate per system."""
-    from app.store.core import Store, System
+    from app.store import Store, System
     from backends.base import SpeechRequest
     from backends.registry import load_backend
     from evaluation.takes import record

@@ -7,7 +7,7 @@ import json
 import pandas as pd
 import pytest
 
-from app.store.core import (
+from app.store import (
     AbVote,
     Assignment,
     GlitchReport,

@@ -19,7 +19,7 @@ import soxr
 
 from app.cli import main
 from app.listening.service import Listening
-from app.store.core import Store
+from app.store import Store
 from backends.base import SpeechRequest
 from evaluation.listening.design import GOLD
 

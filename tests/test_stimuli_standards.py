@@ -16,7 +16,7 @@ from scipy import signal
 
 from app.listening.service import Listening
 from app.listening.stimuli import TRAP_TEXT, normalise
-from app.store.core import Store
+from app.store import Store
 from backends.base import SpeechRequest
 from evaluation.listening.design import ANCHOR_LOW, ANCHOR_MID
 from tests.test_stimuli_import import GEN, make_folder, run

@@ -2,26 +2,32 @@
 
 from __future__ import annotations
 
+import inspect
 import sqlite3
 import threading
 from pathlib import Path
+from typing import Generic, Protocol
 
 import numpy as np
 import pytest
 
-from app.store.core import (
+from app.store import (
     SCHEMA_VERSION,
     AbVote,
     AlreadyVoted,
+    ArenaStore,
     Assignment,
     GlitchReport,
     ListeningTest,
     MosRating,
     Prompt,
     Rater,
+    RatingStore,
     Store,
+    StoreEngine,
     StoreError,
     System,
+    TakeStore,
     UnknownItem,
     nearest_boundary,
 )
@@ -232,7 +238,7 @@ def test_twenty_threads_lose_nothing_duplicate_nothing(tmp_path, takes, journal_
 
 WRITER = """
 import sys
-from app.store.core import Store, MosRating
+from app.store import Store, MosRating
 s = Store.open(sys.argv[1])
 me, a, b = sys.argv[2:5]
 for i in range(60):
@@ -303,3 +309,63 @@ def test_underruns_and_findings(store, takes):
     assert store.add_auto_findings(tid, f[:1]) == 1  # re-running the detector replaces
     ff = store.findings_frame()
     assert ff["kind"].tolist() == ["click"] and ff["system_id"].tolist() == ["piper"]
+
+
+def test_take_info_and_glitch_report_read_one_row(store, takes):
+    """What the routes ask without SQL of their own: a take's row (its owner is in ``meta``)
+    and a stored glitch mark with the seam the store matched it to."""
+    t = takes[0]
+    info = store.take_info(t.take_id)
+    assert info.take_id == t.take_id and info.system_id == "piper" and info.status == "ok"
+    assert info.sample_rate == t.sample_rate and info.chunk_count == len(t.chunks)
+    assert info.duration_s == pytest.approx(t.duration_s) and info.meta == t.meta
+    assert store.take_info("nope") is None
+    store.add_glitch_report(GlitchReport("g1", t.take_id, "r1", 10.0, kind="gap"))
+    g = store.glitch_report("g1")
+    assert (g.take_id, g.kind, g.boundary_index) == (t.take_id, "gap", 0)
+    assert g.distance_ms == pytest.approx(10.0 - store.boundaries_ms(t.take_id)[0])
+    assert store.glitch_report("nope") is None
+
+
+def _members(proto) -> dict[str, inspect.Signature | None]:
+    """A Protocol's methods (with their signatures) and attributes (None), bases included."""
+    out: dict[str, inspect.Signature | None] = {}
+    for klass in reversed(proto.__mro__):
+        if klass in (object, Protocol, Generic) or not getattr(klass, "_is_protocol", False):
+            continue
+        out.update({a: None for a in getattr(klass, "__annotations__", {})})
+        for name, v in vars(klass).items():
+            if callable(v) and (not name.startswith("_") or name in ("__enter__", "__exit__")):
+                out[name] = inspect.signature(v)
+            elif isinstance(v, property):
+                out[name] = None
+    return out
+
+
+@pytest.mark.parametrize(
+    "proto, of",
+    [
+        (StoreEngine, lambda s: s),
+        (TakeStore, lambda s: s),
+        (RatingStore, lambda s: s),
+        (ArenaStore, lambda s: s.arena),
+    ],  # fmt: skip
+    ids=lambda p: getattr(p, "__name__", ""),
+)
+def test_sqlite_implements_the_engine_neutral_interface(tmp_path, proto, of):
+    """Everything app.store.interface names (what a second engine must implement) is on
+    SQLite's store, with the same parameters, so the interface is a true description."""
+    s = Store.open(tmp_path / "lab.db")
+    impl = of(s)
+    assert isinstance(impl, proto)
+    members = _members(proto)
+    assert len(members) >= 5
+    for name, sig in members.items():
+        assert hasattr(impl, name), f"{type(impl).__name__} lacks {name}"
+        if sig is not None:
+            got = inspect.signature(getattr(type(impl), name))
+            assert list(got.parameters) == list(sig.parameters), name
+            for p, want in sig.parameters.items():
+                assert got.parameters[p].kind == want.kind, (name, p)
+                assert got.parameters[p].default == want.default, (name, p)
+    s.close()

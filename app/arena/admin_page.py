@@ -11,7 +11,7 @@ route requires the admin too. It reads and writes through ``/ll/arena/api/settin
 
 from __future__ import annotations
 
-from fastapi import Depends, FastAPI
+from fastapi import APIRouter, Depends
 from fastapi.responses import HTMLResponse
 
 from app.web.admin import require_admin
@@ -100,9 +100,10 @@ voter deletes all their votes and refuses their later ones; the board recomputes
 """
 
 
-def add_admin_page(app: FastAPI) -> None:
-    """``GET /admin/arena``: the page above (admin only)."""
+router = APIRouter()
 
-    @app.get(PATH, response_class=HTMLResponse, dependencies=[Depends(require_admin)])
-    async def arena_admin_page() -> HTMLResponse:
-        return HTMLResponse(PAGE, headers={"Cache-Control": "no-store"})
+
+@router.get(PATH, response_class=HTMLResponse, dependencies=[Depends(require_admin)])
+async def arena_admin_page() -> HTMLResponse:
+    """``GET /admin/arena``: the page above (admin only)."""
+    return HTMLResponse(PAGE, headers={"Cache-Control": "no-store"})

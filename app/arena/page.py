@@ -8,12 +8,13 @@ Refresh button, and by the page after each vote.
 
 from __future__ import annotations
 
+import functools
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import pandas as pd
 
-from app.arena.battles import BOARD_COLUMNS
+from evaluation.arena import BOARD_COLUMNS
 
 if TYPE_CHECKING:
     import gradio as gr
@@ -127,6 +128,13 @@ def board_summary(data: dict[str, Any]) -> str:
     )
 
 
+def refresh_board(svc: ArenaService) -> tuple[str, pd.DataFrame, pd.DataFrame, Any]:
+    """The leaderboard's components (summary, ranked, preliminary, plot), from the board."""
+    data = svc.board_data()
+    listed, prelim = board_frames(data)
+    return board_summary(data), listed, prelim, board_plot(data)
+
+
 def build_arena_ui(svc: ArenaService) -> gr.Blocks:
     import gradio as gr
 
@@ -141,11 +149,8 @@ def build_arena_ui(svc: ArenaService) -> gr.Blocks:
     )
     html = ARENA_HTML.replace("__MAX__", str(svc.config.limits.max_chars))
 
-    def refresh():
-        data = svc.board_data()
-        listed, prelim = board_frames(data)
-        return board_summary(data), listed, prelim, board_plot(data)
-
+    refresh = functools.partial(refresh_board, svc)
+    refresh.__name__ = "refresh"  # type: ignore[attr-defined]  # Gradio names the event by it
     with gr.Blocks(title="listenlab arena", analytics_enabled=False) as demo:
         gr.Markdown(
             "## listenlab arena\n"

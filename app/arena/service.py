@@ -8,9 +8,10 @@ message names a system, a rate or a chunk schedule until the vote is recorded. T
 server, not only in the page: each side must have been reported played (``arena_played``) and
 the report must be plausible for what the server streamed (:meth:`app.arena.battles.Arena.played`).
 
-Who owns a battle: the browser session, i.e. the random ``ll_arena`` cookie that
-``POST /ll/arena/session`` sets (HttpOnly, SameSite=Strict). The WebSocket handshake carries it,
-so the same owner is seen on ``/ll/ws`` and on the HTTP routes; the DB keeps only its hash.
+Who owns a battle: the visitor's one identity (:func:`app.web.identity.identity`, the
+``ll_owner`` cookie the Playground's voices and takes belong to). The WebSocket handshake
+carries it, so the same owner is seen on ``/ll/ws`` and on the HTTP routes; the DB keeps only
+its hash. A client without the cookie (a script) owns no battle.
 
 Who is counted (the *voter*, :meth:`ArenaService.voter`): a cookie is free, so limits and the
 stored voter hash use the Space's Hugging Face login where it is configured (then voting needs
@@ -25,7 +26,8 @@ WebSocket messages (page -> server; replies come back as JSON on the same socket
 * ``arena_vote`` {battle_id, choice} -> ``arena_voted`` {choice, counted, systems}
 * any refusal -> ``arena_error`` {message, reason, battle_id}
 
-HTTP: ``POST /ll/arena/session``, ``GET /ll/arena/api/prompt``, ``GET /ll/arena/api/leaderboard``,
+HTTP (:data:`router`; refusals answered by :func:`app.web.errors.error_response`):
+``POST /ll/arena/session``, ``GET /ll/arena/api/prompt``, ``GET /ll/arena/api/leaderboard``,
 ``GET /ll/arena/api/battles/{id}``, ``POST /ll/arena/api/battles/{id}/vote`` {choice},
 ``GET /ll/arena/api/votes.csv``, ``GET /ll/arena/api/voters``,
 ``POST /ll/arena/api/voters/{voter}/drop``, ``GET``/``POST /ll/arena/api/settings`` (the
@@ -39,16 +41,16 @@ import contextlib
 import logging
 import os
 import re
-import secrets
 import threading
 import time
 from dataclasses import dataclass, field, replace
 from importlib import resources
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import numpy as np
-from fastapi import Depends, FastAPI, HTTPException, Request
-from fastapi.responses import JSONResponse, PlainTextResponse
+from fastapi import APIRouter, Depends, FastAPI, Request
+from fastapi.responses import PlainTextResponse
+from starlette.requests import HTTPConnection
 
 from app.arena.battles import (
     SIDES,
@@ -59,22 +61,19 @@ from app.arena.battles import (
     NotYours,
     StillStreaming,
     clean_battle_text,
-    leaderboard,
-    owner_key,
 )
 from app.player.blind import BlindSession, common_rate
 from app.web.admin import require_admin
-from app.web.identity import hf_login_configured, hf_user
+from app.web.identity import COOKIE, hf_login_configured, hf_user, identity, owner_for_token
 from app.web.proxies import Proxies
 from backends.base import SpeechRequest
+from evaluation.arena import leaderboard
 
 if TYPE_CHECKING:
     from app.state import AppState
 
 log = logging.getLogger("listenlab.arena")
 
-COOKIE = "ll_arena"
-COOKIE_MAX_AGE_S = 30 * 24 * 3600
 PROMPT_FILES = ("harvard/harvard.txt", "arena-prompts.txt")
 PATH = "/arena"
 VOTER_RE = re.compile(r"^(ip|hf):[0-9a-f]{24}$")
@@ -120,10 +119,23 @@ def load_prompts() -> list[str]:
     return []
 
 
+def owner_of(conn: HTTPConnection) -> str | None:
+    """The battle owner of this request or WebSocket: the visitor's one identity, or None for
+    a client without the identity cookie (its battles could never be found again)."""
+    who = identity(conn)
+    return who.owner_id if who.persistent else None
+
+
 class ArenaService:
     """The arena bound to one app: its DB access, config, prompts and board cache."""
 
-    def __init__(self, state: AppState, config: ArenaConfig | None = None, seed: int | None = None):
+    def __init__(
+        self,
+        state: AppState,
+        config: ArenaConfig | None = None,
+        seed: int | None = None,
+        proxies: Proxies | None = None,
+    ):
         self.state = state
         self.config = config or ArenaConfig()
         self.arena = Arena(state.store, self.config.limits)
@@ -134,8 +146,8 @@ class ArenaService:
         self._board: tuple[tuple[int, int, int], dict[str, Any]] | None = None
         self._board_lock = threading.Lock()
         self._rate: tuple[tuple[str, ...], int] | None = None
-        self.proxies = Proxies.from_env()
-        """Whose ``X-Forwarded-For`` is believed (tests set a trusted local proxy)."""
+        self.proxies = proxies if proxies is not None else Proxies.from_env()
+        """Whose ``X-Forwarded-For`` is believed: the app's one rule (tests set a local proxy)."""
 
     @property
     def systems(self) -> list[str]:
@@ -148,7 +160,7 @@ class ArenaService:
 
     # -- shared by the WebSocket and HTTP routes
 
-    def voter(self, conn: Any) -> str:
+    def voter(self, conn: HTTPConnection) -> str:
         """The stored voter hash of this request or WebSocket (see the module doc)."""
         if hf_login_configured():
             user = hf_user(conn)
@@ -240,11 +252,8 @@ class ArenaService:
         }
 
     @staticmethod
-    def ws_owner(session: Any) -> str | None:
-        return owner_key(session.ws.cookies.get(COOKIE))
-
-    @staticmethod
-    def _refuse(session: Any, e: ArenaError, msg: dict[str, Any]) -> None:
+    def refuse(session: Any, e: ArenaError, msg: dict[str, Any]) -> None:
+        """Answer a refused message on the socket: ``arena_error`` with the reason and facts."""
         bid = msg.get("battle_id")
         session.send(
             {
@@ -260,11 +269,9 @@ class ArenaService:
 
     async def ws_new(self, session: Any, msg: dict[str, Any]) -> None:
         try:
-            d = await self.new_battle(
-                self.ws_owner(session), msg.get("text"), self.voter(session.ws)
-            )
+            d = await self.new_battle(owner_of(session.ws), msg.get("text"), self.voter(session.ws))
         except ArenaError as e:
-            self._refuse(session, e, msg)
+            self.refuse(session, e, msg)
             return
         req = msg.get("req")
         session.send({"type": "arena_battle", **d, "req": req if isinstance(req, int) else None})
@@ -272,7 +279,7 @@ class ArenaService:
     async def ws_played(self, session: Any, msg: dict[str, Any]) -> None:
         args = (
             msg.get("battle_id"),
-            self.ws_owner(session),
+            owner_of(session.ws),
             msg.get("side"),
             msg.get("take_id"),
             msg.get("played_ms"),
@@ -288,7 +295,7 @@ class ArenaService:
             else:
                 bt = await asyncio.to_thread(self.arena.played, *args)
         except ArenaError as e:
-            self._refuse(session, e, msg)
+            self.refuse(session, e, msg)
             return
         d = bt.public()
         session.send({"type": "arena_played", **d, "side": msg["side"], "ready": bt.both_played})
@@ -296,13 +303,13 @@ class ArenaService:
     async def ws_vote(self, session: Any, msg: dict[str, Any]) -> None:
         try:
             d = await self.vote(
-                self.ws_owner(session),
+                owner_of(session.ws),
                 msg.get("battle_id"),
                 msg.get("choice"),
                 self.voter(session.ws),
             )
         except ArenaError as e:
-            self._refuse(session, e, msg)
+            self.refuse(session, e, msg)
             return
         session.send({"type": "arena_voted", **d})
 
@@ -315,9 +322,7 @@ class ArenaService:
         try:
             if side not in SIDES:
                 raise ArenaError("side must be 'a' or 'b'")
-            bt = await asyncio.to_thread(
-                self.arena.get, msg.get("battle_id"), self.ws_owner(session)
-            )
+            bt = await asyncio.to_thread(self.arena.get, msg.get("battle_id"), owner_of(session.ws))
             entry = self.state.backends.get(bt.system(side))
             if entry is None:
                 raise ArenaError("that system is no longer configured on this server")
@@ -328,11 +333,11 @@ class ArenaService:
         except ArenaError as e:
             # the player is waiting for this token: end it with the reason
             session.send({"type": "error", "token": token, "message": str(e), "partial": False})
-            self._refuse(session, e, msg)
+            self.refuse(session, e, msg)
             return
         rate = self.stream_rate()
         await session.begin(
-            token, lambda t: self._stream(BlindSession.over(session, t, rate), t, entry, req)
+            token, lambda t: self.stream_side(BlindSession.over(session, t, rate), t, entry, req)
         )
 
     def stream_rate(self) -> int:
@@ -347,7 +352,7 @@ class ArenaService:
             self._rate = (key, common_rate(rates))
         return self._rate[1]
 
-    async def _stream(self, session: Any, token: int, entry: Any, req: SpeechRequest) -> None:
+    async def stream_side(self, session: Any, token: int, entry: Any, req: SpeechRequest) -> None:
         """One side's stream through :meth:`Session.run`; then record how it ended.
 
         The earliest moment the audio can have been heard to its end is the request time plus
@@ -358,17 +363,17 @@ class ArenaService:
         status = "cancelled"
         try:
             await session.run(token, entry, req, "stream")
-            row = await asyncio.to_thread(self._take_row, req.request_id)
-            if row is None:
+            info = await asyncio.to_thread(self.state.store.take_info, req.request_id)
+            if info is None:
                 status = "error"
             else:
-                status = row["status"]
-                first = t_req + float(row["ttfa_ms"] or 0.0) / 1000.0
+                status = info.status
+                first = t_req + float(info.ttfa_ms or 0.0) / 1000.0
                 await asyncio.to_thread(
                     self.arena.finish_stream,
                     req.request_id,
                     status,
-                    float(row["duration_s"] or 0.0),
+                    float(info.duration_s or 0.0),
                     first,
                 )
                 return
@@ -377,141 +382,122 @@ class ArenaService:
                 with contextlib.suppress(Exception):
                     await asyncio.to_thread(self.arena.finish_stream, req.request_id, status)
 
-    def _take_row(self, take_id: str) -> dict[str, Any] | None:
-        r = self.state.store.db.execute(
-            "SELECT status, duration_s, ttfa_ms FROM takes WHERE take_id = ?", [take_id]
-        ).fetchone()
-        return None if r is None else {"status": r[0], "duration_s": r[1], "ttfa_ms": r[2]}
-
 
 # --------------------------------------------------------------------------- routes
 
 
-def _http_error(e: ArenaError) -> JSONResponse:
-    body: dict[str, Any] = {"error": str(e), "reason": e.reason, **e.extra}
-    headers = {}
-    if "retry_after_s" in e.extra:
-        headers["Retry-After"] = str(e.extra["retry_after_s"])
-    return JSONResponse(body, status_code=e.code, headers=headers)
+def arena_service(request: Request) -> ArenaService:
+    """FastAPI dependency: the app's arena (set by :func:`install`)."""
+    return request.app.state.arena
+
+
+Service = Annotated[ArenaService, Depends(arena_service)]
+router = APIRouter()
+admin = APIRouter(dependencies=[Depends(require_admin)])
+
+
+async def json_body(request: Request) -> Any:
+    """The request's JSON, or None when it is not JSON."""
+    try:
+        return await request.json()
+    except ValueError:
+        return None
+
+
+@router.post("/ll/arena/session")
+async def arena_session(request: Request, svc: Service) -> dict[str, Any]:
+    """The page's first call: how the arena is set up. The identity cookie comes with this
+    answer (as with any other) when the visitor has none yet."""
+    cookie = request.cookies.get(COOKIE)
+    fresh = cookie is None or owner_of(request) != owner_for_token(cookie)
+    return {
+        "systems": len(svc.systems),
+        "ready": len(svc.systems) >= 2,
+        "max_chars": svc.config.limits.max_chars,
+        "battles_per_minute": svc.config.limits.battles_per_minute,
+        "new_session": fresh,
+    }
+
+
+@router.get("/ll/arena/api/prompt")
+async def arena_prompt(svc: Service) -> dict[str, Any]:
+    return {"text": svc.random_prompt()}
+
+
+@router.get("/ll/arena/api/leaderboard")
+async def arena_leaderboard(svc: Service) -> dict[str, Any]:
+    return await svc.board()
+
+
+@router.get("/ll/arena/api/battles/{battle_id}")
+async def arena_battle(battle_id: str, request: Request, svc: Service) -> dict[str, Any]:
+    bt = await asyncio.to_thread(svc.arena.get, battle_id, owner_of(request))
+    return bt.public()
+
+
+@router.post("/ll/arena/api/battles/{battle_id}/vote")
+async def arena_vote(battle_id: str, request: Request, svc: Service) -> dict[str, Any]:
+    payload = await json_body(request)
+    if not isinstance(payload, dict):
+        raise ArenaError('send JSON {"choice": "a"|"b"|"tie"|"both_bad"}')
+    return await svc.vote(owner_of(request), battle_id, payload.get("choice"), svc.voter(request))
+
+
+@admin.get("/ll/arena/api/voters")
+async def arena_voters(svc: Service) -> dict[str, Any]:
+    """Votes per voter hash, most first: what the admin looks at before dropping one."""
+    df = await asyncio.to_thread(svc.arena.voters_frame)
+    return {"voters": df.to_dict(orient="records")}
+
+
+@admin.post("/ll/arena/api/voters/{voter}/drop")
+async def arena_drop_voter(voter: str, svc: Service) -> dict[str, Any]:
+    """Delete every vote of a voter and refuse its later ones; the board recomputes."""
+    if not VOTER_RE.match(voter):
+        raise ArenaError("a voter is 'ip:' or 'hf:' and 24 hex digits")
+    n = await asyncio.to_thread(svc.arena.drop_voter, voter)
+    return {"voter": voter, "votes_dropped": n}
+
+
+@admin.get("/ll/arena/api/settings")
+async def arena_settings(svc: Service) -> dict[str, Any]:
+    """The admin's knobs: the listing threshold (and the deployment's default)."""
+    return {
+        "min_votes": await asyncio.to_thread(svc.min_votes),
+        "default_min_votes": svc.config.min_votes,
+    }
+
+
+@admin.post("/ll/arena/api/settings")
+async def arena_set_settings(request: Request, svc: Service) -> dict[str, Any]:
+    """Set the listing threshold (``{"min_votes": N}``; null: back to the default). It is
+    kept in the DB, so it survives a restart; the board recomputes on its next read."""
+    body = await json_body(request)
+    if not isinstance(body, dict) or "min_votes" not in body:
+        raise ArenaError('send {"min_votes": N} (or null for the default)')
+    await asyncio.to_thread(svc.set_min_votes, body["min_votes"])
+    return await arena_settings(svc)
+
+
+@admin.get("/ll/arena/api/votes.csv")
+async def arena_votes_csv(svc: Service) -> PlainTextResponse:
+    from evaluation.report import safe_csv
+
+    df = await asyncio.to_thread(svc.arena.votes_frame)
+    return PlainTextResponse(safe_csv(df), media_type="text/csv")
 
 
 def install(app: FastAPI, state: AppState, *, mount_ui: bool = True) -> ArenaService:
-    """Create the arena's tables, register its WebSocket handlers and routes, mount its page at
-    ``/arena`` (call before the Playground is mounted at ``/``)."""
-    svc = ArenaService(state)
+    """Put the arena on the app: its service in ``app.state.arena``, its WebSocket handlers,
+    its routers, and its page at ``/arena`` (call before the Playground is mounted at ``/``)."""
+    from app.arena.admin_page import router as admin_page
+
+    svc = ArenaService(state, proxies=getattr(app.state, "proxies", None))
     app.state.arena = svc
     state.ws_handlers.update(svc.handlers())
-
-    @app.post("/ll/arena/session")
-    async def arena_session(request: Request) -> JSONResponse:
-        cookie = request.cookies.get(COOKIE)
-        fresh = owner_key(cookie) is None
-        if fresh:
-            cookie = secrets.token_hex(16)
-        resp = JSONResponse(
-            {
-                "systems": len(svc.systems),
-                "ready": len(svc.systems) >= 2,
-                "max_chars": svc.config.limits.max_chars,
-                "battles_per_minute": svc.config.limits.battles_per_minute,
-                "new_session": fresh,
-            }
-        )
-        if fresh:
-            resp.set_cookie(
-                COOKIE,
-                cookie,
-                max_age=COOKIE_MAX_AGE_S,
-                httponly=True,
-                samesite="strict",
-                secure=svc.proxies.is_tls(request.scope),
-                path="/",
-            )
-        return resp
-
-    @app.get("/ll/arena/api/prompt")
-    async def arena_prompt() -> dict[str, Any]:
-        try:
-            return {"text": svc.random_prompt()}
-        except ArenaError as e:
-            return _http_error(e)  # type: ignore[return-value]
-
-    @app.get("/ll/arena/api/leaderboard")
-    async def arena_leaderboard() -> dict[str, Any]:
-        return await svc.board()
-
-    @app.get("/ll/arena/api/battles/{battle_id}")
-    async def arena_battle(battle_id: str, request: Request):
-        owner = owner_key(request.cookies.get(COOKIE))
-        try:
-            bt = await asyncio.to_thread(svc.arena.get, battle_id, owner)
-        except ArenaError as e:
-            return _http_error(e)
-        return bt.public()
-
-    @app.post("/ll/arena/api/battles/{battle_id}/vote")
-    async def arena_vote(battle_id: str, request: Request):
-        owner = owner_key(request.cookies.get(COOKIE))
-        try:
-            payload = await request.json()
-        except ValueError:
-            payload = None
-        if not isinstance(payload, dict):
-            return JSONResponse({"error": 'send JSON {"choice": "a"|"b"|"tie"|"both_bad"}'}, 400)
-        try:
-            return await svc.vote(owner, battle_id, payload.get("choice"), svc.voter(request))
-        except ArenaError as e:
-            return _http_error(e)
-
-    @app.get("/ll/arena/api/voters", dependencies=[Depends(require_admin)])
-    async def arena_voters() -> dict[str, Any]:
-        """Votes per voter hash, most first: what the admin looks at before dropping one."""
-        df = await asyncio.to_thread(svc.arena.voters_frame)
-        return {"voters": df.to_dict(orient="records")}
-
-    @app.post("/ll/arena/api/voters/{voter}/drop", dependencies=[Depends(require_admin)])
-    async def arena_drop_voter(voter: str) -> dict[str, Any]:
-        """Delete every vote of a voter and refuse its later ones; the board recomputes."""
-        if not VOTER_RE.match(voter):
-            raise HTTPException(400, "a voter is 'ip:' or 'hf:' and 24 hex digits")
-        n = await asyncio.to_thread(svc.arena.drop_voter, voter)
-        return {"voter": voter, "votes_dropped": n}
-
-    @app.get("/ll/arena/api/settings", dependencies=[Depends(require_admin)])
-    async def arena_settings() -> dict[str, Any]:
-        """The admin's knobs: the listing threshold (and the deployment's default)."""
-        return {
-            "min_votes": await asyncio.to_thread(svc.min_votes),
-            "default_min_votes": svc.config.min_votes,
-        }
-
-    @app.post("/ll/arena/api/settings", dependencies=[Depends(require_admin)])
-    async def arena_set_settings(request: Request):
-        """Set the listing threshold (``{"min_votes": N}``; null: back to the default). It is
-        kept in the DB, so it survives a restart; the board recomputes on its next read."""
-        try:
-            body = await request.json()
-        except ValueError:
-            body = None
-        if not isinstance(body, dict) or "min_votes" not in body:
-            raise HTTPException(400, 'send {"min_votes": N} (or null for the default)')
-        try:
-            await asyncio.to_thread(svc.set_min_votes, body["min_votes"])
-        except ArenaError as e:
-            return _http_error(e)
-        return await arena_settings()
-
-    from app.arena.admin_page import add_admin_page
-
-    add_admin_page(app)
-
-    @app.get("/ll/arena/api/votes.csv", dependencies=[Depends(require_admin)])
-    async def arena_votes_csv() -> PlainTextResponse:
-        from evaluation.report import safe_csv
-
-        df = await asyncio.to_thread(svc.arena.votes_frame)
-        return PlainTextResponse(safe_csv(df), media_type="text/csv")
-
+    app.include_router(router)
+    app.include_router(admin)
+    app.include_router(admin_page)
     if mount_ui:
         import gradio as gr
 

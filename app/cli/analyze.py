@@ -36,7 +36,7 @@ def load_take_ref(ref: str) -> Take:
     """Load a take from a file path or ``DB:TAKE_ID``."""
     db = _split_db_ref(ref)
     if db is not None:
-        from app.store.core import Store
+        from app.store import Store
 
         with Store.open(db[0], read_only=True) as store:
             return store.load_take(db[1])
@@ -88,9 +88,9 @@ def _run_analyze(args: argparse.Namespace) -> int:
         db = _split_db_ref(args.take)
         if db is None:
             raise InvalidRequest("--save needs TAKE given as DB:TAKE_ID")
-        from app.store.core import Store
+        from app.store import Store, existing_journal_mode
 
-        with Store.open(db[0], journal_mode=_existing_journal_mode(db[0])) as store:
+        with Store.open(db[0], journal_mode=existing_journal_mode(db[0])) as store:
             store.add_auto_findings(take.take_id, result.findings)
     checks = [c.to_dict() for c in result.checks]
     if args.json:
@@ -155,23 +155,12 @@ def _run_export(args: argparse.Namespace) -> int:
 
 def _open_existing_mode(args: argparse.Namespace):
     """Read-only (``mode=ro``): a report on a live DB must not change or lock it for writers."""
-    from app.store.core import Store
+    from app.store import Store
 
     p = Path(args.db)
     if not p.is_file():
         raise InvalidRequest(f"no store at {p}")
     return Store.open(p, read_only=True)
-
-
-def _existing_journal_mode(path: Path) -> str:
-    """The journal mode the DB already has, so a writing command never switches it."""
-    import sqlite3
-
-    con = sqlite3.connect(path.resolve().as_uri() + "?mode=ro", uri=True)
-    try:
-        return str(con.execute("PRAGMA journal_mode").fetchone()[0]).lower()
-    finally:
-        con.close()
 
 
 def add_cli(sub: argparse._SubParsersAction) -> None:

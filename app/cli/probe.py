@@ -13,7 +13,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from app.store.core import Prompt, System
+from app.store import Prompt, System
 from backends.errors import InvalidRequest
 from evaluation.probe import STRICT, ProbeResult, Thresholds, probe_sync
 
@@ -52,7 +52,7 @@ def save_to_store(result: ProbeResult, store: Any, system_id: str | None = None)
 
 def write_probe(result: ProbeResult, out_dir: str | Path) -> dict[str, Path]:
     """``probe.json``, ``probe.html`` and ``probe.db`` in ``out_dir``."""
-    from app.store.core import Store
+    from app.store import Store
     from evaluation.probe_report import write_outputs
 
     paths = write_outputs(result, out_dir)

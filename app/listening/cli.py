@@ -34,7 +34,7 @@ DESIGN_KINDS = ("mos", "ab", "mushra", "glitch")
 
 def _open_store(path: str | None, *, read_only: bool = False):
     from app.config import resolve_db
-    from app.store.core import Store
+    from app.store import Store
 
     return Store.open(path or resolve_db(), read_only=read_only)
 

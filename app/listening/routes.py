@@ -35,7 +35,7 @@ from fastapi import Depends, FastAPI, HTTPException, Request
 from fastapi.responses import HTMLResponse, JSONResponse, Response
 
 from app.listening.service import Denied, Listening, NotYet, check_id
-from app.store.core import AlreadyVoted, UnknownItem
+from app.store import AlreadyVoted, UnknownItem
 from app.web.admin import policy, require_admin
 from backends.errors import InvalidRequest
 from evaluation.listening.results import test_results

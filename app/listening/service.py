@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from app.player.blind import TARGET_LUFS, CommonFormat
-from app.store.core import Assignment, UnknownItem, now_iso
+from app.store import Assignment, UnknownItem, now_iso
 from app.store.listening import TestStore
 from backends.errors import Conflict, Forbidden, InvalidRequest
 from evaluation.listening import screening

@@ -458,7 +458,7 @@ async def generate(
     prompt ids to their text (None: an imported prompt without text, only for imported
     systems); ``prompt_keys`` maps a test prompt id to the imported set's prompt id.
     """
-    from app.store.core import Prompt, System
+    from app.store import Prompt, System
 
     store = tests.store
     w = _Writer(tests, test_id, Loudness(target_lufs, ceiling_dbtp))

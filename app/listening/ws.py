@@ -45,7 +45,7 @@ from typing import Any
 from app.listening.service import CLOCK_SLACK_MS, Listening
 from app.player.blind import GENERIC_ERROR, BlindSession, CommonFormat, take_frames
 from app.player.session import HEADER, Session
-from app.store.core import GLITCH_KINDS, GlitchReport
+from app.store import GLITCH_KINDS, GlitchReport
 from app.web.inputs import client_id
 from app.web.ratelimit import KeyedRate
 from backends.errors import InvalidRequest, ListenlabError, TooMany

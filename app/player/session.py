@@ -164,7 +164,7 @@ class Session:
         take_id = msg["take_id"]
         try:
             if msg["type"] == "glitch":
-                from app.store.core import GlitchReport
+                from app.store import GlitchReport
 
                 kind = msg.get("kind") or None
                 w = await asyncio.to_thread(
@@ -178,17 +178,17 @@ class Session:
                         note=(str(msg.get("note"))[:500] if msg.get("note") else None),
                     ),
                 )
-                row = store.db["glitch_reports"].get(w.id)
+                row = store.glitch_report(w.id)
                 self.send(
                     {
                         "type": "glitch_saved",
                         "take_id": take_id,
                         "report_id": w.id,
-                        "position_ms": row["position_ms"],
-                        "boundary_index": row["boundary_index"],
-                        "boundary_ms": row["boundary_ms"],
-                        "distance_ms": row["distance_ms"],
-                        "kind": row["kind"],
+                        "position_ms": row.position_ms,
+                        "boundary_index": row.boundary_index,
+                        "boundary_ms": row.boundary_ms,
+                        "distance_ms": row.distance_ms,
+                        "kind": row.kind,
                     }
                 )
             else:

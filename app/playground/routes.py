@@ -99,11 +99,11 @@ async def take_wav(take_id: str, request: Request):
     store = _state(request).store
     if not take_id.isalnum():
         raise NotFound("no such take")
-    meta = await asyncio.to_thread(store.take_meta, take_id)
-    if meta is None:
+    info = await asyncio.to_thread(store.take_info, take_id)
+    if info is None:
         raise NotFound("no such take")
     owner, admin = _who(request)
-    if not admin and meta.get("owner") != owner:
+    if not admin and info.meta.get("owner") != owner:
         raise Forbidden("this take belongs to another session")
     path = store.audio_path(take_id)
     return FileResponse(path, media_type="audio/wav", filename=f"{take_id}.wav")

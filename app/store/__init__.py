@@ -1,2 +1,102 @@
-"""The store: the only room that speaks SQL (schema, migrations, records, takes, ratings,
-listening tests, the arena)."""
+"""The store: the only room that speaks SQL. One facade for the rest of the app.
+
+Why one facade: the app imports what it stores from here (``from app.store import Store,
+System, ...``) and never learns which module, or which engine, keeps it. The rooms inside:
+
+* :mod:`app.store.connection`: per-thread connections, the journal mode and its open-lock;
+* :mod:`app.store.schema`: every table as numbered migrations (the arena's since version 4);
+* :mod:`app.store.records`: the typed records and errors that cross the store's edge;
+* :mod:`app.store.takes`, :mod:`app.store.ratings`, :mod:`app.store.arena`: the tables;
+* :mod:`app.store.interface`: the engine-neutral contract; :mod:`app.store.sqlite`: SQLite's;
+* :mod:`app.store.listening`: the listening-test tables, on top of a store (imported from
+  there: it brings the listening room's stimuli with it).
+
+Usage (every ``add_*`` is idempotent on the client-supplied id)::
+
+    from app.store import Store, System, Prompt, MosRating
+
+    store = Store.open("data/listenlab.db", journal_mode="wal")   # "delete" on network storage
+    store.add_system(System("piper-joe", backend="piper?deterministic=1", voice="joe"))
+    store.add_prompt(Prompt("p1", text="Hello there."))
+    take_id = store.save_take(take, system_id="piper-joe", prompt_id="p1")  # writes audio/<id>.wav
+    take = store.load_take(take_id)                                          # -> evaluation.takes.Take
+    store.add_mos_rating(MosRating("v1", "t1", "r1", take_id, score=4, played_ms=3100))
+    store.mos_frame(), store.ab_frame(), store.glitch_frame(), store.findings_frame(), ...
+    store.arena.votes_frame()                                                # the arena's tables
+"""
+
+from app.store.connection import (
+    JOURNAL_MODES,
+    NETWORK_STORAGE,
+    existing_journal_mode,
+    journal_mode_for,
+)
+from app.store.interface import ArenaStore, RatingStore, StoreEngine, TakeStore
+from app.store.records import (
+    AB_CHOICES,
+    GLITCH_KINDS,
+    ROLES,
+    TEST_KINDS,
+    AbVote,
+    AlreadyVoted,
+    ArenaStream,
+    ArenaVote,
+    Assignment,
+    BattleRecord,
+    BattleWindow,
+    GlitchReport,
+    ListeningTest,
+    MosRating,
+    Prompt,
+    Rater,
+    StoreError,
+    System,
+    TakeInfo,
+    TakeTimeline,
+    UnknownItem,
+    Written,
+    nearest_boundary,
+    new_id,
+    now_iso,
+)
+from app.store.schema import MIGRATIONS, SCHEMA_VERSION
+from app.store.sqlite import Store
+
+__all__ = [
+    "AB_CHOICES",
+    "GLITCH_KINDS",
+    "JOURNAL_MODES",
+    "MIGRATIONS",
+    "NETWORK_STORAGE",
+    "ROLES",
+    "SCHEMA_VERSION",
+    "TEST_KINDS",
+    "AbVote",
+    "AlreadyVoted",
+    "ArenaStore",
+    "ArenaStream",
+    "ArenaVote",
+    "Assignment",
+    "BattleRecord",
+    "BattleWindow",
+    "GlitchReport",
+    "ListeningTest",
+    "MosRating",
+    "Prompt",
+    "RatingStore",
+    "Rater",
+    "Store",
+    "StoreEngine",
+    "StoreError",
+    "System",
+    "TakeInfo",
+    "TakeStore",
+    "TakeTimeline",
+    "UnknownItem",
+    "Written",
+    "existing_journal_mode",
+    "journal_mode_for",
+    "nearest_boundary",
+    "new_id",
+    "now_iso",
+]

@@ -21,7 +21,7 @@ from typing import Any
 import pandas as pd
 
 from app.listening.stimuli import Stimulus
-from app.store.core import AlreadyVoted, ListeningTest, Store, UnknownItem, now_iso
+from app.store import AlreadyVoted, ListeningTest, Store, UnknownItem, now_iso
 from backends.errors import InvalidRequest
 
 STATUSES = ("draft", "open", "closed")
@@ -33,7 +33,7 @@ def token_hash(token: str) -> str:
 
 
 class TestStore:
-    """Listening-test reads and writes on top of a :class:`~app.store.core.Store`."""
+    """Listening-test reads and writes on top of a :class:`~app.store.Store`."""
 
     __test__ = False  # not a pytest class
 

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
+from fastapi import routing as fastapi_routing
 from starlette.requests import Request
 from starlette.responses import RedirectResponse
 from starlette.routing import BaseRoute, Mount, Route
@@ -33,14 +34,14 @@ async def _strip_slash(request: Request) -> RedirectResponse:
     return _to(request, request.url.path.rstrip("/"))
 
 
-def flat_routes(routes: Iterable[BaseRoute]) -> list[BaseRoute]:
-    """``routes`` with every included router opened up: FastAPI (0.165) keeps an included
-    ``APIRouter`` as one entry whose ``original_router`` holds its routes."""
-    out: list[BaseRoute] = []
-    for r in routes:
-        inner = getattr(r, "original_router", None)
-        out += flat_routes(inner.routes) if inner is not None else [r]
-    return out
+def flat_routes(routes: Iterable[BaseRoute]) -> list[tuple[BaseRoute, str, set[str] | None]]:
+    """``(route, full path, methods)`` of every route, the routes of included routers too:
+    FastAPI 0.16x keeps an ``include_router`` as one entry whose routes it resolves lazily
+    (``fastapi.routing.iter_route_contexts`` lists them); older FastAPI copied them in."""
+    expand = getattr(fastapi_routing, "iter_route_contexts", None)
+    if expand is None:
+        return [(r, getattr(r, "path", ""), getattr(r, "methods", None)) for r in routes]
+    return [(c.original_route, c.path or "", c.methods) for c in expand(list(routes))]
 
 
 def slash_twins(routes: Iterable[BaseRoute]) -> list[Route]:
@@ -48,15 +49,15 @@ def slash_twins(routes: Iterable[BaseRoute]) -> list[Route]:
     ``/route/`` <-> ``/route`` for each HTTP route (with its methods), skipping any path that
     a route already has."""
     routes = flat_routes(routes)
-    taken = {r.path for r in routes if isinstance(r, Route)}
+    taken = {path for r, path, _ in routes if isinstance(r, Route)}
     methods: dict[tuple[str, bool], set[str]] = {}  # (twin path, adds the slash) -> methods
-    for r in routes:
+    for r, path, route_methods in routes:
         if isinstance(r, Mount):
-            twin, add, allowed = r.path, True, ALL_METHODS
-        elif isinstance(r, Route) and r.path != "/":
-            slash = r.path.endswith("/")
-            twin = r.path.rstrip("/") if slash else r.path + "/"
-            add, allowed = slash, r.methods or ALL_METHODS
+            twin, add, allowed = path, True, ALL_METHODS
+        elif isinstance(r, Route) and path != "/":
+            slash = path.endswith("/")
+            twin = path.rstrip("/") if slash else path + "/"
+            add, allowed = slash, route_methods or ALL_METHODS
         else:
             continue
         if twin and twin not in taken:

@@ -24,7 +24,7 @@ import numpy as np
 import soundfile as sf
 import websockets
 
-from app.arena.service import COOKIE
+from app.web.identity import COOKIE
 
 # --------------------------------------------------------------------------- attack material
 

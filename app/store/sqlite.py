@@ -1,0 +1,123 @@
+"""The SQLite store: one file (via sqlite-utils) plus an audio folder next to it.
+
+Why SQLite: a Hugging Face Space or a laptop runs listenlab as one process with one disk, and
+a single file that can be copied (with its audio folder) is the whole lab. :class:`Store`
+implements :class:`app.store.interface.StoreEngine` from three parts: the connections
+(:mod:`app.store.connection`), the tables (:mod:`app.store.takes`, :mod:`app.store.ratings`,
+``store.arena`` = :mod:`app.store.arena`) and the schema (:mod:`app.store.schema`), which
+:meth:`Store.open` creates or migrates, refusing a DB written by a newer listenlab.
+
+``Store.open(path, read_only=True)`` (``report``, ``export``, ``analyze DB:…``) opens the file
+with a ``mode=ro`` URI: it never migrates, never sets a journal mode, never writes, so it is
+safe on a DB a running Playground is using (see :mod:`app.store.connection`).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import sqlite_utils
+
+from app.store.arena import ArenaTables
+from app.store.connection import Connections
+from app.store.ratings import RatingTables
+from app.store.records import StoreError
+from app.store.schema import check_version, migrate, version_of
+from app.store.takes import TakeTables
+
+
+class Store(TakeTables, RatingTables):
+    """A listenlab SQLite store. Create with :meth:`open`; safe to share across threads."""
+
+    def __init__(
+        self,
+        path: Path,
+        *,
+        journal_mode: str | None = None,
+        busy_timeout_s: float = 30.0,
+        audio_dir: str | None = None,
+        read_only: bool = False,
+    ):
+        self.conns = Connections(
+            Path(path),
+            journal_mode=journal_mode,
+            busy_timeout_s=busy_timeout_s,
+            read_only=read_only,
+        )
+        self.path = self.conns.path
+        self.root = self.path.parent
+        self.audio_rel = audio_dir or f"{self.path.stem}_audio"
+        """Audio folder, relative to the DB's folder."""
+        self.read_only = read_only
+        self.arena = ArenaTables(self.conns)
+
+    @classmethod
+    def open(
+        cls,
+        path: str | Path,
+        *,
+        journal_mode: str | None = None,
+        busy_timeout_s: float = 30.0,
+        audio_dir: str | None = None,
+        read_only: bool = False,
+    ) -> Store:
+        """Open (creating or migrating) the store at ``path``.
+
+        ``journal_mode``: None picks it by path (:func:`app.store.journal_mode_for`);
+        ``"delete"`` for network filesystems (see :mod:`app.store.connection`).
+        ``read_only=True`` opens an existing store without writing anything to it (not even its
+        journal mode): what every command that only reads must use.
+        """
+        path = Path(path)
+        if read_only:
+            if not path.is_file():
+                raise StoreError(f"no store at {path}")
+            store = cls(
+                path, journal_mode=journal_mode, busy_timeout_s=busy_timeout_s, read_only=True
+            )
+            try:
+                check_version(store.db, store.path)
+            except BaseException:
+                store.close()
+                raise
+            return store
+        path.parent.mkdir(parents=True, exist_ok=True)
+        store = cls(
+            path, journal_mode=journal_mode, busy_timeout_s=busy_timeout_s, audio_dir=audio_dir
+        )
+        try:
+            migrate(store.db, store.path)
+        except BaseException:
+            store.close()  # frees its connection and the open-lock it took
+            raise
+        (store.root / store.audio_rel).mkdir(parents=True, exist_ok=True)
+        return store
+
+    @property
+    def db(self) -> sqlite_utils.Database:
+        """This thread's connection (created on first use)."""
+        return self.conns.db
+
+    @property
+    def journal_mode(self) -> str:
+        return self.conns.journal_mode
+
+    @property
+    def lock_path(self) -> Path:
+        return self.conns.lock_path
+
+    @property
+    def schema_version(self) -> int:
+        return version_of(self.db)
+
+    def close(self) -> None:
+        self.conns.close()
+
+    def __enter__(self) -> Store:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+__all__ = ["Store"]

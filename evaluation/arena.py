@@ -1,0 +1,97 @@
+"""The arena's board: a Bradley–Terry fit of the votes, with intervals, ranks and the counts.
+
+Why in ``evaluation``: the board is analysis of a table of votes (one row per vote:
+``system_a``, ``system_b``, ``choice``), the same whether the votes come from a live arena
+(``store.arena.votes_frame()``) or a CSV export; it reads no database and imports nothing from
+the app. It reuses :func:`evaluation.stats.bt_leaderboard`: a tie and "both bad" are both
+*draws* in the fit (as LMSYS's Chatbot Arena counts "tie (bothbad)"), and "both bad" is also
+counted per system.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, fields
+from typing import Any
+
+import pandas as pd
+
+
+@dataclass(frozen=True)
+class BoardRow:
+    """One system on the board (JSON: ``asdict``). ``rank`` is None while not ``listed``."""
+
+    rank: int | None
+    system: str
+    rating: float
+    ci_low: float
+    ci_high: float
+    votes: int
+    wins: int
+    losses: int
+    ties: int
+    """Ties proper: 'both bad' votes are counted apart (both are draws in the fit)."""
+    both_bad: int
+    listed: bool
+
+
+BOARD_COLUMNS = [f.name for f in fields(BoardRow) if f.name != "listed"]
+"""The board's table columns, in order (``listed`` decides which table a row goes to)."""
+
+
+def both_bad_counts(votes: pd.DataFrame) -> dict[str, int]:
+    """'Both bad' votes per system (each such vote counts for both of its systems)."""
+    out: dict[str, int] = {}
+    if votes.empty:
+        return out
+    for _, r in votes[votes["choice"] == "both_bad"].iterrows():
+        for s in (r["system_a"], r["system_b"]):
+            out[s] = out.get(s, 0) + 1
+    return out
+
+
+def leaderboard(
+    votes: pd.DataFrame, *, min_votes: int = 20, n_boot: int = 200, seed: int = 0
+) -> dict[str, Any]:
+    """The board as JSON-safe data: ``listed`` (at least ``min_votes`` votes, sorted by the
+    95 % interval's lower bound) and ``preliminary`` (fewer votes, fitted with the rest)."""
+    from evaluation.stats import bt_leaderboard
+
+    v = votes.copy()
+    both_bad = both_bad_counts(v)
+    if not v.empty:
+        v["choice"] = v["choice"].replace({"both_bad": "tie"})
+    df = bt_leaderboard(v, min_votes=min_votes, n_boot=n_boot, seed=seed)
+    rows = []
+    for r in df.to_dict("records"):
+        bb = both_bad.get(str(r["system"]), 0)
+        row = BoardRow(
+            rank=int(r["rank"]) if r["listed"] else None,
+            system=str(r["system"]),
+            rating=round(float(r["rating"]), 1),
+            ci_low=round(float(r["ci_low"]), 1),
+            ci_high=round(float(r["ci_high"]), 1),
+            votes=int(r["votes"]),
+            wins=int(r["wins"]),
+            losses=int(r["losses"]),
+            ties=int(r["ties"]) - bb,
+            both_bad=bb,
+            listed=bool(r["listed"]),
+        )
+        rows.append(asdict(row))
+    return {
+        "method": "Bradley-Terry (evalica), Elo-like scale 1500 + 400*log10(strength); "
+        f"95% percentile bootstrap over votes ({n_boot} resamples); sorted by the lower bound",
+        "rank": "1 + the number of listed systems significantly stronger (Wald test of each "
+        "pair's difference with its bootstrap sd, Holm-corrected over all listed pairs, 5%); "
+        "systems not told apart share a rank",
+        "listing": f"listed from {int(min_votes)} votes (set by the admin at /admin/arena; "
+        "default LISTENLAB_ARENA_MIN_VOTES); fewer: preliminary",
+        "ties": "a tie and 'both bad' are draws (half a win each) in the fit",
+        "min_votes": int(min_votes),
+        "total_votes": len(votes),
+        "listed": [r for r in rows if r["listed"]],
+        "preliminary": [r for r in rows if not r["listed"]],
+    }
+
+
+__all__ = ["BOARD_COLUMNS", "BoardRow", "both_bad_counts", "leaderboard"]
