@@ -28,6 +28,7 @@ import json
 import secrets
 import wave
 from dataclasses import asdict, dataclass
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -243,6 +244,26 @@ class TestScreening:
     """A/B check pairs (the low anchor against its clean source) a rater may get wrong."""
 
 
+SCREEN_TEXT = {
+    "antiphase": "headphone screen (Woods et al. 2017 antiphase test, >= 5 of 6 correct)",
+    "huggins": "headphone screen (Milne et al. 2021 Huggins pitch, >= 5 of 6 correct)",
+    "both": "headphone screens (Woods et al. 2017 antiphase test and Milne et al. 2021 "
+    "Huggins pitch, >= 5 of 6 correct in each)",
+}
+
+
+def screening_description(scr: TestScreening, kind: Any, screen: str = "antiphase") -> str:
+    """The screening rule a test's raters went through, in words: the headphone screen, then
+    the kind's own rule (``kind`` is a :class:`evaluation.listening.kinds.TestKind`)."""
+    parts = []
+    if scr.require_headphones:
+        parts.append(SCREEN_TEXT.get(screen, SCREEN_TEXT["antiphase"]))
+    own = kind.screening_text(scr)
+    if own:
+        parts.append(own)
+    return "; ".join(parts)
+
+
 def ab_check_failed(expected: float, choice: str | None) -> bool:
     """A check pair passes only if the clean side was preferred (a tie fails: the anchor is
     low-passed, clicked and cut, which no attentive listener on headphones finds equal)."""
@@ -384,6 +405,7 @@ __all__ = [
     "score_screen",
     "screen_kinds",
     "screen_mode",
+    "screening_description",
     "to_screen_rate",
     "wav_bytes",
 ]
