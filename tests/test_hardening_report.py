@@ -26,8 +26,8 @@ from app.store.core import (
     StoreError,
     System,
 )
-from backends.base import SpeechRequest
 from app.store.listening import TestStore
+from backends.base import SpeechRequest
 from evaluation.report import ReportOptions, export_csv, neutralise_cell, write_report
 from evaluation.takes import ChunkRecord, Take
 from tests.support.remote_util import cli

@@ -1,6 +1,11 @@
 """Stimuli for listening tests: stored takes (generated or imported), loudness-normalised, plus
 the screening items, made as the standards describe.
 
+It lives with the listening tests in ``app/`` because it builds tests (the designer calls
+:func:`generate`); which screening stimuli a test gets is its kind's answer
+(:meth:`evaluation.listening.kinds.TestKind.extra_stimuli`). The stored row is
+:class:`app.store.listening.Stimulus`.
+
 Why stored takes: a generated stimulus keeps its recorded chunk arrival timeline, so the *as
 streamed* condition can replay the real stream's stalls to every rater, and glitch marks map to
 its seams. Imported audio (:mod:`app.listening.imported`) has no timeline: one chunk,
