@@ -578,7 +578,7 @@ class TestStore:
             ab=self.store.ab_frame(test_id),
             mushra=self.mushra_frame(test_id),
             raters=self.raters_frame(test_id),
-            ab_checks=self.ab_checks_frame(test_id) if t["kind"] == "ab" else None,
+            ab_checks=self.ab_checks_frame(test_id),
             glitches=glitches,
             findings=self.findings_frame(glitches["take_id"]) if not glitches.empty else glitches,
             name=t["name"],

@@ -31,7 +31,8 @@ class TestData:
     raters: pd.DataFrame
     """One row per rater of the test with the answers they gave."""
     ab_checks: pd.DataFrame | None
-    """A/B tests: the answered check pairs (``expected``, ``choice``, ``cmos``); else None."""
+    """The answered A/B check pairs (``expected``, ``choice``, ``cmos``; empty for the other
+    kinds); None when not read."""
     glitches: pd.DataFrame
     """The test's glitch marks with the take's system, duration and chunk count."""
     findings: pd.DataFrame
