@@ -33,11 +33,26 @@ async def _strip_slash(request: Request) -> RedirectResponse:
     return _to(request, request.url.path.rstrip("/"))
 
 
+def _flat(routes: Iterable[BaseRoute]) -> Iterable[BaseRoute]:
+    """``routes`` with the routes of each router added by ``include_router`` in its place
+    (FastAPI keeps an included router whole, its routes under the include's prefix)."""
+    for r in routes:
+        inner = getattr(r, "original_router", None)
+        if inner is None:
+            yield r
+            continue
+        prefix = getattr(getattr(r, "include_context", None), "prefix", "") or ""
+        for x in _flat(inner.routes):
+            if prefix and isinstance(x, Route):
+                x = Route(prefix + x.path, x.endpoint, methods=x.methods)
+            yield x
+
+
 def slash_twins(routes: Iterable[BaseRoute]) -> list[Route]:
     """The redirect routes for ``routes``: ``/mount`` -> ``/mount/`` for each mounted app, and
     ``/route/`` <-> ``/route`` for each HTTP route (with its methods), skipping any path that
     a route already has."""
-    routes = list(routes)
+    routes = list(_flat(routes))
     taken = {r.path for r in routes if isinstance(r, Route)}
     methods: dict[tuple[str, bool], set[str]] = {}  # (twin path, adds the slash) -> methods
     for r in routes:
