@@ -298,6 +298,26 @@ def _json_or_none(v: object) -> dict | None:
     return d if isinstance(d, dict) else None
 
 
+RATER_COLUMNS = [
+    "rater_id",
+    "seq",
+    "crowd_id",
+    "answered",
+    "finished",
+    "headphones",
+    "gold_failed",
+    "trap_failed",
+    "ab_check_failed",
+    "variance",
+    "unplayed",
+    "ref_low",
+    "anchor_high",
+    "excluded",
+    "reasons",
+]
+"""The columns of :func:`rater_table`."""
+
+
 def rater_table(
     raters: pd.DataFrame,
     mos: pd.DataFrame | None = None,
@@ -308,23 +328,7 @@ def rater_table(
     """One row per rater of a test with every screening outcome, ``excluded`` and ``reasons``.
 
     ``ab_checks``: :meth:`app.store.listening.TestStore.ab_checks_frame` of an A/B test."""
-    cols = [
-        "rater_id",
-        "seq",
-        "crowd_id",
-        "answered",
-        "finished",
-        "headphones",
-        "gold_failed",
-        "trap_failed",
-        "ab_check_failed",
-        "variance",
-        "unplayed",
-        "ref_low",
-        "anchor_high",
-        "excluded",
-        "reasons",
-    ]
+    cols = RATER_COLUMNS
     if raters.empty:
         return pd.DataFrame(columns=cols)
     p808 = (
@@ -388,6 +392,7 @@ __all__ = [
     "HEADPHONE_TRIALS",
     "MODES",
     "PASS",
+    "RATER_COLUMNS",
     "SCREEN_RATE",
     "TRIALS",
     "ScreenTrial",
