@@ -21,7 +21,7 @@ import pandas as pd
 
 from evaluation import inference
 from evaluation.listening.data import TestData
-from evaluation.listening.kinds import KINDS, kind_of
+from evaluation.listening.kinds import KINDS
 from evaluation.listening.kinds.base import ResultContext
 from evaluation.listening.kinds.glitch import SEAM_TOLERANCE_MS
 from evaluation.listening.screening import (
@@ -80,7 +80,7 @@ def test_results(
         (
             "raters",
             "Raters, their screening outcomes and reasons",
-            screening_description(scr, kind_of(data.kind), mode),
+            screening_description(scr, KINDS.get(data.kind), mode),
         )
     ]
     for kind in KINDS.values():  # each kind's tables, where the test has its answers

@@ -254,11 +254,12 @@ SCREEN_TEXT = {
 
 def screening_description(scr: TestScreening, kind: Any, screen: str = "antiphase") -> str:
     """The screening rule a test's raters went through, in words: the headphone screen, then
-    the kind's own rule (``kind`` is a :class:`evaluation.listening.kinds.TestKind`)."""
+    the kind's own rule (``kind`` is a :class:`evaluation.listening.kinds.TestKind`; None for
+    a kind the app no longer makes, such as an old ``cmos`` test row)."""
     parts = []
     if scr.require_headphones:
         parts.append(SCREEN_TEXT.get(screen, SCREEN_TEXT["antiphase"]))
-    own = kind.screening_text(scr)
+    own = kind.screening_text(scr) if kind is not None else None
     if own:
         parts.append(own)
     return "; ".join(parts)
