@@ -28,7 +28,6 @@ import json
 import os
 import platform
 import signal
-import sqlite3
 import sys
 import tempfile
 import time
@@ -203,24 +202,20 @@ SERVICE_SYSTEMS = {"s30": 3.0, "s35": 3.5, "s40": 4.0}
 
 
 def _oracle(db: Path, test_id: str, rater_id: str) -> dict[str, dict]:
-    """The simulation's truth for a rater's items (the rater page never sees it)."""
-    con = sqlite3.connect(f"file:{db}?mode=ro", uri=True, timeout=30)
-    try:
-        rows = con.execute(
-            "SELECT a.assignment_id, a.role, a.expected, a.meta, t.prompt_id FROM assignments a "
-            "LEFT JOIN takes t ON t.take_id = a.take_id WHERE a.test_id=? AND a.rater_id=?",
-            [test_id, rater_id],
-        ).fetchall()
-    finally:
-        con.close()
+    """The simulation's truth for a rater's items (the rater page never sees it), read from
+    the store opened read-only beside the running server."""
+    from app.store import Store
+
+    with Store.open(db, read_only=True) as store:
+        rows = store.assignments(test_id, rater_id)
     return {
-        aid: {
-            "role": role,
-            "expected": exp,
-            "system": (json.loads(meta or "{}").get("systems") or [None])[0],
-            "prompt": pid,
+        a.assignment_id: {
+            "role": a.role,
+            "expected": a.expected,
+            "system": (a.meta.get("systems") or [None])[0],
+            "prompt": a.meta.get("prompt_id"),
         }
-        for aid, role, exp, meta, pid in rows
+        for a in rows
     }
 
 

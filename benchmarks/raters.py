@@ -134,6 +134,24 @@ class Sim:
                 await asyncio.sleep(0.5)
 
 
+def stored_counts(db: Path, test_id: str) -> dict[str, int]:
+    """What the store kept of the test: answers, MOS rows, raters' duplicate ratings of one
+    take, assignments (read through the store, read-only)."""
+    from app.store import Store
+    from app.store.listening import TestStore
+
+    with Store.open(db, read_only=True) as store:
+        tests = TestStore(store)
+        mos = store.mos_frame(test_id)
+        per_take = mos.groupby(["rater_id", "take_id"]).size() if not mos.empty else mos
+        return {
+            "answers": len(tests.answers_frame(test_id)),
+            "mos_rows": len(mos),
+            "duplicates": int((per_take > 1).sum()) if not mos.empty else 0,
+            "assignments": len(tests.export_frame("assignments", test_id)),
+        }
+
+
 async def main_async(args) -> dict:
     tmp = Path(tempfile.mkdtemp(prefix="ll-raters-"))
     db = tmp / "listenlab.db"
@@ -177,36 +195,21 @@ async def main_async(args) -> dict:
     finally:
         os.killpg(proc.pid, signal.SIGKILL)
         proc.wait()
-    import sqlite3
-
-    con = sqlite3.connect(db)
-    stored = con.execute("SELECT count(*) FROM answers WHERE test_id=?", [test_id]).fetchone()[0]
-    ratings = con.execute("SELECT count(*) FROM mos_ratings WHERE test_id=?", [test_id]).fetchone()[
-        0
-    ]
-    dup = con.execute(
-        "SELECT count(*) FROM (SELECT rater_id, take_id, count(*) c FROM mos_ratings "
-        "WHERE test_id=? GROUP BY rater_id, take_id HAVING c > 1)",
-        [test_id],
-    ).fetchone()[0]
-    items = con.execute("SELECT count(*) FROM assignments WHERE test_id=?", [test_id]).fetchone()[
-        0
-    ] // max(1, args.raters)
-    con.close()
+    counts = stored_counts(db, test_id)
     acked = sum(len(s.acked) for s in sims)
     interrupted = [s for s in sims if s.resumed]
     return {
         "raters": args.raters,
-        "items_per_rater": items,
+        "items_per_rater": counts["assignments"] // max(1, args.raters),
         "stimulus_generation_s": round(gen_s, 1),
         "kill_after_s": args.kill_after,
         "acked_before_kill": acked_before,
         "restart_s": round(restart_s, 1),
         "votes_acknowledged": acked,
-        "votes_stored": stored,
-        "mos_rows": ratings,
-        "duplicates": dup,
-        "lost_or_extra": stored - acked,
+        "votes_stored": counts["answers"],
+        "mos_rows": counts["mos_rows"],
+        "duplicates": counts["duplicates"],
+        "lost_or_extra": counts["answers"] - acked,
         "vote_latency_ms": {
             "n": int(len(lat)),
             "p50": round(float(np.percentile(lat, 50)), 1) if len(lat) else None,

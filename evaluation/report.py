@@ -1,9 +1,15 @@
 """The HTML report and CSV export of a listenlab store.
 
-:func:`compute_tables` turns a :class:`~app.store.Store` into named DataFrames (the
-statistics of :mod:`evaluation.stats`); :func:`write_report` renders them with matplotlib plots
-embedded as PNG into one self-contained HTML file, and :func:`export_csv` writes the raw tables
-and the computed ones as CSV files.
+:func:`compute_tables` turns the store's frames (any :class:`ReportSource`, such as
+:class:`app.store.Store`) and its listening tests' rows
+(:class:`~evaluation.listening.data.TestData`, which the caller reads) into named DataFrames
+(the statistics of :mod:`evaluation.stats`); :func:`write_report` renders them with matplotlib
+plots embedded as PNG into one self-contained HTML file, and :func:`export_csv` writes the raw
+tables and the computed ones as CSV files.
+
+Why the caller hands the rows over: ``evaluation`` is analysis only and never imports ``app``
+(where the store lives). Each test's tables, its screening among them, are
+:func:`evaluation.listening.results.test_results`'s: computed once, stacked here.
 """
 
 from __future__ import annotations
@@ -11,14 +17,31 @@ from __future__ import annotations
 import base64
 import html
 import io
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Protocol
 
 import numpy as np
 import pandas as pd
 
-from app.store import Store
 from evaluation import stats
+from evaluation.listening.data import TestData
+from evaluation.listening.kinds import GLITCH
+
+
+class ReportSource(Protocol):
+    """The store's frames the report reads (:class:`app.store.Store` has them)."""
+
+    path: Path
+
+    def frame(self, table: str) -> pd.DataFrame: ...
+    def mos_frame(self) -> pd.DataFrame: ...
+    def ab_frame(self) -> pd.DataFrame: ...
+    def glitch_frame(self) -> pd.DataFrame: ...
+    def findings_frame(self) -> pd.DataFrame: ...
+    def takes_frame(self) -> pd.DataFrame: ...
+
 
 RAW_TABLES = (
     "systems",
@@ -84,23 +107,69 @@ def _numeric(df: pd.DataFrame) -> pd.DataFrame:
     return df
 
 
-def compute_tables(store: Store, opts: ReportOptions = ReportOptions()) -> dict[str, pd.DataFrame]:
+def compute_tables(
+    store: ReportSource,
+    opts: ReportOptions = ReportOptions(),
+    *,
+    tests: Sequence[TestData] = (),
+) -> dict[str, pd.DataFrame]:
     """Every computed table of the report, by name.
 
-    Screening is the per-test rule (:func:`evaluation.listening.results.test_results`: headphone
-    check, trap, check items, variance, A/B checks, BS.1534-3), so a rater excluded on a test's
-    results page is excluded here too; the global ``screening`` table is those tables stacked.
+    ``tests`` are the store's listening tests (``TestStore.all_test_data()``). Screening is the
+    per-test rule (:func:`evaluation.listening.results.test_results`: headphone check, trap,
+    check items, variance, A/B checks, BS.1534-3), so a rater excluded on a test's results page
+    is excluded here too; the global ``screening`` table is those tables stacked.
     """
     from evaluation.inference import MOS_SCALE, interval_table
 
-    listening = listening_tables(store)
-    test_ids = store.frame("tests")["test_id"] if not store.frame("tests").empty else []
+    listening = listening_tables(tests)
+    screening = _stacked_raters(listening, tests)
+    keep = _keep_screened(screening)
+    mos = _numeric(store.mos_frame())
+    usable = keep(stats.played_items(mos, opts.rules)) if not mos.empty else mos
+    ab = keep(_numeric(store.ab_frame()))
+    reports = _numeric(store.glitch_frame())
+    findings = _numeric(store.findings_frame())
+    takes = _numeric(store.takes_frame())
+    out: dict[str, pd.DataFrame] = {"screening": screening}
+    mt = interval_table(usable, ["system_id"], scale=MOS_SCALE, seed=opts.seed)
+    if not usable.empty:
+        z = stats.mos_table(stats.add_z_scores(usable), score="z")[["system_id", "mean"]]
+        mt = mt.merge(z.rename(columns={"mean": "mean_z"}), on="system_id", how="left")
+    out["mos"] = mt
+    out["mos_by_prompt"] = interval_table(
+        usable, ["system_id", "prompt_id"], scale=MOS_SCALE, seed=opts.seed
+    )
+    out["ab"] = stats.ab_table(ab, seed=opts.seed)
+    out["preference_matrix"] = stats.preference_matrix(ab)
+    out["order_bias"] = pd.DataFrame([stats.order_bias(ab)])
+    out["leaderboard"] = stats.bt_leaderboard(
+        ab, min_votes=opts.min_votes, n_boot=opts.n_boot, seed=opts.seed
+    )
+    listened = _glitch_assignments(store)
+    out["glitch_rates"] = stats.glitch_rates(reports, takes, listened, opts.seam_tolerance_ms)
+    out["glitches_by_seam"] = stats.glitches_by_seam(reports, opts.seam_tolerance_ms)
+    out.update(_findings_tables(findings))
+    out["agreement"] = pd.DataFrame(
+        [stats.agreement(reports, findings, opts.agreement_tolerance_ms)]
+    )
+    out["takes"] = _takes_table(takes, findings, reports)
+    out.update(listening)
+    return out
+
+
+def _stacked_raters(listening: dict[str, pd.DataFrame], tests: Sequence[TestData]):
+    """Every test's rater table (its screening outcomes) with the test's id, stacked."""
     screened = [
-        listening[f"test_{tid}_raters"].assign(test_id=tid)
-        for tid in test_ids
-        if not listening.get(f"test_{tid}_raters", pd.DataFrame()).empty
+        listening[f"test_{t.test_id}_raters"].assign(test_id=t.test_id)
+        for t in tests
+        if not listening.get(f"test_{t.test_id}_raters", pd.DataFrame()).empty
     ]
-    screening = pd.concat(screened, ignore_index=True) if screened else pd.DataFrame()
+    return pd.concat(screened, ignore_index=True) if screened else pd.DataFrame()
+
+
+def _keep_screened(screening: pd.DataFrame):
+    """A filter that drops the rows of raters their test screened out."""
     excluded = (
         set(
             zip(
@@ -119,101 +188,70 @@ def compute_tables(store: Store, opts: ReportOptions = ReportOptions()) -> dict[
         pairs = pd.Series(list(zip(df["test_id"], df["rater_id"], strict=True)), index=df.index)
         return df[~pairs.isin(excluded)]
 
-    mos = _numeric(store.mos_frame())
-    usable = (
-        keep(mos[(mos["role"] == "item") & ~stats._unplayed(mos, opts.rules.min_played_fraction)])
-        if not mos.empty
-        else mos
-    )
-    ab = keep(_numeric(store.ab_frame()))
-    reports = _numeric(store.glitch_frame())
-    findings = _numeric(store.findings_frame())
-    takes = _numeric(store.takes_frame())
+    return keep
+
+
+def _glitch_assignments(store: ReportSource) -> pd.DataFrame | None:
+    """The assignments of glitch-hunt tests: the clips raters listened to for glitches."""
     assignments = store.frame("assignments")
     tests = store.frame("tests")
-    glitch_tests = (
-        set(tests.loc[tests["kind"] == "glitch", "test_id"]) if not tests.empty else set()
-    )
-    listened = (
-        assignments[assignments["test_id"].isin(glitch_tests)] if not assignments.empty else None
-    )
+    hunts = set(tests.loc[tests["kind"] == GLITCH.name, "test_id"]) if not tests.empty else set()
+    return assignments[assignments["test_id"].isin(hunts)] if not assignments.empty else None
 
-    out: dict[str, pd.DataFrame] = {}
-    out["screening"] = screening
-    mt = interval_table(usable, ["system_id"], scale=MOS_SCALE, seed=opts.seed)
-    if not usable.empty:
-        z = stats.mos_table(stats.add_z_scores(usable), score="z")[["system_id", "mean"]]
-        mt = mt.merge(z.rename(columns={"mean": "mean_z"}), on="system_id", how="left")
-    out["mos"] = mt
-    out["mos_by_prompt"] = interval_table(
-        usable, ["system_id", "prompt_id"], scale=MOS_SCALE, seed=opts.seed
+
+def _findings_tables(findings: pd.DataFrame) -> dict[str, pd.DataFrame]:
+    """Automatic findings per system and kind, and per system and seam."""
+    if findings.empty:
+        return {"findings_by_kind": pd.DataFrame(), "findings_by_seam": pd.DataFrame()}
+    fk = findings.pivot_table(
+        index="system_id", columns="kind", values="finding_id", aggfunc="count", fill_value=0
     )
-    out["ab"] = stats.ab_table(ab, seed=opts.seed)
-    out["preference_matrix"] = stats.preference_matrix(ab)
-    ob = stats.order_bias(ab)
-    out["order_bias"] = pd.DataFrame([ob])
-    out["leaderboard"] = stats.bt_leaderboard(
-        ab, min_votes=opts.min_votes, n_boot=opts.n_boot, seed=opts.seed
-    )
-    out["glitch_rates"] = stats.glitch_rates(reports, takes, listened, opts.seam_tolerance_ms)
-    out["glitches_by_seam"] = stats.glitches_by_seam(reports, opts.seam_tolerance_ms)
-    if not findings.empty:
-        fk = findings.pivot_table(
-            index="system_id", columns="kind", values="finding_id", aggfunc="count", fill_value=0
+    seam = findings.dropna(subset=["boundary_index"])
+    by_seam = (
+        seam.assign(boundary_index=seam["boundary_index"].astype(int)).pivot_table(
+            index="system_id",
+            columns="boundary_index",
+            values="finding_id",
+            aggfunc="count",
+            fill_value=0,
         )
-        out["findings_by_kind"] = fk.reset_index()
-        seam = findings.dropna(subset=["boundary_index"])
-        out["findings_by_seam"] = (
-            seam.assign(boundary_index=seam["boundary_index"].astype(int)).pivot_table(
-                index="system_id",
-                columns="boundary_index",
-                values="finding_id",
-                aggfunc="count",
-                fill_value=0,
-            )
-            if not seam.empty
-            else pd.DataFrame()
-        )
-    else:
-        out["findings_by_kind"] = pd.DataFrame()
-        out["findings_by_seam"] = pd.DataFrame()
-    out["agreement"] = pd.DataFrame(
-        [stats.agreement(reports, findings, opts.agreement_tolerance_ms)]
+        if not seam.empty
+        else pd.DataFrame()
     )
-    if not takes.empty:
-        cols = [
-            "take_id",
-            "system_id",
-            "prompt_id",
-            "status",
-            "duration_s",
-            "chunk_count",
-            "ttfa_ms",
-            "rtf",
-        ]
-        cols += ["underrun_count", "underrun_stall_ms"]
-        t = takes[cols].copy()
-        nf = findings.groupby("take_id").size() if not findings.empty else pd.Series(dtype=int)
-        t["auto_findings"] = t["take_id"].map(nf).fillna(0).astype(int)
-        nr = reports.groupby("take_id").size() if not reports.empty else pd.Series(dtype=int)
-        t["glitch_reports"] = t["take_id"].map(nr).fillna(0).astype(int)
-        out["takes"] = t
-    else:
-        out["takes"] = pd.DataFrame()
-    out.update(listening)
-    return out
+    return {"findings_by_kind": fk.reset_index(), "findings_by_seam": by_seam}
 
 
-def listening_tables(store: Store) -> dict[str, pd.DataFrame]:
+def _takes_table(takes: pd.DataFrame, findings: pd.DataFrame, reports: pd.DataFrame):
+    """One row per take with its timing, underruns, findings and rater reports."""
+    if takes.empty:
+        return pd.DataFrame()
+    cols = [
+        "take_id",
+        "system_id",
+        "prompt_id",
+        "status",
+        "duration_s",
+        "chunk_count",
+        "ttfa_ms",
+        "rtf",
+    ]
+    cols += ["underrun_count", "underrun_stall_ms"]
+    t = takes[cols].copy()
+    nf = findings.groupby("take_id").size() if not findings.empty else pd.Series(dtype=int)
+    t["auto_findings"] = t["take_id"].map(nf).fillna(0).astype(int)
+    nr = reports.groupby("take_id").size() if not reports.empty else pd.Series(dtype=int)
+    t["glitch_reports"] = t["take_id"].map(nr).fillna(0).astype(int)
+    return t
+
+
+def listening_tables(tests: Sequence[TestData]) -> dict[str, pd.DataFrame]:
     """Per listening test (schema v2): its results tables, named ``test_<id>_<table>``."""
-    from app.store.listening import TestStore
     from evaluation.listening.results import test_results
 
-    tests = TestStore(store)
     out: dict[str, pd.DataFrame] = {}
-    for t in tests.list_tests():
-        for name, df in test_results(tests, t["test_id"]).items():
-            out[f"test_{t['test_id']}_{name}"] = df
+    for t in tests:
+        for name, df in test_results(t).items():
+            out[f"test_{t.test_id}_{name}"] = df
     return out
 
 
@@ -347,7 +385,7 @@ def _seam_columns(df: pd.DataFrame) -> pd.DataFrame:
     return out
 
 
-def render_html(store: Store, t: dict[str, pd.DataFrame], plots: dict[str, str]) -> str:
+def render_html(store: ReportSource, t: dict[str, pd.DataFrame], plots: dict[str, str]) -> str:
     def img(name: str) -> str:
         return (
             f'<img alt="{name}" src="data:image/png;base64,{plots[name]}">' if name in plots else ""
@@ -451,7 +489,11 @@ def _safe_frame(df: pd.DataFrame, index: bool) -> pd.DataFrame:
 
 
 def export_csv(
-    store: Store, directory: str | Path, tables: dict[str, pd.DataFrame] | None = None
+    store: ReportSource,
+    directory: str | Path,
+    tables: dict[str, pd.DataFrame] | None = None,
+    *,
+    tests: Sequence[TestData] = (),
 ) -> list[Path]:
     """Write every raw table and every computed table as ``<name>.csv``; returns the paths.
 
@@ -465,7 +507,9 @@ def export_csv(
         p = d / f"{name}.csv"
         safe_csv(store.frame(name), p)
         written.append(p)
-    for name, df in (tables if tables is not None else compute_tables(store)).items():
+    if tables is None:
+        tables = compute_tables(store, tests=tests)
+    for name, df in tables.items():
         p = d / f"stats_{name}.csv"
         idx = name in {"preference_matrix", "glitches_by_seam", "findings_by_seam"}
         safe_csv(df, p, index=idx)
@@ -474,13 +518,16 @@ def export_csv(
 
 
 def write_report(
-    store: Store,
+    store: ReportSource,
     out: str | Path,
     csv_dir: str | Path | None = None,
     opts: ReportOptions = ReportOptions(),
+    *,
+    tests: Sequence[TestData] = (),
 ) -> Path:
-    """Write the HTML report (and the CSVs, into ``csv_dir`` when given)."""
-    t = compute_tables(store, opts)
+    """Write the HTML report (and the CSVs, into ``csv_dir`` when given); ``tests`` are the
+    store's listening tests (``TestStore.all_test_data()``)."""
+    t = compute_tables(store, opts, tests=tests)
     page = render_html(store, t, _plots(t))
     out = Path(out)
     out.parent.mkdir(parents=True, exist_ok=True)
@@ -495,9 +542,11 @@ def write_report(
 __all__ = [
     "RAW_TABLES",
     "ReportOptions",
+    "ReportSource",
     "compute_tables",
     "export_csv",
     "interval_figure",
+    "listening_tables",
     "neutralise_cell",
     "render_html",
     "safe_csv",

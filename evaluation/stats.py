@@ -35,7 +35,7 @@ import numpy as np
 import pandas as pd
 from scipy import stats
 
-from evaluation.listening.design import ANCHOR_LOW, ANCHOR_MID
+from evaluation.listening.kinds.base import ANCHOR_LOW, ANCHOR_MID
 
 # --------------------------------------------------------------------------- MOS
 
@@ -145,12 +145,20 @@ class ScreeningRules:
         )
 
 
-def _unplayed(ratings: pd.DataFrame, frac: float) -> pd.Series:
+def unplayed(ratings: pd.DataFrame, frac: float) -> pd.Series:
+    """Per rating: the player played less than ``frac`` of the clip (unknown counts as played)."""
     if "played_ms" not in ratings or "duration_s" not in ratings:
         return pd.Series(False, index=ratings.index)
     played = pd.to_numeric(ratings["played_ms"], errors="coerce")
     need = pd.to_numeric(ratings["duration_s"], errors="coerce") * 1000 * frac
     return played.notna() & need.notna() & (played < need)
+
+
+def played_items(ratings: pd.DataFrame, rules: ScreeningRules = ScreeningRules()) -> pd.DataFrame:
+    """The real items (not gold, trap or anchor) that were played: what a MOS is computed on,
+    for a test's results and for the report alike (screening then drops raters)."""
+    role = ratings["role"] if "role" in ratings else pd.Series("item", index=ratings.index)
+    return ratings[(role == "item") & ~unplayed(ratings, rules.min_played_fraction)]
 
 
 def _check_failures(
@@ -202,7 +210,7 @@ def screen_raters(ratings: pd.DataFrame, rules: ScreeningRules = ScreeningRules(
         r["role"] = "item"
     r["score"] = pd.to_numeric(r["score"], errors="coerce")
     r["expected"] = pd.to_numeric(r.get("expected"), errors="coerce")
-    r["_unplayed"] = _unplayed(r, rules.min_played_fraction)
+    r["_unplayed"] = unplayed(r, rules.min_played_fraction)
     rows = []
     for rater, g in r.groupby("rater_id", sort=True):
         items = g[g["role"] == "item"]
@@ -211,7 +219,7 @@ def screen_raters(ratings: pd.DataFrame, rules: ScreeningRules = ScreeningRules(
         gold_failed, why = _check_failures(items, gold, rules)
         trap_failed = int((trap["score"] != trap["expected"]).sum())
         var = float(items["score"].var(ddof=1)) if len(items) > 1 else float("nan")
-        unplayed = int(items["_unplayed"].sum())
+        n_unplayed = int(items["_unplayed"].sum())
         reasons = []
         if gold_failed > rules.max_gold_failures:
             reasons.append(f"gold failed x{gold_failed} ({'; '.join(why)})")
@@ -219,8 +227,8 @@ def screen_raters(ratings: pd.DataFrame, rules: ScreeningRules = ScreeningRules(
             reasons.append(f"trap failed x{trap_failed}")
         if len(items) >= rules.min_items_for_variance and var < rules.min_variance:
             reasons.append(f"variance {var:.2f} < {rules.min_variance}")
-        if len(items) and unplayed / len(items) > rules.max_unplayed_share:
-            reasons.append(f"{unplayed}/{len(items)} items not played")
+        if len(items) and n_unplayed / len(items) > rules.max_unplayed_share:
+            reasons.append(f"{n_unplayed}/{len(items)} items not played")
         rows.append(
             [
                 rater,
@@ -230,7 +238,7 @@ def screen_raters(ratings: pd.DataFrame, rules: ScreeningRules = ScreeningRules(
                 len(trap),
                 trap_failed,
                 var,
-                unplayed,
+                n_unplayed,
                 bool(reasons),
                 "; ".join(reasons),
             ]
@@ -244,13 +252,8 @@ def usable_ratings(ratings: pd.DataFrame, rules: ScreeningRules = ScreeningRules
         return ratings
     scr = screen_raters(ratings, rules)
     keep = set(scr.loc[~scr["excluded"], "rater_id"])
-    role = ratings["role"] if "role" in ratings else pd.Series("item", index=ratings.index)
-    mask = (
-        ratings["rater_id"].isin(keep)
-        & (role == "item")
-        & ~_unplayed(ratings, rules.min_played_fraction)
-    )
-    return ratings[mask].copy()
+    items = played_items(ratings, rules)
+    return items[items["rater_id"].isin(keep)].copy()
 
 
 # --------------------------------------------------------------------------- A/B and CMOS
@@ -668,9 +671,11 @@ __all__ = [
     "mushra_table",
     "order_bias",
     "oriented_votes",
+    "played_items",
     "preference_matrix",
     "screen_raters",
     "t_interval",
+    "unplayed",
     "usable_ratings",
     "wilson",
 ]

@@ -26,6 +26,7 @@ from app.store import (
     StoreError,
     System,
 )
+from app.store.listening import TestStore
 from backends.base import SpeechRequest
 from evaluation.report import ReportOptions, export_csv, neutralise_cell, write_report
 from evaluation.takes import ChunkRecord, Take
@@ -120,7 +121,13 @@ def test_random_small_stores_report_and_export(tmp_path, seed):
     store = random_store(tmp_path / "lab.db", seed)
     store.close()
     with Store.open(tmp_path / "lab.db", read_only=True) as ro:
-        out = write_report(ro, tmp_path / "r.html", tmp_path / "csv", ReportOptions(n_boot=20))
+        out = write_report(
+            ro,
+            tmp_path / "r.html",
+            tmp_path / "csv",
+            ReportOptions(n_boot=20),
+            tests=TestStore(ro).all_test_data(),
+        )
     html = out.read_text(encoding="utf-8")
     assert "listenlab report" in html and "<script" not in html.lower()
     cells = _all_cells(tmp_path / "csv")
@@ -163,7 +170,7 @@ def test_formula_cells_are_neutralised(tmp_path):
     store.add_prompt(Prompt("p", '=HYPERLINK("http://evil","click")'))
     store.close()
     with Store.open(tmp_path / "lab.db", read_only=True) as ro:
-        export_csv(ro, tmp_path / "csv")
+        export_csv(ro, tmp_path / "csv", tests=TestStore(ro).all_test_data())
     rows = list(csv.DictReader((tmp_path / "csv" / "prompts.csv").open()))
     assert rows[0]["text"] == '\'=HYPERLINK("http://evil","click")'
 

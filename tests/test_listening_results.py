@@ -141,7 +141,7 @@ def test_dropout_and_straight_liner_leave_results_working(live):
     from app.store.listening import TestStore
     from evaluation.listening.results import test_results
 
-    v = results_view(test_results(TestStore(live.state.store), tid))
+    v = results_view(test_results(TestStore(live.state.store).test_data(tid)))
     assert "Raters: 3 (2 finished, 2 screened out)" in v["summary"]
     assert f"- excluded {flat}: variance 0.00" in v["summary"]
     assert "Wilcoxon signed-rank" in v["summary"] and "MOS a vs b" in v["summary"]
@@ -161,7 +161,11 @@ def test_dropout_and_straight_liner_leave_results_working(live):
     # the global report and export screen by the same rule as the test's own page
     from evaluation.report import ReportOptions, compute_tables
 
-    t = compute_tables(live.state.store, ReportOptions(n_boot=20))
+    t = compute_tables(
+        live.state.store,
+        ReportOptions(n_boot=20),
+        tests=TestStore(live.state.store).all_test_data(),
+    )
     scr = t["screening"]
     mine = scr[scr["test_id"] == tid].set_index("rater_id")
     assert mine["excluded"].to_dict() == {gone: True, honest: False, flat: True}

@@ -18,6 +18,7 @@ from app.store import (
     Store,
     System,
 )
+from app.store.listening import TestStore
 from evaluation.glitches import detect
 from evaluation.report import RAW_TABLES, ReportOptions, compute_tables, write_report
 from tests.support.evaluation_util import inject_double, inject_replay, synthesize
@@ -82,7 +83,7 @@ def lab(piper_det, tmp_path_factory):
 
 def test_compute_tables(lab):
     store, ids, takes, _ = lab
-    t = compute_tables(store, ReportOptions(n_boot=50))
+    t = compute_tables(store, ReportOptions(n_boot=50), tests=TestStore(store).all_test_data())
     mos = t["mos"].set_index("system_id")
     assert mos.loc["clean", "n"] == 8 and mos.loc["clean", "mean"] == pytest.approx(4.5)
     assert mos.loc["buggy", "mean"] == pytest.approx(2.5)
@@ -100,7 +101,13 @@ def test_compute_tables(lab):
 
 def test_write_report_html_and_csv(lab, tmp_path):
     store, ids, *_ = lab
-    out = write_report(store, tmp_path / "r.html", tmp_path / "csv", ReportOptions(n_boot=30))
+    out = write_report(
+        store,
+        tmp_path / "r.html",
+        tmp_path / "csv",
+        ReportOptions(n_boot=30),
+        tests=TestStore(store).all_test_data(),
+    )
     page = out.read_text(encoding="utf-8")
     assert page.count('src="data:image/png;base64,') == 4  # MOS, A/B matrix, leaderboard, glitches
     for heading in (

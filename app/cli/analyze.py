@@ -133,22 +133,24 @@ def finding_line(f) -> str:
 
 
 def _run_report(args: argparse.Namespace) -> int:
+    from app.store.listening import TestStore
     from evaluation.report import ReportOptions, write_report
 
     out = Path(args.out or Path(args.db).with_suffix(".html"))
     csv_dir = Path(args.csv) if args.csv else out.with_name(out.stem + "_csv")
     opts = ReportOptions(min_votes=args.min_votes, n_boot=args.boot, seed=args.seed)
     with _open_existing_mode(args) as store:
-        write_report(store, out, csv_dir, opts)
+        write_report(store, out, csv_dir, opts, tests=TestStore(store).all_test_data())
     print(f"wrote {out} and CSV files in {csv_dir}")
     return 0
 
 
 def _run_export(args: argparse.Namespace) -> int:
+    from app.store.listening import TestStore
     from evaluation.report import export_csv
 
     with _open_existing_mode(args) as store:
-        paths = export_csv(store, args.csv)
+        paths = export_csv(store, args.csv, tests=TestStore(store).all_test_data())
     print(f"wrote {len(paths)} CSV files to {args.csv}")
     return 0
 

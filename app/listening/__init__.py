@@ -1,7 +1,10 @@
 """Listening tests: rater pages, their routes and WebSocket handlers, the admin designer/results.
 
 ``mount(app, state)`` is the one hook ``app.server.create_app`` calls (before the Playground is
-mounted at ``/``). The open arena lives beside this in ``app/listening/arena*.py``.
+mounted at ``/``): it puts the :class:`~app.listening.service.Listening` service on
+``app.state.listening`` (where the module-level routers of :mod:`app.listening.routes` find
+it), adds the rater page's ``/ll/ws`` message types (:mod:`app.listening.ws`), the admin-only
+guard of ``/admin/`` and, with ``mount_ui``, the Gradio admin page (:mod:`app.listening.admin_ui`).
 """
 
 from __future__ import annotations
@@ -15,8 +18,11 @@ def mount(app: Any, state: Any, *, mount_ui: bool = True) -> Any:
     from app.listening.service import Listening
 
     svc = Listening(state.store)
+    app.state.listening = svc
     ws.register(state, svc)
-    routes.add_routes(app, svc, state)
+    app.include_router(routes.router)
+    app.include_router(routes.admin_router)
+    app.middleware("http")(routes.admin_pages)
 
     if mount_ui:
         import gradio as gr

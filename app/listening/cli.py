@@ -6,9 +6,14 @@
   implementation, so a test made here is the same as one made by clicking. It records the
   stimuli with a progress line on stderr.
 * ``listenlab test list`` is :meth:`app.store.listening.TestStore.list_tests`.
-* ``listenlab test results ID`` is :func:`evaluation.listening.results.test_results` (``--json`` gives
-  the same JSON as ``GET /ll/admin/tests/ID/results``).
+* ``listenlab test results ID`` is :func:`evaluation.listening.results.test_results` on the
+  test's rows (:meth:`TestStore.test_data`); ``--json`` gives the same JSON as
+  ``GET /ll/admin/tests/ID/results``.
 * ``listenlab test open|close ID`` is :meth:`TestStore.set_status`.
+
+The module imports only the standard library and the test kinds' names at the top: each
+command imports what it uses when it runs, so ``listenlab test list`` loads the store and not
+FastAPI, SciPy or the statistics.
 
 Systems are backend specs (``--system joe=piper``, ``--system qwen=piper?profile=qwen3-tts``);
 they are loaded in this process, so the ``live`` condition (which needs a running server's
@@ -28,8 +33,8 @@ from pathlib import Path
 from typing import Any
 
 from backends.errors import InvalidRequest
-
-DESIGN_KINDS = ("mos", "ab", "mushra", "glitch")
+from evaluation.listening.kinds import NAMES as DESIGN_KINDS
+from evaluation.listening.kinds.ab import MODES as AB_MODES
 
 
 def _open_store(path: str | None, *, read_only: bool = False):
@@ -184,11 +189,11 @@ def _tests(store):
 
 
 def _run_list(args: argparse.Namespace) -> int:
-    from app.listening.routes import _clean
+    from app.listening.jsonable import clean_json
 
     store = _open_store(args.db, read_only=True)
     try:
-        rows = _clean(_tests(store).list_tests())
+        rows = clean_json(_tests(store).list_tests())
     finally:
         store.close()
     if args.json:
@@ -204,14 +209,15 @@ def _run_list(args: argparse.Namespace) -> int:
 
 
 def _run_results(args: argparse.Namespace) -> int:
-    from app.listening.routes import frames_json
+    from app.listening.jsonable import frames_json
     from evaluation.listening.results import test_results
 
     store = _open_store(args.db, read_only=True)
     try:
         tests = _tests(store)
         t = tests.require_test(args.test_id)
-        tables = test_results(tests, args.test_id, include_screened=args.include_screened)
+        data = tests.test_data(args.test_id)
+        tables = test_results(data, include_screened=args.include_screened)
     finally:
         store.close()
     if args.csv:
@@ -261,6 +267,12 @@ def add_cli(sub: argparse._SubParsersAction) -> None:
         "SQLite store (default $LISTENLAB_DB, $LISTENLAB_DATA/listenlab.db or data/listenlab.db)"
     )
 
+    _add_create(tsub, db_help)
+    _add_others(tsub, db_help)
+
+
+def _add_create(tsub: argparse._SubParsersAction, db_help: str) -> None:
+    """``listenlab test create``: every option of the designer."""
     c = tsub.add_parser(
         "create",
         help="design a test and record its stimuli",
@@ -321,7 +333,13 @@ def add_cli(sub: argparse._SubParsersAction) -> None:
     src.add_argument("--prompt", action="append", metavar="TEXT", help="a prompt (repeat)")
     c.add_argument("--items-per-rater", type=int, help="items per rater (default 10)")
     c.add_argument("--reference", metavar="NAME", help="MUSHRA: the reference system")
-    c.add_argument("--ab-mode", choices=("cmos", "forced"), help="A/B: CMOS -3..+3 or forced A/B")
+    c.add_argument("--ab-mode", choices=AB_MODES, help="A/B: CMOS -3..+3 or forced A/B")
+    _add_screening(c)
+    c.set_defaults(func=_run_create)
+
+
+def _add_screening(c: argparse.ArgumentParser) -> None:
+    """``listenlab test create``'s screening, crowd and ending options."""
     _flag(c, "screening", "screening items (MOS: anchor, gold, trap; A/B: check pairs)")
     _flag(c, "headphone-check", "the antiphase headphone check before the items")
     c.add_argument(
@@ -352,8 +370,10 @@ def add_cli(sub: argparse._SubParsersAction) -> None:
     c.add_argument("--seed", type=int, help="design seed")
     c.add_argument("--draft", action="store_true", help="leave the test as a draft (not open)")
     c.add_argument("--json", action="store_true", help="print {test_id, url, status} as JSON")
-    c.set_defaults(func=_run_create)
 
+
+def _add_others(tsub: argparse._SubParsersAction, db_help: str) -> None:
+    """``listenlab test list|results|open|close``."""
     ls = tsub.add_parser("list", help="list the tests in the store")
     ls.add_argument("--db", help=db_help)
     ls.add_argument("--json", action="store_true", help="print JSON")

@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from app.listening.imported import ImportedSet, read_audio, scan, unpack_zip
-from app.listening.service import DEFAULT_TITLE, SHOW_TEXT_KINDS
+from app.listening.service import DEFAULT_TITLE
 from app.listening.stimuli import (
     CEILING_DBTP,
     CONDITIONS,
@@ -36,6 +36,7 @@ from app.store.listening import TestStore
 from backends.base import Backend
 from backends.errors import InvalidRequest
 from evaluation.listening.design import Design
+from evaluation.listening.kinds import kind_of
 from evaluation.listening.screening import MODES
 
 MAX_PROMPTS = 200
@@ -302,9 +303,23 @@ async def create_test(
     return await _create(state, spec, progress)
 
 
-async def _create(state: Any, spec: TestSpec, progress: Callable[[float, str], None] | None) -> str:
-    tests = TestStore(state.store)
-    _check_spec(spec)
+@dataclass
+class _Sources:
+    """The systems of a spec, checked: generated ones with their backends, imported ones."""
+
+    sources: dict[str, Source]
+    live: dict[str, str]
+    """System -> the configured backend label the ``live`` condition streams from."""
+    imported: ImportedSet | None
+
+    @property
+    def natural(self) -> list[str]:
+        return [
+            n for n, src in self.sources.items() if isinstance(src, ImportedSource) and src.natural
+        ]
+
+
+def _sources(state: Any, spec: TestSpec) -> _Sources:
     imported = (
         scan(
             spec.stimuli,
@@ -331,39 +346,79 @@ async def _create(state: Any, spec: TestSpec, progress: Callable[[float, str], N
             sources[sid] = ImportedSource(sid, imported, natural=sid in imported.natural)
     if len(sources) > MAX_SYSTEMS:
         raise InvalidRequest(f"at most {MAX_SYSTEMS} systems (imported and generated together)")
-    names = list(sources)
-    natural = [n for n in names if isinstance(sources[n], ImportedSource) and sources[n].natural]
-    local = _prompts(spec, imported, generated=bool(spec.systems))
-    reference = spec.reference or (natural[0] if spec.kind == "mushra" and natural else None)
+    return _Sources(sources, live, imported)
+
+
+def _design(spec: TestSpec, src: _Sources, prompts: list[str], gold: GoldClip | None) -> Design:
+    """The checked design; the kind says whether a natural system is the reference and
+    whether a gold "5" is used."""
+    natural = src.natural
+    try:
+        kind = kind_of(spec.kind)
+        reference = spec.reference or (natural[0] if kind.needs_reference and natural else None)
+        return Design(
+            kind=spec.kind,
+            systems=tuple(src.sources),
+            prompts=tuple(prompts),
+            items_per_rater=spec.items_per_rater,
+            reference=reference,
+            ab_mode=spec.ab_mode,
+            screening=spec.screening,
+            seed=spec.seed,
+            gold=kind.wants_gold(spec.screening) and (gold is not None or bool(natural)),
+        ).validate()
+    except ValueError as e:
+        raise InvalidRequest(str(e)) from None
+
+
+async def _create(state: Any, spec: TestSpec, progress: Callable[[float, str], None] | None) -> str:
+    tests = TestStore(state.store)
+    _check_spec(spec)
+    src = _sources(state, spec)
+    local = _prompts(spec, src.imported, generated=bool(spec.systems))
     gold = None
     if spec.gold_clip:
         clip = Path(spec.gold_clip)
         gold = GoldClip(read_audio(clip, clip.parent), spec.gold_text)
-    design = Design(
-        kind=spec.kind,
-        systems=tuple(names),
-        prompts=tuple(local),
-        items_per_rater=spec.items_per_rater,
-        reference=reference,
-        ab_mode=spec.ab_mode,
-        screening=spec.screening,
-        seed=spec.seed,
-        gold=spec.kind == "mos" and spec.screening and (gold is not None or bool(natural)),
-    )
-    try:
-        design.validate()
-    except ValueError as e:
-        raise InvalidRequest(str(e)) from None
-    trap = _trap_voice(state) if spec.kind == "mos" and spec.screening else None
+    design = _design(spec, src, list(local), gold)
+    kind = design.test_kind
+    trap = _trap_voice(state) if "trap" in kind.extra_stimuli(design) else None
     test_id = uuid.uuid4().hex[:12]
     prompt_ids = {f"{test_id}-{pid}": text for pid, text in local.items()}
     keys = {f"{test_id}-{pid}": pid for pid in local}
-    design = Design(**{**design.to_dict(), "prompts": tuple(prompt_ids), "systems": tuple(names)})
+    design = replace(design, prompts=tuple(prompt_ids))
+    config = _config(spec, src, design, gold)
+    tests.create_test(test_id, spec.kind, spec.name, config, status="draft")
+    try:
+        await generate(
+            tests,
+            test_id,
+            design,
+            src.sources,
+            prompt_ids,
+            trap_backend=trap,
+            target_lufs=spec.target_lufs,
+            ceiling_dbtp=spec.ceiling_dbtp,
+            gold_clip=gold,
+            prompt_keys=keys,
+            progress=progress,
+        )
+    except BaseException:
+        tests.delete(test_id)
+        raise
+    if spec.open:
+        tests.set_status(test_id, "open")
+    return test_id
+
+
+def _config(spec: TestSpec, src: _Sources, design: Design, gold: GoldClip | None) -> dict:
+    """The test's stored config: its design, systems, screening, texts and loudness."""
     screen = spec.screen or ("antiphase" if spec.headphone_check else "none")
-    config = {
+    imported = src.imported
+    return {
         "design": design.to_dict(),
-        "systems": [_system_config(n, sources[n]) for n in names],
-        "backends": live,
+        "systems": [_system_config(n, s) for n, s in src.sources.items()],
+        "backends": src.live,
         "screening": screen,
         "headphone_check": screen != "none",
         "screenout_url": spec.screenout_url,
@@ -371,7 +426,7 @@ async def _create(state: Any, spec: TestSpec, progress: Callable[[float, str], N
         "familiarise": spec.familiarise,
         "target_ratings": spec.target_ratings,
         "dropout_after_s": spec.dropout_after_s,
-        "show_text": spec.show_text if spec.show_text is not None else spec.kind in SHOW_TEXT_KINDS,
+        "show_text": spec.show_text if spec.show_text is not None else design.test_kind.show_text,
         "consent": spec.consent,
         "completion_code": spec.completion_code,
         "redirect_url": spec.redirect_url,
@@ -388,27 +443,6 @@ async def _create(state: Any, spec: TestSpec, progress: Callable[[float, str], N
         },
         "gold": "clip" if gold is not None else ("natural" if design.gold else None),
     }
-    tests.create_test(test_id, spec.kind, spec.name, config, status="draft")
-    try:
-        await generate(
-            tests,
-            test_id,
-            design,
-            sources,
-            prompt_ids,
-            trap_backend=trap,
-            target_lufs=spec.target_lufs,
-            ceiling_dbtp=spec.ceiling_dbtp,
-            gold_clip=gold,
-            prompt_keys=keys,
-            progress=progress,
-        )
-    except BaseException:
-        tests.delete(test_id)
-        raise
-    if spec.open:
-        tests.set_status(test_id, "open")
-    return test_id
 
 
 @dataclass(frozen=True)

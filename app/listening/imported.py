@@ -15,6 +15,9 @@ Layouts:
 
 A system named ``natural`` (or listed in ``natural``) holds recordings of real speech: it can be
 the MUSHRA reference and the MOS gold "5".
+
+It lives with the listening tests in ``app/`` because it builds tests (the designer calls it
+before one is created); nothing here analyses them.
 """
 
 from __future__ import annotations

@@ -18,215 +18,233 @@ Admin (``require_admin``): ``GET /ll/admin/tests``, ``GET /ll/admin/tests/{id}/r
 ``POST /ll/admin/tests/{id}/status`` {status}, ``GET /ll/admin/tests/{id}/export.zip``.
 
 Errors: 400 bad input, 403 not allowed (bad token, closed test, not your item), 404 unknown
-test, 409 listen first / already answered, 413 body too large.
+test, 409 listen first / already answered, 413 body too large. Each is an error class with its
+status (:mod:`backends.errors`), answered by the app's one handler (:mod:`app.web.errors`),
+whose body carries the message as ``detail`` (which the rater page reads) and ``error``.
+
+Why module-level routers: the routes take the :class:`~app.listening.service.Listening` service
+from ``request.app.state`` (set by :func:`app.listening.mount`), so they can be read, tested and
+mounted without a closure over the app.
 """
 
 from __future__ import annotations
 
 import asyncio
+import html
 import io
 import json
-import math
 import zipfile
 from pathlib import Path
 from typing import Any
 
-from fastapi import Depends, FastAPI, HTTPException, Request
+from fastapi import APIRouter, Depends, Request
 from fastapi.responses import HTMLResponse, JSONResponse, Response
 
-from app.listening.service import Denied, Listening, NotYet, check_id
-from app.store import AlreadyVoted, UnknownItem
+from app.listening.jsonable import clean_json, frames_json
+from app.listening.service import Listening, check_id
+from app.store.listening import EXPORT_TABLES
 from app.web.admin import policy, require_admin
-from backends.errors import InvalidRequest
+from backends.errors import InvalidRequest, NotFound
 from evaluation.listening.results import test_results
 from evaluation.report import safe_csv
 
 STATIC = Path(__file__).parent / "static"
+STATIC_FILES = {"listen.js", "listen.css", "screen.js", "mushra.js"}
 MAX_BODY = 16_384
 
 
-async def _body(request: Request) -> dict[str, Any]:
+class BodyTooLarge(InvalidRequest):
+    """A rater's or the admin's JSON body is over :data:`MAX_BODY`."""
+
+    http_status, reason = 413, "too_large"
+
+
+def listening(request: Request) -> Listening:
+    """The app's listening-test service (set by :func:`app.listening.mount`)."""
+    return request.app.state.listening
+
+
+def rater_token(request: Request) -> str:
+    return request.headers.get("x-rater-token", "")[:200]
+
+
+async def json_body(request: Request) -> dict[str, Any]:
+    """The request's JSON object (empty: ``{}``), read up to :data:`MAX_BODY` bytes."""
     raw = b""
     async for part in request.stream():
         raw += part
         if len(raw) > MAX_BODY:
-            raise HTTPException(413, f"request body over {MAX_BODY} bytes")
+            raise BodyTooLarge(f"request body over {MAX_BODY} bytes")
     if not raw:
         return {}
     try:
         d = json.loads(raw)
     except ValueError:
-        raise HTTPException(400, "the body must be JSON") from None
+        raise InvalidRequest("the body must be JSON") from None
     if not isinstance(d, dict):
-        raise HTTPException(400, "the body must be a JSON object")
+        raise InvalidRequest("the body must be a JSON object")
     return d
 
 
-def _clean(v: Any) -> Any:
-    if isinstance(v, float) and not math.isfinite(v):
-        return None
-    if isinstance(v, dict):
-        return {str(k): _clean(x) for k, x in v.items()}
-    if isinstance(v, list | tuple):
-        return [_clean(x) for x in v]
-    if hasattr(v, "item"):
-        return _clean(v.item())
-    return v
-
-
-def frames_json(tables: dict[str, Any]) -> dict[str, Any]:
-    return {k: _clean(df.to_dict(orient="records")) for k, df in tables.items()}
-
-
 def rater_page(test_id: str) -> str:
-    html = (STATIC / "listen.html").read_text(encoding="utf-8")
-    return html.replace("__TEST_ID__", json.dumps(test_id)[1:-1])
+    html_ = (STATIC / "listen.html").read_text(encoding="utf-8")
+    return html_.replace("__TEST_ID__", json.dumps(test_id)[1:-1])
 
 
-def add_routes(app: FastAPI, svc: Listening, state: Any = None) -> None:
-    async def call(fn, *a, **kw):
-        try:
-            return await asyncio.to_thread(fn, *a, **kw)
-        except Denied as e:
-            raise HTTPException(403, str(e)) from None
-        except NotYet as e:
-            raise HTTPException(409, str(e)) from None
-        except AlreadyVoted as e:
-            raise HTTPException(409, str(e)) from None
-        except UnknownItem as e:
-            raise HTTPException(404, str(e)) from None
-        except InvalidRequest as e:
-            raise HTTPException(400, str(e)) from None
+def wav(data: bytes) -> Response:
+    return Response(data, media_type="audio/wav", headers={"Cache-Control": "no-store"})
 
-    def token(request: Request) -> str:
-        return request.headers.get("x-rater-token", "")[:200]
 
-    @app.get("/listen/{test_id}", response_class=HTMLResponse)
-    async def listen_page(test_id: str) -> HTMLResponse:
-        try:
-            check_id(test_id, "test id")
-        except InvalidRequest as e:
-            raise HTTPException(404, str(e)) from None
-        return HTMLResponse(rater_page(test_id), headers={"Cache-Control": "no-store"})
+Svc = Depends(listening)
+Body = Depends(json_body)
+Token = Depends(rater_token)
 
-    @app.get("/ll/listening/static/{name}")
-    async def listen_static(name: str) -> Response:
-        if name not in {"listen.js", "listen.css", "screen.js", "mushra.js"}:
-            raise HTTPException(404, "no such file")
-        media = "text/javascript" if name.endswith(".js") else "text/css"
-        return Response((STATIC / name).read_text(encoding="utf-8"), media_type=media)
+router = APIRouter()
+"""The rater's page and routes (no admin rights; errors answer through the app's one handler)."""
+admin_router = APIRouter(dependencies=[Depends(require_admin)])
+"""The admin's JSON routes."""
 
-    @app.get("/ll/listen/{test_id}/info")
-    async def info(test_id: str) -> dict[str, Any]:
-        return await call(svc.info, test_id)
 
-    @app.post("/ll/listen/{test_id}/join")
-    async def join(test_id: str, request: Request) -> dict[str, Any]:
-        b = await _body(request)
-        return await call(
-            svc.join,
-            test_id,
-            b.get("crowd_id") or None,
-            b.get("source") or None,
-            b.get("study_id") or None,
-            b.get("session_id") or None,
-        )
+@router.get("/listen/{test_id}", response_class=HTMLResponse)
+async def listen_page(test_id: str) -> HTMLResponse:
+    try:
+        check_id(test_id, "test id")
+    except InvalidRequest as e:
+        raise NotFound(str(e)) from None
+    return HTMLResponse(rater_page(test_id), headers={"Cache-Control": "no-store"})
 
-    @app.get("/ll/listen/{test_id}/status")
-    async def status(test_id: str, request: Request) -> dict[str, Any]:
-        return await call(svc.status, test_id, token(request))
 
-    @app.post("/ll/listen/{test_id}/consent")
-    async def consent(test_id: str, request: Request) -> dict[str, Any]:
-        return await call(svc.consent, test_id, token(request))
+@router.get("/ll/listening/static/{name}")
+async def listen_static(name: str) -> Response:
+    if name not in STATIC_FILES:
+        raise NotFound("no such file")
+    media = "text/javascript" if name.endswith(".js") else "text/css"
+    return Response((STATIC / name).read_text(encoding="utf-8"), media_type=media)
 
-    @app.post("/ll/listen/{test_id}/headphone")
-    async def headphone(test_id: str, request: Request) -> dict[str, Any]:
-        b = await _body(request)
-        return await call(svc.headphone, test_id, token(request), b.get("answers"))
 
-    def wav(data: bytes) -> Response:
-        return Response(data, media_type="audio/wav", headers={"Cache-Control": "no-store"})
+@router.get("/ll/listen/{test_id}/info")
+async def info(test_id: str, svc: Listening = Svc) -> dict[str, Any]:
+    return await asyncio.to_thread(svc.info, test_id)
 
-    @app.get("/ll/listen/{test_id}/screen/{n}")
-    async def screen_audio(test_id: str, n: int, request: Request) -> Response:
-        return wav(await call(svc.screen_audio, test_id, token(request), n))
 
-    @app.post("/ll/listen/{test_id}/screen/{n}")
-    async def screen_answer(test_id: str, n: int, request: Request) -> dict[str, Any]:
-        b = await _body(request)
-        return await call(svc.screen_answer, test_id, token(request), n, b.get("answer"))
+@router.post("/ll/listen/{test_id}/join")
+async def join(test_id: str, svc: Listening = Svc, b: dict = Body) -> dict[str, Any]:
+    return await asyncio.to_thread(
+        svc.join,
+        test_id,
+        b.get("crowd_id") or None,
+        b.get("source") or None,
+        b.get("study_id") or None,
+        b.get("session_id") or None,
+    )
 
-    @app.get("/ll/listen/{test_id}/familiar/{k}")
-    async def familiar_audio(test_id: str, k: int, request: Request) -> Response:
-        return wav(await call(svc.familiar_audio, test_id, token(request), k))
 
-    @app.post("/ll/listen/{test_id}/familiar")
-    async def familiarised(test_id: str, request: Request) -> dict[str, Any]:
-        return await call(svc.familiarised, test_id, token(request))
+@router.get("/ll/listen/{test_id}/status")
+async def status(test_id: str, svc: Listening = Svc, token: str = Token) -> dict[str, Any]:
+    return await asyncio.to_thread(svc.status, test_id, token)
 
-    @app.post("/ll/listen/{test_id}/vote")
-    async def vote(test_id: str, request: Request) -> dict[str, Any]:
-        b = await _body(request)
-        return await call(svc.vote, test_id, token(request), b)
 
-    # -- admin
+@router.post("/ll/listen/{test_id}/consent")
+async def consent(test_id: str, svc: Listening = Svc, token: str = Token) -> dict[str, Any]:
+    return await asyncio.to_thread(svc.consent, test_id, token)
 
-    admin = [Depends(require_admin)]
 
-    @app.get("/ll/admin/tests", dependencies=admin)
-    async def list_tests() -> dict[str, Any]:
-        return {"tests": _clean(await call(svc.tests.list_tests))}
+@router.post("/ll/listen/{test_id}/headphone")
+async def headphone(
+    test_id: str, svc: Listening = Svc, token: str = Token, b: dict = Body
+) -> dict[str, Any]:
+    return await asyncio.to_thread(svc.headphone, test_id, token, b.get("answers"))
 
-    @app.get("/ll/admin/tests/{test_id}/results", dependencies=admin)
-    async def results(test_id: str, include_screened: bool = False) -> JSONResponse:
-        t = await call(test_results, svc.tests, test_id, include_screened=include_screened)
-        return JSONResponse(frames_json(t))
 
-    @app.post("/ll/admin/tests/{test_id}/status", dependencies=admin)
-    async def set_status(test_id: str, request: Request) -> dict[str, Any]:
-        b = await _body(request)
-        await call(svc.tests.set_status, test_id, str(b.get("status", "")))
-        return {"test_id": test_id, "status": b.get("status")}
+@router.get("/ll/listen/{test_id}/screen/{n}")
+async def screen_audio(test_id: str, n: int, svc: Listening = Svc, token: str = Token):
+    return wav(await asyncio.to_thread(svc.screen_audio, test_id, token, n))
 
-    @app.post("/ll/admin/tests", dependencies=admin)
-    async def new_test(request: Request) -> dict[str, Any]:
-        from app.listening.designer import TestSpec, create_test
 
-        body = await _body(request)
-        try:
-            test_id = await create_test(state, TestSpec.from_dict(body))
-        except InvalidRequest as e:
-            raise HTTPException(400, str(e)) from None
-        return {"test_id": test_id, "url": f"/listen/{test_id}"}
+@router.post("/ll/listen/{test_id}/screen/{n}")
+async def screen_answer(
+    test_id: str, n: int, svc: Listening = Svc, token: str = Token, b: dict = Body
+) -> dict[str, Any]:
+    return await asyncio.to_thread(svc.screen_answer, test_id, token, n, b.get("answer"))
 
-    @app.middleware("http")
-    async def admin_pages(request: Request, call_next):
-        """Everything under /admin/ (the Gradio designer and results, with their API and
-        queue routes) is admin-only; a refused browser gets the login form."""
-        path = request.url.path
-        if path == "/admin" or path.startswith("/admin/"):
-            pol = policy(request)
-            if not pol.is_admin(request):
-                if "text/html" in request.headers.get("accept", ""):
-                    return HTMLResponse(login_page(pol.describe()), status_code=403)
-                return JSONResponse({"detail": f"admin only. {pol.describe()}"}, status_code=403)
-        return await call_next(request)
 
-    @app.get("/ll/admin/tests/{test_id}/export.zip", dependencies=admin)
-    async def export(test_id: str) -> Response:
-        data = await call(export_zip, svc, test_id)
-        return Response(
-            data,
-            media_type="application/zip",
-            headers={"Content-Disposition": f'attachment; filename="{test_id}.zip"'},
-        )
+@router.get("/ll/listen/{test_id}/familiar/{k}")
+async def familiar_audio(test_id: str, k: int, svc: Listening = Svc, token: str = Token):
+    return wav(await asyncio.to_thread(svc.familiar_audio, test_id, token, k))
+
+
+@router.post("/ll/listen/{test_id}/familiar")
+async def familiarised(test_id: str, svc: Listening = Svc, token: str = Token) -> dict[str, Any]:
+    return await asyncio.to_thread(svc.familiarised, test_id, token)
+
+
+@router.post("/ll/listen/{test_id}/vote")
+async def vote(
+    test_id: str, svc: Listening = Svc, token: str = Token, b: dict = Body
+) -> dict[str, Any]:
+    return await asyncio.to_thread(svc.vote, test_id, token, b)
+
+
+# -- admin
+
+
+@admin_router.get("/ll/admin/tests")
+async def list_tests(svc: Listening = Svc) -> dict[str, Any]:
+    return {"tests": clean_json(await asyncio.to_thread(svc.tests.list_tests))}
+
+
+def results_of(svc: Listening, test_id: str, include_screened: bool = False) -> dict:
+    """A test's results tables (:func:`evaluation.listening.results.test_results` on its rows)."""
+    return test_results(svc.tests.test_data(test_id), include_screened=include_screened)
+
+
+@admin_router.get("/ll/admin/tests/{test_id}/results")
+async def results(
+    test_id: str, include_screened: bool = False, svc: Listening = Svc
+) -> JSONResponse:
+    t = await asyncio.to_thread(results_of, svc, test_id, include_screened)
+    return JSONResponse(frames_json(t))
+
+
+@admin_router.post("/ll/admin/tests/{test_id}/status")
+async def set_status(test_id: str, svc: Listening = Svc, b: dict = Body) -> dict[str, Any]:
+    await asyncio.to_thread(svc.tests.set_status, test_id, str(b.get("status", "")))
+    return {"test_id": test_id, "status": b.get("status")}
+
+
+@admin_router.post("/ll/admin/tests")
+async def new_test(request: Request, body: dict = Body) -> dict[str, Any]:
+    from app.listening.designer import TestSpec, create_test
+
+    test_id = await create_test(request.app.state.listenlab, TestSpec.from_dict(body))
+    return {"test_id": test_id, "url": f"/listen/{test_id}"}
+
+
+@admin_router.get("/ll/admin/tests/{test_id}/export.zip")
+async def export(test_id: str, svc: Listening = Svc) -> Response:
+    data = await asyncio.to_thread(export_zip, svc, test_id)
+    return Response(
+        data,
+        media_type="application/zip",
+        headers={"Content-Disposition": f'attachment; filename="{test_id}.zip"'},
+    )
+
+
+async def admin_pages(request: Request, call_next):
+    """HTTP middleware: everything under /admin/ (the Gradio designer and results, with their
+    API and queue routes) is admin-only; a refused browser gets the login form."""
+    path = request.url.path
+    if path == "/admin" or path.startswith("/admin/"):
+        pol = policy(request)
+        if not pol.is_admin(request):
+            if "text/html" in request.headers.get("accept", ""):
+                return HTMLResponse(login_page(pol.describe()), status_code=403)
+            return JSONResponse({"detail": f"admin only. {pol.describe()}"}, status_code=403)
+    return await call_next(request)
 
 
 def login_page(note: str) -> str:
     """The admin login form (posts to ``/ll/admin/login``, then reloads)."""
-    import html
-
     return (
         "<!doctype html><meta charset=utf-8><title>listenlab admin</title>"
         "<body style='font-family:system-ui;max-width:34rem;margin:3rem auto'>"
@@ -249,26 +267,22 @@ def export_zip(svc: Listening, test_id: str) -> bytes:
     buf = io.BytesIO()
     with zipfile.ZipFile(buf, "w", zipfile.ZIP_DEFLATED) as z:
         z.writestr("test.json", json.dumps(t, indent=1, default=str))
-        for table in (
-            "stimuli",
-            "test_raters",
-            "assignments",
-            "answers",
-            "play_events",
-            "mos_ratings",
-            "ab_votes",
-            "mushra_ratings",
-            "glitch_reports",
-        ):
-            df = svc.store._query(f'SELECT * FROM "{table}" WHERE test_id = ?', [test_id])
-            if table == "test_raters":
-                df = df.drop(columns=["token_hash"])
-            z.writestr(f"raw/{table}.csv", safe_csv(df))
+        for table in EXPORT_TABLES:
+            z.writestr(f"raw/{table}.csv", safe_csv(tests.export_frame(table, test_id)))
         ratings = tests.ratings_frame(test_id)  # one row per rating, system_id on each
         z.writestr("raw/ratings.csv", safe_csv(ratings))
-        for name, df in test_results(tests, test_id, include_screened=False).items():
+        for name, df in results_of(svc, test_id).items():
             z.writestr(f"results/{name}.csv", safe_csv(df, index=name == "glitches_by_seam"))
     return buf.getvalue()
 
 
-__all__ = ["add_routes", "export_zip", "frames_json"]
+__all__ = [
+    "BodyTooLarge",
+    "admin_pages",
+    "admin_router",
+    "export_zip",
+    "frames_json",
+    "login_page",
+    "results_of",
+    "router",
+]

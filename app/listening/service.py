@@ -28,15 +28,15 @@ from backends.errors import Conflict, Forbidden, InvalidRequest
 from evaluation.listening import screening
 from evaluation.listening.design import (
     ANCHOR,
-    ANCHOR_LOW,
-    GOLD,
+    TRAP,
     Design,
     RaterRow,
     all_row_cells,
     choose_row,
-    pairs,
     plan,
 )
+from evaluation.listening.kinds import kind_of
+from evaluation.listening.kinds.base import PLAYED_SHARE, Familiar, VoteContext
 
 ID_RE = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
 TOKEN_RE = re.compile(r"^[A-Za-z0-9_-]{32,128}$")
@@ -49,13 +49,9 @@ DROPOUT_AFTER_S = 1800.0
 """A rater idle this long (no join or status call: the page makes one after every answer)
 counts as dropped: their design row is given to the next joiner (the test's
 ``dropout_after_s`` overrides it)."""
-AB_MIN_MS = 3000.0
-PLAYED_SHARE = 0.95
-"""A clip counts as played to the end at this share of its duration (player rounding)."""
 CLOCK_SLACK_MS = 400.0
 MAX_RATERS = 5000
 """Joins per test (bounds what an anonymous visitor can make the server store)."""
-MOS_LABELS = {5: "Excellent", 4: "Good", 3: "Fair", 2: "Poor", 1: "Bad"}
 DEFAULT_TITLE = "Listening test"
 """What raters see as the title when the test has no public title (never the admin's name)."""
 
@@ -103,14 +99,10 @@ class Item:
     """The prompt's text, when the test shows it (``show_text``); the page sets it as text."""
 
 
-SHOW_TEXT_KINDS = ("mos", "ab")
-"""Test types that show the prompt's text unless the test says otherwise."""
-
-
 def show_text(test: dict[str, Any]) -> bool:
     """Whether the vote page shows the prompt's text (tests made before the option: by type)."""
     v = test["config"].get("show_text")
-    return bool(v) if v is not None else test["kind"] in SHOW_TEXT_KINDS
+    return bool(v) if v is not None else kind_of(test["kind"]).show_text
 
 
 class Listening:
@@ -120,7 +112,8 @@ class Listening:
 
     # -- sessions
 
-    def _rater(self, test_id: str, token: Any) -> dict[str, Any]:
+    def rater(self, test_id: str, token: Any) -> dict[str, Any]:
+        """The rater this token belongs to in this test (checked against its hash), or Denied."""
         check_id(test_id, "test id")
         if not isinstance(token, str) or not TOKEN_RE.match(token):
             raise Denied("missing or malformed rater token")
@@ -225,13 +218,8 @@ class Listening:
                         else find("item", clean, design.prompts[0])
                     )
                 elif it.stimulus in {"anchor", "gold", "trap"}:
-                    s = find(
-                        it.stimulus,
-                        sl.system
-                        if it.stimulus == "gold"
-                        else (ANCHOR if it.stimulus == "anchor" else "__trap__"),
-                        None,
-                    )
+                    pseudo = {"gold": sl.system, "anchor": ANCHOR, "trap": TRAP}[it.stimulus]
+                    s = find(it.stimulus, pseudo, None)
                 elif sl.role == "anchor":  # MUSHRA: low (3.5 kHz) or mid (7 kHz) anchor
                     s = find("anchor", sl.system, it.prompt)
                 else:
@@ -245,7 +233,7 @@ class Listening:
                 rater_id=rater["rater_id"],
                 position=it.position,
                 take_id=takes[0],
-                take_b_id=takes[1] if design.kind == "ab" else None,
+                take_b_id=takes[1] if design.test_kind.paired else None,
                 role=it.role,
                 expected=it.expected,
                 slots=tuple(takes),
@@ -279,7 +267,7 @@ class Listening:
     def status(self, test_id: str, token: str) -> dict[str, Any]:
         """Everything the rater page needs to (re)start: where the rater is, and the next item."""
         t = self._test(test_id, open_only=False)
-        r = self._rater(test_id, token)
+        r = self.rater(test_id, token)
         cfg = t["config"]
         mode = screening.screen_mode(cfg)
         items = self._assign(t, r)
@@ -360,7 +348,7 @@ class Listening:
 
     def _screen_rater(self, test_id: str, token: str) -> tuple[dict, dict, list[dict]]:
         t = self._test(test_id)
-        r = self._rater(test_id, token)
+        r = self.rater(test_id, token)
         if not r["consent_at"]:
             raise Denied("consent first")
         self._not_out(r)
@@ -483,7 +471,6 @@ class Listening:
         and the low anchor; A/B one pair; glitch one clip (systems in turn per rater)."""
         design = Design.from_dict(t["config"]["design"])
         stim = self.tests.stimuli(t["test_id"])
-        seq, p0 = int(r["seq"]), design.prompts[0]
 
         def take(kind: str, system: str | None, prompt: str | None) -> str | None:
             for s in stim:
@@ -491,29 +478,13 @@ class Listening:
                     return s.take_id
             return None
 
-        turn = design.systems[seq % len(design.systems)]
-        nat = self._natural(t, design)
-        if t["kind"] == "mos":
-            best = take("gold", GOLD, None) or (nat and take("item", nat, p0))
-            got = [
-                ("The low end of the scale (Bad)", take("anchor", ANCHOR, None)),
-                ("The high end of the scale (Excellent)", best)
-                if best
-                else ("A clip from the test", take("item", turn, p0)),
-            ]
-        elif t["kind"] == "mushra":
-            low = take("anchor", ANCHOR_LOW, p0) or take("anchor", ANCHOR, p0)
-            got = [("The reference", take("item", design.reference, p0)), ("Low anchor", low)]
-        elif t["kind"] == "ab":
-            a, b = pairs(design.systems)[seq % len(pairs(design.systems))]
-            got = [("Example A", take("item", a, p0)), ("Example B", take("item", b, p0))]
-        else:
-            got = [("An example clip", take("item", turn, p0))]
+        here = Familiar(take, int(r["seq"]), self._natural(t, design))
+        got = design.test_kind.familiar(design, here)
         return [(label, tid) for label, tid in got if tid]
 
     def _familiar_rater(self, test_id: str, token: str) -> tuple[dict, dict, list]:
         t = self._test(test_id)
-        r = self._rater(test_id, token)
+        r = self.rater(test_id, token)
         self._not_out(r)
         clips = self._familiar_clips(t, r)
         if not t["config"].get("familiarise") or not clips:
@@ -537,7 +508,7 @@ class Listening:
         """ "Continue": allowed once every clip was sent and had time to play."""
         t, r, clips = self._familiar_rater(test_id, token)
         got = json.loads(r["familiar"] or "{}")
-        durs = self._durations([c[1] for c in clips])
+        durs = self.tests.durations_ms([c[1] for c in clips])
         now = time.time()
         for k, d in enumerate(durs):
             at = got.get(str(k))
@@ -548,25 +519,14 @@ class Listening:
         return {"familiarised": True}
 
     def _item(self, t: dict[str, Any], a: Assignment) -> Item:
-        n = len(a.slots or (a.take_id,))
-        if t["kind"] == "ab":
-            labels = ["A", "B"]
-        elif t["kind"] == "mushra":
-            labels = [str(i + 1) for i in range(n)]
-        else:
-            labels = ["Play"]
+        kind = kind_of(t["kind"])
         takes = list(a.slots or (a.take_id,))
-        need = [round(self._need(t["kind"], d), 1) for d in self._durations(takes)]
+        n = len(takes)
+        need = [round(kind.need_ms(d), 1) for d in self.tests.durations_ms(takes)]
         has_ref = "reference" in (a.meta.get("roles") or [])
-        text = self._text(takes[0]) if show_text(t) else None
-        return Item(a.assignment_id, a.position, t["kind"], n, labels, need, has_ref, text)
-
-    def _text(self, take_id: str) -> str | None:
-        """The text the clip speaks (for check items too, so they look like any other)."""
-        row = self.store.db.execute(
-            "SELECT text FROM takes WHERE take_id = ?", [take_id]
-        ).fetchone()
-        return None if row is None else row[0]
+        # the text the clip speaks (for check items too, so they look like any other)
+        text = self.tests.take_text(takes[0]) if show_text(t) else None
+        return Item(a.assignment_id, a.position, t["kind"], n, kind.labels(n), need, has_ref, text)
 
     def _finish(self, t: dict[str, Any], r: dict[str, Any]) -> dict[str, Any]:
         cfg = t["config"]
@@ -596,7 +556,7 @@ class Listening:
 
     def consent(self, test_id: str, token: str) -> dict[str, Any]:
         self._test(test_id)
-        r = self._rater(test_id, token)
+        r = self.rater(test_id, token)
         if not r["consent_at"]:
             self.tests.update_rater(test_id, r["rater_id"], consent_at=now_iso())
         return {"consented": True}
@@ -606,7 +566,7 @@ class Listening:
     def stimulus(self, test_id: str, token: str, assignment_id: Any, slot: Any) -> dict[str, Any]:
         """Which take (and how) to play for this rater's item slot. Raises unless it is theirs."""
         t = self._test(test_id)
-        r = self._rater(test_id, token)
+        r = self.rater(test_id, token)
         self._not_out(r)
         check_id(assignment_id, "assignment id")
         a = self._assignment(test_id, r["rater_id"], assignment_id)
@@ -638,12 +598,7 @@ class Listening:
     def common_format(self, test_id: str) -> CommonFormat:
         """The one rate and channel layout every stimulus of the test reaches raters in: the
         highest native rate of its stimuli, stereo iff any is stereo (blind on the wire)."""
-        rows = self.store.db.execute(
-            "SELECT DISTINCT t.sample_rate, t.channels FROM takes t JOIN stimuli s "
-            "ON s.take_id = t.take_id WHERE s.test_id = ?",
-            [test_id],
-        ).fetchall()
-        return CommonFormat.of((int(r or 0), int(c or 1)) for r, c in rows)
+        return CommonFormat.of(self.tests.stimulus_formats(test_id))
 
     def _assignment(self, test_id: str, rater_id: str, assignment_id: str) -> Assignment:
         for a in self.store.assignments(test_id, rater_id):
@@ -672,7 +627,7 @@ class Listening:
         (``server_elapsed_ms`` since the stream began), by the audio sent (``sent_ms``, given
         while the stream was not sent in full: such a play never counts as complete) and, for
         a MUSHRA screen, by what is left of the screen's wall time (``budget_ms``)."""
-        r = self._rater(test_id, token)
+        r = self.rater(test_id, token)
         try:
             played = float(played_ms)
             und = int(underruns or 0)
@@ -711,41 +666,22 @@ class Listening:
 
     # -- votes
 
-    def _durations(self, takes: list[str]) -> list[float]:
-        out = []
-        for tid in takes:
-            row = self.store.db.execute(
-                "SELECT duration_s FROM takes WHERE take_id = ?", [tid]
-            ).fetchone()
-            out.append(float(row[0]) * 1000.0 if row else 0.0)
-        return out
-
-    @staticmethod
-    def _need(kind: str, duration_ms: float) -> float:
-        if kind in {"mos", "glitch"}:
-            return PLAYED_SHARE * duration_ms
-        return min(AB_MIN_MS, PLAYED_SHARE * duration_ms)
-
     def gate(self, kind: str, a: Assignment, played: dict[int, float]) -> list[str]:
         """What is still missing before a vote is allowed (empty: allowed)."""
+        k = kind_of(kind)
         takes = list(a.slots or (a.take_id,))
-        durs = self._durations(takes)
         missing = []
-        for i, d in enumerate(durs):
-            need = self._need(kind, d)
+        for i, d in enumerate(self.tests.durations_ms(takes)):
+            need = k.need_ms(d)
             if played.get(i, 0.0) + 1e-6 < need:
-                label = (
-                    "the clip"
-                    if len(takes) == 1
-                    else ("ABCDEFGH"[i] if kind == "ab" else f"stimulus {i + 1}")
-                )
+                label = k.slot_label(i, len(takes))
                 missing.append(f"{label}: {played.get(i, 0.0) / 1000:.1f} of {need / 1000:.1f} s")
         return missing
 
     def vote(self, test_id: str, token: str, body: dict[str, Any]) -> dict[str, Any]:
         """Store one answer (idempotent on ``answer_id``; one per item). Raises on any problem."""
         t = self._test(test_id)
-        r = self._rater(test_id, token)
+        r = self.rater(test_id, token)
         if not isinstance(body, dict):
             raise InvalidRequest("a vote must be a JSON object")
         if not r["consent_at"]:
@@ -759,10 +695,16 @@ class Listening:
         missing = self.gate(kind, a, self.tests.played(test_id, r["rater_id"], a.assignment_id))
         if missing:
             raise NotYet("listen first: " + "; ".join(missing))
-        takes = list(a.slots or (a.take_id,))
-        payload, typed = self._typed(t, r["rater_id"], a, takes, body, answer_id)
+        got = kind_of(kind).read_vote(body, self._vote_context(t, r["rater_id"], a, answer_id))
         created = self.tests.answer(
-            answer_id, test_id, r["rater_id"], a.assignment_id, kind, payload, a.condition, typed
+            answer_id,
+            test_id,
+            r["rater_id"],
+            a.assignment_id,
+            kind,
+            got.payload,
+            a.condition,
+            got.rows,
         )
         st = self.status(test_id, token)
         return {
@@ -775,103 +717,32 @@ class Listening:
             **({k: st[k] for k in ("completion_code", "redirect_url") if k in st}),
         }
 
-    def _typed(
-        self,
-        t: dict[str, Any],
-        rater_id: str,
-        a: Assignment,
-        takes: list[str],
-        body: dict[str, Any],
-        answer_id: str,
-    ) -> tuple[dict[str, Any], list[tuple[str, dict[str, Any]]]]:
-        kind, tid, now = t["kind"], t["test_id"], now_iso()
-        played = self.tests.played(tid, rater_id, a.assignment_id)
-        if kind == "mos":
-            score = body.get("score")
-            if not isinstance(score, int) or isinstance(score, bool) or score not in MOS_LABELS:
-                raise InvalidRequest("score must be an integer 1..5 (5 Excellent ... 1 Bad)")
-            row = {
-                "rating_id": answer_id,
-                "test_id": tid,
-                "rater_id": rater_id,
-                "take_id": takes[0],
-                "score": float(score),
-                "played_ms": played.get(0),
-                "role": a.role,
-                "expected": a.expected,
-                "created_at": now,
-                "condition": a.condition,
-                "assignment_id": a.assignment_id,
-            }
-            return {"score": score}, [("mos_ratings", row)]
-        if kind == "ab":
-            mode = t["config"]["design"].get("ab_mode", "cmos")
-            if mode == "forced":
-                choice = body.get("choice")
-                if choice not in ("a", "b"):
-                    raise InvalidRequest("choice must be 'a' or 'b'")
-                cmos = None
-            else:
-                cmos = body.get("cmos")
-                if not isinstance(cmos, int) or isinstance(cmos, bool) or not -3 <= cmos <= 3:
-                    raise InvalidRequest("cmos must be an integer -3..+3 (B vs A)")
-                choice = "b" if cmos > 0 else "a" if cmos < 0 else "tie"
-            if a.role != "item":  # a check pair: scored by screening, never an A/B vote
-                return {"choice": choice, "cmos": cmos}, []
-            systems = a.meta.get("systems") or [None, None]
-            row = {
-                "vote_id": answer_id,
-                "test_id": tid,
-                "rater_id": rater_id,
-                "item_key": "|".join(sorted(takes[:2])),
-                "take_a": takes[0],
-                "take_b": takes[1],
-                "system_a": systems[0],
-                "system_b": systems[1],
-                "choice": choice,
-                "cmos": None if cmos is None else float(cmos),
-                "played_a_ms": played.get(0),
-                "played_b_ms": played.get(1),
-                "created_at": now,
-                "condition": a.condition,
-                "assignment_id": a.assignment_id,
-            }
-            return {"choice": choice, "cmos": cmos}, [("ab_votes", row)]
-        if kind == "mushra":
-            scores = body.get("scores")
-            if not isinstance(scores, list) or len(scores) != len(takes):
-                raise InvalidRequest(f"scores must be a list of {len(takes)} numbers 0..100")
-            roles = a.meta.get("roles") or ["item"] * len(takes)
-            systems = a.meta.get("systems") or [None] * len(takes)
-            rows = []
-            for i, sc in enumerate(scores):
-                if not isinstance(sc, int | float) or isinstance(sc, bool) or not 0 <= sc <= 100:
-                    raise InvalidRequest("every MUSHRA score must be a number 0..100")
-                rows.append(
-                    (
-                        "mushra_ratings",
-                        {
-                            "rating_id": f"{answer_id}:{i}",
-                            "test_id": tid,
-                            "rater_id": rater_id,
-                            "assignment_id": a.assignment_id,
-                            "slot": i,
-                            "take_id": takes[i],
-                            "system_id": systems[i],
-                            "role": roles[i],
-                            "prompt_id": a.meta.get("prompt_id"),
-                            "score": float(sc),
-                            "created_at": now,
-                        },
-                    )
-                )
-            return {"scores": scores}, rows
-        # glitch hunt: the answer closes the item; the marks were stored as they were made
-        n = self.store.db.execute(
-            "SELECT count(*) FROM glitch_reports WHERE test_id=? AND rater_id=? AND take_id=?",
-            [tid, rater_id, takes[0]],
-        ).fetchone()[0]
-        return {"marks": int(n)}, []
+    def _vote_context(
+        self, t: dict[str, Any], rater_id: str, a: Assignment, answer_id: str
+    ) -> VoteContext:
+        """What the test's kind checks a vote against: the item, the server's play events."""
+        tid = t["test_id"]
+        takes = tuple(a.slots or (a.take_id,))
+        marks = (
+            self.tests.mark_count(tid, rater_id, takes[0]) if kind_of(t["kind"]).counts_marks else 0
+        )
+        return VoteContext(
+            answer_id=answer_id,
+            test_id=tid,
+            rater_id=rater_id,
+            assignment_id=a.assignment_id,
+            role=a.role,
+            expected=a.expected,
+            condition=a.condition,
+            takes=takes,
+            roles=tuple(a.meta.get("roles") or ()),
+            systems=tuple(a.meta.get("systems") or ()),
+            prompt_id=a.meta.get("prompt_id"),
+            played=self.tests.played(tid, rater_id, a.assignment_id),
+            created_at=now_iso(),
+            ab_mode=t["config"]["design"].get("ab_mode", "cmos"),
+            marks=marks,
+        )
 
 
 DEFAULT_CONSENT = (
@@ -882,8 +753,8 @@ DEFAULT_CONSENT = (
 )
 
 __all__ = [
+    "DEFAULT_CONSENT",
     "DEFAULT_TITLE",
-    "SHOW_TEXT_KINDS",
     "Denied",
     "Listening",
     "NotYet",

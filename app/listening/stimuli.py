@@ -1,6 +1,11 @@
 """Stimuli for listening tests: stored takes (generated or imported), loudness-normalised, plus
 the screening items, made as the standards describe.
 
+It lives with the listening tests in ``app/`` because it builds tests (the designer calls
+:func:`generate`); which screening stimuli a test gets is its kind's answer
+(:meth:`evaluation.listening.kinds.TestKind.extra_stimuli`). The stored row is
+:class:`app.store.listening.Stimulus`.
+
 Why stored takes: a generated stimulus keeps its recorded chunk arrival timeline, so the *as
 streamed* condition can replay the real stream's stalls to every rater, and glitch marks map to
 its seams. Imported audio (:mod:`app.listening.imported`) has no timeline: one chunk,
@@ -36,6 +41,7 @@ import numpy as np
 from scipy import signal
 
 from app.listening.imported import ImportedAudio, ImportedSet
+from app.store.listening import DEFAULT_TARGET_LUFS, Stimulus
 from backends.base import Backend, SpeechRequest
 from evaluation.listening.design import (
     ANCHOR,
@@ -47,7 +53,7 @@ from evaluation.listening.design import (
 )
 from evaluation.takes import ChunkRecord, Take, record
 
-TARGET_LUFS = -23.0
+TARGET_LUFS = DEFAULT_TARGET_LUFS
 CEILING_DBTP = -1.0
 OVERSAMPLE = 4
 """True peak per BS.1770-4 Annex 2: the peak of the signal oversampled 4x."""
@@ -356,30 +362,6 @@ class GoldClip:
     text: str | None = None
 
 
-@dataclass(frozen=True)
-class Stimulus:
-    stimulus_id: str
-    test_id: str
-    take_id: str
-    kind: str
-    """``item``, ``anchor``, ``gold`` or ``trap``."""
-    system_id: str | None = None
-    """A system under test, or a pseudo system: ``__anchor__`` (MOS gold "1" / A/B check),
-    ``__anchor_low__`` / ``__anchor_mid__`` (MUSHRA), ``__gold__``, ``__trap__``."""
-    prompt_id: str | None = None
-    expected: float | None = None
-    condition: str = "as_streamed"
-    gain_db: float = 0.0
-    loudness_lufs: float | None = None
-    """Before normalisation (see ``meta['output_lufs']`` for after)."""
-    target_lufs: float = TARGET_LUFS
-    source_take_id: str | None = None
-    meta: dict[str, Any] = field(default_factory=dict)
-    """Loudness (``output_lufs``, ``ear_lufs``, ``true_peak_dbtp``, ``ceiling_dbtp``,
-    ``limited``), ``origin`` (generated / imported / natural / admin_gold), and for anchors
-    ``anchor`` (``low`` 3.5 kHz, ``mid`` 7 kHz, ``degraded``) with ``lowpass_hz``."""
-
-
 Progress = Callable[[float, str], None]
 Source = SystemSource | ImportedSource
 
@@ -436,6 +418,27 @@ class _Writer:
         return st, take
 
 
+@dataclass
+class _Run:
+    """One :func:`generate` call: where stimuli go, what they are made from, the progress."""
+
+    w: _Writer
+    design: Design
+    systems: Mapping[str, Source]
+    natural: list[str]
+    total: int
+    progress: Progress | None
+    takes: dict[tuple[str, str], Take] = field(default_factory=dict)
+    done: int = 0
+
+    def tick(self, msg: str) -> None:
+        if self.progress:
+            self.progress(self.done / max(self.total, 1), msg)
+
+    def condition(self, system: str) -> str:
+        return self.systems[system].condition
+
+
 async def generate(
     tests: Any,
     test_id: str,
@@ -451,30 +454,51 @@ async def generate(
     progress: Progress | None = None,
 ) -> list[Stimulus]:
     """Record (or import) every system x prompt, normalise and store them, plus the screening
-    items: MUSHRA's low and mid anchors per prompt; MOS's gold "1", gold "5" (when there is a
-    natural system or ``gold_clip``) and trap; A/B's check pair sides.
+    items the test's kind asks for (:meth:`~evaluation.listening.kinds.TestKind.extra_stimuli`):
+    MUSHRA's low and mid anchors per prompt; MOS's gold "1", gold "5" (when there is a natural
+    system or ``gold_clip``) and trap; A/B's check pair sides.
 
     ``tests`` is an :class:`app.store.listening.TestStore`; ``prompts`` maps the test's
     prompt ids to their text (None: an imported prompt without text, only for imported
     systems); ``prompt_keys`` maps a test prompt id to the imported set's prompt id.
     """
-    from app.store import Prompt, System
-
-    store = tests.store
-    w = _Writer(tests, test_id, Loudness(target_lufs, ceiling_dbtp))
-    keys = dict(prompt_keys or {p: p for p in prompts})
-    jobs = [(s, p) for s in design.systems for p in design.prompts]
-    need_trap = design.kind == "mos" and design.screening
-    need_gold = design.kind in {"mos", "ab"} and design.screening
+    extra = design.test_kind.extra_stimuli(design)
     natural = [s for s, src in systems.items() if isinstance(src, ImportedSource) and src.natural]
     if design.gold and gold_clip is None and not natural:
         raise ValueError("the design expects a gold clip but there is no natural system or clip")
-    total = len(jobs) + (1 if need_trap else 0)
-    done = 0
+    jobs = [(s, p) for s in design.systems for p in design.prompts]
+    run = _Run(
+        _Writer(tests, test_id, Loudness(target_lufs, ceiling_dbtp)),
+        design,
+        systems,
+        natural,
+        len(jobs) + (1 if "trap" in extra else 0),
+        progress,
+    )
+    _register(tests.store, systems, prompts)
+    keys = dict(prompt_keys or {p: p for p in prompts})
+    for sid, pid in jobs:
+        run.tick(f"{sid}: {pid}")
+        run.takes[sid, pid] = await _item(run, sid, pid, prompts[pid], keys[pid])
+        run.done += 1
+    if "lowpass_anchors" in extra:
+        _lowpass_anchors(run)
+    if "degraded_anchor" in extra:
+        _degraded_anchor(run)
+    if "check_clean" in extra:
+        _check_clean(run)
+    if "gold" in extra:
+        _gold(run, gold_clip)
+    if "trap" in extra:
+        await _trap(run, trap_backend)
+    if progress:
+        progress(1.0, "done")
+    return run.w.out
 
-    def tick(msg: str) -> None:
-        if progress:
-            progress(done / max(total, 1), msg)
+
+def _register(store: Any, systems: Mapping[str, Source], prompts: Mapping[str, str | None]):
+    """The test's systems and prompts as store rows (takes refer to them)."""
+    from app.store import Prompt, System
 
     for sid, src in systems.items():
         if isinstance(src, SystemSource):
@@ -484,109 +508,125 @@ async def generate(
         store.add_system(replace(sysrow, label=sid))
     for pid, text in prompts.items():
         store.add_prompt(Prompt(pid, text=text or "", category="listening"))
-    takes: dict[tuple[str, str], Take] = {}
-    for sid, pid in jobs:
-        tick(f"{sid}: {pid}")
-        src = systems[sid]
-        if isinstance(src, SystemSource):
-            text = prompts[pid]
-            if not text:
-                raise ValueError(f"system {sid} needs the text of prompt {keys[pid]!r}")
-            take, origin = await record(src.backend, src.request(text)), "generated"
-        else:
-            clip = src.clips.load(sid, keys[pid])
-            origin = "natural" if src.natural else "imported"
-            take = imported_take(clip, prompts[pid], sid, origin)
-        _, takes[sid, pid] = w.add(take, "item", sid, pid, src.condition, origin=origin)
-        done += 1
-    base_sys = (natural[0] if natural else None) or design.reference or design.systems[0]
-    if design.kind == "mushra":  # BS.1534-3: the reference low-passed at 3.5 and 7 kHz
-        ref = str(design.reference)
-        for pid in design.prompts:
-            src_take = takes[ref, pid]
-            for anchor_sys, (name, hz) in MUSHRA_ANCHORS.items():
-                y = lowpass(src_take.audio, src_take.sample_rate, hz)
-                w.add(
-                    derived_take(src_take, y),
-                    "anchor",
-                    anchor_sys,
-                    pid,
-                    systems[ref].condition,
-                    source=src_take.take_id,
-                    anchor=name,
-                    lowpass_hz=hz,
-                )
-    elif need_gold:  # MOS: the gold "1"; A/B: the check pairs' bad side
-        src_take = takes[base_sys, design.prompts[0]]
-        y = degraded_anchor(src_take.audio, src_take.sample_rate, src_take.boundaries)
-        w.add(
-            derived_take(src_take, y),
-            "anchor",
-            ANCHOR,
-            None,
-            systems[base_sys].condition,
-            expected=1.0,
-            source=src_take.take_id,
-            anchor="degraded",
-            lowpass_hz=ANCHOR_CUTOFF_HZ,
-        )
-    if design.kind == "ab" and need_gold:  # the check pairs' clean side (not a gold "5")
-        src_take = takes[design.systems[0], design.prompts[0]]
-        w.add(
-            derived_take(src_take, src_take.audio),
-            "gold",
-            design.systems[0],
-            None,
-            systems[design.systems[0]].condition,
-            expected=5.0,
-            source=src_take.take_id,
-        )
-    if design.kind == "mos" and need_gold and design.gold:
-        if gold_clip is not None:
-            take = imported_take(gold_clip.clip, gold_clip.text, GOLD, "admin_gold")
-            w.add(take, "gold", GOLD, None, "whole", expected=5.0, origin="admin_gold")
-        else:
-            src_take = takes[natural[0], design.prompts[0]]
-            w.add(
-                derived_take(src_take, src_take.audio),
-                "gold",
-                GOLD,
-                None,
-                systems[natural[0]].condition,
-                expected=5.0,
+
+
+async def _item(run: _Run, sid: str, pid: str, text: str | None, key: str) -> Take:
+    """One system's take of one prompt: recorded by its backend or imported, then stored."""
+    src = run.systems[sid]
+    if isinstance(src, SystemSource):
+        if not text:
+            raise ValueError(f"system {sid} needs the text of prompt {key!r}")
+        take, origin = await record(src.backend, src.request(text)), "generated"
+    else:
+        clip = src.clips.load(sid, key)
+        origin = "natural" if src.natural else "imported"
+        take = imported_take(clip, text, sid, origin)
+    return run.w.add(take, "item", sid, pid, src.condition, origin=origin)[1]
+
+
+def _lowpass_anchors(run: _Run) -> None:
+    """BS.1534-3: the reference low-passed at 3.5 and 7 kHz, per prompt."""
+    ref = str(run.design.reference)
+    for pid in run.design.prompts:
+        src_take = run.takes[ref, pid]
+        for anchor_sys, (name, hz) in MUSHRA_ANCHORS.items():
+            y = lowpass(src_take.audio, src_take.sample_rate, hz)
+            run.w.add(
+                derived_take(src_take, y),
+                "anchor",
+                anchor_sys,
+                pid,
+                run.condition(ref),
                 source=src_take.take_id,
-                origin="natural",
+                anchor=name,
+                lowpass_hz=hz,
             )
-    if need_trap:
-        tick("attention check (CPU voice)")
-        if trap_backend is None:
-            raise ValueError("the trap needs the Piper voice")
-        spoken = await record(trap_backend, SpeechRequest(text=TRAP_TEXT).validated())
-        carrier = takes[design.systems[-1], design.prompts[-1]]
-        ins = _resample(spoken.audio, spoken.sample_rate, carrier.sample_rate)
-        y, cut = splice_trap(carrier.audio, ins, carrier.sample_rate)
-        chunks = [
-            ChunkRecord(c.index, c.arrival_ms, c.offset, min(c.frames, cut - c.offset))
-            for c in carrier.chunks
-            if c.offset < cut
-        ]
-        last = chunks[-1].arrival_ms if chunks else 0.0
-        chunks.append(ChunkRecord(len(chunks), last, cut, int(y.shape[0]) - cut))
-        w.add(
-            derived_take(carrier, y, chunks),
-            "trap",
-            TRAP,
-            None,
-            systems[design.systems[-1]].condition,
-            expected=float(TRAP_ANSWER),
-            source=carrier.take_id,
-            instruction=TRAP_TEXT,
-            instruction_at_s=round((cut / carrier.sample_rate) + TRAP_PAUSE_S, 3),
-        )
-        done += 1
-    if progress:
-        progress(1.0, "done")
-    return w.out
+
+
+def _degraded_anchor(run: _Run) -> None:
+    """MOS: the gold "1"; A/B: the check pairs' bad side (from a natural recording, else the
+    reference, else the first system, on the first prompt)."""
+    d = run.design
+    base = (run.natural[0] if run.natural else None) or d.reference or d.systems[0]
+    src_take = run.takes[base, d.prompts[0]]
+    y = degraded_anchor(src_take.audio, src_take.sample_rate, src_take.boundaries)
+    run.w.add(
+        derived_take(src_take, y),
+        "anchor",
+        ANCHOR,
+        None,
+        run.condition(base),
+        expected=1.0,
+        source=src_take.take_id,
+        anchor="degraded",
+        lowpass_hz=ANCHOR_CUTOFF_HZ,
+    )
+
+
+def _check_clean(run: _Run) -> None:
+    """A/B: the check pairs' clean side (not a gold "5")."""
+    first, p0 = run.design.systems[0], run.design.prompts[0]
+    src_take = run.takes[first, p0]
+    run.w.add(
+        derived_take(src_take, src_take.audio),
+        "gold",
+        first,
+        None,
+        run.condition(first),
+        expected=5.0,
+        source=src_take.take_id,
+    )
+
+
+def _gold(run: _Run, gold_clip: GoldClip | None) -> None:
+    """MOS: the gold "5", the admin's known-good clip or the first natural recording."""
+    if gold_clip is not None:
+        take = imported_take(gold_clip.clip, gold_clip.text, GOLD, "admin_gold")
+        run.w.add(take, "gold", GOLD, None, "whole", expected=5.0, origin="admin_gold")
+        return
+    nat = run.natural[0]
+    src_take = run.takes[nat, run.design.prompts[0]]
+    run.w.add(
+        derived_take(src_take, src_take.audio),
+        "gold",
+        GOLD,
+        None,
+        run.condition(nat),
+        expected=5.0,
+        source=src_take.take_id,
+        origin="natural",
+    )
+
+
+async def _trap(run: _Run, trap_backend: Backend | None) -> None:
+    """MOS: the last system's last prompt with the spoken instruction spliced in."""
+    run.tick("attention check (CPU voice)")
+    if trap_backend is None:
+        raise ValueError("the trap needs the Piper voice")
+    spoken = await record(trap_backend, SpeechRequest(text=TRAP_TEXT).validated())
+    last_sys, last_prompt = run.design.systems[-1], run.design.prompts[-1]
+    carrier = run.takes[last_sys, last_prompt]
+    ins = _resample(spoken.audio, spoken.sample_rate, carrier.sample_rate)
+    y, cut = splice_trap(carrier.audio, ins, carrier.sample_rate)
+    chunks = [
+        ChunkRecord(c.index, c.arrival_ms, c.offset, min(c.frames, cut - c.offset))
+        for c in carrier.chunks
+        if c.offset < cut
+    ]
+    last = chunks[-1].arrival_ms if chunks else 0.0
+    chunks.append(ChunkRecord(len(chunks), last, cut, int(y.shape[0]) - cut))
+    run.w.add(
+        derived_take(carrier, y, chunks),
+        "trap",
+        TRAP,
+        None,
+        run.condition(last_sys),
+        expected=float(TRAP_ANSWER),
+        source=carrier.take_id,
+        instruction=TRAP_TEXT,
+        instruction_at_s=round((cut / carrier.sample_rate) + TRAP_PAUSE_S, 3),
+    )
+    run.done += 1
 
 
 __all__ = [

@@ -36,10 +36,11 @@ A replay waits while the page's send queue is over its budget (:mod:`app.web.out
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
 import time
 import uuid
-from dataclasses import replace
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from app.listening.service import CLOCK_SLACK_MS, Listening
@@ -49,6 +50,7 @@ from app.store import GLITCH_KINDS, GlitchReport
 from app.web.inputs import client_id
 from app.web.ratelimit import KeyedRate
 from backends.errors import InvalidRequest, ListenlabError, TooMany
+from evaluation.listening.kinds import kind_of
 
 log = logging.getLogger("listenlab.listening")
 
@@ -167,194 +169,233 @@ def _screen_budget(streams: dict, rec: dict[str, Any], slot: int, now: float) ->
     return max(0.0, since + CLOCK_SLACK_MS - used)  # the clock slack once per screen
 
 
-def register(state: Any, svc: Listening) -> None:
-    store = state.store
-    rate = KeyedRate(RATE_PER_S, BURST)  # this app's raters and pages (not module state)
+@dataclass
+class RaterSockets:
+    """What the rater page's WebSocket handlers share within one app: the service, the
+    backends (the ``live`` condition) and the per-page and per-rater message buckets."""
 
-    def spend(*keys: str) -> None:
+    svc: Listening
+    backends: dict[str, Any]
+    rate: KeyedRate = field(default_factory=lambda: KeyedRate(RATE_PER_S, BURST))
+
+    def spend(self, *keys: str) -> None:
         """One message's token from each bucket (page, rater), or TooFast."""
         now = time.monotonic()
-        waits = [rate.take(k, now) for k in keys]
+        waits = [self.rate.take(k, now) for k in keys]
         if max(waits) > 0:
             raise TooFast(
                 f"too many messages: at most {RATE_PER_S:g} a second (try again in "
                 f"{max(waits):.1f} s); nothing was stored"
             )
 
-    def count(sql: str, args: list[Any]) -> int:
-        return int(store.db.execute(sql, args).fetchone()[0])
 
-    async def stimulus(session: Session, msg: dict[str, Any]) -> None:
-        token = int(msg.get("token", 0) or 0) & 0xFFFFFFFF
-        try:
-            spend("page:" + session.session_id)
-            info = await asyncio.to_thread(
-                svc.stimulus,
-                msg.get("test_id"),
-                msg.get("rater_token"),
-                msg.get("assignment_id"),
-                msg.get("slot"),
-            )
-            whole = msg.get("delivery") == "whole"
-            if whole and info["test"]["kind"] != "mushra":
-                raise InvalidRequest("whole delivery is for MUSHRA screens")
-        except (ListenlabError, ValueError, TypeError) as e:  # about the request, not a system
-            session.send({"type": "error", "token": token, "message": str(e)[:300]})
-            return
-        try:
-            take = await asyncio.to_thread(store.load_take, info["take_id"])
-        except Exception:  # the reason may name the take: it stays in the log
-            log.exception("stimulus take %s could not be loaded", info["take_id"])
-            session.send({"type": "error", "token": token, "message": GENERIC_ERROR})
-            return
-        a, cond = info["assignment"], info["condition"]
-        slot = int(msg["slot"])
-        entry = state.backends.get(info["live_backend"] or "") if cond == "live" else None
-        if whole:
-            entry, cond = None, "whole"
-        elif cond == "live" and entry is None:
-            cond = "as_streamed"  # no backend: the recorded stream
-        rec = {
-            "t0": time.monotonic(),
-            "stream_id": uuid.uuid4().hex,  # opaque: never a take id, new for every stream
-            "take_id": info["take_id"],
-            "condition": cond,
-            "whole": whole,
-            "duration_ms": take.duration_s * 1000.0,
-            "test_id": info["test"]["test_id"],
-            "rater_id": info["rater_id"],
-            "assignment_id": a.assignment_id,
-            "slots": info["slots"],
-            "full_at": None,
-            "sent_ms": 0.0,
+async def _open(room: RaterSockets, session: Session, msg: dict[str, Any], token: int):
+    """The stimulus the message asks for and its take, or None (the page was told why)."""
+    svc = room.svc
+    try:
+        room.spend("page:" + session.session_id)
+        info = await asyncio.to_thread(
+            svc.stimulus,
+            msg.get("test_id"),
+            msg.get("rater_token"),
+            msg.get("assignment_id"),
+            msg.get("slot"),
+        )
+        whole = msg.get("delivery") == "whole"
+        if whole and not kind_of(info["test"]["kind"]).whole_delivery:
+            raise InvalidRequest("whole delivery is for MUSHRA screens")
+    except (ListenlabError, ValueError, TypeError) as e:  # about the request, not a system
+        session.send({"type": "error", "token": token, "message": str(e)[:300]})
+        return None
+    try:
+        take = await asyncio.to_thread(svc.store.load_take, info["take_id"])
+    except Exception:  # the reason may name the take: it stays in the log
+        log.exception("stimulus take %s could not be loaded", info["take_id"])
+        session.send({"type": "error", "token": token, "message": GENERIC_ERROR})
+        return None
+    return info, take, whole
+
+
+async def stimulus(room: RaterSockets, session: Session, msg: dict[str, Any]) -> None:
+    """``stimulus``: stream the take of the rater's item slot (the page never names it)."""
+    token = int(msg.get("token", 0) or 0) & 0xFFFFFFFF
+    opened = await _open(room, session, msg, token)
+    if opened is None:
+        return
+    info, take, whole = opened
+    a, cond = info["assignment"], info["condition"]
+    slot = int(msg["slot"])
+    entry = room.backends.get(info["live_backend"] or "") if cond == "live" else None
+    if whole:
+        entry, cond = None, "whole"
+    elif cond == "live" and entry is None:
+        cond = "as_streamed"  # no backend: the recorded stream
+    rec = {
+        "t0": time.monotonic(),
+        "stream_id": uuid.uuid4().hex,  # opaque: never a take id, new for every stream
+        "take_id": info["take_id"],
+        "condition": cond,
+        "whole": whole,
+        "duration_ms": take.duration_s * 1000.0,
+        "test_id": info["test"]["test_id"],
+        "rater_id": info["rater_id"],
+        "assignment_id": a.assignment_id,
+        "slots": info["slots"],
+        "full_at": None,
+        "sent_ms": 0.0,
+    }
+    _streams(session)[(a.assignment_id, slot)] = rec
+    # shared by every rater: the Playground's reports on it are refused (play events
+    # carry this rater's underruns instead)
+    session.replayed.add(info["take_id"])
+    fmt = info["format"]
+    if whole:  # a MUSHRA screen's stimulus: sent now, at once (the page decodes it)
+        await replay_take(session, token, take, fmt, rec, timed=False)
+        return
+    if entry is not None:
+        req = replace(take.request, request_id=uuid.uuid4().hex).validated()
+        rec["take_id"] = req.request_id
+        await session.begin(token, lambda t: _live(session, t, entry, req, info, rec))
+    else:
+        timed = cond == "as_streamed"
+        await session.begin(token, lambda t: replay_take(session, t, take, fmt, rec, timed=timed))
+    rec["t0"] = time.monotonic()
+
+
+async def _play_budget(
+    room: RaterSockets, session: Session, msg: dict[str, Any], rec: dict | None, now: float
+) -> float | None:
+    """Check the per-item cap; a MUSHRA screen sent whole: what is left of its wall time."""
+    slot = msg.get("slot")
+    if rec is None:
+        return None
+    n = await asyncio.to_thread(
+        room.svc.tests.play_event_count,
+        rec["test_id"],
+        rec["rater_id"],
+        msg.get("assignment_id"),
+        slot,
+    )
+    if n >= MAX_PLAY_EVENTS_PER_ITEM:
+        raise TooFast(
+            f"play event not stored: {MAX_PLAY_EVENTS_PER_ITEM} are kept per stimulus and rater"
+        )
+    if rec["whole"] and isinstance(slot, int) and slot >= 0:
+        budget = _screen_budget(_streams(session), rec, slot, now)
+        if budget is None:
+            raise InvalidRequest("play the screen after all of its audio has arrived")
+        return budget
+    return None
+
+
+async def play_event(room: RaterSockets, session: Session, msg: dict[str, Any]) -> None:
+    """``play_event``: how much of a stimulus the page played, capped by the server's clock."""
+    slot = msg.get("slot")
+    try:
+        rec = _streams(session).get((str(msg.get("assignment_id") or ""), slot))
+        room.spend("page:" + session.session_id, *(["rater:" + rec["rater_id"]] if rec else []))
+        now = time.monotonic()
+        elapsed = None if rec is None else (now - rec["t0"]) * 1000.0
+        budget = await _play_budget(room, session, msg, rec, now)
+        full = rec is not None and rec["full_at"] is not None
+        out = await asyncio.to_thread(
+            room.svc.play_event,
+            msg.get("test_id"),
+            msg.get("rater_token"),
+            msg.get("assignment_id"),
+            slot,
+            msg.get("played_ms"),
+            server_elapsed_ms=elapsed,
+            take_id=rec["take_id"] if rec else "",
+            condition=rec["condition"] if rec else "",
+            duration_ms=rec["duration_ms"] if rec else None,
+            underruns=msg.get("underruns", 0),
+            stall_ms=msg.get("stall_ms", 0.0),
+            sent_ms=None if rec is None or full else _sent_ms(rec),
+            budget_ms=budget,
+        )
+        if budget is not None:
+            rec["credit"] = max(rec.get("credit", 0.0), out["played_ms"])
+    except (ListenlabError, ValueError, TypeError) as e:
+        _err(session, msg, e, "play_event")
+        return
+    session.send(
+        {
+            "type": "play_saved",
+            "assignment_id": msg.get("assignment_id"),
+            "slot": slot,
+            "played_ms": out["played_ms"],
         }
-        _streams(session)[(a.assignment_id, slot)] = rec
-        # shared by every rater: the Playground's reports on it are refused (play events
-        # carry this rater's underruns instead)
-        session.replayed.add(info["take_id"])
-        fmt = info["format"]
-        if whole:  # a MUSHRA screen's stimulus: sent now, at once (the page decodes it)
-            await replay_take(session, token, take, fmt, rec, timed=False)
-            return
-        if entry is not None:
-            req = replace(take.request, request_id=uuid.uuid4().hex).validated()
-            rec["take_id"] = req.request_id
-            await session.begin(token, lambda t: _live(session, t, entry, req, info, rec))
-        else:
-            timed = cond == "as_streamed"
-            await session.begin(
-                token, lambda t: replay_take(session, t, take, fmt, rec, timed=timed)
-            )
-        rec["t0"] = time.monotonic()
+    )
 
-    async def play_event(session: Session, msg: dict[str, Any]) -> None:
-        try:
-            slot = msg.get("slot")
-            streams = _streams(session)
-            rec = streams.get((str(msg.get("assignment_id") or ""), slot))
-            spend("page:" + session.session_id, *(["rater:" + rec["rater_id"]] if rec else []))
-            now = time.monotonic()
-            elapsed = None if rec is None else (now - rec["t0"]) * 1000.0
-            if rec is not None:
-                n = await asyncio.to_thread(
-                    count,
-                    "SELECT count(*) FROM play_events WHERE test_id=? AND rater_id=? AND "
-                    "assignment_id=? AND slot=?",
-                    [rec["test_id"], rec["rater_id"], msg.get("assignment_id"), slot],
-                )
-                if n >= MAX_PLAY_EVENTS_PER_ITEM:
-                    raise TooFast(
-                        f"play event not stored: {MAX_PLAY_EVENTS_PER_ITEM} are kept per "
-                        "stimulus and rater"
-                    )
-            full = rec is not None and rec["full_at"] is not None
-            budget = None
-            if rec is not None and rec["whole"] and isinstance(slot, int) and slot >= 0:
-                budget = _screen_budget(streams, rec, slot, now)
-                if budget is None:
-                    raise InvalidRequest("play the screen after all of its audio has arrived")
-            out = await asyncio.to_thread(
-                svc.play_event,
-                msg.get("test_id"),
-                msg.get("rater_token"),
-                msg.get("assignment_id"),
-                slot,
-                msg.get("played_ms"),
-                server_elapsed_ms=elapsed,
-                take_id=rec["take_id"] if rec else "",
-                condition=rec["condition"] if rec else "",
-                duration_ms=rec["duration_ms"] if rec else None,
-                underruns=msg.get("underruns", 0),
-                stall_ms=msg.get("stall_ms", 0.0),
-                sent_ms=None if rec is None or full else _sent_ms(rec),
-                budget_ms=budget,
-            )
-            if budget is not None:
-                rec["credit"] = max(rec.get("credit", 0.0), out["played_ms"])
-        except (ListenlabError, ValueError, TypeError) as e:
-            _err(session, msg, e, "play_event")
-            return
-        session.send(
-            {
-                "type": "play_saved",
-                "assignment_id": msg.get("assignment_id"),
-                "slot": slot,
-                "played_ms": out["played_ms"],
-            }
+
+async def listen_glitch(room: RaterSockets, session: Session, msg: dict[str, Any]) -> None:
+    """``listen_glitch``: a "G" mark on the stimulus being played, stored for the rater."""
+    svc = room.svc
+    try:
+        rec = _streams(session).get((str(msg.get("assignment_id") or ""), msg.get("slot")))
+        room.spend("page:" + session.session_id, *(["rater:" + rec["rater_id"]] if rec else []))
+        if rec is None:
+            raise InvalidRequest("no stimulus of that item was played on this page")
+        rid = client_id(msg.get("report_id")) or uuid.uuid4().hex
+        r = await asyncio.to_thread(svc.rater, msg.get("test_id"), msg.get("rater_token"))
+        if r["rater_id"] != rec["rater_id"]:
+            raise InvalidRequest("not your stimulus")
+        kind = msg.get("kind") or None
+        if kind is not None and kind not in GLITCH_KINDS:
+            raise InvalidRequest("unknown glitch kind")
+        pos = float(msg.get("position_ms"))
+        if not 0 <= pos <= rec["duration_ms"] + 1000:
+            raise InvalidRequest("position outside the clip")
+        n = await asyncio.to_thread(
+            svc.tests.mark_count, rec["test_id"], rec["rater_id"], rec["take_id"]
         )
-
-    async def listen_glitch(session: Session, msg: dict[str, Any]) -> None:
-        try:
-            rec = _streams(session).get((str(msg.get("assignment_id") or ""), msg.get("slot")))
-            spend("page:" + session.session_id, *(["rater:" + rec["rater_id"]] if rec else []))
-            if rec is None:
-                raise InvalidRequest("no stimulus of that item was played on this page")
-            rid = client_id(msg.get("report_id")) or uuid.uuid4().hex
-            r = await asyncio.to_thread(svc._rater, msg.get("test_id"), msg.get("rater_token"))
-            if r["rater_id"] != rec["rater_id"]:
-                raise InvalidRequest("not your stimulus")
-            kind = msg.get("kind") or None
-            if kind is not None and kind not in GLITCH_KINDS:
-                raise InvalidRequest("unknown glitch kind")
-            pos = float(msg.get("position_ms"))
-            if not 0 <= pos <= rec["duration_ms"] + 1000:
-                raise InvalidRequest("position outside the clip")
-            n = await asyncio.to_thread(
-                count,
-                "SELECT count(*) FROM glitch_reports WHERE take_id=? AND rater_id=? AND test_id=?",
-                [rec["take_id"], rec["rater_id"], rec["test_id"]],
+        if n >= MAX_MARKS_PER_ITEM:
+            raise TooFast(
+                f"mark not stored: {MAX_MARKS_PER_ITEM} marks are kept per stimulus and rater"
             )
-            if n >= MAX_MARKS_PER_ITEM:
-                raise TooFast(
-                    f"mark not stored: {MAX_MARKS_PER_ITEM} marks are kept per stimulus and rater"
-                )
-            w = await asyncio.to_thread(
-                store.add_glitch_report,
-                GlitchReport(
-                    report_id=rid,
-                    take_id=rec["take_id"],
-                    rater_id=rec["rater_id"],
-                    position_ms=pos,
-                    kind=kind,
-                    test_id=rec["test_id"],
-                ),
-            )
-            row = store.db["glitch_reports"].get(w.id)
-        except (ListenlabError, ValueError, TypeError) as e:
-            _err(session, msg, e, "glitch")
-            return
-        session.send(
-            {
-                "type": "listen_glitch_saved",
-                "report_id": w.id,
-                "position_ms": row["position_ms"],
-                "boundary_index": row["boundary_index"],
-            }
+        w = await asyncio.to_thread(
+            svc.store.add_glitch_report,
+            GlitchReport(
+                report_id=rid,
+                take_id=rec["take_id"],
+                rater_id=rec["rater_id"],
+                position_ms=pos,
+                kind=kind,
+                test_id=rec["test_id"],
+            ),
         )
+        row = await asyncio.to_thread(svc.tests.glitch_report, w.id)
+    except (ListenlabError, ValueError, TypeError) as e:
+        _err(session, msg, e, "glitch")
+        return
+    session.send(
+        {
+            "type": "listen_glitch_saved",
+            "report_id": w.id,
+            "position_ms": row["position_ms"],
+            "boundary_index": row["boundary_index"],
+        }
+    )
 
-    state.ws_handlers["stimulus"] = stimulus
-    state.ws_handlers["play_event"] = play_event
-    state.ws_handlers["listen_glitch"] = listen_glitch
+
+HANDLERS = {"stimulus": stimulus, "play_event": play_event, "listen_glitch": listen_glitch}
+"""The ``/ll/ws`` message types of the rater page and their handlers."""
 
 
-__all__ = ["register", "replay_take"]
+def register(state: Any, svc: Listening) -> None:
+    """Add the rater page's message types to the app's ``/ll/ws`` handlers."""
+    room = RaterSockets(svc, state.backends)
+    for kind, handler in HANDLERS.items():
+        state.ws_handlers[kind] = functools.partial(handler, room)
+
+
+__all__ = [
+    "HANDLERS",
+    "RaterSockets",
+    "listen_glitch",
+    "play_event",
+    "register",
+    "replay_take",
+    "stimulus",
+]

@@ -1,10 +1,13 @@
 """The listening-test tables of the store (schema v2): tests' lifecycle, stimuli, raters'
 sessions, play events, one answer per item, MUSHRA ratings.
 
-Why a module beside ``store.py``: the store keeps takes, votes and marks for every part of the
-app; this is what only listening tests need. It uses the store's per-thread connections and
-writes each answer and its typed rows (MOS rating, A/B vote, MUSHRA ratings) in one
-transaction, so an item is answered exactly once even with two tabs or a re-sent request.
+Why a module beside the core store: the store keeps takes, votes and marks for every part of
+the app; this is what only listening tests need, and every SQL statement the rater flow, its
+WebSocket handlers, the export and the CLI run is here (none outside the store). It uses the
+store's per-thread connections and writes each answer and its typed rows (MOS rating, A/B
+vote, MUSHRA ratings) in one transaction, so an item is answered exactly once even with two
+tabs or a re-sent request. :meth:`TestStore.test_data` hands a test's rows to the analysis
+(:class:`evaluation.listening.data.TestData`) as DataFrames.
 """
 
 from __future__ import annotations
@@ -14,17 +17,56 @@ import json
 import sqlite3
 import time
 import uuid
-from collections.abc import Callable
-from dataclasses import asdict
+from collections.abc import Callable, Sequence
+from dataclasses import asdict, dataclass, field
 from typing import Any
 
 import pandas as pd
 
-from app.listening.stimuli import Stimulus
 from app.store import AlreadyVoted, ListeningTest, Store, UnknownItem, now_iso
 from backends.errors import InvalidRequest
+from evaluation.listening.data import TestData
 
 STATUSES = ("draft", "open", "closed")
+EXPORT_TABLES = (
+    "stimuli",
+    "test_raters",
+    "assignments",
+    "answers",
+    "play_events",
+    "mos_ratings",
+    "ab_votes",
+    "mushra_ratings",
+    "glitch_reports",
+)
+"""Every table with a ``test_id``: what a test's export holds and what deleting it removes."""
+DEFAULT_TARGET_LUFS = -23.0
+
+
+@dataclass(frozen=True)
+class Stimulus:
+    """One stored stimulus of a test: a take and how it is played (the ``stimuli`` row)."""
+
+    stimulus_id: str
+    test_id: str
+    take_id: str
+    kind: str
+    """``item``, ``anchor``, ``gold`` or ``trap``."""
+    system_id: str | None = None
+    """A system under test, or a pseudo system: ``__anchor__`` (MOS gold "1" / A/B check),
+    ``__anchor_low__`` / ``__anchor_mid__`` (MUSHRA), ``__gold__``, ``__trap__``."""
+    prompt_id: str | None = None
+    expected: float | None = None
+    condition: str = "as_streamed"
+    gain_db: float = 0.0
+    loudness_lufs: float | None = None
+    """Before normalisation (see ``meta['output_lufs']`` for after)."""
+    target_lufs: float = DEFAULT_TARGET_LUFS
+    source_take_id: str | None = None
+    meta: dict[str, Any] = field(default_factory=dict)
+    """Loudness (``output_lufs``, ``ear_lufs``, ``true_peak_dbtp``, ``ceiling_dbtp``,
+    ``limited``), ``origin`` (generated / imported / natural / admin_gold), and for anchors
+    ``anchor`` (``low`` 3.5 kHz, ``mid`` 7 kHz, ``degraded``) with ``lowpass_hz``."""
 
 
 def token_hash(token: str) -> str:
@@ -44,10 +86,17 @@ class TestStore:
     def db(self):
         return self.store.db
 
-    def _rows(self, sql: str, params: list[Any] | tuple = ()) -> list[dict[str, Any]]:
+    def _rows(self, sql: str, params: Sequence[Any] = ()) -> list[dict[str, Any]]:
         cur = self.db.execute(sql, list(params))
         cols = [d[0] for d in cur.description]
         return [dict(zip(cols, r, strict=True)) for r in cur.fetchall()]
+
+    def _frame(self, sql: str, params: Sequence[Any] = ()) -> pd.DataFrame:
+        cur = self.db.execute(sql, list(params))
+        return pd.DataFrame(cur.fetchall(), columns=[d[0] for d in cur.description])
+
+    def _count(self, sql: str, params: Sequence[Any]) -> int:
+        return int(self.db.execute(sql, list(params)).fetchone()[0])
 
     # -- tests
 
@@ -91,13 +140,6 @@ class TestStore:
         )
         self.db.commit()
 
-    def update_config(self, test_id: str, config: dict[str, Any]) -> None:
-        self.db.execute(
-            "UPDATE tests SET config = ?, updated_at = ? WHERE test_id = ?",
-            [json.dumps(config, sort_keys=True), now_iso(), test_id],
-        )
-        self.db.commit()
-
     def duplicate(self, test_id: str, new_id: str, name: str | None = None) -> None:
         """A new draft test with the same config and stimuli (same takes), no raters."""
         t = self.require_test(test_id)
@@ -124,7 +166,7 @@ class TestStore:
                 "test_raters",
                 "stimuli",
                 "tests",
-            ):
+            ):  # children first
                 db.execute(f'DELETE FROM "{table}" WHERE test_id = ?', [test_id])
 
     # -- stimuli
@@ -264,7 +306,7 @@ class TestStore:
         self.db.commit()
 
     def raters_frame(self, test_id: str) -> pd.DataFrame:
-        return self.store._query(
+        return self._frame(
             "SELECT test_id, rater_id, seq, design_row, crowd_id, crowd_source, study_id, "
             "session_id, consent_at, headphone, headphone_pass, screened_out_at, "
             "screenout_code, familiarised_at, completion_code, finished_at, created_at, seen_at, "
@@ -417,7 +459,7 @@ class TestStore:
     # -- frames
 
     def mushra_frame(self, test_id: str) -> pd.DataFrame:
-        return self.store._query(
+        return self._frame(
             "SELECT * FROM mushra_ratings WHERE test_id = ? ORDER BY rater_id, assignment_id, slot",
             [test_id],
         )
@@ -425,7 +467,7 @@ class TestStore:
     def ab_checks_frame(self, test_id: str) -> pd.DataFrame:
         """The answered A/B check pairs (anchor vs its clean source): rater, which side was
         clean (``expected``: -1 A, +1 B) and the answer's ``choice`` and ``cmos``."""
-        df = self.store._query(
+        df = self._frame(
             "SELECT ans.rater_id, ans.assignment_id, a.expected, ans.payload "
             "FROM answers ans JOIN assignments a ON a.assignment_id = ans.assignment_id "
             "AND a.test_id = ans.test_id "
@@ -477,7 +519,7 @@ class TestStore:
         if not parts:
             return pd.DataFrame(columns=[*cols, "answered_at", "time_on_item_ms"])
         df = pd.concat([p.reindex(columns=cols) for p in parts], ignore_index=True)
-        ans = self.store._query(
+        ans = self._frame(
             "SELECT a.rater_id, a.assignment_id, a.created_at AS answered_at, "
             "coalesce(r.consent_at, r.created_at) AS started_at FROM answers a "
             "LEFT JOIN test_raters r ON r.test_id = a.test_id AND r.rater_id = a.rater_id "
@@ -499,14 +541,98 @@ class TestStore:
         return df
 
     def answers_frame(self, test_id: str) -> pd.DataFrame:
-        return self.store._query(
-            "SELECT * FROM answers WHERE test_id = ? ORDER BY created_at", [test_id]
+        return self._frame("SELECT * FROM answers WHERE test_id = ? ORDER BY created_at", [test_id])
+
+    def export_frame(self, table: str, test_id: str) -> pd.DataFrame:
+        """Every raw row of one of :data:`EXPORT_TABLES` for the test (rater tokens' hashes
+        left out)."""
+        if table not in EXPORT_TABLES:
+            raise InvalidRequest(f"no test table {table!r}")
+        df = self._frame(f'SELECT * FROM "{table}" WHERE test_id = ?', [test_id])
+        return df.drop(columns=["token_hash"]) if table == "test_raters" else df
+
+    def glitch_frame(self, test_id: str) -> pd.DataFrame:
+        """The test's glitch marks with the take's system, duration and chunk count."""
+        return self._frame(
+            "SELECT g.*, t.system_id, t.duration_s, t.chunk_count FROM glitch_reports g "
+            "LEFT JOIN takes t ON t.take_id = g.take_id WHERE g.test_id = ?",
+            [test_id],
         )
 
-    def play_events_frame(self, test_id: str) -> pd.DataFrame:
-        return self.store._query(
-            "SELECT * FROM play_events WHERE test_id = ? ORDER BY created_at", [test_id]
+    def findings_frame(self, take_ids: Sequence[str]) -> pd.DataFrame:
+        """Automatic findings on these takes, with the take's system."""
+        found = self.store.findings_frame()
+        return found[found["take_id"].isin(set(take_ids))] if not found.empty else found
+
+    # -- the analysis' view (evaluation never reads the store itself)
+
+    def test_data(self, test_id: str) -> TestData:
+        """Every row one test's results are computed from (:mod:`evaluation.listening.results`)."""
+        t = self.require_test(test_id)
+        glitches = self.glitch_frame(test_id)
+        return TestData(
+            test_id=test_id,
+            kind=t["kind"],
+            config=t["config"],
+            mos=self.store.mos_frame(test_id),
+            ab=self.store.ab_frame(test_id),
+            mushra=self.mushra_frame(test_id),
+            raters=self.raters_frame(test_id),
+            ab_checks=self.ab_checks_frame(test_id),
+            glitches=glitches,
+            findings=self.findings_frame(glitches["take_id"]) if not glitches.empty else glitches,
+            name=t["name"],
+            status=t["status"],
         )
 
+    def all_test_data(self) -> list[TestData]:
+        """:meth:`test_data` of every test, newest first (the report's listening part)."""
+        return [self.test_data(t["test_id"]) for t in self.list_tests()]
 
-__all__ = ["STATUSES", "TestStore", "token_hash"]
+    # -- what the rater flow reads of the takes
+
+    def take_text(self, take_id: str) -> str | None:
+        row = self.db.execute("SELECT text FROM takes WHERE take_id = ?", [take_id]).fetchone()
+        return None if row is None else row[0]
+
+    def durations_ms(self, take_ids: Sequence[str]) -> list[float]:
+        """Each take's duration in ms (0 for a take that is not stored)."""
+        out = []
+        for tid in take_ids:
+            row = self.db.execute(
+                "SELECT duration_s FROM takes WHERE take_id = ?", [tid]
+            ).fetchone()
+            out.append(float(row[0]) * 1000.0 if row else 0.0)
+        return out
+
+    def stimulus_formats(self, test_id: str) -> list[tuple[int, int]]:
+        """The distinct ``(sample rate, channels)`` of the test's stimuli's takes."""
+        rows = self.db.execute(
+            "SELECT DISTINCT t.sample_rate, t.channels FROM takes t JOIN stimuli s "
+            "ON s.take_id = t.take_id WHERE s.test_id = ?",
+            [test_id],
+        ).fetchall()
+        return [(int(r or 0), int(c or 1)) for r, c in rows]
+
+    def play_event_count(self, test_id: str, rater_id: str, assignment_id: str, slot: Any) -> int:
+        return self._count(
+            "SELECT count(*) FROM play_events WHERE test_id=? AND rater_id=? AND "
+            "assignment_id=? AND slot=?",
+            [test_id, rater_id, assignment_id, slot],
+        )
+
+    def mark_count(self, test_id: str, rater_id: str, take_id: str) -> int:
+        """Glitch marks one rater stored on one stimulus of the test."""
+        return self._count(
+            "SELECT count(*) FROM glitch_reports WHERE test_id=? AND rater_id=? AND take_id=?",
+            [test_id, rater_id, take_id],
+        )
+
+    def glitch_report(self, report_id: str) -> dict[str, Any]:
+        rows = self._rows("SELECT * FROM glitch_reports WHERE report_id = ?", [report_id])
+        if not rows:
+            raise UnknownItem(f"no glitch report {report_id!r}")
+        return rows[0]
+
+
+__all__ = ["EXPORT_TABLES", "STATUSES", "Stimulus", "TestStore", "token_hash"]

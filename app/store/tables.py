@@ -73,9 +73,6 @@ class SQLiteTables:
         cur = self.db.execute(sql, list(params))
         return pd.DataFrame(cur.fetchall(), columns=[d[0] for d in cur.description])
 
-    _query = read_frame
-    """The old name, still called by :mod:`app.store.listening` (its owner renames it)."""
-
     def get_row(self, table: str, pk: str, value: str) -> dict[str, Any] | None:
         cur = self.db.execute(f'SELECT * FROM "{table}" WHERE "{pk}" = ?', [value])
         r = cur.fetchone()

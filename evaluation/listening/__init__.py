@@ -1,6 +1,8 @@
-"""The listening-test domain: test design, stimuli, rater screening, results and the arena.
+"""The listening-test analysis: the test kinds, the balanced design, rater screening, results.
 
-Why a package: ``evaluation/`` holds four things (the store, the glitch detector, the
-listening-test domain and the probe); this one grew past a handful of modules, so it lives on
-its own. ``tables`` is the listening-test part of the SQLite store (:class:`TestStore`).
+Why a package: these modules are the pure logic of a test (no store, no web): the kinds
+(:mod:`.kinds`: MOS, A/B, MUSHRA, glitch hunt), the design rows raters get (:mod:`.design`),
+the headphone screens and the rater table (:mod:`.screening`), and one test's results on the
+rows the store hands over (:mod:`.data`, :mod:`.results`). The rater flow, the stimuli and
+the tables that store them live in ``app/listening/`` and ``app/store/listening.py``.
 """

@@ -27,9 +27,26 @@ import functools
 import itertools
 import math
 import random
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
-KINDS = ("mos", "ab", "mushra", "glitch")
+from evaluation.listening.kinds import NAMES, TestKind, kind_of
+from evaluation.listening.kinds.ab import checks as ab_checks
+from evaluation.listening.kinds.base import (
+    ANCHOR,
+    ANCHOR_LOW,
+    ANCHOR_MID,
+    GOLD,
+    GOLD_EXPECTED,
+    MUSHRA_ANCHORS,
+    TRAP,
+    TRAP_ANSWER,
+    PlannedItem,
+    Slot,
+    pairs,
+)
+
+KINDS = NAMES
+"""The test kinds a design can have (:mod:`evaluation.listening.kinds`)."""
 
 
 @dataclass(frozen=True)
@@ -55,12 +72,15 @@ class Design:
     ``gold`` key): planned as it was then (one MUSHRA anchor, optional reference, the first
     system's take as gold), so its stored stimuli still serve new raters."""
 
+    @property
+    def test_kind(self) -> TestKind:
+        return kind_of(self.kind)
+
     def validate(self) -> Design:
-        if self.kind not in KINDS:
-            raise ValueError(f"test type must be one of {', '.join(KINDS)}, got {self.kind!r}")
+        kind = self.test_kind
         if len(set(self.systems)) != len(self.systems) or not self.systems:
             raise ValueError("a test needs at least one system, each named once")
-        if self.kind in {"ab", "mushra"} and len(self.systems) < 2:
+        if len(self.systems) < kind.min_systems:  # 2 for A/B and MUSHRA
             raise ValueError(f"a {self.kind} test needs at least two systems")
         if not self.prompts:
             raise ValueError("a test needs at least one prompt")
@@ -68,11 +88,7 @@ class Design:
             raise ValueError("items per rater must be within 1..500")
         if self.reference is not None and self.reference not in self.systems:
             raise ValueError(f"the reference {self.reference!r} is not one of the systems")
-        if self.kind == "mushra" and self.reference is None and not self.legacy:
-            raise ValueError(
-                "a MUSHRA test needs a reference system (BS.1534-3): import a `natural` "
-                "system or name one as the reference"
-            )
+        kind.validate(self)
         if self.ab_mode not in {"cmos", "forced"}:
             raise ValueError("A/B mode must be cmos or forced")
         return self
@@ -109,71 +125,12 @@ class Design:
     @property
     def units(self) -> int:
         """How many design cells one item cycles through (systems, or system pairs for A/B)."""
-        return len(pairs(self.systems)) if self.kind == "ab" else len(self.systems)
+        return self.test_kind.units(self)
 
     @property
     def balanced_items(self) -> int:
         """Items per rater rounded down to a multiple of the cycle (at least one cycle)."""
-        if self.kind == "mushra":
-            return min(self.items_per_rater, len(self.prompts))
-        u = self.units
-        n = min(self.items_per_rater, len(self.prompts) * u)  # each (prompt, unit) at most once
-        return max(u, n - n % u)
-
-
-@dataclass(frozen=True)
-class Slot:
-    system: str
-    role: str = "item"
-    """``item``, ``reference`` (hidden reference) or ``anchor``."""
-
-
-@dataclass(frozen=True)
-class PlannedItem:
-    position: int
-    prompt: str | None
-    slots: tuple[Slot, ...]
-    """MOS/glitch: one slot; A/B: two (A = presented first/left); MUSHRA: the screen's stimuli."""
-    role: str = "item"
-    """``item``, ``gold`` (known answer, ±1) or ``trap`` ("please select answer 2")."""
-    expected: float | None = None
-    stimulus: str = "item"
-    """Which stimulus kind to play: ``item``, ``anchor``, ``gold``, ``trap``, or ``ab_check``
-    (an A/B pair of the anchor and the gold clip, by the slots' roles)."""
-    meta: dict = field(default_factory=dict)
-
-
-def ab_checks(system: str) -> list[PlannedItem]:
-    """A/B screening pairs: the low anchor against the clean take it was made from (``system``
-    on the first prompt), once with the clean side as A and once as B, so a rater who always
-    picks one side fails one of them. ``expected`` is the clean side's sign on the CMOS scale
-    (-1: A, +1: B)."""
-    clean, anchor = Slot(system, "gold"), Slot(ANCHOR, "anchor")
-    return [
-        PlannedItem(0, None, (clean, anchor), "gold", -1.0, "ab_check", {"clean": "a"}),
-        PlannedItem(0, None, (anchor, clean), "gold", 1.0, "ab_check", {"clean": "b"}),
-    ]
-
-
-ANCHOR = "__anchor__"
-"""Pseudo system of the MOS gold "1" and the A/B check pairs' bad side: a clearly degraded
-copy of a take (3.5 kHz low-pass, clicks and a gap)."""
-ANCHOR_LOW = "__anchor_low__"
-"""MUSHRA low anchor (BS.1534-3): the reference low-passed at 3.5 kHz, nothing else."""
-ANCHOR_MID = "__anchor_mid__"
-"""MUSHRA mid anchor (BS.1534-3): the reference low-passed at 7 kHz, nothing else."""
-MUSHRA_ANCHORS = {ANCHOR_LOW: ("low", 3500.0), ANCHOR_MID: ("mid", 7000.0)}
-"""Pseudo system -> (``anchor`` name stored in stimulus/assignment meta, low-pass cutoff Hz)."""
-GOLD = "__gold__"
-"""Pseudo system of the MOS gold "5": a natural recording or an admin-marked known-good clip."""
-TRAP = "__trap__"
-"""Pseudo system of the MOS trap: a real stimulus with a spoken instruction spliced in."""
-GOLD_EXPECTED = {"anchor": 1.0, "gold": 5.0}
-TRAP_ANSWER = 2
-
-
-def pairs(systems: tuple[str, ...]) -> list[tuple[str, str]]:
-    return list(itertools.combinations(systems, 2))
+        return self.test_kind.balanced_items(self)
 
 
 def _prompt_block(d: Design, rater_seq: int, n: int) -> list[str]:
@@ -213,44 +170,14 @@ def plan(design: Design, rater_seq: int, order_seed: int | None = None) -> list[
     rng = random.Random(f"{d.seed}:{rater_seq if order_seed is None else order_seed}")
     n = d.balanced_items
     prompts = _prompt_block(d, rater_seq, n)
-    items: list[PlannedItem] = []
-    if d.kind in {"mos", "glitch"}:
-        for k in range(n):
-            s = d.systems[_unit(k, rater_seq, len(d.prompts), len(d.systems))]
-            items.append(PlannedItem(0, prompts[k], (Slot(s),)))
-    elif d.kind == "ab":
-        ps = pairs(d.systems)
-        swaps = [k % 2 == 1 for k in range(n)]
-        rng.shuffle(swaps)
-        for k in range(n):
-            a, b = ps[_unit(k, rater_seq, len(d.prompts), len(ps))]
-            if swaps[k]:
-                a, b = b, a
-            items.append(PlannedItem(0, prompts[k], (Slot(a), Slot(b)), meta={"swapped": swaps[k]}))
-    else:  # mushra: one screen per prompt: every system, the hidden reference, two anchors
-        for k in range(n):
-            slots = [Slot(s) for s in d.systems if s != d.reference]
-            if d.reference:
-                slots.append(Slot(d.reference, "reference"))
-            anchors = [ANCHOR] if d.legacy else list(MUSHRA_ANCHORS)
-            slots += [Slot(a, "anchor") for a in anchors]
-            rng.shuffle(slots)
-            items.append(PlannedItem(0, prompts[k], tuple(slots)))
+    kind = d.test_kind
+
+    def unit(k: int, units: int) -> int:
+        return _unit(k, rater_seq, len(d.prompts), units)
+
+    items = kind.plan_items(d, prompts, unit, rng)
     rng.shuffle(items)
-    if d.kind == "mos" and d.screening:
-        checks = [
-            PlannedItem(
-                0, None, (Slot(ANCHOR, "anchor"),), "gold", GOLD_EXPECTED["anchor"], "anchor"
-            ),
-            PlannedItem(0, None, (Slot(TRAP),), "trap", float(TRAP_ANSWER), "trap"),
-        ]
-        if d.gold or d.legacy:
-            gold = Slot(d.systems[0] if d.legacy else GOLD)
-            checks.append(PlannedItem(0, None, (gold,), "gold", GOLD_EXPECTED["gold"], "gold"))
-    elif d.kind == "ab" and d.screening:
-        checks = ab_checks(d.systems[0])
-    else:
-        checks = []
+    checks = kind.checks(d)
     if checks:
         rng.shuffle(checks)
         for spot, c in zip(check_positions(len(items), len(checks), rng), checks, strict=True):
@@ -335,6 +262,7 @@ __all__ = [
     "KINDS",
     "ab_checks",
     "TRAP_ANSWER",
+    "GOLD_EXPECTED",
     "Design",
     "PlannedItem",
     "Slot",

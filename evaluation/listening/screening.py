@@ -28,6 +28,7 @@ import json
 import secrets
 import wave
 from dataclasses import asdict, dataclass
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -243,6 +244,27 @@ class TestScreening:
     """A/B check pairs (the low anchor against its clean source) a rater may get wrong."""
 
 
+SCREEN_TEXT = {
+    "antiphase": "headphone screen (Woods et al. 2017 antiphase test, >= 5 of 6 correct)",
+    "huggins": "headphone screen (Milne et al. 2021 Huggins pitch, >= 5 of 6 correct)",
+    "both": "headphone screens (Woods et al. 2017 antiphase test and Milne et al. 2021 "
+    "Huggins pitch, >= 5 of 6 correct in each)",
+}
+
+
+def screening_description(scr: TestScreening, kind: Any, screen: str = "antiphase") -> str:
+    """The screening rule a test's raters went through, in words: the headphone screen, then
+    the kind's own rule (``kind`` is a :class:`evaluation.listening.kinds.TestKind`; None for
+    a kind the app no longer makes, such as an old ``cmos`` test row)."""
+    parts = []
+    if scr.require_headphones:
+        parts.append(SCREEN_TEXT.get(screen, SCREEN_TEXT["antiphase"]))
+    own = kind.screening_text(scr) if kind is not None else None
+    if own:
+        parts.append(own)
+    return "; ".join(parts)
+
+
 def ab_check_failed(expected: float, choice: str | None) -> bool:
     """A check pair passes only if the clean side was preferred (a tie fails: the anchor is
     low-passed, clicked and cut, which no attentive listener on headphones finds equal)."""
@@ -277,6 +299,26 @@ def _json_or_none(v: object) -> dict | None:
     return d if isinstance(d, dict) else None
 
 
+RATER_COLUMNS = [
+    "rater_id",
+    "seq",
+    "crowd_id",
+    "answered",
+    "finished",
+    "headphones",
+    "gold_failed",
+    "trap_failed",
+    "ab_check_failed",
+    "variance",
+    "unplayed",
+    "ref_low",
+    "anchor_high",
+    "excluded",
+    "reasons",
+]
+"""The columns of :func:`rater_table`."""
+
+
 def rater_table(
     raters: pd.DataFrame,
     mos: pd.DataFrame | None = None,
@@ -287,23 +329,7 @@ def rater_table(
     """One row per rater of a test with every screening outcome, ``excluded`` and ``reasons``.
 
     ``ab_checks``: :meth:`app.store.listening.TestStore.ab_checks_frame` of an A/B test."""
-    cols = [
-        "rater_id",
-        "seq",
-        "crowd_id",
-        "answered",
-        "finished",
-        "headphones",
-        "gold_failed",
-        "trap_failed",
-        "ab_check_failed",
-        "variance",
-        "unplayed",
-        "ref_low",
-        "anchor_high",
-        "excluded",
-        "reasons",
-    ]
+    cols = RATER_COLUMNS
     if raters.empty:
         return pd.DataFrame(columns=cols)
     p808 = (
@@ -367,6 +393,7 @@ __all__ = [
     "HEADPHONE_TRIALS",
     "MODES",
     "PASS",
+    "RATER_COLUMNS",
     "SCREEN_RATE",
     "TRIALS",
     "ScreenTrial",
@@ -384,6 +411,7 @@ __all__ = [
     "score_screen",
     "screen_kinds",
     "screen_mode",
+    "screening_description",
     "to_screen_rate",
     "wav_bytes",
 ]

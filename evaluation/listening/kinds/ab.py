@@ -1,0 +1,189 @@
+"""A/B (paired comparison, with its CMOS mode): two clips of one prompt, answered on the CMOS
+scale -3..+3 (B against A) or as a forced choice, screened with two check pairs.
+
+Why here: the pairs the design cycles through, the sides' balance, the check pairs (the
+degraded anchor against its clean source, once on each side), the "A"/"B" labels, the vote's
+``cmos``/``choice`` and the per-pair tables are one kind's business."""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
+from backends.errors import InvalidRequest
+from evaluation.listening.kinds.base import (
+    AB_MIN_MS,
+    ANCHOR,
+    PLAYED_SHARE,
+    Familiar,
+    PlannedItem,
+    ResultContext,
+    Slot,
+    Table,
+    TestKind,
+    Vote,
+    VoteContext,
+    not_empty,
+    pairs,
+    require_int,
+)
+
+if TYPE_CHECKING:
+    import pandas as pd
+
+    from evaluation.listening.data import TestData
+    from evaluation.listening.design import Design
+    from evaluation.listening.screening import TestScreening
+
+MODES = ("cmos", "forced")
+"""``cmos``: -3..+3, B against A; ``forced``: A or B."""
+SIDES = "ABCDEFGH"
+
+
+def checks(system: str) -> list[PlannedItem]:
+    """A/B screening pairs: the low anchor against the clean take it was made from (``system``
+    on the first prompt), once with the clean side as A and once as B, so a rater who always
+    picks one side fails one of them. ``expected`` is the clean side's sign on the CMOS scale
+    (-1: A, +1: B)."""
+    clean, anchor = Slot(system, "gold"), Slot(ANCHOR, "anchor")
+    return [
+        PlannedItem(0, None, (clean, anchor), "gold", -1.0, "ab_check", {"clean": "a"}),
+        PlannedItem(0, None, (anchor, clean), "gold", 1.0, "ab_check", {"clean": "b"}),
+    ]
+
+
+class Ab(TestKind):
+    name = "ab"
+    title = "A/B"
+    min_systems = 2
+    show_text = True
+    paired = True
+
+    def units(self, d: Design) -> int:
+        return len(pairs(d.systems))
+
+    def plan_items(
+        self, d: Design, prompts: list[str], unit: Callable[[int, int], int], rng: random.Random
+    ) -> list[PlannedItem]:
+        """Every pair in turn, half of the items with the sides swapped (shuffled)."""
+        ps = pairs(d.systems)
+        n = len(prompts)
+        swaps = [k % 2 == 1 for k in range(n)]
+        rng.shuffle(swaps)
+        out = []
+        for k in range(n):
+            a, b = ps[unit(k, len(ps))]
+            if swaps[k]:
+                a, b = b, a
+            out.append(PlannedItem(0, prompts[k], (Slot(a), Slot(b)), meta={"swapped": swaps[k]}))
+        return out
+
+    def checks(self, d: Design) -> list[PlannedItem]:
+        return checks(d.systems[0]) if d.screening else []
+
+    def extra_stimuli(self, d: Design) -> frozenset[str]:
+        return frozenset({"degraded_anchor", "check_clean"}) if d.screening else frozenset()
+
+    def labels(self, n: int) -> list[str]:
+        return ["A", "B"]
+
+    def need_ms(self, duration_ms: float) -> float:
+        return min(AB_MIN_MS, PLAYED_SHARE * duration_ms)
+
+    def slot_label(self, i: int, n: int) -> str:
+        return "the clip" if n == 1 else SIDES[i]
+
+    def familiar(self, d: Design, f: Familiar) -> list[tuple[str, str | None]]:
+        """One pair (the pairs in turn per rater)."""
+        ps = pairs(d.systems)
+        a, b = ps[f.seq % len(ps)]
+        p0 = d.prompts[0]
+        return [("Example A", f.take("item", a, p0)), ("Example B", f.take("item", b, p0))]
+
+    def read_vote(self, body: dict[str, Any], ctx: VoteContext) -> Vote:
+        if ctx.ab_mode == "forced":
+            choice = body.get("choice")
+            if choice not in ("a", "b"):
+                raise InvalidRequest("choice must be 'a' or 'b'")
+            cmos = None
+        else:
+            cmos = require_int(body.get("cmos"), -3, 3, "cmos must be an integer -3..+3 (B vs A)")
+            choice = "b" if cmos > 0 else "a" if cmos < 0 else "tie"
+        payload = {"choice": choice, "cmos": cmos}
+        if ctx.role != "item":  # a check pair: scored by screening, never an A/B vote
+            return Vote(payload)
+        takes, systems = ctx.takes, ctx.systems or (None, None)
+        row = {
+            "vote_id": ctx.answer_id,
+            "test_id": ctx.test_id,
+            "rater_id": ctx.rater_id,
+            "item_key": "|".join(sorted(takes[:2])),
+            "take_a": takes[0],
+            "take_b": takes[1],
+            "system_a": systems[0],
+            "system_b": systems[1],
+            "choice": choice,
+            "cmos": None if cmos is None else float(cmos),
+            "played_a_ms": ctx.played.get(0),
+            "played_b_ms": ctx.played.get(1),
+            "created_at": ctx.created_at,
+            "condition": ctx.condition,
+            "assignment_id": ctx.assignment_id,
+        }
+        return Vote(payload, [("ab_votes", row)])
+
+    def screening_text(self, scr: TestScreening) -> str | None:
+        return (
+            f"A/B check pairs (the degraded anchor against its clean source): more than "
+            f"{scr.max_ab_check_failures} not won by the clean side"
+        )
+
+    def results(self, data: TestData, ctx: ResultContext) -> list[Table]:
+        """Per pair: preference share and CMOS, the sign tests and the first-position bias."""
+        import pandas as pd
+
+        from evaluation import inference, stats
+
+        if data.ab.empty:
+            return []
+        kept = ctx.keep(data.ab)
+        who = ctx.who
+        return [
+            (
+                "ab",
+                stats.ab_table(kept, n_boot=ctx.n_boot, seed=ctx.seed),
+                f"A/B per pair: preference share of x among decisive votes, CMOS = how much "
+                f"better y is, presentation order undone ({who})",
+                f"95% intervals: {ctx.boot}",
+            ),
+            (
+                "ab_pairwise",
+                inference.sign_tests(stats.oriented_votes(kept)),
+                f"A/B: is one side preferred? ({who})",
+                inference.SIGN_METHOD,
+            ),
+            (
+                "order_bias",
+                pd.DataFrame([stats.order_bias(kept)]),
+                f"Share of decisive votes won by the clip played first ({who})",
+                "exact two-sided binomial test against 0.5, votes taken as independent",
+            ),
+        ]
+
+    def plot(self, tables: dict[str, pd.DataFrame]) -> tuple[pd.DataFrame, str, str, str] | None:
+        t = tables.get("ab")
+        if not not_empty(t):
+            return None
+        ab = t.assign(pair=lambda d: d["y"] + " vs " + d["x"])
+        return (
+            ab.rename(columns={"cmos_low": "ci_low", "cmos_high": "ci_high"}),
+            "pair",
+            "cmos_y",
+            "cmos",
+        )
+
+
+KIND = Ab()
+
+__all__ = ["KIND", "MODES", "Ab", "checks"]
