@@ -44,7 +44,7 @@ from __future__ import annotations
 import functools
 import math
 import re
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field, fields, replace
 from typing import Any
 
@@ -411,18 +411,24 @@ def _lpc_scores(
     if screen is not None:
         backward(np.flatnonzero(((sf_ >= screen[0]) & (jf >= screen[1])).any(axis=1)))
     elif top is not None:
-        order = np.argsort(-sf_.max(axis=1), kind="stable")
-        done, m = 0, min(len(pts), 8 * top)
-        while True:
-            backward(order[done:m])
-            done = m
-            kth = np.sort(sf_[order[:m]].max(axis=1))[-min(top, m)]
-            if m == len(pts) or sf_[order[m]].max() <= kth:
-                break
-            m = min(len(pts), 4 * m)
+        _backward_top(sf_, backward, top)
     else:
         backward(np.arange(len(pts)))
     return sf_, jf
+
+
+def _backward_top(sf_: np.ndarray, backward: Callable[[np.ndarray], None], top: int) -> None:
+    """Run ``backward`` on points in order of their forward score until no other point can
+    reach the ``top`` largest scores (``sf_`` is updated in place)."""
+    order = np.argsort(-sf_.max(axis=1), kind="stable")
+    done, m = 0, min(len(sf_), 8 * top)
+    while True:
+        backward(order[done:m])
+        done = m
+        kth = np.sort(sf_[order[:m]].max(axis=1))[-min(top, m)]
+        if m == len(sf_) or sf_[order[m]].max() <= kth:
+            break
+        m = min(len(sf_), 4 * m)
 
 
 def _clicks(s: _Signal, cfg: DetectorConfig) -> list[Finding]:
@@ -803,28 +809,26 @@ def _repeat_length(s: _Signal, src: int, qs: int, start: int, blk: int, min_ncc:
     return voiced
 
 
-def _replay_scan(s: _Signal, cfg: DetectorConfig, duration_s: float) -> list[Finding]:
-    q = max(1, int(round(s.sr / cfg.replay_rate_hz)))
-    m = s.n // q
-    if m < 8:
-        return []
-    rate = s.sr / q
+def _replay_queries(
+    s: _Signal, cfg: DetectorConfig
+) -> tuple[np.ndarray, np.ndarray, np.ndarray] | None:
+    """Every seam's query at once (vectorised: with 80 ms chunks a take has ~12 seams a
+    second), as sample start and frame span ``(qs, qf0, qf1)``; None when there is none."""
     starts = s.boundaries
     if not len(starts):  # no timeline (a bare file): look at every pause-to-speech onset
         runs = s.silent_runs()
         starts = runs[:, 1][runs[:, 1] < len(s.silent)] * s.hop
     starts = np.asarray(starts, dtype=np.int64)
     if not len(starts):
-        return []
+        return None
     ends = np.r_[starts[1:], s.n]
     nf = len(s.silent)
     t_first = s.first_active_frame() * s.frame_s
-    # Every seam's query at once (vectorised: with 80 ms chunks a take has ~12 seams a second).
     # The query starts at the first active frame after the seam (silence matches silence), up
     # to 0.5 s after it.
     act = np.flatnonzero(~s.silent)
     if not len(act):
-        return []
+        return None
     f0 = -(-starts // s.hop)
     pos = np.minimum(np.searchsorted(act, f0), len(act) - 1)
     fa = act[pos]
@@ -852,8 +856,16 @@ def _replay_scan(s: _Signal, cfg: DetectorConfig, duration_s: float) -> list[Fin
     n_act = np.r_[0, np.cumsum(~s.silent)]
     keep = (qf1 - qf0 >= 4) & ((n_act[qf1] - n_act[qf0]) * s.frame_s >= cfg.replay_min_active_s)
     qs, qf0, qf1 = qs[keep], qf0[keep], qf1[keep]
-    if not len(qs):
-        return []
+    return (qs, qf0, qf1) if len(qs) else None
+
+
+def _replay_candidates(
+    s: _Signal, cfg: DetectorConfig, q: int, qs: np.ndarray, qf0: np.ndarray, qf1: np.ndarray
+) -> dict[int, list[int]]:
+    """Query index -> earlier places (search-rate samples) whose level envelope and
+    search-rate signal both match it."""
+    m = s.n // q
+    rate = s.sr / q
     lo = np.maximum(0, qs // q - int(cfg.replay_max_lookback_s * rate))
     # The envelope pre-check for every seam at once: a repeat has the same level envelope
     # (dB per 10 ms frame, floored at the silence threshold) too. Then each envelope match is
@@ -867,7 +879,7 @@ def _replay_scan(s: _Signal, cfg: DetectorConfig, duration_s: float) -> list[Fin
     )
     pi, pk = np.nonzero(peaks >= 0)
     if not len(pi):
-        return []
+        return {}
     # the search rate: block means (as a matrix-vector product: ten times faster than .mean)
     y = s.x[: m * q].reshape(m, q) @ np.full(q, 1 / q, np.float32)
     Lf = (qf1 - qf0) * s.hop
@@ -882,6 +894,34 @@ def _replay_scan(s: _Signal, cfg: DetectorConfig, duration_s: float) -> list[Fin
     cand: dict[int, list[int]] = {}
     for i, c in zip(pi[coarse >= 0].tolist(), coarse[coarse >= 0].tolist(), strict=True):
         cand.setdefault(i, []).append(c)
+    return cand
+
+
+def _walk_back(s: _Signal, cfg: DetectorConfig, src: int, qs_: int) -> int:
+    """Samples the repeat began before the query did (with silence, or before a later seam's
+    active onset): walked back 10 ms at a time while it still matches, up to 0.5 s."""
+    back, h = 0, s.hop
+    while back < int(0.5 * s.sr) and src - back - h >= 0 and qs_ - back - h > src:
+        fa, fb = (src - back - h) // h, (qs_ - back - h) // h
+        both_silent = s.silent[fa] and s.silent[fb]
+        a_ = s.x[src - back - h : src - back]
+        b_ = s.x[qs_ - back - h : qs_ - back]
+        if not (both_silent or _ncc(a_, b_) >= cfg.replay_min_ncc):
+            break
+        back += h
+    return back
+
+
+def _replay_scan(s: _Signal, cfg: DetectorConfig, duration_s: float) -> list[Finding]:
+    q = max(1, int(round(s.sr / cfg.replay_rate_hz)))
+    if s.n // q < 8:
+        return []
+    queries = _replay_queries(s, cfg)
+    if queries is None:
+        return []
+    qs, qf0, qf1 = queries
+    cand = _replay_candidates(s, cfg, q, qs, qf0, qf1)
+    Lf = (qf1 - qf0) * s.hop
     out: list[Finding] = []
     bounds_s = s.boundaries / s.sr
     skip_until = -1
@@ -905,38 +945,19 @@ def _replay_scan(s: _Signal, cfg: DetectorConfig, duration_s: float) -> list[Fin
             continue
         lag = qs_ - src
         skip_until = qs_ + length
-        # the repeat may begin before the query did (with silence, or before a later seam's
-        # active onset): walk back 10 ms at a time while it still matches, up to 0.5 s
-        back, h = 0, s.hop
-        while back < int(0.5 * s.sr) and src - back - h >= 0 and qs_ - back - h > src:
-            fa, fb = (src - back - h) // h, (qs_ - back - h) // h
-            both_silent = s.silent[fa] and s.silent[fb]
-            a_ = s.x[src - back - h : src - back]
-            b_ = s.x[qs_ - back - h : qs_ - back]
-            if not (both_silent or _ncc(a_, b_) >= cfg.replay_min_ncc):
-                break
-            back += h
-        start = qs_ - back
-        length += back
-        src -= back
+        back = _walk_back(s, cfg, src, qs_)
+        start, length, src = qs_ - back, length + back, src - back
         t = start / s.sr
         bi, _ = _nearest(bounds_s, t)
-        out.append(
-            Finding(
-                "replay",
-                t,
-                bi,
-                float(best / cfg.replay_min_ncc),
-                {
-                    "ncc": float(best),
-                    "source_s": src / s.sr,
-                    "lag_s": lag / s.sr,
-                    "length_s": length / s.sr,
-                    "from_start": bool(src / s.sr <= s.first_active_frame() * s.frame_s + 0.15),
-                    "share_of_take": length / s.sr / duration_s if duration_s else 0.0,
-                },
-            )
-        )
+        evidence = {
+            "ncc": float(best),
+            "source_s": src / s.sr,
+            "lag_s": lag / s.sr,
+            "length_s": length / s.sr,
+            "from_start": bool(src / s.sr <= s.first_active_frame() * s.frame_s + 0.15),
+            "share_of_take": length / s.sr / duration_s if duration_s else 0.0,
+        }
+        out.append(Finding("replay", t, bi, float(best / cfg.replay_min_ncc), evidence))
     return out
 
 
@@ -1368,6 +1389,33 @@ def _picked(fr: np.ndarray, idx: np.ndarray, scale: np.float32) -> np.ndarray:
     return np.multiply(fr[idx], scale, dtype=np.float32)
 
 
+def _without_cuts(
+    s: _Signal, cuts: Sequence[Finding], t_on: float, t_off: float
+) -> tuple[np.ndarray, float]:
+    """The take's samples with each replay's and gap's audio cut out, and its new last active
+    time (cut from the end, so earlier cuts stay where they were found)."""
+    x = s.x
+    for f in sorted(cuts, key=lambda f: -f.time_s):
+        span = f.evidence.get("length_s", f.evidence.get("pause_s", 0.0))
+        a, b = int(f.time_s * s.sr), int((f.time_s + span) * s.sr)
+        if t_on * s.sr <= a < b <= len(x):
+            x = np.concatenate([x[:a], x[b:]])
+            t_off -= (b - a) / s.sr if b / s.sr <= t_off else 0.0
+    return x, t_off
+
+
+def _compare_prints(a: np.ndarray, b: np.ndarray, ends: np.ndarray) -> tuple[float, float]:
+    """Content cost of ``a`` against as many active frames of ``b``, and the voice distance
+    against the prefix of ``b`` that says the same words (found by an open-ended alignment,
+    ``ends``: half to twice as long, so the speaking rate does not change which sounds, e.g.
+    fricatives, each long-term spectrum holds)."""
+    n = len(a)
+    lo, hi = max(1, n // 2), min(len(b), 2 * n)
+    j = lo - 1 + int(np.argmin(ends[lo - 1 : hi]))
+    voice = float(np.sqrt(np.mean((_ltas(a) - _ltas(b[: j + 1])) ** 2)))
+    return float(ends[min(n, len(b)) - 1]), voice
+
+
 def _crosstalk(
     s: _Signal, ref: _Signal, cfg: DetectorConfig, cuts: Sequence[Finding] = ()
 ) -> list[Finding]:
@@ -1382,13 +1430,7 @@ def _crosstalk(
     on_s = cfg.crosstalk_onset_s
     t_on = s.first_active_frame() * s.frame_s
     t_off = _last_active_s(s)
-    x = s.x
-    for f in sorted(cuts, key=lambda f: -f.time_s):  # from the end: earlier cuts stay put
-        span = f.evidence.get("length_s", f.evidence.get("pause_s", 0.0))
-        a, b = int(f.time_s * s.sr), int((f.time_s + span) * s.sr)
-        if t_on * s.sr <= a < b <= len(x):
-            x = np.concatenate([x[:a], x[b:]])
-            t_off -= (b - a) / s.sr if b / s.sr <= t_off else 0.0
+    x, t_off = _without_cuts(s, cuts, t_on, t_off)
     r_on, r_off = ref.first_active_frame() * ref.frame_s, _last_active_s(ref)
     n_on = int(round(on_s / fs))
     n_t_fr, oh_t = _filterbank(s.sr, fs)
@@ -1401,24 +1443,13 @@ def _crosstalk(
     if n_t < 0.8 * n_on or n_r < 0.8 * n_on:
         return []
 
-    def compare(a: np.ndarray, b: np.ndarray, ends: np.ndarray) -> tuple[float, float]:
-        """Content cost of ``a`` against as many active frames of ``b``, and the voice distance
-        against the prefix of ``b`` that says the same words (found by an open-ended
-        alignment, ``ends``: half to twice as long, so the speaking rate does not change
-        which sounds, e.g. fricatives, each long-term spectrum holds)."""
-        n = len(a)
-        lo, hi = max(1, n // 2), min(len(b), 2 * n)
-        j = lo - 1 + int(np.argmin(ends[lo - 1 : hi]))
-        voice = float(np.sqrt(np.mean((_ltas(a) - _ltas(b[: j + 1])) ** 2)))
-        return float(ends[min(n, len(b)) - 1]), voice
-
     # only the frames that are compared are transformed (a long take has many more)
     head = (
         _frame_bands(_picked(t_fr, t_act[:n_on], one), oh_t, s.sr),
         _frame_bands(_picked(r_fr, r_act[: 2 * n_on], ref.raw_scale), oh_r, ref.sr),
     )
     (ends,) = _dtw_ends_many([(_spectra(head[0]), _spectra(head[1]))])
-    onset, voice = compare(*head, ends)
+    onset, voice = _compare_prints(*head, ends)
     if onset < cfg.crosstalk_min_dist and voice < cfg.crosstalk_voice_dist:
         return []  # neither test can hold, whatever the rest of the take says
     # the rest of the take is compared at its end (end-aligned, reversed so the open end is
@@ -1432,7 +1463,7 @@ def _crosstalk(
             _frame_bands(_picked(r_fr, r_act[-2 * n_b :], ref.raw_scale), oh_r, ref.sr)[::-1],
         )
         (ends,) = _dtw_ends_many([(_spectra(tail[0]), _spectra(tail[1]))])
-        body, body_voice = compare(*tail, ends)
+        body, body_voice = _compare_prints(*tail, ends)
     ev = {
         "onset_dist": onset,
         "body_dist": body,

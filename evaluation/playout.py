@@ -152,33 +152,17 @@ def ideal_start_s(arrivals_s: Sequence[float], durations_s: Sequence[float]) -> 
     return best if arrivals_s else None
 
 
-def plan(
+def generation_rate(
     arrivals_s: Sequence[float],
     durations_s: Sequence[float],
-    *,
-    pos_s: float = 0.0,
-    done: bool = False,
-    text_chars: int = 0,
-    sec_per_char: float | None = None,
-    rate_prior: float | None = None,
+    received: float,
+    rate_prior: float | None,
     policy: Policy = POLICY,
-) -> Plan:
-    """When to start playing from audio position ``pos_s``, given the chunks that arrived."""
+) -> tuple[float, str]:
+    """Audio seconds per second the stream delivers, as :func:`plan` relies on it (its margin
+    taken off), and how it was found: ``measured``, ``learnt`` or ``first burst``."""
     n = len(arrivals_s)
-    received = 0.0
-    for d in durations_s:
-        received += d
-    if n == 0 or received - pos_s <= 1e-9:
-        return Plan(INF, None, 0.0, 0.0, "nothing buffered")
     a_last = arrivals_s[n - 1]
-    if done:
-        return Plan(a_last, None, 0.0, 0.0, "all audio is here")
-    # observed: chunks at or after pos (the one at pos included)
-    obs, off = -INF, 0.0
-    for k in range(n):
-        if off >= pos_s - 1e-9:
-            obs = max(obs, arrivals_s[k] - (off - pos_s))
-        off += durations_s[k]
     # the generation rate, measured online: the audio that arrived after the first burst (the
     # chunks within min_span_s of the first) over the time since the first chunk
     first_burst, k2 = 0.0, n
@@ -227,6 +211,37 @@ def plan(
         rate = received / (a_last + policy.first_shrink_s)
         how = "first burst"
     rate = max(rate, 1e-3) / (1.0 + policy.rate_margin)
+    return rate, how
+
+
+def plan(
+    arrivals_s: Sequence[float],
+    durations_s: Sequence[float],
+    *,
+    pos_s: float = 0.0,
+    done: bool = False,
+    text_chars: int = 0,
+    sec_per_char: float | None = None,
+    rate_prior: float | None = None,
+    policy: Policy = POLICY,
+) -> Plan:
+    """When to start playing from audio position ``pos_s``, given the chunks that arrived."""
+    n = len(arrivals_s)
+    received = 0.0
+    for d in durations_s:
+        received += d
+    if n == 0 or received - pos_s <= 1e-9:
+        return Plan(INF, None, 0.0, 0.0, "nothing buffered")
+    a_last = arrivals_s[n - 1]
+    if done:
+        return Plan(a_last, None, 0.0, 0.0, "all audio is here")
+    # observed: chunks at or after pos (the one at pos included)
+    obs, off = -INF, 0.0
+    for k in range(n):
+        if off >= pos_s - 1e-9:
+            obs = max(obs, arrivals_s[k] - (off - pos_s))
+        off += durations_s[k]
+    rate, how = generation_rate(arrivals_s, durations_s, received, rate_prior, policy)
     # the size of the chunks to come (a burst counts as one chunk)
     chunk = durations_s[0]
     if n >= 2:

@@ -84,39 +84,38 @@ def plots(result: ProbeResult) -> dict[str, str]:
     return out
 
 
+def _tr(values: Any, cls: str | None = None) -> str:
+    """One table row, every cell escaped (None is an empty cell)."""
+    e = html.escape
+    cells = "".join(f"<td>{e('' if v is None else str(v))}</td>" for v in values)
+    return (f"<tr class='{e(cls)}'>" if cls else "<tr>") + cells + "</tr>"
+
+
+def _level_cells(n: int, s: dict[str, Any]) -> tuple[Any, ...]:
+    return (
+        n,
+        s["streams"],
+        s["failed"],
+        fmt_number(s["ttfa_ms"]["p50"]),
+        fmt_number(s["ttfa_ms"]["p95"]),
+        fmt_number((s.get("start_ms") or {}).get("p50")),
+        fmt_number((s.get("late_by_ms") or {}).get("p50")),
+        fmt_number(s["rtf"]["p50"], 3),
+        fmt_number(s["rtf"]["p95"], 3),
+        fmt_number(s["max_chunk_gap_ms"]),
+        fmt_number(s["stall_ms_max"]),
+    )
+
+
 def render_html(result: ProbeResult) -> str:
     """One self-contained page (plots inlined); every value from the backend is escaped."""
     e = html.escape
     pl = plots(result)
     verdict = "PASS" if result.passed else "FAIL"
-    rows = []
-    for n in sorted(result.levels):
-        s = result.levels[n]
-        rows.append(
-            "<tr>"
-            + "".join(
-                f"<td>{e(str(v))}</td>"
-                for v in (
-                    n,
-                    s["streams"],
-                    s["failed"],
-                    fmt_number(s["ttfa_ms"]["p50"]),
-                    fmt_number(s["ttfa_ms"]["p95"]),
-                    fmt_number((s.get("start_ms") or {}).get("p50")),
-                    fmt_number((s.get("late_by_ms") or {}).get("p50")),
-                    fmt_number(s["rtf"]["p50"], 3),
-                    fmt_number(s["rtf"]["p95"], 3),
-                    fmt_number(s["max_chunk_gap_ms"]),
-                    fmt_number(s["stall_ms_max"]),
-                )
-            )
-            + "</tr>"
-        )
+    rows = [_tr(_level_cells(n, result.levels[n])) for n in sorted(result.levels)]
     frows = [
-        f"<tr class='{e(f.level)}'>"
-        + "".join(
-            f"<td>{e('' if v is None else str(v))}</td>"
-            for v in (
+        _tr(
+            (
                 f.level,
                 f.layer,
                 f.concurrency,
@@ -125,26 +124,14 @@ def render_html(result: ProbeResult) -> str:
                 None if f.time_s is None else f"{f.time_s:.2f}",
                 f.seam,
                 f.message,
-            )
+            ),
+            cls=f.level,
         )
-        + "</tr>"
         for f in result.findings
     ]
+    cols = ("sample_rate", "channels", "duration_s", "predicted_s", "active_fraction")
     orows = [
-        "<tr>"
-        + "".join(
-            f"<td>{e(str(v))}</td>"
-            for v in (
-                pid,
-                o["sample_rate"],
-                o["channels"],
-                o["duration_s"],
-                o["predicted_s"],
-                o["active_fraction"],
-                o["clipped_fraction"],
-            )
-        )
-        + "</tr>"
+        _tr((pid, *(o[c] for c in cols), o["clipped_fraction"]))
         for pid, o in result.offline.items()
     ]
     img = "".join(

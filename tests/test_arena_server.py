@@ -375,7 +375,7 @@ def test_every_pre_vote_message_is_system_neutral(server):
     assert len(pre_vote_frames) > 0
     # the audio is the stored native take, converted to 24 kHz mono, scaled by one gain to the
     # loudness target, in equal frames of 0.1 s (frames numbered 0, 1, …; the last one padded)
-    from app.listening.stimuli import measure_lufs
+    from evaluation.loudness import measure_lufs
 
     sizes = set()
     for side in ("a", "b"):

@@ -12,8 +12,14 @@ from pathlib import Path
 import pytest
 
 from app.server import create_app
-from tests.support.app_util import chromium, live_server, open_playground, tmp_db, wait_finished
-from tests.test_browser_controls import _upload
+from tests.support.app_util import (
+    chromium,
+    live_server,
+    open_playground,
+    tmp_db,
+    upload_voice,
+    wait_finished,
+)
 from tests.vllm_omni_standin.seed_models import (
     RATES,
     make_seed_model,
@@ -57,7 +63,7 @@ def test_clone_only_model_asks_for_a_saved_voice_then_speaks_in_it(setup):
     assert "speaks only in a cloned voice" in status and "choose a saved voice" in status
     assert page.evaluate("window.listenlab.last == null")  # nothing was requested
     # save a clip: it becomes the selected voice, and the model speaks in it
-    msg = _upload(page, ASSETS / "reference_joe.wav", "Joe")
+    msg = upload_voice(page, ASSETS / "reference_joe.wav", "Joe")
     assert msg.startswith('Saved voice "Joe"'), msg
     vid = live.state.library.list()[0].voice_id
     page.select_option("#ll-backend", "piper")

@@ -20,6 +20,7 @@ from tests.support.app_util import (
     live_server,
     open_playground,
     tmp_db,
+    upload_voice,
     wait_finished,
 )
 
@@ -173,36 +174,12 @@ def test_glitch_key_writes_a_row_at_the_nearest_boundary(setup):
     page.close()
 
 
-def _upload(page, path: Path, name: str, transcript: str = "The quick brown fox.", consent=True):
-    page.set_input_files("#ll-clip", str(path))
-    page.fill("#ll-vname", name)
-    page.fill("#ll-vtext", transcript)
-    if consent:
-        page.check("#ll-consent")
-    else:
-        page.uncheck("#ll-consent")
-    page.click("#ll-vsave")
-    page.wait_for_function(
-        "!document.querySelector('#ll-vmsg').className.includes('busy')", timeout=30_000
-    )
-    msg = page.inner_text("#ll-vmsg")
-    if msg.startswith("Saved voice"):
-        # the page says so first, then fetches the list again: wait for the new voice's row
-        page.wait_for_function(
-            "(n) => [...document.querySelectorAll('#ll-vlist .ll-vname')]"
-            ".some((e) => e.textContent === n)",
-            arg=name,
-            timeout=30_000,
-        )
-    return msg
-
-
 def test_clone_upload_wav_and_mp3_then_remote_says_cloning_unavailable(setup):
     live, browser, _ = setup
     page = open_playground(browser, live.url)
-    msg = _upload(page, ASSETS / "reference_joe.wav", "Joe wav")
+    msg = upload_voice(page, ASSETS / "reference_joe.wav", "Joe wav")
     assert msg.startswith('Saved voice "Joe wav"'), msg
-    msg = _upload(page, ASSETS / "reference_joe.mp3", "Joe mp3")
+    msg = upload_voice(page, ASSETS / "reference_joe.mp3", "Joe mp3")
     assert msg.startswith('Saved voice "Joe mp3"'), msg
     names = page.locator("#ll-vlist .ll-vname").all_inner_texts()
     assert names == ["Joe mp3", "Joe wav"]
@@ -262,7 +239,7 @@ def test_bad_files_get_a_clear_error(setup, tmp_path):
     before = len(live.state.library.list())
     bad = tmp_path / "notes.wav"
     bad.write_text("this is not audio at all\n" * 20)
-    msg = _upload(page, bad, "bad")
+    msg = upload_voice(page, bad, "bad")
     assert msg.startswith("Rejected:") and "not readable audio" in msg, msg
     import numpy as np
     import soundfile as sf
@@ -270,9 +247,9 @@ def test_bad_files_get_a_clear_error(setup, tmp_path):
     short = tmp_path / "short.wav"
     t = np.arange(int(0.4 * 16000)) / 16000
     sf.write(short, 0.3 * np.sin(2 * np.pi * 220 * t), 16000)
-    msg = _upload(page, short, "short")
+    msg = upload_voice(page, short, "short")
     assert "too short" in msg, msg
-    msg = _upload(page, ASSETS / "reference_joe.wav", "no consent", consent=False)
+    msg = upload_voice(page, ASSETS / "reference_joe.wav", "no consent", consent=False)
     assert "consent" in msg.lower() and msg.startswith("Rejected:"), msg
     assert len(live.state.library.list()) == before
     page.close()

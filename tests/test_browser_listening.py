@@ -18,6 +18,7 @@ from tests.support.app_util import (
     create_test,
     listening_app,
     live_server,
+    play_all_and_wait,
     screen_in_page,
 )
 
@@ -187,16 +188,6 @@ def test_as_streamed_item_stall_is_heard_and_reported(setup):
     assert ev[0] >= 1 and ev[1] > 300 and ev[2] == "as_streamed"
 
 
-def _play_all_and_wait(page, n):
-    for i in range(n):
-        page.click(f".lt-play[data-slot='{i}']")
-        page.wait_for_function(
-            f"(window.listenTest.played[window.listenTest.status.item.assignment_id + ':{i}'] || 0)"
-            f" >= window.listenTest.status.item.need_ms[{i}]",
-            timeout=60_000,
-        )
-
-
 def test_ab_and_mushra_pages(setup):
     live, browser = setup
     store = live.state.store
@@ -220,7 +211,7 @@ def test_ab_and_mushra_pages(setup):
     assert page.locator(".lt-choice").count() == 7  # CMOS -3..+3
     page.click(".lt-choice[data-value='2']")
     assert page.is_disabled("#lt-submit")
-    _play_all_and_wait(page, 2)
+    play_all_and_wait(page, 2)
     page.wait_for_selector("#lt-submit:not([disabled])")
     page.click("#lt-submit")
     page.wait_for_selector("#lt-done:not([hidden])")
@@ -246,7 +237,7 @@ def test_ab_and_mushra_pages(setup):
     page.click("#lt-ref")  # the open reference plays but does not unlock the vote
     page.wait_for_function("window.listenTest.mushra.position() > 1.0", timeout=60_000)
     assert page.is_disabled("#lt-submit")
-    _play_all_and_wait(page, 4)
+    play_all_and_wait(page, 4)
     st = page.evaluate("window.listenTest.status")
     a = store.assignments(mu, st["rater_id"])[0]
     for i, role in enumerate(a.meta["roles"]):

@@ -14,9 +14,8 @@ import time
 
 import pytest
 
-from tests.support.app_util import create_test
+from tests.support.app_util import create_test, play_all_and_wait
 from tests.test_browser_listening import (
-    _play_all_and_wait,
     setup,  # noqa: F401 - the rater pages' server + Chromium
 )
 
@@ -112,7 +111,7 @@ def test_mushra_screen_switches_seamlessly_loops_and_needs_every_slider(setup): 
     assert page.evaluate(f"{mu}.state.sources[2].node.loopStart") == 0.5
 
     # credit: every slot audible long enough (the server's listen gate)
-    _play_all_and_wait(page, n)
+    play_all_and_wait(page, n)
     values = [83, 100, 12, 47]
     for i in range(n - 1):
         sliders.nth(i).fill(str(values[i]))

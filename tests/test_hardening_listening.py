@@ -424,7 +424,7 @@ def test_fair_share_keeps_room_for_newcomers(tmp_path):
 
 def test_blind_sides_come_in_equal_frames_at_one_loudness(arena_server):
     """Before: one frame per native chunk (3840 B vs 76750 B) and each system's own level."""
-    from app.listening.stimuli import measure_lufs
+    from evaluation.loudness import measure_lufs
 
     async def go():
         async with arena_page(

@@ -10,7 +10,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from app.listening.stimuli import low_anchor, measure_lufs, normalise_loudness
+from app.listening.stimuli import low_anchor
 from app.store import SCHEMA_VERSION, AlreadyVoted, Store
 from app.store.listening import TestStore, token_hash
 from evaluation import stats
@@ -21,6 +21,7 @@ from evaluation.listening.screening import (
     rater_table,
     score_screen,
 )
+from evaluation.loudness import measure_lufs, normalise_loudness
 
 
 def test_mos_design_is_a_latin_square():

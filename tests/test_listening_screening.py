@@ -490,7 +490,7 @@ def test_familiarisation_is_recorded_only_after_both_ends_played(live):
 def test_cli_and_designer_take_the_screening_settings():
     from app.cli import build_parser
     from app.listening.cli import spec_from_args
-    from app.listening.designer import TestSpec, _check_spec
+    from app.listening.designer import TestSpec, check_spec
     from backends.errors import InvalidRequest
 
     args = build_parser().parse_args(
@@ -522,7 +522,7 @@ def test_cli_and_designer_take_the_screening_settings():
             assert s.target_ratings is None
             continue
         with pytest.raises(InvalidRequest, match=msg):
-            _check_spec(s)
+            check_spec(s)
     # a test made before the setting: the old headphone_check bool still decides
     assert screening.screen_mode({"headphone_check": True}) == "antiphase"
     assert screening.screen_mode({"headphone_check": False}) == "none"

@@ -21,8 +21,8 @@ import pytest
 import soundfile as sf
 import soxr
 
-from app.listening.stimuli import measure_lufs
 from backends.base import SpeechRequest
+from evaluation.loudness import measure_lufs
 from tests.support.app_util import create_test, listening_app, live_server
 from tests.support.rater import RaterClient
 

@@ -15,10 +15,11 @@ import soxr
 from scipy import signal
 
 from app.listening.service import Listening
-from app.listening.stimuli import TRAP_TEXT, normalise
+from app.listening.stimuli import TRAP_TEXT
 from app.store import Store
 from backends.base import SpeechRequest
 from evaluation.listening.design import ANCHOR_LOW, ANCHOR_MID
+from evaluation.loudness import normalise
 from tests.test_stimuli_import import GEN, make_folder, run
 
 TOL_LU = 0.5

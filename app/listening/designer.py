@@ -235,7 +235,7 @@ def _source(state: Any, s: SystemSpec) -> tuple[SystemSource, BackendEntry | Non
     return SystemSource(s.name, be, s.backend, s.voice, s.params, s.condition), None
 
 
-def _check_spec(spec: TestSpec) -> None:
+def check_spec(spec: TestSpec) -> None:
     lo, hi = TARGET_RANGE
     if not lo <= spec.target_lufs <= hi:
         raise InvalidRequest(f"the loudness target must be within {lo:g}..{hi:g} LUFS")
@@ -373,7 +373,7 @@ def _design(spec: TestSpec, src: _Sources, prompts: list[str], gold: GoldClip | 
 
 async def _create(state: Any, spec: TestSpec, progress: Callable[[float, str], None] | None) -> str:
     tests = TestStore(state.store)
-    _check_spec(spec)
+    check_spec(spec)
     src = _sources(state, spec)
     local = _prompts(spec, src.imported, generated=bool(spec.systems))
     gold = None

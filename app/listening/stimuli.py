@@ -41,7 +41,7 @@ import numpy as np
 from scipy import signal
 
 from app.listening.imported import ImportedAudio, ImportedSet
-from app.store.listening import DEFAULT_TARGET_LUFS, Stimulus
+from app.store.listening import Stimulus
 from backends.base import Backend, SpeechRequest
 from evaluation.listening.design import (
     ANCHOR,
@@ -51,12 +51,14 @@ from evaluation.listening.design import (
     TRAP_ANSWER,
     Design,
 )
+from evaluation.loudness import (
+    CEILING_DBTP,
+    TARGET_LUFS,
+    as_float,
+    normalise,
+)
 from evaluation.takes import ChunkRecord, Take, record
 
-TARGET_LUFS = DEFAULT_TARGET_LUFS
-CEILING_DBTP = -1.0
-OVERSAMPLE = 4
-"""True peak per BS.1770-4 Annex 2: the peak of the signal oversampled 4x."""
 ANCHOR_CUTOFF_HZ = 3500.0
 ANCHOR_GAP_MS = 150.0
 LOWPASS_ORDER = 8
@@ -74,133 +76,6 @@ CONDITIONS = ("as_streamed", "whole", "live")
 # --------------------------------------------------------------------------- loudness
 
 
-def _float(audio: np.ndarray) -> np.ndarray:
-    """``(frames, channels)`` float64 in [-1, 1] from int16 or float input."""
-    a = np.asarray(audio)
-    x = a.astype(np.float64) / (32768.0 if np.issubdtype(a.dtype, np.integer) else 1.0)
-    return x[:, None] if x.ndim == 1 else x
-
-
-def ear_lufs(audio: np.ndarray, sample_rate: int) -> list[float]:
-    """BS.1770 integrated loudness of each channel as one ear hears it (NaN: under 400 ms)."""
-    import pyloudnorm
-
-    x = _float(audio)
-    if x.shape[0] < int(0.4 * sample_rate) + 1:
-        return [float("nan")] * x.shape[1]
-    meter = pyloudnorm.Meter(sample_rate)
-    return [float(meter.integrated_loudness(x[:, c])) for c in range(x.shape[1])]
-
-
-def measure_lufs(audio: np.ndarray, sample_rate: int) -> float:
-    """Loudness as listened to: the power mean of the ears' loudness (-inf for silence; NaN
-    when shorter than one 400 ms block). Equal to BS.1770 for mono; for a stereo file with the
-    same signal in both channels it is the per-channel value, not 3 dB more."""
-    ears = [v for v in ear_lufs(audio, sample_rate) if not math.isnan(v)]
-    if not ears:
-        return float("nan")
-    finite = [v for v in ears if math.isfinite(v)]
-    if not finite:
-        return float("-inf")
-    return float(10 * math.log10(sum(10 ** (v / 10) for v in finite) / len(ears)))
-
-
-def true_peak_dbtp(audio: np.ndarray, sample_rate: int | None = None) -> float:
-    """True peak in dBTP: the largest magnitude of the 4x oversampled signal (polyphase FIR)."""
-    x = _float(audio)
-    if not x.size:
-        return float("-inf")
-    peak = 0.0
-    for c in range(x.shape[1]):
-        up = signal.resample_poly(x[:, c], OVERSAMPLE, 1)
-        peak = max(peak, float(np.abs(up).max()), float(np.abs(x[:, c]).max()))
-    return 20 * math.log10(peak) if peak > 0 else float("-inf")
-
-
-@dataclass(frozen=True)
-class Normalised:
-    """A stimulus after loudness normalisation and what was measured on the way."""
-
-    audio: np.ndarray
-    """int16 ``(frames, channels)``."""
-    gain_db: float
-    input_lufs: float
-    output_lufs: float
-    ear_lufs: tuple[float, ...]
-    true_peak_dbtp: float
-    target_lufs: float
-    ceiling_dbtp: float
-    limited: bool
-    """The true-peak ceiling capped the gain: the stimulus is quieter than the target."""
-
-    def meta(self) -> dict[str, Any]:
-        def r(v: float) -> float | None:
-            return round(v, 3) if math.isfinite(v) else None
-
-        return {
-            "output_lufs": r(self.output_lufs),
-            "ear_lufs": [r(v) for v in self.ear_lufs],
-            "true_peak_dbtp": r(self.true_peak_dbtp),
-            "ceiling_dbtp": self.ceiling_dbtp,
-            "limited": self.limited,
-        }
-
-
-def _gained(x: np.ndarray, gain_db: float) -> np.ndarray:
-    y = np.round(x * 10 ** (gain_db / 20) * 32768.0)
-    return np.clip(y, -32768, 32767).astype(np.int16)
-
-
-def normalise(
-    audio: np.ndarray,
-    sample_rate: int,
-    target_lufs: float = TARGET_LUFS,
-    ceiling_dbtp: float = CEILING_DBTP,
-) -> Normalised:
-    """Scale ``audio`` (one gain for all channels: the stereo image stays) so the ears hear
-    ``target_lufs``, unless that would put the true peak over ``ceiling_dbtp``.
-
-    Silence or a clip too short to measure gets gain 0.
-    """
-    x = _float(audio)
-    lufs = measure_lufs(x, sample_rate)
-    tp = true_peak_dbtp(x, sample_rate)
-    gain, limited = 0.0, False
-    if math.isfinite(lufs):
-        gain = target_lufs - lufs
-        if math.isfinite(tp) and tp + gain > ceiling_dbtp:
-            gain, limited = ceiling_dbtp - tp - 0.02, True  # margin for int16 rounding
-    y = _gained(x, gain)
-    out_tp = true_peak_dbtp(y, sample_rate)
-    while math.isfinite(out_tp) and out_tp > ceiling_dbtp and gain > -60:
-        gain, limited = gain - 0.05, True
-        y = _gained(x, gain)
-        out_tp = true_peak_dbtp(y, sample_rate)
-    ears = tuple(ear_lufs(y, sample_rate))
-    return Normalised(
-        y,
-        float(gain),
-        lufs,
-        measure_lufs(y, sample_rate),
-        ears,
-        out_tp,
-        target_lufs,
-        ceiling_dbtp,
-        limited,
-    )
-
-
-def normalise_loudness(
-    audio: np.ndarray, sample_rate: int, target_lufs: float = TARGET_LUFS
-) -> tuple[np.ndarray, float, float]:
-    """``(int16 audio, gain_db, measured_lufs)``: :func:`normalise` in the older tuple form."""
-    n = normalise(audio, sample_rate, target_lufs)
-    return n.audio, n.gain_db, n.input_lufs
-
-
-# --------------------------------------------------------------------------- anchors and checks
-
-
 def lowpass(audio: np.ndarray, sample_rate: int, cutoff_hz: float) -> np.ndarray:
     """Float64 ``(frames, channels)``: a zero-phase Butterworth low-pass of ``audio``.
 
@@ -211,7 +86,7 @@ def lowpass(audio: np.ndarray, sample_rate: int, cutoff_hz: float) -> np.ndarray
             f"a {cutoff_hz / 1000:g} kHz anchor needs a reference sampled above "
             f"{2 * cutoff_hz / 1000:g} kHz; this one is {sample_rate} Hz"
         )
-    x = _float(audio)
+    x = as_float(audio)
     sos = signal.butter(LOWPASS_ORDER, cutoff_hz, btype="low", fs=sample_rate, output="sos")
     return signal.sosfiltfilt(sos, x, axis=0)
 
@@ -220,7 +95,7 @@ def degraded_anchor(audio: np.ndarray, sample_rate: int, boundaries: list[int]) 
     """Float64: a click at every seam, low-pass at 3.5 kHz (the clicks too: no edge sharper
     than the band, so the true peak is what a meter reads), then a 150 ms gap at the middle
     seam. The MOS gold "1" and the A/B check's bad side: obviously bad, not a MUSHRA anchor."""
-    x = _float(audio).copy()
+    x = as_float(audio).copy()
     n = x.shape[0]
     seams = [b for b in boundaries if 0 < b < n] or [n * k // 4 for k in (1, 2, 3)]
     click = int(0.002 * sample_rate) or 1
@@ -253,8 +128,8 @@ def splice_trap(
     """``(float audio, cut)``: the first :data:`TRAP_LEAD_S` (at most half) of ``carrier``, a
     5 ms raised-cosine fade, a pause, then ``instruction`` (same rate; mixed to the carrier's
     channels). ``cut`` is the frame where the carrier stops."""
-    c = _float(carrier)
-    ins = _float(instruction)
+    c = as_float(carrier)
+    ins = as_float(instruction)
     ins = np.repeat(ins.mean(axis=1, keepdims=True), c.shape[1], axis=1)
     cut = min(int(TRAP_LEAD_S * sample_rate), c.shape[0] // 2)
     lead = c[:cut].copy()
@@ -307,10 +182,10 @@ def imported_take(clip: ImportedAudio, text: str | None, system: str, origin: st
 
 def _resample(audio: np.ndarray, rate: int, to: int) -> np.ndarray:
     if rate == to:
-        return _float(audio)
+        return as_float(audio)
     import soxr
 
-    return np.asarray(soxr.resample(_float(audio), rate, to), dtype=np.float64)
+    return np.asarray(soxr.resample(as_float(audio), rate, to), dtype=np.float64)
 
 
 # --------------------------------------------------------------------------- sources
@@ -630,26 +505,18 @@ async def _trap(run: _Run, trap_backend: Backend | None) -> None:
 
 
 __all__ = [
-    "CEILING_DBTP",
     "CONDITIONS",
-    "TARGET_LUFS",
     "TRAP_TEXT",
     "GoldClip",
     "ImportedSource",
     "Loudness",
-    "Normalised",
     "Stimulus",
     "SystemSource",
     "degraded_anchor",
     "derived_take",
-    "ear_lufs",
     "generate",
     "imported_take",
     "low_anchor",
     "lowpass",
-    "measure_lufs",
-    "normalise",
-    "normalise_loudness",
     "splice_trap",
-    "true_peak_dbtp",
 ]

@@ -100,7 +100,7 @@ class LoudnessMatch:
     """One fixed gain per side to ``target_lufs``, measured on its first ``window`` frames.
 
     Until the window is full, audio is held (``push`` returns nothing); then the gain is set
-    (:func:`app.listening.stimuli.normalise_loudness`: the ears' loudness, peak-limited,
+    (:func:`evaluation.loudness.normalise_loudness`: the ears' loudness, peak-limited,
     silence gets 0 dB) and everything is released scaled. Float32 ``(frames, channels)`` in
     [-1, 1] in and out (a 1-D block is one channel).
     """
@@ -135,7 +135,7 @@ class LoudnessMatch:
         return y[:, 0] if self._flat else y
 
     def _decide(self) -> np.ndarray:
-        from app.listening.stimuli import normalise_loudness
+        from evaluation.loudness import normalise_loudness
 
         held = np.concatenate(self._held) if self._held else np.zeros((0, 1), np.float32)
         self._held = []

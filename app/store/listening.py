@@ -26,6 +26,7 @@ import pandas as pd
 from app.store import AlreadyVoted, ListeningTest, Store, UnknownItem, now_iso
 from backends.errors import InvalidRequest
 from evaluation.listening.data import TestData
+from evaluation.loudness import TARGET_LUFS
 
 STATUSES = ("draft", "open", "closed")
 EXPORT_TABLES = (
@@ -40,7 +41,6 @@ EXPORT_TABLES = (
     "glitch_reports",
 )
 """Every table with a ``test_id``: what a test's export holds and what deleting it removes."""
-DEFAULT_TARGET_LUFS = -23.0
 
 
 @dataclass(frozen=True)
@@ -61,7 +61,7 @@ class Stimulus:
     gain_db: float = 0.0
     loudness_lufs: float | None = None
     """Before normalisation (see ``meta['output_lufs']`` for after)."""
-    target_lufs: float = DEFAULT_TARGET_LUFS
+    target_lufs: float = TARGET_LUFS
     source_take_id: str | None = None
     meta: dict[str, Any] = field(default_factory=dict)
     """Loudness (``output_lufs``, ``ear_lufs``, ``true_peak_dbtp``, ``ceiling_dbtp``,

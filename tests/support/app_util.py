@@ -299,3 +299,41 @@ def screen_in_page(page, live: Live, test_id: str, correct: bool = True) -> None
             f".lt-hp-answer[data-answer='{pick}']:not([disabled])", timeout=30_000
         )
         page.click(f".lt-hp-answer[data-answer='{pick}']")
+
+
+def upload_voice(
+    page, path: Path, name: str, transcript: str = "The quick brown fox.", consent=True
+):
+    """Save a voice through the Playground's Voices panel; returns the panel's message."""
+    page.set_input_files("#ll-clip", str(path))
+    page.fill("#ll-vname", name)
+    page.fill("#ll-vtext", transcript)
+    if consent:
+        page.check("#ll-consent")
+    else:
+        page.uncheck("#ll-consent")
+    page.click("#ll-vsave")
+    page.wait_for_function(
+        "!document.querySelector('#ll-vmsg').className.includes('busy')", timeout=30_000
+    )
+    msg = page.inner_text("#ll-vmsg")
+    if msg.startswith("Saved voice"):
+        # the page says so first, then fetches the list again: wait for the new voice's row
+        page.wait_for_function(
+            "(n) => [...document.querySelectorAll('#ll-vlist .ll-vname')]"
+            ".some((e) => e.textContent === n)",
+            arg=name,
+            timeout=30_000,
+        )
+    return msg
+
+
+def play_all_and_wait(page, n):
+    """Play each of the item's ``n`` slots until the page counts it as heard."""
+    for i in range(n):
+        page.click(f".lt-play[data-slot='{i}']")
+        page.wait_for_function(
+            f"(window.listenTest.played[window.listenTest.status.item.assignment_id + ':{i}'] || 0)"
+            f" >= window.listenTest.status.item.need_ms[{i}]",
+            timeout=60_000,
+        )
