@@ -1,21 +1,7 @@
-"""Speech engines behind one contract (``backends.base``), resolved by spec string."""
+"""Speech engines behind one contract (``backends.base``), resolved by spec string
+(``backends.registry``); the one error tree (``backends.errors``) and audio I/O
+(``backends.audio``) every layer shares.
 
-from backends.base import Audio, AudioChunk, Backend, Capabilities, Health, SpeechRequest, Voice
-from backends.errors import BackendError, InvalidRequest
-from backends.registry import BackendSpec, known_backends, load_backend, register
-
-__all__ = [
-    "Audio",
-    "AudioChunk",
-    "Backend",
-    "BackendError",
-    "BackendSpec",
-    "Capabilities",
-    "Health",
-    "InvalidRequest",
-    "SpeechRequest",
-    "Voice",
-    "known_backends",
-    "load_backend",
-    "register",
-]
+Nothing is imported here: ``from backends.errors import ...`` must not load numpy (the command
+line imports the error tree before it knows which command runs).
+"""

@@ -4,17 +4,19 @@ normalisation to a target with a true-peak ceiling.
 Why in ``evaluation``: listening-test stimuli are levelled with it when a test is made
 (:mod:`app.listening.stimuli`), live streams are levelled the same way on their way to a
 rater's page (:mod:`app.player.blind`), and the results must be able to say what gain each
-stimulus got. One implementation, below both rooms.
+stimulus got. One implementation, below both rooms. NumPy and SciPy are imported inside the
+functions: the store reads :data:`TARGET_LUFS`, and ``listenlab test list`` must not pay for them.
 """
 
 from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import numpy as np
-from scipy import signal
+if TYPE_CHECKING:
+    import numpy as np
+
 
 TARGET_LUFS = -23.0
 """EBU R128's programme loudness; the default target of every test."""
@@ -25,6 +27,8 @@ OVERSAMPLE = 4
 
 def as_float(audio: np.ndarray) -> np.ndarray:
     """``(frames, channels)`` float64 in [-1, 1] from int16 or float input."""
+    import numpy as np
+
     a = np.asarray(audio)
     x = a.astype(np.float64) / (32768.0 if np.issubdtype(a.dtype, np.integer) else 1.0)
     return x[:, None] if x.ndim == 1 else x
@@ -56,6 +60,9 @@ def measure_lufs(audio: np.ndarray, sample_rate: int) -> float:
 
 def true_peak_dbtp(audio: np.ndarray, sample_rate: int | None = None) -> float:
     """True peak in dBTP: the largest magnitude of the 4x oversampled signal (polyphase FIR)."""
+    import numpy as np
+    from scipy import signal
+
     x = as_float(audio)
     if not x.size:
         return float("-inf")
@@ -96,6 +103,8 @@ class Normalised:
 
 
 def _gained(x: np.ndarray, gain_db: float) -> np.ndarray:
+    import numpy as np
+
     y = np.round(x * 10 ** (gain_db / 20) * 32768.0)
     return np.clip(y, -32768, 32767).astype(np.int16)
 

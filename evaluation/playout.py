@@ -1,6 +1,6 @@
 """The player's start rule, in Python: when to start playing a stream, and when to resume.
 
-This is the twin of ``plan`` / ``simulate`` in ``app/static/player-core.js`` (the browser
+This is the twin of ``plan`` / ``simulate`` in ``app/player/static/player-core.js`` (the browser
 player). Both must give the same decisions on the same arrival timeline; a JSON fixture of
 timelines (``tests/playout_timelines.json``) is checked against both.
 

@@ -276,3 +276,31 @@ def test_env_table_lists_every_listenlab_variable_the_code_reads():
     table = deploy[deploy.index("## Configuration") :]
     for v in ENV:
         assert f"`{v.name}`" in table, v.name
+
+
+def test_a_command_imports_only_what_it_uses(tmp_path):
+    """``listenlab --help`` and ``listenlab test list`` load no numerical or web stack (they
+    once took 3.8-5.4 s importing FastAPI, SciPy and evalica to list rows of a table); timed in
+    benchmarks/cli_speed.py."""
+    from app.store import ListeningTest, Store
+
+    db = tmp_path / "lab.db"
+    with Store.open(db) as s:
+        s.add_test(ListeningTest("t1", "mos", "one test"))
+    heavy = ("numpy", "pandas", "scipy", "fastapi", "evalica", "gradio", "sqlite_utils")
+    probe = (
+        "import sys, contextlib, io\n"
+        "from app.cli import main\n"
+        "out = io.StringIO()\n"
+        "with contextlib.redirect_stdout(out), contextlib.suppress(SystemExit):\n"
+        "    main(sys.argv[1:])\n"
+        f"print(out.getvalue()); print(sorted(m for m in {heavy!r} if m in sys.modules))\n"
+    )
+    for argv in (["--help"], ["test", "list", "--db", str(db)]):
+        r = subprocess.run(
+            [sys.executable, "-c", probe, *argv], capture_output=True, text=True, timeout=60
+        )
+        assert r.returncode == 0, r.stderr
+        *shown, loaded = r.stdout.strip().splitlines()
+        assert loaded == "[]", (argv, loaded)
+        assert ("t1" in "\n".join(shown)) == (argv[0] == "test")

@@ -17,8 +17,7 @@ import numpy as np
 import pytest
 import soundfile as sf
 
-from backends import SpeechRequest, load_backend
-from backends.base import MAX_TEXT_CHARS, AudioChunk
+from backends.base import MAX_TEXT_CHARS, AudioChunk, SpeechRequest
 from backends.errors import (
     EmptyText,
     ModelUnavailable,
@@ -28,7 +27,7 @@ from backends.errors import (
     UnknownVoice,
 )
 from backends.piper import PiperBackend, PiperOptions, split_pieces
-from backends.registry import BackendSpec
+from backends.registry import BackendSpec, load_backend
 from evaluation.takes import Take, record
 
 LONG_COMMA = (

@@ -29,7 +29,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from backends import SpeechRequest, load_backend
+from backends.base import SpeechRequest
+from backends.registry import load_backend
 from evaluation.glitches import DetectorConfig, detect, predicted_duration_s
 from evaluation.takes import record
 

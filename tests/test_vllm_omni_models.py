@@ -19,7 +19,7 @@ import numpy as np
 import pytest
 import soundfile as sf
 
-from backends import SpeechRequest, load_backend
+from backends.base import SpeechRequest
 from backends.errors import (
     BackendError,
     InvalidRequest,
@@ -27,6 +27,7 @@ from backends.errors import (
     UnknownVoice,
     Unsupported,
 )
+from backends.registry import load_backend
 from evaluation.takes import record
 from tests.vllm_omni_standin.seed_models import (
     RATES,

@@ -25,7 +25,6 @@ a system named ``natural`` is a set of recordings (MUSHRA reference, MOS gold "5
 from __future__ import annotations
 
 import argparse
-import asyncio
 import json
 import sys
 import time
@@ -165,6 +164,8 @@ def _run_create(args: argparse.Namespace) -> int:
     progress = ProgressLine()
     try:
         state = AppState(backends={}, default="", store=store, library=None)
+        import asyncio
+
         test_id = asyncio.run(create_test(state, spec, progress))
         progress.close()
         t = _tests(store).require_test(test_id)
@@ -202,10 +203,25 @@ def _run_list(args: argparse.Namespace) -> int:
     if not rows:
         print("no tests")
         return 0
-    import pandas as pd
-
-    print(pd.DataFrame(rows).to_string(index=False))
+    print(text_table(rows))
     return 0
+
+
+def text_table(rows: list[dict[str, Any]]) -> str:
+    """Rows as aligned columns (the keys of the first row), numbers right-aligned: what a
+    terminal shows without loading pandas for it."""
+    cols = list(rows[0])
+    cells = [[("" if r.get(c) is None else str(r.get(c))) for c in cols] for r in rows]
+    widths = [max(len(c), *(len(row[i]) for row in cells)) for i, c in enumerate(cols)]
+    num = [all(isinstance(r.get(c), int | float) for r in rows) for c in cols]
+
+    def line(values: list[str]) -> str:
+        parts = [
+            v.rjust(w) if n else v.ljust(w) for v, w, n in zip(values, widths, num, strict=True)
+        ]
+        return "  ".join(parts).rstrip()
+
+    return "\n".join([line(cols), *(line(row) for row in cells)])
 
 
 def _run_results(args: argparse.Namespace) -> int:

@@ -14,13 +14,12 @@ import sqlite3
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
-import sqlite_utils
-
 from app.store.records import ArenaStream, ArenaVote, BattleRecord, BattleWindow, now_iso
 from app.store.tables import SQLiteTables
 
 if TYPE_CHECKING:
     import pandas as pd
+    import sqlite_utils
 
     from app.store.connection import Connections
 

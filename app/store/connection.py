@@ -25,11 +25,13 @@ import sqlite3
 import threading
 import time
 from pathlib import Path
-
-import sqlite_utils
+from typing import TYPE_CHECKING
 
 from app.store.records import StoreError
 from backends.errors import InvalidRequest
+
+if TYPE_CHECKING:
+    import sqlite_utils
 
 JOURNAL_MODES = ("wal", "delete", "truncate", "persist")
 NETWORK_STORAGE = ("/data",)
@@ -80,17 +82,28 @@ class Connections:
         self._lock_fd: int | None = None
 
     @property
-    def db(self) -> sqlite_utils.Database:
+    def conn(self) -> sqlite3.Connection:
         """This thread's connection (created on first use)."""
         if self._closed:
             raise StoreError("the store is closed")
-        db = getattr(self._local, "db", None)
-        if db is None:
+        conn = getattr(self._local, "conn", None)
+        if conn is None:
             conn = self._connect_ro() if self.read_only else self._connect_rw()
-            db = sqlite_utils.Database(conn)
-            self._local.db = db
+            self._local.conn = conn
             with self._lock:
                 self._conns.append(conn)
+        return conn
+
+    @property
+    def db(self) -> sqlite_utils.Database:
+        """This thread's connection wrapped by sqlite-utils (tables by name, upserts). Made on
+        first use: sqlite-utils loads pandas, which a command that only lists rows need not."""
+        db = getattr(self._local, "db", None)
+        if db is None or self._closed:
+            import sqlite_utils
+
+            db = sqlite_utils.Database(self.conn)
+            self._local.db = db
         return db
 
     def _connect_ro(self) -> sqlite3.Connection:

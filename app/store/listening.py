@@ -19,14 +19,15 @@ import time
 import uuid
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field
-from typing import Any
-
-import pandas as pd
+from typing import TYPE_CHECKING, Any
 
 from app.store import AlreadyVoted, ListeningTest, Store, UnknownItem, now_iso
 from backends.errors import InvalidRequest
 from evaluation.listening.data import TestData
 from evaluation.loudness import TARGET_LUFS
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 STATUSES = ("draft", "open", "closed")
 EXPORT_TABLES = (
@@ -87,11 +88,13 @@ class TestStore:
         return self.store.db
 
     def _rows(self, sql: str, params: Sequence[Any] = ()) -> list[dict[str, Any]]:
-        cur = self.db.execute(sql, list(params))
+        cur = self.store.conn.execute(sql, list(params))
         cols = [d[0] for d in cur.description]
         return [dict(zip(cols, r, strict=True)) for r in cur.fetchall()]
 
     def _frame(self, sql: str, params: Sequence[Any] = ()) -> pd.DataFrame:
+        import pandas as pd
+
         cur = self.db.execute(sql, list(params))
         return pd.DataFrame(cur.fetchall(), columns=[d[0] for d in cur.description])
 
@@ -467,6 +470,8 @@ class TestStore:
     def ab_checks_frame(self, test_id: str) -> pd.DataFrame:
         """The answered A/B check pairs (anchor vs its clean source): rater, which side was
         clean (``expected``: -1 A, +1 B) and the answer's ``choice`` and ``cmos``."""
+        import pandas as pd
+
         df = self._frame(
             "SELECT ans.rater_id, ans.assignment_id, a.expected, ans.payload "
             "FROM answers ans JOIN assignments a ON a.assignment_id = ans.assignment_id "
@@ -488,6 +493,8 @@ class TestStore:
         to, ``tie`` otherwise, and both sides), prompt, role, and ``time_on_item_ms`` (the
         server's clock from the rater's previous answer, or consent for the first item, to this
         answer: the time the item was on the rater's screen)."""
+        import pandas as pd
+
         cols = [
             "kind",
             "rater_id",

@@ -11,10 +11,12 @@ so a DB at version N has exactly the tables version N promises, whoever opened i
 from __future__ import annotations
 
 from pathlib import Path
-
-import sqlite_utils
+from typing import TYPE_CHECKING
 
 from app.store.records import StoreError
+
+if TYPE_CHECKING:
+    import sqlite_utils
 
 SCHEMA_VERSION = 4
 

@@ -14,9 +14,9 @@ safe on a DB a running Playground is using (see :mod:`app.store.connection`).
 
 from __future__ import annotations
 
+import sqlite3
 from pathlib import Path
-
-import sqlite_utils
+from typing import TYPE_CHECKING
 
 from app.store.arena import ArenaTables
 from app.store.connection import Connections
@@ -24,6 +24,9 @@ from app.store.ratings import RatingTables
 from app.store.records import StoreError
 from app.store.schema import check_version, migrate, version_of
 from app.store.takes import TakeTables
+
+if TYPE_CHECKING:
+    import sqlite_utils
 
 
 class Store(TakeTables, RatingTables):
@@ -76,7 +79,7 @@ class Store(TakeTables, RatingTables):
                 path, journal_mode=journal_mode, busy_timeout_s=busy_timeout_s, read_only=True
             )
             try:
-                check_version(store.db, store.path)
+                check_version(store.conn, store.path)
             except BaseException:
                 store.close()
                 raise
@@ -95,8 +98,13 @@ class Store(TakeTables, RatingTables):
 
     @property
     def db(self) -> sqlite_utils.Database:
-        """This thread's connection (created on first use)."""
+        """This thread's connection, wrapped by sqlite-utils (created on first use)."""
         return self.conns.db
+
+    @property
+    def conn(self) -> sqlite3.Connection:
+        """This thread's plain sqlite3 connection (what read-only listings use)."""
+        return self.conns.conn
 
     @property
     def journal_mode(self) -> str:

@@ -15,13 +15,12 @@ import sqlite3
 from collections.abc import Iterator, Sequence
 from typing import TYPE_CHECKING, Any
 
-import sqlite_utils
-
 from app.store.records import AlreadyVoted, UnknownItem, Written
 from backends.errors import InvalidRequest
 
 if TYPE_CHECKING:
     import pandas as pd
+    import sqlite_utils
 
 
 def to_json(v: Any) -> str | None:
