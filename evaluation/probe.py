@@ -44,6 +44,7 @@ import uuid
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field, fields, replace
 from datetime import UTC, datetime
+from importlib import resources
 from pathlib import Path
 from typing import Any
 
@@ -62,8 +63,8 @@ from evaluation.glitches import (
 from evaluation.playout import learn_from_takes
 from evaluation.takes import ChunkRecord, Take, TakeFailed, load, record
 
-PROMPTS_DIR = Path(__file__).resolve().parent.parent / "assets" / "prompts"
-"""Bundled prompts (package data, so found from any working directory)."""
+PROMPTS_DIR = Path(str(resources.files("assets") / "prompts"))
+"""Bundled prompts (the ``assets`` package, so found from any working directory)."""
 
 LAYERS = ("offline", "streaming", "concurrency")
 
