@@ -94,7 +94,7 @@ def default_detector(take: Take) -> list[dict[str, Any]] | None:
 
 @dataclass
 class AppState:
-    """Everything the routes share. Per-page state lives in ``stream_routes.Session``."""
+    """Everything the routes share. Per-page state lives in :class:`app.player.session.Session`."""
 
     backends: dict[str, BackendEntry]
     default: str

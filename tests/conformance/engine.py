@@ -44,7 +44,7 @@ class Seed:
     """One seed model as vLLM-Omni 0.30.0 deploys it (facts from the installed package)."""
 
     name: str
-    """listenlab's adapter name (backends/omni_models)."""
+    """listenlab's adapter name (backends/vllm_omni/models)."""
     profile: str
     """The wire profile (backends/profile.py) that gives rate, channels and chunk schedule."""
     served: str

@@ -78,7 +78,7 @@ def test_the_backends_engine_calls_fit_the_real_signatures(real):
     assert real["async_omni"]["abort"][1] == ["request_id", "POSITIONAL_OR_KEYWORD"]
     assert all(real["async_omni"]["has"].values()), real["async_omni"]["has"]
     assert real["platform"] == {"is_available": True, "is_cuda": True}
-    src = (ROOT / "backends" / "vllm_omni.py").read_text()
+    src = (ROOT / "backends" / "vllm_omni" / "embedded.py").read_text()
     assert (
         "engine.generate(\n            prompt=prompt, request_id=rid, sampling_params_list=params, output_modalities="
         in src
@@ -95,7 +95,7 @@ def test_legacy_stage_configs_are_refused_like_the_real_engine(real, standin):
     with pytest.raises(ValueError) as e:
         standin["async_omni"].AsyncOmni(model=str(ROOT), stage_configs_path="/x.yaml")
     assert str(e.value) == msg
-    src = (ROOT / "backends" / "vllm_omni.py").read_text()
+    src = (ROOT / "backends" / "vllm_omni" / "embedded.py").read_text()
     assert 'kwargs["stage_configs_path"]' not in src  # never passed on to AsyncOmni
 
 
