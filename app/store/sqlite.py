@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from app.store.arena import ArenaTables
-from app.store.connection import Connections
+from app.store.connection import Connections, SQLiteRunner
 from app.store.ratings import RatingTables
 from app.store.records import StoreError
 from app.store.schema import check_version, migrate, version_of
@@ -52,7 +52,10 @@ class Store(TakeTables, RatingTables):
         self.audio_rel = audio_dir or f"{self.path.stem}_audio"
         """Audio folder, relative to the DB's folder."""
         self.read_only = read_only
-        self.arena = ArenaTables(self.conns)
+        self.runner = SQLiteRunner(self.conns)
+        self.arena = ArenaTables(self.runner)
+        self.location = str(self.path.resolve())
+        """Where the store is, for people (the banner, ``listenlab db``)."""
 
     @classmethod
     def open(
@@ -95,6 +98,13 @@ class Store(TakeTables, RatingTables):
             raise
         (store.root / store.audio_rel).mkdir(parents=True, exist_ok=True)
         return store
+
+    engine = "sqlite"
+
+    @property
+    def sql(self) -> SQLiteRunner:
+        """The engine-neutral runner every table module writes through."""
+        return self.runner
 
     @property
     def db(self) -> sqlite_utils.Database:
