@@ -66,14 +66,23 @@ class Store(TakeTables, RatingTables):
         busy_timeout_s: float = 30.0,
         audio_dir: str | None = None,
         read_only: bool = False,
+        local_dir: str | Path | None = None,
     ) -> Store:
         """Open (creating or migrating) the store at ``path``.
+
+        ``path`` may also be a ``postgresql://`` URL: then the store is
+        :class:`app.store.postgres.PgStore` (same methods), and ``local_dir`` is this
+        process's folder for the audio it reads back (SQLite keeps audio beside the file).
 
         ``journal_mode``: None picks it by path (:func:`app.store.journal_mode_for`);
         ``"delete"`` for network filesystems (see :mod:`app.store.connection`).
         ``read_only=True`` opens an existing store without writing anything to it (not even its
         journal mode): what every command that only reads must use.
         """
+        from app.store.postgres import PgStore, is_postgres
+
+        if is_postgres(path):
+            return PgStore.open(str(path), read_only=read_only, local_dir=local_dir)  # type: ignore[return-value]
         path = Path(path)
         if read_only:
             if not path.is_file():

@@ -189,4 +189,44 @@ def _wait_ready(cluster: Cluster, timeout_s: float = 30.0) -> None:
             time.sleep(0.1)
 
 
+# --------------------------------------------------------------------------- pytest fixtures
+# A test module that uses them imports them (pytest finds them by their ``name``):
+# ``from tests.support.postgres import db_target_fixture, pg_cluster_fixture, pg_url_fixture``.
+
+try:
+    import pytest
+except ImportError:  # benchmarks import this module without pytest
+    pytest = None  # type: ignore[assignment]
+
+if pytest is not None:
+
+    @pytest.fixture(scope="session", name="pg_cluster")
+    def pg_cluster_fixture():
+        """One throwaway server per test worker (or ``LISTENLAB_TEST_PG``'s). Missing
+        PostgreSQL skips on a developer's machine and fails under CI, which must prove both
+        engines."""
+        if not available():
+            if os.environ.get("CI"):
+                pytest.fail("PostgreSQL is needed under CI (apt-get install postgresql)")
+            pytest.skip("PostgreSQL is not installed (apt-get install postgresql)")
+        cluster = start_cluster()
+        yield cluster
+        cluster.stop()
+
+    @pytest.fixture(name="pg_url")
+    def pg_url_fixture(pg_cluster):
+        """A new empty database for one test, dropped after it."""
+        url = pg_cluster.new_database()
+        yield url
+        pg_cluster.drop_database(url)
+
+    @pytest.fixture(params=["sqlite", "postgresql"], name="db_target")
+    def db_target_fixture(request, tmp_path):
+        """What ``--db`` would be for each engine: a SQLite file, or a new PostgreSQL
+        database's URL (the same test runs on both)."""
+        if request.param == "sqlite":
+            return tmp_path / "lab.db"
+        return request.getfixturevalue("pg_url")
+
+
 __all__ = ["ENV_URL", "Cluster", "available", "pg_bin", "start_cluster"]
