@@ -170,6 +170,8 @@ class PgRunner:
             cur = conn.execute(to_pg(sql), list(params))
         except psycopg.errors.IntegrityError as e:
             raise constraint_of(e) from None
+        except psycopg.errors.ReadOnlySqlTransaction:
+            raise StoreError("this store was opened read-only: nothing was written") from None
         except psycopg.DataError as e:
             if "0x00" in str(e) or "NUL" in str(e):
                 raise InvalidRequest("text may not contain NUL (\\x00) characters") from None
