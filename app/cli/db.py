@@ -21,7 +21,9 @@ def add_cli(sub: argparse._SubParsersAction) -> None:
         help="copy a study between SQLite and PostgreSQL (checked); row counts and checksums",
         description=__doc__.splitlines()[0],
     )
-    dsub = p.add_subparsers(dest="db_command", required=True)
+    dsub = p.add_subparsers(
+        dest="db_command", required=True, metavar="{copy,check}", help="what to do"
+    )
     c = dsub.add_parser(
         "copy",
         help="copy every table and take's audio into a new or empty store, then compare",

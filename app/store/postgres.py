@@ -52,7 +52,7 @@ POOL_TIMEOUT_S = 30.0
 """How long a request waits for a free connection before it fails (503-like StoreError)."""
 MAX_TAKE_AUDIO_BYTES = 512 * 1024 * 1024
 """A stored take's audio larger than this is refused on read (the DB is not trusted blindly)."""
-LISTENLAB_PARAMS = ("pool_size",)
+OWN_URL_PARAMS = ("pool_size",)
 """URL query parameters that are listenlab's, not libpq's (removed before connecting)."""
 
 
@@ -80,7 +80,7 @@ def split_url(url: str) -> tuple[str, int]:
             if not v.isdigit() or not 1 <= int(v) <= MAX_POOL:
                 raise InvalidRequest(f"pool_size must be a whole number 1..{MAX_POOL}, got {v!r}")
             pool = int(v)
-    rest = [(k, v) for k, v in query if k not in LISTENLAB_PARAMS]
+    rest = [(k, v) for k, v in query if k not in OWN_URL_PARAMS]
     return urlunsplit(parts._replace(query=urlencode(rest))), pool
 
 
