@@ -32,7 +32,9 @@ ENV: tuple[EnvVar, ...] = (
     EnvVar(
         "LISTENLAB_DB",
         "unset",
-        "SQLite store path; wins over `LISTENLAB_DATA`. Voices go to `voices/` beside it.",
+        "The store: a SQLite file path, or a `postgresql://` URL (replicas share it; `?pool_size=N` "
+        "caps each replica's connections, default 10). Wins over `LISTENLAB_DATA`. Voices go to "
+        "`voices/` beside a SQLite file, or into the local data folder with PostgreSQL.",
     ),
     EnvVar(
         "LISTENLAB_DATA",
@@ -62,6 +64,12 @@ ENV: tuple[EnvVar, ...] = (
         "unset (conformance tests skipped)",
         "Tests only: the python of the vLLM-Omni 0.30.0 environment that `pytest -m conformance` "
         "serves vLLM-Omni's own speech code from (`.ci/run` builds it as `.venv-conformance`).",
+    ),
+    EnvVar(
+        "LISTENLAB_TEST_PG",
+        "unset (each test worker starts a throwaway PostgreSQL cluster)",
+        "Tests only: the URL of a PostgreSQL server's maintenance database that the store tests "
+        "create their databases on (`.ci/run` starts one and sets it).",
     ),
     EnvVar(
         "LISTENLAB_CONFORMANCE_REQUIRED",
@@ -174,6 +182,13 @@ DEFAULT_DB = "data/listenlab.db"
 """Where the store lives when neither ``LISTENLAB_DB`` nor ``LISTENLAB_DATA`` is set."""
 
 
+def local_data_dir(environ: dict[str, str] | None = None) -> Path:
+    """This process's own folder when the store is on PostgreSQL (the audio it has read back,
+    exports, voices): ``$LISTENLAB_DATA``'s pick, else ``data``."""
+    env = environ if environ is not None else os.environ
+    return data_dir(env["LISTENLAB_DATA"]) if env.get("LISTENLAB_DATA") else Path("data")
+
+
 def resolve_db(environ: dict[str, str] | None = None) -> str:
     """The store's path, the one rule every command uses (``serve``, ``test``, ``api``...):
     ``$LISTENLAB_DB``, else ``<data dir>/listenlab.db`` (:func:`data_dir` picks the first
@@ -186,4 +201,12 @@ def resolve_db(environ: dict[str, str] | None = None) -> str:
     return DEFAULT_DB
 
 
-__all__ = ["DEFAULT_DB", "ENV", "EnvVar", "backends_from_env", "data_dir", "resolve_db"]
+__all__ = [
+    "DEFAULT_DB",
+    "ENV",
+    "EnvVar",
+    "backends_from_env",
+    "data_dir",
+    "local_data_dir",
+    "resolve_db",
+]

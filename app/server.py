@@ -112,7 +112,10 @@ def create_app(
     app.state.listenlab = state
     proxies = Proxies.from_env()  # one trust rule for client addresses and TLS
     app.state.proxies = proxies
-    app.state.admin_policy = AdminPolicy.from_env(proxies)
+    # the login back-off lives in the database when replicas share one (PostgreSQL)
+    app.state.admin_policy = AdminPolicy.from_env(
+        proxies, tally=getattr(state.store, "login_failures", None)
+    )
     app.state.guard = guard = guard_config(allowed_hosts, allowed_origins)
     app.add_middleware(IdentityMiddleware, proxies=proxies)
     app.add_middleware(GuardMiddleware, config=guard)  # added last = runs first

@@ -184,12 +184,21 @@ def build_state(
     if warm:
         for e in entries.values():
             e.backend.warm_up()
-    db_path = Path(db_path)
+    from app.config import local_data_dir
+    from app.store import is_postgres
+
+    # a postgresql:// URL stays a string (a Path would fold its "//"); its replica keeps the
+    # audio it reads, its exports and its voices in the local data folder
+    store = Store.open(
+        db_path if is_postgres(db_path) else Path(db_path),
+        journal_mode=journal_mode,
+        local_dir=local_data_dir(),
+    )
     return AppState(
         backends=entries,
         default=default or next(iter(entries)),
-        store=Store.open(db_path, journal_mode=journal_mode),
-        library=VoiceLibrary(voices_dir or db_path.parent / "voices"),
+        store=store,
+        library=VoiceLibrary(voices_dir or store.root / "voices"),
         detector=detector or default_detector,
         examples=load_examples(),
     )

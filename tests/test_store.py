@@ -1,4 +1,6 @@
-"""The SQLite store: real files, real Piper takes, real threads."""
+"""The store on both engines: a real SQLite file and a real PostgreSQL server (a throwaway
+cluster, :mod:`tests.support.postgres`), real Piper takes, real threads and processes. Every
+test that takes ``db_target`` runs once per engine; the SQLite-only ones test its file."""
 
 from __future__ import annotations
 
@@ -34,6 +36,11 @@ from app.store import (
 from backends.base import SpeechRequest
 from backends.errors import InvalidRequest
 from evaluation.takes import record
+from tests.support.postgres import (  # noqa: F401 (fixtures: db_target, pg_cluster, pg_url)
+    db_target_fixture,
+    pg_cluster_fixture,
+    pg_url_fixture,
+)
 
 TEXT = (
     "The quick brown fox jumps over the lazy dog, and then it runs away. A second sentence follows."
@@ -54,8 +61,8 @@ def takes(piper_det):
 
 
 @pytest.fixture
-def store(tmp_path, takes):
-    s = Store.open(tmp_path / "lab.db")
+def store(db_target, tmp_path, takes):
+    s = Store.open(db_target, local_dir=tmp_path / "local")
     s.add_system(System("piper", "piper?deterministic=1", voice="joe", params={"speed": 1.0}))
     s.add_system(System("piper-fast", "piper?deterministic=1&speed=1.3", voice="joe"))
     s.add_prompt(Prompt("p1", TEXT))
@@ -67,10 +74,10 @@ def store(tmp_path, takes):
     s.close()
 
 
-def test_schema_created_and_versioned(tmp_path):
-    s = Store.open(tmp_path / "a.db")
+def test_schema_created_and_versioned(db_target, tmp_path):
+    s = Store.open(db_target, local_dir=tmp_path)
     assert s.schema_version == SCHEMA_VERSION
-    names = set(s.db.table_names())
+    names = set(s.sql.table_names())
     for t in [
         "systems",
         "prompts",
@@ -85,17 +92,27 @@ def test_schema_created_and_versioned(tmp_path):
         "auto_findings",
     ]:
         assert t in names
+    s.close()
+
+
+def test_sqlite_journal_and_busy_timeout(tmp_path):
+    s = Store.open(tmp_path / "a.db")
     assert s.db.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
     assert s.db.execute("PRAGMA busy_timeout").fetchone()[0] == 30000
     s.close()
 
 
-def test_newer_schema_is_refused(tmp_path):
-    s = Store.open(tmp_path / "a.db")
-    s.db.execute(f"PRAGMA user_version = {SCHEMA_VERSION + 1}")
+def test_newer_schema_is_refused(db_target, tmp_path):
+    s = Store.open(db_target, local_dir=tmp_path)
+    if s.engine == "sqlite":
+        s.db.execute(f"PRAGMA user_version = {SCHEMA_VERSION + 1}")
+    else:
+        s.sql.execute("UPDATE schema_version SET version = ?", [SCHEMA_VERSION + 1])
     s.close()
     with pytest.raises(StoreError, match="upgrade listenlab"):
-        Store.open(tmp_path / "a.db")
+        Store.open(db_target, local_dir=tmp_path)
+    with pytest.raises(StoreError, match="upgrade listenlab"):
+        Store.open(db_target, local_dir=tmp_path, read_only=True)
 
 
 def test_journal_mode_configurable(tmp_path):
@@ -115,7 +132,14 @@ def test_take_roundtrip_relative_paths(store, takes, tmp_path):
     assert back.request.text == t.request.text and back.status == "ok"
     row = store.frame("takes").set_index("take_id").loc[t.take_id]
     assert not row["audio_path"].startswith("/")
-    assert (tmp_path / row["audio_path"]).is_file()
+    assert store.audio_path(t.take_id).is_file()
+    if store.engine == "sqlite":
+        assert (tmp_path / row["audio_path"]).is_file()
+    else:  # the audio is in the database: a replica without the local copy reads it back
+        assert store.audio_path(t.take_id).is_relative_to(tmp_path / "local")
+        store.audio_path(t.take_id).unlink()
+        assert np.array_equal(store.load_take(t.take_id).audio, t.audio)
+        assert store.audio_path(t.take_id).read_bytes() == store.audio_bytes(t.take_id)[1]
     assert row["chunk_count"] == len(t.chunks) and row["system_id"] == "piper"
     assert len(store.chunks_frame().query("take_id == @t.take_id")) == len(t.chunks)
     # saving again is a no-op
@@ -128,6 +152,8 @@ def test_take_roundtrip_relative_paths(store, takes, tmp_path):
 
 
 def test_survives_reopen_and_move(store, takes, tmp_path):
+    if store.engine != "sqlite":
+        pytest.skip("SQLite's file and audio folder move together; PostgreSQL: the next test")
     store.add_mos_rating(MosRating("v1", "mos1", "r1", takes[0].take_id, 4, played_ms=3000))
     store.close()
     moved = tmp_path / "moved"
@@ -139,6 +165,23 @@ def test_survives_reopen_and_move(store, takes, tmp_path):
     assert s.frame("mos_ratings")["score"].tolist() == [4.0]
     assert np.array_equal(s.load_take(takes[0].take_id).audio, takes[0].audio)
     s.close()
+
+
+def test_survives_reopen_from_another_replica(pg_url, takes, tmp_path):
+    """PostgreSQL: a second process with its own empty local folder (another replica, another
+    machine) sees the rating and plays the take's audio from the database."""
+    a = Store.open(pg_url, local_dir=tmp_path / "replica-a")
+    a.add_system(System("piper", "piper"))
+    a.save_take(takes[0], system_id="piper")
+    a.add_test(ListeningTest("mos1", "mos"))
+    a.add_mos_rating(MosRating("v1", "mos1", "r1", takes[0].take_id, 4, played_ms=3000))
+    a.close()
+    b = Store.open(pg_url, local_dir=tmp_path / "replica-b")
+    assert b.frame("mos_ratings")["score"].tolist() == [4.0]
+    assert not (tmp_path / "replica-b" / "pg_audio").exists()
+    assert np.array_equal(b.load_take(takes[0].take_id).audio, takes[0].audio)
+    assert b.audio_path(takes[0].take_id).is_relative_to(tmp_path / "replica-b")
+    b.close()
 
 
 def test_resent_votes_ignored_and_one_vote_per_item(store, takes):
@@ -190,10 +233,13 @@ def test_assignment_role_flows_into_rating(store, takes):
     assert [a.assignment_id for a in store.assignments("mos1", "r1")] == ["as1"]
 
 
-@pytest.mark.parametrize("journal_mode", ["wal", "delete"])
-def test_twenty_threads_lose_nothing_duplicate_nothing(tmp_path, takes, journal_mode):
+@pytest.mark.parametrize("journal_mode", ["wal", "delete", "postgresql"])
+def test_twenty_threads_lose_nothing_duplicate_nothing(request, tmp_path, takes, journal_mode):
     """20 writers at once, each re-sending every vote twice; every vote lands exactly once."""
-    store = Store.open(tmp_path / "lab.db", journal_mode=journal_mode)
+    if journal_mode == "postgresql":
+        store = Store.open(request.getfixturevalue("pg_url"), local_dir=tmp_path)
+    else:
+        store = Store.open(tmp_path / "lab.db", journal_mode=journal_mode)
     store.add_system(System("piper", "piper?deterministic=1"))
     for t in takes:
         store.save_take(t, system_id="piper")
@@ -230,16 +276,22 @@ def test_twenty_threads_lose_nothing_duplicate_nothing(tmp_path, takes, journal_
     assert len(ab) == 20 and (ab["cmos"] == 0).all()  # the re-send (rep 1) did not overwrite
     assert len(store.frame("glitch_reports")) == 20
     # a separate connection (another process would see the same) agrees
-    con = sqlite3.connect(store.path)
-    assert con.execute("SELECT count(*) FROM mos_ratings").fetchone()[0] == 80
-    con.close()
+    if store.engine == "sqlite":
+        con = sqlite3.connect(store.path)
+        assert con.execute("SELECT count(*) FROM mos_ratings").fetchone()[0] == 80
+        con.close()
+    else:
+        import psycopg
+
+        with psycopg.connect(store.url) as con:
+            assert con.execute("SELECT count(*) FROM mos_ratings").fetchone()[0] == 80
     store.close()
 
 
 WRITER = """
 import sys
 from app.store import Store, MosRating
-s = Store.open(sys.argv[1])
+s = Store.open(sys.argv[1], local_dir=sys.argv[5])
 me, a, b = sys.argv[2:5]
 for i in range(60):
     for rep in range(2):  # every vote is sent twice
@@ -249,7 +301,7 @@ s.close()
 """
 
 
-def test_two_processes_write_at_once(store, takes):
+def test_two_processes_write_at_once(store, takes, tmp_path):
     """Two app worker processes: the same 60 votes from both (client ids), plus 60 own each."""
     import subprocess
     import sys
@@ -257,7 +309,16 @@ def test_two_processes_write_at_once(store, takes):
     root = Path(__file__).resolve().parents[1]
     procs = [
         subprocess.Popen(
-            [sys.executable, "-c", WRITER, str(store.path), me, takes[0].take_id, takes[1].take_id],
+            [
+                sys.executable,
+                "-c",
+                WRITER,
+                store.url if store.engine == "postgresql" else str(store.path),
+                me,
+                takes[0].take_id,
+                takes[1].take_id,
+                str(tmp_path / me),
+            ],
             cwd=root,
             stderr=subprocess.PIPE,
             text=True,
@@ -352,10 +413,10 @@ def _members(proto) -> dict[str, inspect.Signature | None]:
     ],  # fmt: skip
     ids=lambda p: getattr(p, "__name__", ""),
 )
-def test_sqlite_implements_the_engine_neutral_interface(tmp_path, proto, of):
+def test_each_engine_implements_the_engine_neutral_interface(db_target, tmp_path, proto, of):
     """Everything app.store.interface names (what a second engine must implement) is on
-    SQLite's store, with the same parameters, so the interface is a true description."""
-    s = Store.open(tmp_path / "lab.db")
+    each engine's store, with the same parameters, so the interface is a true description."""
+    s = Store.open(db_target, local_dir=tmp_path)
     impl = of(s)
     assert isinstance(impl, proto)
     members = _members(proto)

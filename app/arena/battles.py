@@ -403,7 +403,7 @@ class Arena:
         bt = self.get(battle_id, owner)
         voter = voter or owner
         if bt.voted is None:
-            self._check_voter(voter, now)
+            self._check_voter(voter, now)  # early, for a clear refusal before the play check
         if bt.voted is None and not bt.both_played:
             missing = [
                 s.upper() for s, t in (("a", bt.played_a_ts), ("b", bt.played_b_ts)) if t is None
@@ -422,7 +422,9 @@ class Arena:
                 decision_ms=(now - bt.created_ts) * 1000.0,
                 voted_ts=now,
                 voter=voter,
-            )
+            ),
+            # again inside the vote's transaction: another replica's vote may have come between
+            check=None if bt.voted is not None else lambda: self._check_voter(voter, now),
         )
         bt = self.get(bt.battle_id, owner)
         if not created and bt.voted != choice:

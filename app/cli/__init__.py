@@ -30,6 +30,10 @@ COMMANDS: dict[str, tuple[str, str]] = {
         "app.listening.cli",
         "listening tests: create (with stimuli), list, results, open, close",
     ),
+    "db": (
+        "app.cli.db",
+        "copy a study between SQLite and PostgreSQL (checked); row counts and checksums",
+    ),
 }
 """Command -> (module with its ``add_cli``, the one-line help ``listenlab --help`` shows)."""
 

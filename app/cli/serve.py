@@ -107,7 +107,7 @@ def _run_serve(args: argparse.Namespace) -> int:
             if server.started:
                 shown = f"[{host}]" if ":" in host else host
                 print(f"listenlab Playground on http://{shown}:{port}/", flush=True)
-                print(f"listenlab: store {store.path.resolve()} ({store.journal_mode})", flush=True)
+                print(f"listenlab: store {store.location} ({store.journal_mode})", flush=True)
             await task
 
         asyncio.run(serve())

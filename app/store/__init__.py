@@ -7,7 +7,10 @@ System, ...``) and never learns which module, or which engine, keeps it. The roo
 * :mod:`app.store.schema`: every table as numbered migrations (the arena's since version 4);
 * :mod:`app.store.records`: the typed records and errors that cross the store's edge;
 * :mod:`app.store.takes`, :mod:`app.store.ratings`, :mod:`app.store.arena`: the tables;
+* :mod:`app.store.sql`: the runner every table module writes through, on either engine;
 * :mod:`app.store.interface`: the engine-neutral contract; :mod:`app.store.sqlite`: SQLite's;
+  :mod:`app.store.postgres` (with :mod:`app.store.pg_schema`): PostgreSQL's, for replicas
+  (``Store.open("postgresql://…")`` returns it);
 * :mod:`app.store.listening`: the listening-test tables, on top of a store (imported from
   there: it brings the listening room's stimuli with it).
 
@@ -32,6 +35,7 @@ from app.store.connection import (
     journal_mode_for,
 )
 from app.store.interface import ArenaStore, RatingStore, StoreEngine, TakeStore
+from app.store.postgres import PgStore, is_postgres, masked
 from app.store.records import (
     AB_CHOICES,
     GLITCH_KINDS,
@@ -82,6 +86,7 @@ __all__ = [
     "GlitchReport",
     "ListeningTest",
     "MosRating",
+    "PgStore",
     "Prompt",
     "RatingStore",
     "Rater",
@@ -95,7 +100,9 @@ __all__ = [
     "UnknownItem",
     "Written",
     "existing_journal_mode",
+    "is_postgres",
     "journal_mode_for",
+    "masked",
     "nearest_boundary",
     "new_id",
     "now_iso",

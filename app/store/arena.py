@@ -10,41 +10,40 @@ function and run inside the write's transaction.
 
 from __future__ import annotations
 
-import sqlite3
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from app.store.records import ArenaStream, ArenaVote, BattleRecord, BattleWindow, now_iso
-from app.store.tables import SQLiteTables
+from app.store.sql import ConstraintFailed
+from app.store.tables import Tables
 
 if TYPE_CHECKING:
     import pandas as pd
-    import sqlite_utils
 
-    from app.store.connection import Connections
+    from app.store.sql import Runner
 
 SETTING = "setting:"
 """Prefix of the admin's settings in ``arena_meta`` (beside the ``voter_salt``)."""
 VOTER_SALT = "voter_salt"
 
 
-class ArenaTables(SQLiteTables):
-    """The arena's rows in a store's SQLite file (``store.arena``). Thread-safe: every call
-    uses this thread's connection."""
+class ArenaTables(Tables):
+    """The arena's rows in a store's database (``store.arena``), on either engine.
+    Thread-safe: every call goes through the store's runner."""
 
-    def __init__(self, conns: Connections):
-        self.conns = conns
+    def __init__(self, runner: Runner):
+        self.runner = runner
 
     @property
-    def db(self) -> sqlite_utils.Database:
-        return self.conns.db
+    def sql(self) -> Runner:
+        return self.runner
 
     # -- battles
 
     def pair_votes(self) -> dict[tuple[str, str], int]:
         """Votes per pair of systems, the pair sorted (either side order is one pair)."""
         out: dict[tuple[str, str], int] = {}
-        for a, b, n in self.db.execute(
+        for a, b, n in self.sql.execute(
             "SELECT system_a, system_b, count(*) FROM arena_votes GROUP BY system_a, system_b"
         ).fetchall():
             x, y = sorted((a, b))
@@ -62,9 +61,10 @@ class ArenaTables(SQLiteTables):
         """Store ``battle`` unless ``check`` (the rate limits) raises on the battles of the
         last ``window_s`` seconds, read in the same transaction."""
         now = battle.created_ts
-        with self.immediate() as db:
+        with self.immediate("arena:battles") as db:
             total, total_oldest, active, mine, mine_oldest = db.execute(
-                "SELECT count(*), min(created_ts), count(DISTINCT voter), sum(voter=?), "
+                "SELECT count(*), min(created_ts), count(DISTINCT voter), "
+                "sum(CASE WHEN voter=? THEN 1 ELSE 0 END), "
                 "min(CASE WHEN voter=? THEN created_ts END) FROM arena_battles WHERE created_ts>?",
                 [voter, voter, now - window_s],
             ).fetchone()
@@ -95,7 +95,7 @@ class ArenaTables(SQLiteTables):
             )
 
     def battle(self, battle_id: str) -> BattleRecord | None:
-        r = self.db.execute(
+        r = self.sql.execute(
             "SELECT b.battle_id, owner, text, b.text_source, b.system_a, b.system_b, created_ts, "
             "played_a_ts, played_b_ts, v.choice FROM arena_battles b "
             "LEFT JOIN arena_votes v ON v.battle_id = b.battle_id WHERE b.battle_id = ?",
@@ -116,7 +116,7 @@ class ArenaTables(SQLiteTables):
     ) -> None:
         """Store a stream of ``side`` unless ``check(streams of that side so far)`` raises; every
         earlier stream of the page (``ws_session``) not yet reported played is superseded now."""
-        with self.immediate() as db:
+        with self.immediate("arena:streams") as db:
             n = db.execute(
                 "SELECT count(*) FROM arena_streams WHERE battle_id=? AND side=?",
                 [battle_id, side],
@@ -136,14 +136,13 @@ class ArenaTables(SQLiteTables):
     def finish_stream(
         self, take_id: str, status: str, duration_s: float | None, earliest_end_ts: float | None
     ) -> None:
-        self.db.execute(
+        self.sql.execute(
             "UPDATE arena_streams SET status=?, duration_s=?, earliest_end_ts=? WHERE take_id=?",
             [status, duration_s, earliest_end_ts, take_id],
         )
-        self.db.conn.commit()
 
     def stream(self, take_id: str, battle_id: str, side: str) -> ArenaStream | None:
-        r = self.db.execute(
+        r = self.sql.execute(
             "SELECT take_id, battle_id, side, status, duration_s, earliest_end_ts, superseded_ts "
             "FROM arena_streams WHERE take_id=? AND battle_id=? AND side=?",
             [take_id, battle_id, side],
@@ -155,58 +154,63 @@ class ArenaTables(SQLiteTables):
     ) -> None:
         """The stream was accepted as played: the side's first accepted play stays."""
         col = "played_a_ts" if side == "a" else "played_b_ts"
-        self.db.execute(
-            "UPDATE arena_streams SET played_ts=?, played_ms=? WHERE take_id=?",
-            [played_ts, played_ms, take_id],
-        )
-        self.db.execute(
-            f"UPDATE arena_battles SET {col}=coalesce({col}, ?) WHERE battle_id=?",
-            [played_ts, battle_id],
-        )
-        self.db.conn.commit()
+        with self.immediate("arena:play:" + battle_id) as sql:
+            sql.execute(
+                "UPDATE arena_streams SET played_ts=?, played_ms=? WHERE take_id=?",
+                [played_ts, played_ms, take_id],
+            )
+            sql.execute(
+                f"UPDATE arena_battles SET {col}=coalesce({col}, ?) WHERE battle_id=?",
+                [played_ts, battle_id],
+            )
 
     # -- votes and voters
 
     def votes_since(self, voter: str, since_ts: float) -> tuple[int, float | None]:
         """How many votes ``voter`` cast after ``since_ts``, and the oldest one's time."""
-        n, oldest = self.db.execute(
+        n, oldest = self.sql.execute(
             "SELECT count(*), min(voted_ts) FROM arena_votes WHERE voter=? AND voted_ts>?",
             [voter, since_ts],
         ).fetchone()
         return int(n), oldest
 
-    def add_vote(self, v: ArenaVote) -> bool:
-        """Store the battle's one vote; False when the battle already has one."""
-        db = self.db
+    def add_vote(self, v: ArenaVote, check: Callable[[], None] | None = None) -> bool:
+        """Store the battle's one vote; False when the battle already has one. ``check`` (the
+        voter's limits) runs first inside the same transaction, under a lock per voter, so two
+        votes of one voter on two replicas cannot both pass a limit that has room for one."""
         try:
-            db.execute(
-                "INSERT INTO arena_votes (battle_id, choice, system_a, system_b, text_source, "
-                "decision_ms, voted_ts, created_at, voter) VALUES (?,?,?,?,?,?,?,?,?)",
-                [
-                    v.battle_id,
-                    v.choice,
-                    v.system_a,
-                    v.system_b,
-                    v.text_source,
-                    v.decision_ms,
-                    v.voted_ts,
-                    v.created_at,
-                    v.voter,
-                ],
-            )
-            db.conn.commit()
+            with self.immediate("arena:voter:" + (v.voter or "")) as sql:
+                if check is not None:
+                    check()
+                sql.execute(
+                    "INSERT INTO arena_votes (battle_id, choice, system_a, system_b, "
+                    "text_source, decision_ms, voted_ts, created_at, voter) "
+                    "VALUES (?,?,?,?,?,?,?,?,?)",
+                    [
+                        v.battle_id,
+                        v.choice,
+                        v.system_a,
+                        v.system_b,
+                        v.text_source,
+                        v.decision_ms,
+                        v.voted_ts,
+                        v.created_at,
+                        v.voter,
+                    ],
+                )
             return True
-        except sqlite3.IntegrityError:
-            db.conn.rollback()
-            return False
+        except ConstraintFailed as e:
+            if e.kind == "unique":
+                return False
+            raise
 
     def voter_dropped(self, voter: str) -> bool:
         q = "SELECT 1 FROM arena_dropped_voters WHERE voter=?"
-        return self.db.execute(q, [voter]).fetchone() is not None
+        return self.sql.execute(q, [voter]).fetchone() is not None
 
     def drop_voter(self, voter: str) -> int:
         """Delete every vote of ``voter`` and remember it as dropped; returns the votes deleted."""
-        with self.immediate() as db:
+        with self.immediate("arena:voter:" + voter) as db:
             n = db.execute("DELETE FROM arena_votes WHERE voter=?", [voter]).rowcount
             db.execute(
                 "INSERT INTO arena_dropped_voters (voter, votes_dropped, dropped_at) "
@@ -222,32 +226,30 @@ class ArenaTables(SQLiteTables):
         """This DB's key for voter hashes: ``new_salt`` the first time, then always that one
         (kept with the votes it keys, so a restart hashes every voter the same way)."""
         q = "SELECT value FROM arena_meta WHERE key=?"
-        r = self.db.execute(q, [VOTER_SALT]).fetchall()[:1]
+        r = self.sql.execute(q, [VOTER_SALT]).fetchall()[:1]
         if not r:
-            self.db.execute(
-                "INSERT OR IGNORE INTO arena_meta (key, value) VALUES (?, ?)",
+            self.sql.execute(
+                "INSERT INTO arena_meta (key, value) VALUES (?, ?) ON CONFLICT (key) DO NOTHING",
                 [VOTER_SALT, new_salt],
             )
-            self.db.conn.commit()
-            r = self.db.execute(q, [VOTER_SALT]).fetchall()[:1]
+            r = self.sql.execute(q, [VOTER_SALT]).fetchall()[:1]
         return str(r[0][0])
 
     def setting(self, key: str) -> str | None:
-        r = self.db.execute("SELECT value FROM arena_meta WHERE key=?", [SETTING + key])
+        r = self.sql.execute("SELECT value FROM arena_meta WHERE key=?", [SETTING + key])
         row = r.fetchone()
         return None if row is None else str(row[0])
 
     def set_setting(self, key: str, value: str | None) -> None:
         """Set (or with None, clear) an admin setting."""
         if value is None:
-            self.db.execute("DELETE FROM arena_meta WHERE key=?", [SETTING + key])
+            self.sql.execute("DELETE FROM arena_meta WHERE key=?", [SETTING + key])
         else:
-            self.db.execute(
+            self.sql.execute(
                 "INSERT INTO arena_meta (key, value) VALUES (?, ?) "
                 "ON CONFLICT(key) DO UPDATE SET value = excluded.value",
                 [SETTING + key, value],
             )
-        self.db.conn.commit()
 
     # -- results
 
@@ -267,7 +269,7 @@ class ArenaTables(SQLiteTables):
         )
 
     def vote_count(self) -> int:
-        return int(self.db.execute("SELECT count(*) FROM arena_votes").fetchone()[0])
+        return int(self.sql.execute("SELECT count(*) FROM arena_votes").fetchone()[0])
 
 
 __all__ = ["ArenaTables"]

@@ -24,10 +24,12 @@ import os
 import sqlite3
 import threading
 import time
+from collections.abc import Iterator, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from app.store.records import StoreError
+from app.store.sql import ConstraintFailed
 from backends.errors import InvalidRequest
 
 if TYPE_CHECKING:
@@ -196,10 +198,95 @@ class Connections:
         self._closed = True
 
 
+def constraint_of(e: sqlite3.IntegrityError) -> ConstraintFailed:
+    """SQLite's message says which constraint ("UNIQUE constraint failed: ...")."""
+    msg = str(e)
+    for word, kind in (
+        ("UNIQUE", "unique"),
+        ("PRIMARY KEY", "unique"),
+        ("FOREIGN KEY", "foreign_key"),
+        ("NOT NULL", "not_null"),
+        ("CHECK", "check"),
+    ):
+        if word in msg:
+            return ConstraintFailed(kind, msg)
+    return ConstraintFailed("other", msg)
+
+
+class SQLiteRunner:
+    """The store's SQL on this thread's SQLite connection (:class:`app.store.sql.Runner`)."""
+
+    engine = "sqlite"
+
+    def __init__(self, conns: Connections):
+        self.conns = conns
+        self._local = threading.local()
+
+    def _in_tx(self) -> bool:
+        return getattr(self._local, "depth", 0) > 0
+
+    def execute(self, sql: str, params: Sequence[Any] = ()) -> sqlite3.Cursor:
+        conn = self.conns.conn
+        try:
+            cur = conn.execute(sql, list(params))
+        except sqlite3.IntegrityError as e:
+            if not self._in_tx() and conn.in_transaction:
+                conn.rollback()
+            raise constraint_of(e) from None
+        if not self._in_tx() and conn.in_transaction:
+            conn.commit()  # a write outside a transaction is committed at once
+        return cur
+
+    def executemany(self, sql: str, rows: Sequence[Sequence[Any]]) -> None:
+        with self.transaction():
+            try:
+                self.conns.conn.executemany(sql, [list(r) for r in rows])
+            except sqlite3.IntegrityError as e:
+                raise constraint_of(e) from None
+
+    @contextlib.contextmanager
+    def transaction(self, lock: str = "store") -> Iterator[SQLiteRunner]:
+        """``BEGIN IMMEDIATE``: SQLite has one writer at a time, so ``lock`` needs no name."""
+        if self._in_tx():  # nested: part of the outer transaction
+            self._local.depth += 1
+            try:
+                yield self
+            finally:
+                self._local.depth -= 1
+            return
+        conn = self.conns.conn
+        if conn.in_transaction:
+            conn.commit()  # a write left open by sqlite-utils (tests, scripts) is kept
+        conn.execute("BEGIN IMMEDIATE")
+        self._local.depth = 1
+        try:
+            yield self
+            conn.execute("COMMIT")
+        except BaseException:
+            conn.rollback()
+            raise
+        finally:
+            self._local.depth = 0
+
+    def table_names(self) -> list[str]:
+        return [
+            r[0]
+            for r in self.conns.conn.execute(
+                "SELECT name FROM sqlite_master WHERE type='table' AND name NOT LIKE 'sqlite_%' "
+                "ORDER BY name"
+            )
+        ]
+
+    def columns(self, table: str) -> list[str]:
+        return [r[1] for r in self.conns.conn.execute(f'PRAGMA table_info("{table}")')]
+
+
 __all__ = [
     "JOURNAL_MODES",
     "NETWORK_STORAGE",
     "Connections",
+    "SQLiteRunner",
+    "constraint_of",
     "existing_journal_mode",
     "journal_mode_for",
 ]

@@ -14,20 +14,23 @@ from __future__ import annotations
 
 import hashlib
 import json
-import sqlite3
 import time
 import uuid
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from app.store import AlreadyVoted, ListeningTest, Store, UnknownItem, now_iso
+from app.store import AlreadyVoted, ListeningTest, UnknownItem, now_iso
+from app.store.sql import ConstraintFailed, rows_as_dicts
 from backends.errors import InvalidRequest
 from evaluation.listening.data import TestData
 from evaluation.loudness import TARGET_LUFS
 
 if TYPE_CHECKING:
     import pandas as pd
+
+    from app.store.interface import StoreEngine
+    from app.store.sql import Runner
 
 STATUSES = ("draft", "open", "closed")
 EXPORT_TABLES = (
@@ -80,17 +83,16 @@ class TestStore:
 
     __test__ = False  # not a pytest class
 
-    def __init__(self, store: Store):
+    def __init__(self, store: StoreEngine):
         self.store = store
 
     @property
-    def db(self):
-        return self.store.db
+    def db(self) -> Runner:
+        """The store's engine-neutral runner (SQLite or PostgreSQL)."""
+        return self.store.sql
 
     def _rows(self, sql: str, params: Sequence[Any] = ()) -> list[dict[str, Any]]:
-        cur = self.store.conn.execute(sql, list(params))
-        cols = [d[0] for d in cur.description]
-        return [dict(zip(cols, r, strict=True)) for r in cur.fetchall()]
+        return rows_as_dicts(self.db.execute(sql, list(params)))
 
     def _frame(self, sql: str, params: Sequence[Any] = ()) -> pd.DataFrame:
         import pandas as pd
@@ -141,7 +143,6 @@ class TestStore:
             "UPDATE tests SET status = ?, updated_at = ? WHERE test_id = ?",
             [status, now_iso(), test_id],
         )
-        self.db.commit()
 
     def duplicate(self, test_id: str, new_id: str, name: str | None = None) -> None:
         """A new draft test with the same config and stimuli (same takes), no raters."""
@@ -155,8 +156,7 @@ class TestStore:
     def delete(self, test_id: str) -> None:
         """Remove a test and everything rated in it (export first: the designer does). Takes stay."""
         self.require_test(test_id)
-        db = self.db
-        with db.conn:
+        with self.db.transaction("test:" + test_id) as db:
             for table in (
                 "mushra_ratings",
                 "answers",
@@ -183,7 +183,6 @@ class TestStore:
             f"INSERT INTO stimuli ({cols}) VALUES ({', '.join('?' for _ in row)})",
             list(row.values()),
         )
-        self.db.commit()
 
     def stimuli(self, test_id: str) -> list[Stimulus]:
         out = []
@@ -212,9 +211,7 @@ class TestStore:
         is replaced by ``token``), or a new anonymous rater with the next ``seq`` and the design
         row ``choose_row`` picks from every rater's row (None: ``seq``). Atomic (two tabs
         joining at once get one rater). Returns ``(rater, resumed)``."""
-        db = self.db
-        db.execute("BEGIN IMMEDIATE")
-        try:
+        with self.db.transaction("join:" + test_id) as db:  # one test's joins, in turn
             old = (
                 db.execute(
                     "SELECT rater_id FROM test_raters WHERE test_id = ? AND crowd_id = ? "
@@ -231,44 +228,64 @@ class TestStore:
                     "WHERE test_id = ? AND rater_id = ?",
                     [token_hash(token), time.time(), study_id, session_id, test_id, old[0]],
                 )
-                db.execute("COMMIT")
-                return self.rater(test_id, old[0]), True
-            rows = self._rows(
-                "SELECT rater_id, seq, design_row, finished_at, screened_out_at, seen_at, "
-                "headphone_pass "
-                "FROM test_raters WHERE test_id = ?",
-                [test_id],
-            )
-            seq = max((int(r["seq"]) for r in rows), default=-1) + 1
-            row = choose_row(rows) if choose_row is not None else None
-            rater_id = uuid.uuid4().hex[:16]
-            db.execute(
-                "INSERT INTO raters (rater_id, meta, created_at) VALUES (?,?,?)",
-                [rater_id, json.dumps({"test_id": test_id}), now_iso()],
-            )
-            db.execute(
-                "INSERT INTO test_raters (test_id, rater_id, token_hash, seq, crowd_id, "
-                "crowd_source, created_at, study_id, session_id, design_row, seen_at) "
-                "VALUES (?,?,?,?,?,?,?,?,?,?,?)",
-                [
+                rater_id = str(old[0])
+            else:
+                rater_id = self._new_rater(
+                    db,
                     test_id,
-                    rater_id,
-                    token_hash(token),
-                    seq,
+                    token,
                     crowd_id,
                     crowd_source,
-                    now_iso(),
-                    study_id,
-                    session_id,
-                    seq if row is None else row,
-                    time.time(),
-                ],
-            )
-            db.execute("COMMIT")
-        except BaseException:
-            db.rollback()
-            raise
-        return self.rater(test_id, rater_id), False
+                    choose_row,
+                    study_id=study_id,
+                    session_id=session_id,
+                )
+        return self.rater(test_id, rater_id), old is not None
+
+    def _new_rater(
+        self,
+        db: Runner,
+        test_id: str,
+        token: str,
+        crowd_id: str | None,
+        crowd_source: str | None,
+        choose_row: Callable[[list[dict[str, Any]]], int | None] | None,
+        *,
+        study_id: str | None,
+        session_id: str | None,
+    ) -> str:
+        """Insert the next rater of the test (inside :meth:`join`'s transaction)."""
+        rows = self._rows(
+            "SELECT rater_id, seq, design_row, finished_at, screened_out_at, seen_at, "
+            "headphone_pass FROM test_raters WHERE test_id = ?",
+            [test_id],
+        )
+        seq = max((int(r["seq"]) for r in rows), default=-1) + 1
+        row = choose_row(rows) if choose_row is not None else None
+        rater_id = uuid.uuid4().hex[:16]
+        db.execute(
+            "INSERT INTO raters (rater_id, meta, created_at) VALUES (?,?,?)",
+            [rater_id, json.dumps({"test_id": test_id}), now_iso()],
+        )
+        db.execute(
+            "INSERT INTO test_raters (test_id, rater_id, token_hash, seq, crowd_id, "
+            "crowd_source, created_at, study_id, session_id, design_row, seen_at) "
+            "VALUES (?,?,?,?,?,?,?,?,?,?,?)",
+            [
+                test_id,
+                rater_id,
+                token_hash(token),
+                seq,
+                crowd_id,
+                crowd_source,
+                now_iso(),
+                study_id,
+                session_id,
+                seq if row is None else row,
+                time.time(),
+            ],
+        )
+        return rater_id
 
     def rater(self, test_id: str, rater_id: str) -> dict[str, Any]:
         rows = self._rows(
@@ -306,7 +323,6 @@ class TestStore:
             f"UPDATE test_raters SET {sets} WHERE test_id = ? AND rater_id = ?",
             [*fields.values(), test_id, rater_id],
         )
-        self.db.commit()
 
     def raters_frame(self, test_id: str) -> pd.DataFrame:
         return self._frame(
@@ -326,19 +342,17 @@ class TestStore:
             "WHERE test_id = ? AND rater_id = ? AND screened_out_at IS NULL",
             [now_iso(), code, test_id, rater_id],
         )
-        self.db.commit()
 
     # -- the headphone screen (answer keys stay here)
 
     def add_screen(self, test_id: str, rater_id: str, trials: list[tuple[str, str, float]]) -> None:
         """Store a rater's screen trials ``(kind, key json, duration ms)`` once (a second call,
         e.g. from another tab, keeps the first)."""
-        db = self.db
-        with db.conn:
+        with self.db.transaction(f"screen:{test_id}:{rater_id}") as db:
             for n, (kind, key, dur) in enumerate(trials):
                 db.execute(
-                    "INSERT OR IGNORE INTO screen_trials (test_id, rater_id, n, kind, key, "
-                    "duration_ms) VALUES (?,?,?,?,?,?)",
+                    "INSERT INTO screen_trials (test_id, rater_id, n, kind, key, duration_ms) "
+                    "VALUES (?,?,?,?,?,?) ON CONFLICT DO NOTHING",
                     [test_id, rater_id, n, kind, key, dur],
                 )
 
@@ -355,7 +369,6 @@ class TestStore:
             "WHERE test_id = ? AND rater_id = ? AND n = ?",
             [at, test_id, rater_id, n],
         )
-        self.db.commit()
 
     def screen_answer(self, test_id: str, rater_id: str, n: int, answer: int) -> bool:
         """Store the answer to trial ``n`` unless it has one (the first answer stands)."""
@@ -364,7 +377,6 @@ class TestStore:
             "WHERE test_id = ? AND rater_id = ? AND n = ? AND answer IS NULL",
             [answer, now_iso(), test_id, rater_id, n],
         )
-        self.db.commit()
         return cur.rowcount == 1
 
     # -- play events and answers
@@ -376,7 +388,6 @@ class TestStore:
             f"INSERT INTO play_events ({cols}) VALUES ({', '.join('?' for _ in row)})",
             list(row.values()),
         )
-        self.db.commit()
 
     def played(self, test_id: str, rater_id: str, assignment_id: str) -> dict[int, float]:
         """Per slot, the longest playback the server has accepted (ms)."""
@@ -411,53 +422,52 @@ class TestStore:
         Returns True when stored now, False when this ``answer_id`` was stored before (a
         re-send). Another answer for the same item raises :class:`AlreadyVoted`.
         """
-        db = self.db
-        db.execute("BEGIN IMMEDIATE")
         try:
-            prev = db.execute(
-                "SELECT answer_id FROM answers WHERE test_id=? AND rater_id=? AND assignment_id=?",
-                [test_id, rater_id, assignment_id],
+            with self.db.transaction(f"answer:{test_id}:{rater_id}") as db:
+                prev = db.execute(
+                    "SELECT answer_id FROM answers WHERE test_id=? AND rater_id=? "
+                    "AND assignment_id=?",
+                    [test_id, rater_id, assignment_id],
+                ).fetchone()
+                if prev is None:
+                    self._insert_answer(
+                        db, (answer_id, test_id, rater_id, assignment_id), kind, payload,
+                        condition, typed,
+                    )  # fmt: skip
+        except ConstraintFailed as e:
+            again = self.db.execute(
+                "SELECT 1 FROM answers WHERE answer_id = ?", [answer_id]
             ).fetchone()
-            if prev is not None:
-                db.execute("ROLLBACK")
-                if prev[0] == answer_id:
-                    return False
-                raise AlreadyVoted(
-                    "this item is already answered; the first answer stands", prev[0]
-                )
-            db.execute(
-                "INSERT INTO answers (answer_id, test_id, rater_id, assignment_id, kind, payload, "
-                "condition, created_at) VALUES (?,?,?,?,?,?,?,?)",
-                [
-                    answer_id,
-                    test_id,
-                    rater_id,
-                    assignment_id,
-                    kind,
-                    json.dumps(payload, sort_keys=True),
-                    condition,
-                    now_iso(),
-                ],
-            )
-            for table, row in typed:
-                cols = ", ".join(f'"{k}"' for k in row)
-                db.execute(
-                    f'INSERT INTO "{table}" ({cols}) VALUES ({", ".join("?" for _ in row)})',
-                    list(row.values()),
-                )
-            db.execute("COMMIT")
-            return True
-        except sqlite3.IntegrityError as e:
-            db.rollback()
-            again = db.execute("SELECT 1 FROM answers WHERE answer_id = ?", [answer_id]).fetchone()
             if again:
                 return False
             raise AlreadyVoted(f"answer not stored: {e}", "") from None
-        except AlreadyVoted:
-            raise
-        except BaseException:
-            db.rollback()
-            raise
+        if prev is None:
+            return True
+        if prev[0] == answer_id:
+            return False
+        raise AlreadyVoted("this item is already answered; the first answer stands", prev[0])
+
+    @staticmethod
+    def _insert_answer(
+        db: Runner,
+        key: tuple[str, str, str, str],
+        kind: str,
+        payload: dict[str, Any],
+        condition: str | None,
+        typed: list[tuple[str, dict[str, Any]]],
+    ) -> None:
+        """The answer row and its typed rows (inside :meth:`answer`'s transaction)."""
+        db.execute(
+            "INSERT INTO answers (answer_id, test_id, rater_id, assignment_id, kind, payload, "
+            "condition, created_at) VALUES (?,?,?,?,?,?,?,?)",
+            [*key, kind, json.dumps(payload, sort_keys=True), condition, now_iso()],
+        )
+        for table, row in typed:
+            cols = ", ".join(f'"{k}"' for k in row)
+            db.execute(
+                f'INSERT INTO "{table}" ({cols}) VALUES ({", ".join("?" for _ in row)})',
+                list(row.values()),
+            )
 
     # -- frames
 

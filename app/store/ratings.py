@@ -30,14 +30,15 @@ from app.store.records import (
     nearest_boundary,
     now_iso,
 )
-from app.store.tables import SQLiteTables, ab_item_key, from_json, to_json
+from app.store.sql import rows_as_dicts
+from app.store.tables import Tables, ab_item_key, from_json, to_json
 from backends.errors import InvalidRequest
 
 if TYPE_CHECKING:
     import pandas as pd
 
 
-class RatingTables(SQLiteTables):
+class RatingTables(Tables):
     """Raters, tests, assignments, votes, marks and findings (a mixin of
     :class:`app.store.Store`, beside :class:`app.store.takes.TakeTables`, whose takes it
     reads)."""
@@ -81,8 +82,11 @@ class RatingTables(SQLiteTables):
         )
 
     def assignments(self, test_id: str, rater_id: str) -> list[Assignment]:
-        rows = self.db["assignments"].rows_where(
-            "test_id = ? AND rater_id = ?", [test_id, rater_id], order_by="position"
+        rows = rows_as_dicts(
+            self.sql.execute(
+                "SELECT * FROM assignments WHERE test_id = ? AND rater_id = ? ORDER BY position",
+                [test_id, rater_id],
+            )
         )
         out = []
         for r in rows:
@@ -94,7 +98,7 @@ class RatingTables(SQLiteTables):
     # -- votes and marks
 
     def _assignment_for(self, test_id: str, rater_id: str, take_id: str) -> dict[str, Any] | None:
-        cur = self.db.execute(
+        cur = self.sql.execute(
             "SELECT role, expected FROM assignments WHERE test_id=? AND rater_id=? AND take_id=? LIMIT 1",
             [test_id, rater_id, take_id],
         )
@@ -186,12 +190,15 @@ class RatingTables(SQLiteTables):
                     now_iso(),
                 )
             )
-        db = self.db
-        with db.atomic():
-            db.execute(
+        with self.immediate("findings:" + take_id) as sql:
+            sql.execute(
                 "DELETE FROM auto_findings WHERE take_id=? AND detector=?", [take_id, detector]
             )
-            db.conn.executemany("INSERT INTO auto_findings VALUES (?,?,?,?,?,?,?,?,?)", rows)
+            sql.executemany(
+                "INSERT INTO auto_findings (finding_id, take_id, detector, kind, time_s, "
+                "boundary_index, severity, evidence, created_at) VALUES (?,?,?,?,?,?,?,?,?)",
+                rows,
+            )
         return len(rows)
 
     # -- frames for the statistics

@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from app.store.arena import ArenaTables
-from app.store.connection import Connections
+from app.store.connection import Connections, SQLiteRunner
 from app.store.ratings import RatingTables
 from app.store.records import StoreError
 from app.store.schema import check_version, migrate, version_of
@@ -52,7 +52,10 @@ class Store(TakeTables, RatingTables):
         self.audio_rel = audio_dir or f"{self.path.stem}_audio"
         """Audio folder, relative to the DB's folder."""
         self.read_only = read_only
-        self.arena = ArenaTables(self.conns)
+        self.runner = SQLiteRunner(self.conns)
+        self.arena = ArenaTables(self.runner)
+        self.location = str(self.path.resolve())
+        """Where the store is, for people (the banner, ``listenlab db``)."""
 
     @classmethod
     def open(
@@ -63,14 +66,23 @@ class Store(TakeTables, RatingTables):
         busy_timeout_s: float = 30.0,
         audio_dir: str | None = None,
         read_only: bool = False,
+        local_dir: str | Path | None = None,
     ) -> Store:
         """Open (creating or migrating) the store at ``path``.
+
+        ``path`` may also be a ``postgresql://`` URL: then the store is
+        :class:`app.store.postgres.PgStore` (same methods), and ``local_dir`` is this
+        process's folder for the audio it reads back (SQLite keeps audio beside the file).
 
         ``journal_mode``: None picks it by path (:func:`app.store.journal_mode_for`);
         ``"delete"`` for network filesystems (see :mod:`app.store.connection`).
         ``read_only=True`` opens an existing store without writing anything to it (not even its
         journal mode): what every command that only reads must use.
         """
+        from app.store.postgres import PgStore, is_postgres
+
+        if is_postgres(path):
+            return PgStore.open(str(path), read_only=read_only, local_dir=local_dir)  # type: ignore[return-value]
         path = Path(path)
         if read_only:
             if not path.is_file():
@@ -95,6 +107,13 @@ class Store(TakeTables, RatingTables):
             raise
         (store.root / store.audio_rel).mkdir(parents=True, exist_ok=True)
         return store
+
+    engine = "sqlite"
+
+    @property
+    def sql(self) -> SQLiteRunner:
+        """The engine-neutral runner every table module writes through."""
+        return self.runner
 
     @property
     def db(self) -> sqlite_utils.Database:

@@ -1,4 +1,4 @@
-"""The few SQLite moves every part of the store repeats: an idempotent insert, a row by key,
+"""The few moves every part of the store repeats: an idempotent insert, a row by key,
 "does it exist", and a query as a DataFrame.
 
 Why a base class: the takes, the ratings and the arena each write rows whose id comes from
@@ -11,16 +11,17 @@ from __future__ import annotations
 
 import contextlib
 import json
-import sqlite3
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 from app.store.records import AlreadyVoted, UnknownItem, Written
+from app.store.sql import ConstraintFailed
 from backends.errors import InvalidRequest
 
 if TYPE_CHECKING:
     import pandas as pd
-    import sqlite_utils
+
+    from app.store.sql import Runner
 
 
 def to_json(v: Any) -> str | None:
@@ -45,35 +46,28 @@ EXISTING_KEYS = {
 """Per table with a "one per rater per item" key: its id column and the key's columns."""
 
 
-class SQLiteTables:
-    """Rows in this thread's connection (``db``, given by the subclass)."""
+class Tables:
+    """Rows through the engine's runner (``sql``, given by the subclass)."""
 
     @property
-    def db(self) -> sqlite_utils.Database:
+    def sql(self) -> Runner:
         raise NotImplementedError
 
-    @contextlib.contextmanager
-    def immediate(self) -> Iterator[sqlite_utils.Database]:
-        """One write transaction taken at once (``BEGIN IMMEDIATE``): what is read inside it
-        cannot change before what is written inside it (a check, then its insert)."""
-        db = self.db
-        db.execute("BEGIN IMMEDIATE")
-        try:
-            yield db
-            db.execute("COMMIT")
-        except BaseException:
-            db.conn.rollback()
-            raise
+    def immediate(self, lock: str = "store") -> contextlib.AbstractContextManager[Runner]:
+        """One write transaction taken at once: what is read inside it cannot change before
+        what is written inside it (a check, then its insert). ``lock`` names what it guards:
+        on PostgreSQL only writers of the same name wait for each other."""
+        return self.sql.transaction(lock)
 
     def read_frame(self, sql: str, params: Sequence[Any] = ()) -> pd.DataFrame:
         """A query's rows as a DataFrame (pandas loads on first use: the CLI lists without it)."""
         import pandas as pd
 
-        cur = self.db.execute(sql, list(params))
+        cur = self.sql.execute(sql, list(params))
         return pd.DataFrame(cur.fetchall(), columns=[d[0] for d in cur.description])
 
     def get_row(self, table: str, pk: str, value: str) -> dict[str, Any] | None:
-        cur = self.db.execute(f'SELECT * FROM "{table}" WHERE "{pk}" = ?', [value])
+        cur = self.sql.execute(f'SELECT * FROM "{table}" WHERE "{pk}" = ?', [value])
         r = cur.fetchone()
         return None if r is None else dict(zip([d[0] for d in cur.description], r, strict=True))
 
@@ -81,7 +75,7 @@ class SQLiteTables:
         """Raise :class:`UnknownItem` unless ``value`` is None or a row of ``table``."""
         if (
             value is not None
-            and not self.db.execute(f'SELECT 1 FROM "{table}" WHERE "{pk}"=?', [value]).fetchone()
+            and not self.sql.execute(f'SELECT 1 FROM "{table}" WHERE "{pk}"=?', [value]).fetchone()
         ):
             raise UnknownItem(f"no {table[:-1]} {value!r} in the store")
 
@@ -94,19 +88,18 @@ class SQLiteTables:
         """
         cols = ", ".join(f'"{k}"' for k in row)
         qs = ", ".join("?" for _ in row)
-        db = self.db
         try:
-            db.execute(f'INSERT INTO "{table}" ({cols}) VALUES ({qs})', list(row.values()))
-            db.commit()
+            self.sql.execute(f'INSERT INTO "{table}" ({cols}) VALUES ({qs})', list(row.values()))
             return Written(row[pk], True)
-        except sqlite3.IntegrityError as e:
-            db.rollback()
-            existing = db.execute(f'SELECT 1 FROM "{table}" WHERE "{pk}" = ?', [row[pk]]).fetchone()
+        except ConstraintFailed as e:
+            existing = self.sql.execute(
+                f'SELECT 1 FROM "{table}" WHERE "{pk}" = ?', [row[pk]]
+            ).fetchone()
             if existing:
                 return Written(row[pk], False)
-            if "UNIQUE" in str(e) and unique_msg:
+            if e.kind == "unique" and unique_msg:
                 raise AlreadyVoted(unique_msg, self.existing_id(table, row)) from None
-            if "FOREIGN KEY" in str(e):
+            if e.kind == "foreign_key":
                 raise UnknownItem(f"{table}: a referenced row does not exist ({e})") from None
             raise
 
@@ -116,16 +109,17 @@ class SQLiteTables:
             return ""
         id_col, key = EXISTING_KEYS[table]
         where = " AND ".join(f"{k}=?" for k in key)
-        r = self.db.execute(
+        r = self.sql.execute(
             f"SELECT {id_col} FROM {table} WHERE {where}", [row[k] for k in key]
         ).fetchone()
         return r[0] if r else ""
 
     def frame(self, table: str) -> pd.DataFrame:
         """A whole table as a DataFrame (every table of the schema, plus ``underruns``)."""
-        if table not in self.db.table_names():
-            raise InvalidRequest(f"no table {table!r}; tables: {', '.join(self.db.table_names())}")
+        names = self.sql.table_names()
+        if table not in names:
+            raise InvalidRequest(f"no table {table!r}; tables: {', '.join(names)}")
         return self.read_frame(f'SELECT * FROM "{table}"')
 
 
-__all__ = ["EXISTING_KEYS", "SQLiteTables", "ab_item_key", "from_json", "to_json"]
+__all__ = ["EXISTING_KEYS", "Tables", "ab_item_key", "from_json", "to_json"]

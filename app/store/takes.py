@@ -9,7 +9,6 @@ audio can be served, played or opened with any tool without the database.
 from __future__ import annotations
 
 import json
-import sqlite3
 from collections.abc import Iterable
 from dataclasses import asdict
 from pathlib import Path
@@ -26,7 +25,8 @@ from app.store.records import (
     new_id,
     now_iso,
 )
-from app.store.tables import SQLiteTables, from_json, to_json
+from app.store.sql import ConstraintFailed
+from app.store.tables import Tables, from_json, to_json
 from backends.errors import InvalidRequest
 
 if TYPE_CHECKING:
@@ -38,7 +38,7 @@ AUDIO_FORMATS = ("wav", "flac")
 TAKE_INFO_COLUMNS = ", ".join(TakeInfo.__dataclass_fields__)
 
 
-class TakeTables(SQLiteTables):
+class TakeTables(Tables):
     """Systems, prompts, takes, chunks and underruns (a mixin of :class:`app.store.Store`)."""
 
     root: Path
@@ -58,7 +58,23 @@ class TakeTables(SQLiteTables):
         r = self.get_row("takes", "take_id", take_id)
         if r is None:
             raise UnknownItem(f"no take {take_id!r} in the store")
-        return self.root / r["audio_path"]
+        return self.local_audio(take_id, r["audio_path"])
+
+    # -- where an engine keeps the audio (SQLite: files beside the DB; PostgreSQL: in the DB)
+
+    def keep_audio(self, take: Take, rel: str, audio_format: str) -> bytes | None:
+        """Write the take's audio file at ``root/rel``; the bytes when the engine also stores
+        them in the database (None: the file is the only copy)."""
+        from backends.audio import write_audio_file
+
+        dest = self.root / rel
+        dest.parent.mkdir(parents=True, exist_ok=True)
+        write_audio_file(dest, take.audio, take.sample_rate)
+        return None
+
+    def local_audio(self, take_id: str, rel: str) -> Path:
+        """A local file holding the take's audio (SQLite: the file itself)."""
+        return self.root / rel
 
     def save_take(
         self,
@@ -72,8 +88,6 @@ class TakeTables(SQLiteTables):
 
         Idempotent on ``take.take_id``: saving the same take again changes nothing.
         """
-        from backends.audio import write_audio_file
-
         if self.get_row("takes", "take_id", take.take_id) is not None:
             return take.take_id
         self.require_row("systems", "system_id", system_id)
@@ -81,19 +95,17 @@ class TakeTables(SQLiteTables):
         if audio_format not in AUDIO_FORMATS:
             raise InvalidRequest(f"audio_format must be wav or flac, got {audio_format!r}")
         rel = f"{self.audio_rel}/{take.take_id}.{audio_format}"
-        dest = self.root / rel
-        dest.parent.mkdir(parents=True, exist_ok=True)
-        write_audio_file(dest, take.audio, take.sample_rate)  # first: no row without its file
+        blob = self.keep_audio(take, rel, audio_format)  # first: no row without its audio
         try:
-            self._insert_take(take, system_id, prompt_id, rel)
-        except sqlite3.IntegrityError:
+            self._insert_take(take, system_id, prompt_id, rel, blob)
+        except ConstraintFailed:
             if self.get_row("takes", "take_id", take.take_id) is not None:
                 return take.take_id  # saved concurrently by another writer
             raise
         return take.take_id
 
     def _insert_take(
-        self, take: Take, system_id: str | None, prompt_id: str | None, rel: str
+        self, take: Take, system_id: str | None, prompt_id: str | None, rel: str, blob: bytes | None
     ) -> None:
         row = {
             "take_id": take.take_id,
@@ -118,17 +130,21 @@ class TakeTables(SQLiteTables):
             "underrun_stall_ms": None,
             "created_at": take.created_at,
         }
-        db = self.db
-        with db.atomic():
+        with self.immediate("take:" + take.take_id) as sql:
             cols = ", ".join(f'"{k}"' for k in row)
-            db.execute(
+            sql.execute(
                 f"INSERT INTO takes ({cols}) VALUES ({', '.join('?' for _ in row)})",
                 list(row.values()),
             )
-            db.conn.executemany(
+            sql.executemany(
                 'INSERT INTO chunks (take_id, idx, arrival_ms, "offset", frames) VALUES (?,?,?,?,?)',
                 [(take.take_id, c.index, c.arrival_ms, c.offset, c.frames) for c in take.chunks],
             )
+            if blob is not None:
+                sql.execute(
+                    "INSERT INTO take_audio (take_id, format, bytes, data) VALUES (?,?,?,?)",
+                    [take.take_id, rel.rsplit(".", 1)[-1], len(blob), blob],
+                )
 
     def load_take(self, take_id: str) -> Take:
         import soundfile as sf
@@ -139,12 +155,14 @@ class TakeTables(SQLiteTables):
         r = self.get_row("takes", "take_id", take_id)
         if r is None:
             raise UnknownItem(f"no take {take_id!r} in the store")
-        audio, sr = sf.read(self.root / r["audio_path"], dtype="int16", always_2d=True)
+        audio, sr = sf.read(
+            self.local_audio(take_id, r["audio_path"]), dtype="int16", always_2d=True
+        )
         if sr != r["sample_rate"] or audio.shape[1] != r["channels"]:
             raise StoreError(f"take {take_id}: audio file does not match its DB row")
         chunks = [
             ChunkRecord(index=c[0], arrival_ms=c[1], offset=c[2], frames=c[3])
-            for c in self.db.execute(
+            for c in self.sql.execute(
                 'SELECT idx, arrival_ms, "offset", frames FROM chunks WHERE take_id=? ORDER BY idx',
                 [take_id],
             ).fetchall()
@@ -166,7 +184,7 @@ class TakeTables(SQLiteTables):
 
     def take_info(self, take_id: str) -> TakeInfo | None:
         """The take's row without audio or chunks (None: no such take)."""
-        cur = self.db.execute(f"SELECT {TAKE_INFO_COLUMNS} FROM takes WHERE take_id=?", [take_id])
+        cur = self.sql.execute(f"SELECT {TAKE_INFO_COLUMNS} FROM takes WHERE take_id=?", [take_id])
         r = cur.fetchone()
         if r is None:
             return None
@@ -177,7 +195,7 @@ class TakeTables(SQLiteTables):
     def recent_timelines(self, system_id: str, limit: int = 30) -> list[TakeTimeline]:
         """The last ``limit`` complete takes of ``system_id`` (newest first), with their chunk
         arrivals: one query for the takes, one for all their chunks."""
-        rows = self.db.execute(
+        rows = self.sql.execute(
             "SELECT take_id, text, duration_s, sample_rate, request FROM takes "
             "WHERE system_id = ? AND status = 'ok' AND duration_s > 0 "
             "ORDER BY created_at DESC LIMIT ?",
@@ -186,7 +204,7 @@ class TakeTables(SQLiteTables):
         arrivals: dict[str, list[tuple[float, int]]] = {r[0]: [] for r in rows}
         if rows:
             marks = ",".join("?" for _ in rows)
-            for take_id, arrival_ms, frames in self.db.execute(
+            for take_id, arrival_ms, frames in self.sql.execute(
                 f"SELECT take_id, arrival_ms, frames FROM chunks WHERE take_id IN ({marks}) "
                 "ORDER BY take_id, idx",
                 list(arrivals),
@@ -208,18 +226,18 @@ class TakeTables(SQLiteTables):
         if system_id is None:
             return [
                 r[0]
-                for r in self.db.execute("SELECT take_id FROM takes ORDER BY created_at, take_id")
+                for r in self.sql.execute("SELECT take_id FROM takes ORDER BY created_at, take_id")
             ]
         return [
             r[0]
-            for r in self.db.execute(
+            for r in self.sql.execute(
                 "SELECT take_id FROM takes WHERE system_id=? ORDER BY created_at, take_id",
                 [system_id],
             )
         ]
 
     def system_of(self, take_id: str) -> str | None:
-        r = self.db.execute("SELECT system_id FROM takes WHERE take_id=?", [take_id]).fetchone()
+        r = self.sql.execute("SELECT system_id FROM takes WHERE take_id=?", [take_id]).fetchone()
         return r[0] if r else None
 
     def boundaries_ms(self, take_id: str) -> list[float]:
@@ -227,7 +245,7 @@ class TakeTables(SQLiteTables):
         r = self.get_row("takes", "take_id", take_id)
         if r is None:
             raise UnknownItem(f"no take {take_id!r} in the store")
-        offs = self.db.execute(
+        offs = self.sql.execute(
             'SELECT "offset" FROM chunks WHERE take_id=? ORDER BY idx', [take_id]
         ).fetchall()
         return [o[0] * 1000.0 / r["sample_rate"] for o in offs[1:]]
@@ -262,13 +280,14 @@ class TakeTables(SQLiteTables):
             "created_at": now_iso(),
         }
         w = self.insert_row("underruns", "report_id", row)
-        if w.created:
-            self.db.execute(
-                "UPDATE takes SET underrun_count = max(coalesce(underrun_count, 0), ?), "
-                "underrun_stall_ms = max(coalesce(underrun_stall_ms, 0), ?) WHERE take_id = ?",
-                [row["count"], row["stall_ms"], take_id],
+        if w.created:  # the worst report so far (CASE: both engines' "greatest of two")
+            self.sql.execute(
+                "UPDATE takes SET underrun_count = CASE WHEN coalesce(underrun_count, 0) > ? "
+                "THEN underrun_count ELSE ? END, underrun_stall_ms = CASE WHEN "
+                "coalesce(underrun_stall_ms, 0) > ? THEN underrun_stall_ms ELSE ? END "
+                "WHERE take_id = ?",
+                [row["count"], row["count"], row["stall_ms"], row["stall_ms"], take_id],
             )
-            self.db.commit()
         return w
 
     def takes_frame(self) -> pd.DataFrame:

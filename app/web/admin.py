@@ -13,7 +13,9 @@ and a public Space must never get it wrong in one place.
 Guessing is slowed per client (:class:`LoginThrottle`, the client as :class:`app.web.proxies.Proxies`
 sees it): after a few wrong passwords (on the login form or in an ``Authorization`` header)
 that client's next tries are refused unchecked (429, ``Retry-After``) for a delay that doubles
-with each further failure, so even the right password waits. The cookie is ``Secure`` whenever
+with each further failure, so even the right password waits. With several replicas on one
+PostgreSQL database the failures are counted there (``login_failures``), so moving to another
+replica does not reset them. The cookie is ``Secure`` whenever
 the browser's request came over TLS (directly or through a trusted proxy, as on a Space).
 """
 
@@ -34,7 +36,7 @@ from fastapi.responses import JSONResponse
 from starlette.requests import HTTPConnection
 
 from app.web.proxies import Proxies
-from app.web.ratelimit import LoginThrottle
+from app.web.ratelimit import FailureTally, LoginThrottle
 from backends.errors import Forbidden, TooMany
 
 ENV_PASSWORD = "LISTENLAB_ADMIN_PASSWORD"
@@ -73,11 +75,20 @@ class AdminPolicy:
     throttle: LoginThrottle = field(default_factory=LoginThrottle, compare=False)
 
     @classmethod
-    def from_env(cls, proxies: Proxies | None = None) -> AdminPolicy:
+    def from_env(
+        cls, proxies: Proxies | None = None, tally: FailureTally | None = None
+    ) -> AdminPolicy:
+        """``tally``: where wrong passwords are counted when it is not this process's memory
+        (the shared database of several replicas)."""
         pw = os.environ.get(ENV_PASSWORD) or None
         key = os.environ.get("LISTENLAB_SECRET_KEY")
         secret = key.encode() if key else secrets.token_bytes(32)
-        return cls(pw, secret, proxies if proxies is not None else Proxies.from_env())
+        return cls(
+            pw,
+            secret,
+            proxies if proxies is not None else Proxies.from_env(),
+            LoginThrottle(tally=tally),
+        )
 
     @property
     def mode(self) -> str:

@@ -1,4 +1,5 @@
-"""Rate limits kept in memory: a token bucket per key, and the admin login's back-off.
+"""Rate limits: a token bucket per key (in memory), and the admin login's back-off (in memory,
+or in the shared database when several replicas serve one study).
 
 Why here: the player's WebSocket (per-page stimulus and play-event rates), the arena and the
 admin login each limit a client; the buckets are one object per app (made where the app is
@@ -9,6 +10,7 @@ addresses cannot grow them without bound.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Protocol
 
 
 @dataclass
@@ -39,10 +41,22 @@ class KeyedRate:
         return wait
 
 
+class FailureTally(Protocol):
+    """Where wrong passwords are counted when replicas must share the count (the store's
+    ``login_failures`` on PostgreSQL): each call is one atomic step in the database."""
+
+    def failures(self, key: str) -> tuple[int, float]: ...
+
+    def add_failure(self, key: str, now: float, forget_s: float) -> int: ...
+
+    def clear_failures(self, key: str) -> None: ...
+
+
 @dataclass
 class LoginThrottle:
     """Wrong passwords per client key; after ``free_failures`` the client waits ``base_s``,
-    doubling per further failure up to ``max_s``. Forgotten ``forget_s`` after the last one."""
+    doubling per further failure up to ``max_s``. Forgotten ``forget_s`` after the last one.
+    Counted in memory, or in ``tally`` when one is given (replicas)."""
 
     free_failures: int = 3
     base_s: float = 2.0
@@ -50,6 +64,7 @@ class LoginThrottle:
     forget_s: float = 3600.0
     max_keys: int = 20_000
     _fails: dict[str, tuple[int, float]] = field(default_factory=dict)
+    tally: FailureTally | None = None
 
     def _delay(self, n: int) -> float:
         return (
@@ -60,13 +75,19 @@ class LoginThrottle:
 
     def wait_s(self, key: str, now: float) -> float:
         """Seconds before this client may try a password again (0: now)."""
-        n, last = self._fails.get(key, (0, 0.0))
+        if self.tally is not None:
+            n, last = self.tally.failures(key)
+        else:
+            n, last = self._fails.get(key, (0, 0.0))
         if n and now - last > self.forget_s:
-            self._fails.pop(key, None)
+            if self.tally is None:
+                self._fails.pop(key, None)
             return 0.0
         return max(0.0, last + self._delay(n) - now)
 
     def failed(self, key: str, now: float) -> float:
+        if self.tally is not None:
+            return self._delay(self.tally.add_failure(key, now, self.forget_s))
         n = self._fails.pop(key, (0, 0.0))[0] + 1
         self._fails[key] = (n, now)
         while len(self._fails) > self.max_keys:
@@ -74,7 +95,9 @@ class LoginThrottle:
         return self._delay(n)
 
     def succeeded(self, key: str) -> None:
+        if self.tally is not None:
+            self.tally.clear_failures(key)
         self._fails.pop(key, None)
 
 
-__all__ = ["KeyedRate", "LoginThrottle"]
+__all__ = ["FailureTally", "KeyedRate", "LoginThrottle"]
