@@ -186,4 +186,57 @@ def resolve_db(environ: dict[str, str] | None = None) -> str:
     return DEFAULT_DB
 
 
-__all__ = ["DEFAULT_DB", "ENV", "EnvVar", "backends_from_env", "data_dir", "resolve_db"]
+@dataclass(frozen=True)
+class Storage:
+    """Where the store is, and whether it outlives the container: what ``listenlab serve``
+    logs at start, ``/ll/health`` reports and the admin pages warn about."""
+
+    path: str
+    persistent: bool
+    note: str
+
+    def public(self) -> dict[str, object]:
+        return {"persistent": self.persistent, "note": self.note}
+
+
+def storage(environ: dict[str, str] | None = None) -> Storage:
+    """:func:`resolve_db`'s answer, with whether it is persistent.
+
+    Not persistent: ``$LISTENLAB_DATA`` lists several folders and none but the last (the
+    fallback, e.g. the container's own ``/home/user/data``) is writable: on a Space that means
+    no persistent storage is attached (or ``/data`` is not writable by this user), and every
+    restart or push loses the data. A path chosen with ``$LISTENLAB_DB`` or the default
+    ``data/`` folder is taken as the user's own disk."""
+    env = environ if environ is not None else os.environ
+    path = resolve_db(env)
+    if env.get("LISTENLAB_DB"):
+        return Storage(path, True, f"{path} (LISTENLAB_DB)")
+    raw = env.get("LISTENLAB_DATA", "")
+    cands = [Path(p).expanduser() for p in raw.split(":") if p.strip()]
+    if len(cands) < 2 or Path(path).parent != cands[-1]:
+        return Storage(path, True, f"{path}")
+    first = cands[0]
+    why = (
+        f"{first} exists but is not writable by this user (uid {os.getuid()})"
+        if first.is_dir()
+        else f"{first} does not exist (no persistent storage is attached)"
+    )
+    return Storage(
+        path,
+        False,
+        f"{why}: the data goes to {path}, which is lost when the container restarts. On a "
+        "Hugging Face Space, add persistent storage (Settings → Persistent storage mounts "
+        "/data) before running a study.",
+    )
+
+
+__all__ = [
+    "DEFAULT_DB",
+    "ENV",
+    "EnvVar",
+    "Storage",
+    "backends_from_env",
+    "data_dir",
+    "resolve_db",
+    "storage",
+]

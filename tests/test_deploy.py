@@ -258,3 +258,22 @@ def test_serve_and_test_list_open_the_same_store(tmp_path):
     rows = json.loads(listed.stdout)["tests"]
     assert [t["test_id"] for t in rows] == [test_id]
     assert (vol / "listenlab.db").is_file() and not (home / "listenlab.db").exists()
+
+
+def test_storage_says_when_the_data_will_be_lost(tmp_path):
+    """The image's LISTENLAB_DATA with no volume: the fallback folder is used and said to be
+    lost on restart; with the volume: persistent. (An unwritable /data is checked in the
+    built image as UID 1000, tests/test_image.py: as root every folder is writable.)"""
+    from app.config import storage
+
+    vol, home = tmp_path / "data", tmp_path / "home"
+    env = {"LISTENLAB_DATA": f"{vol}:{home}"}
+    lost = storage(env)
+    assert lost.path == str(home / "listenlab.db") and lost.persistent is False
+    assert f"{vol} does not exist" in lost.note and "lost when the container restarts" in lost.note
+    assert lost.public() == {"persistent": False, "note": lost.note}
+    vol.mkdir()
+    kept = storage(env)
+    assert kept.path == str(vol / "listenlab.db") and kept.persistent is True
+    assert storage({"LISTENLAB_DB": "/x/y.db"}).persistent is True
+    assert storage({}).path == "data/listenlab.db" and storage({}).persistent is True

@@ -76,7 +76,9 @@ async def backend_json(entry: BackendEntry) -> dict[str, Any]:
 
 @router.get("/ll/health")
 async def health(request: Request) -> dict[str, Any]:
-    return {"status": "ok", "backends": list(_state(request).backends)}
+    state = _state(request)
+    kept = state.storage.public() if state.storage else {"persistent": True, "note": ""}
+    return {"status": "ok", "backends": list(state.backends), "storage": kept}
 
 
 @router.get("/ll/api/config")

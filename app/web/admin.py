@@ -19,18 +19,24 @@ the browser's request came over TLS (directly or through a trusted proxy, as on 
 
 from __future__ import annotations
 
+import asyncio
 import base64
 import hashlib
 import hmac
 import ipaddress
 import os
 import secrets
+import shutil
+import tempfile
 import time
+import zipfile
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
-from fastapi import APIRouter, Form, Request
-from fastapi.responses import JSONResponse
+from fastapi import APIRouter, Depends, Form, Request
+from fastapi.responses import FileResponse, JSONResponse
+from starlette.background import BackgroundTask
 from starlette.requests import HTTPConnection
 
 from app.web.proxies import Proxies
@@ -219,6 +225,39 @@ async def admin_login(request: Request, password: str = Form("")) -> JSONRespons
         secure=pol.cookie_secure(request),
     )
     return resp
+
+
+@router.get("/ll/admin/snapshot.zip", dependencies=[Depends(require_admin)])
+async def admin_snapshot(request: Request) -> FileResponse:
+    """Everything a study needs to survive the server: a consistent copy of the database
+    (SQLite's online backup, taken while raters keep voting) and every take's audio, zipped
+    (stored, not compressed: WAV does not shrink). Admin only."""
+    store = request.app.state.listenlab.store
+    tmp = Path(tempfile.mkdtemp(prefix="listenlab-snapshot-"))
+    try:
+        zpath = await asyncio.to_thread(snapshot_zip, store, tmp)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    stamp = time.strftime("%Y%m%d-%H%M%S", time.gmtime())
+    return FileResponse(
+        zpath,
+        media_type="application/zip",
+        filename=f"listenlab-snapshot-{stamp}.zip",
+        background=BackgroundTask(shutil.rmtree, tmp, ignore_errors=True),
+    )
+
+
+def snapshot_zip(store: Any, tmp: Path) -> Path:
+    """``listenlab.db`` (the snapshot) and the audio folder, with the DB's relative paths."""
+    db = store.snapshot(tmp / "listenlab.db")
+    zpath = tmp / "snapshot.zip"
+    with zipfile.ZipFile(zpath, "w", compression=zipfile.ZIP_STORED, allowZip64=True) as z:
+        z.write(db, "listenlab.db")
+        for f in store.audio_files():
+            z.write(f, f.relative_to(store.root).as_posix())
+    db.unlink()
+    return zpath
 
 
 @router.get("/ll/admin/whoami")
