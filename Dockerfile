@@ -35,8 +35,9 @@ RUN python3 -m pip wheel --no-cache-dir --no-deps --wheel-dir /wheels /src
 
 # --------------------------------------------------------------------------- the image
 FROM ${LISTENLAB_BASE_IMAGE}
-# ffmpeg: reference clips in mp3/ogg/webm; python3-venv: the GPU base has no Python of its own.
-# hadolint ignore=DL3008
+# ffmpeg: reference clips in mp3/ogg/webm; python3-venv: the GPU base has no Python of its own
+# (the package list is split into words on purpose).
+# hadolint ignore=DL3008,SC2046
 RUN apt-get update && apt-get install -y --no-install-recommends ffmpeg \
         $(python3 -m venv --help >/dev/null 2>&1 || echo python3 python3-venv) \
     && rm -rf /var/lib/apt/lists/* \

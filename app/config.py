@@ -75,6 +75,16 @@ ENV: tuple[EnvVar, ...] = (
         "test edit does not pay vLLM's minute of imports.",
     ),
     EnvVar(
+        "LISTENLAB_BASE_IMAGE",
+        "python:3.11-slim",
+        "Build argument of the Dockerfile (on a Space: a variable, which reaches the build): the base image. A CUDA base, e.g. `nvidia/cuda:12.8.1-runtime-ubuntu24.04`, builds the GPU image (the `[gpu]` extra is installed when the base has `/usr/local/cuda`).",
+    ),
+    EnvVar(
+        "LISTENLAB_IMAGE",
+        "unset (image tests skipped)",
+        "Tests only: the built Space image that `pytest -m image tests/test_image.py` runs with podman (`.ci/image` builds it and sets this).",
+    ),
+    EnvVar(
         "LISTENLAB_ALLOWED_HOSTS",
         "unset (bound host, localhost and `$SPACE_HOST`)",
         "Extra `Host` names `serve`/`api` accept (comma-separated); others get 403 (DNS rebinding). Same as `--allowed-hosts`.",

@@ -110,7 +110,10 @@ def _run_serve(args: argparse.Namespace) -> int:
                 shown = f"[{host}]" if ":" in host else host
                 print(f"listenlab Playground on http://{shown}:{port}/", flush=True)
                 kept = "persistent" if where.persistent else f"NOT PERSISTENT: {where.note}"
-                print(f"listenlab: store {store.path.resolve()} ({store.journal_mode}), {kept}")
+                print(
+                    f"listenlab: store {store.path.resolve()} ({store.journal_mode}), {kept}",
+                    flush=True,
+                )
             await task
 
         asyncio.run(serve())

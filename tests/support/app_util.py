@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import base64
 import contextlib
 import tempfile
@@ -337,3 +338,27 @@ def play_all_and_wait(page, n):
             f" >= window.listenTest.status.item.need_ms[{i}]",
             timeout=60_000,
         )
+
+
+async def speak_ws(port: int, text: str) -> dict:
+    """Speak ``text`` over a server's ``/ll/ws`` as the page does; the final ``done`` or
+    ``error`` message, with the number of PCM frames received as ``frames``."""
+    import json
+    import struct
+
+    import websockets
+
+    frames = 0
+    async with websockets.connect(f"ws://127.0.0.1:{port}/ll/ws", proxy=None) as ws:
+        await ws.send(json.dumps({"type": "speak", "token": 5, "text": text}))
+        while True:
+            m = await asyncio.wait_for(ws.recv(), 120)
+            if isinstance(m, bytes):
+                token, _idx, _ms = struct.unpack("<IIf", m[:12])
+                assert token == 5 and len(m) > 12
+                frames += 1
+                continue
+            d = json.loads(m)
+            if d["type"] in {"done", "error"}:
+                d["frames"] = frames
+                return d
