@@ -40,6 +40,7 @@ from fastapi import APIRouter, Depends, Request
 from fastapi.responses import HTMLResponse, JSONResponse, Response
 
 from app.listening.jsonable import clean_json, frames_json
+from app.listening.persistence import CONFIRM_FIELD, check_may_open
 from app.listening.service import Listening, check_id
 from app.store.listening import EXPORT_TABLES
 from app.web.admin import login_page, policy, require_admin
@@ -206,7 +207,11 @@ async def results(
 
 
 @admin_router.post("/ll/admin/tests/{test_id}/status")
-async def set_status(test_id: str, svc: Listening = Svc, b: dict = Body) -> dict[str, Any]:
+async def set_status(
+    request: Request, test_id: str, svc: Listening = Svc, b: dict = Body
+) -> dict[str, Any]:
+    if b.get("status") == "open":
+        check_may_open(request.app.state.listenlab.storage, b.get(CONFIRM_FIELD) is True)
     await asyncio.to_thread(svc.tests.set_status, test_id, str(b.get("status", "")))
     return {"test_id": test_id, "status": b.get("status")}
 
