@@ -83,6 +83,16 @@ ENV: tuple[EnvVar, ...] = (
         "test edit does not pay vLLM's minute of imports.",
     ),
     EnvVar(
+        "LISTENLAB_BASE_IMAGE",
+        "python:3.11-slim",
+        "Build argument of the Dockerfile (on a Space: a variable, which reaches the build): the base image. A CUDA base, e.g. `nvidia/cuda:12.8.1-runtime-ubuntu24.04`, builds the GPU image (the `[gpu]` extra is installed when the base has `/usr/local/cuda`).",
+    ),
+    EnvVar(
+        "LISTENLAB_IMAGE",
+        "unset (image tests skipped)",
+        "Tests only: the built Space image that `pytest -m image tests/test_image.py` runs with podman (`.ci/image` builds it and sets this).",
+    ),
+    EnvVar(
         "LISTENLAB_ALLOWED_HOSTS",
         "unset (bound host, localhost and `$SPACE_HOST`)",
         "Extra `Host` names `serve`/`api` accept (comma-separated); others get 403 (DNS rebinding). Same as `--allowed-hosts`.",
@@ -201,12 +211,67 @@ def resolve_db(environ: dict[str, str] | None = None) -> str:
     return DEFAULT_DB
 
 
+@dataclass(frozen=True)
+class Storage:
+    """Where the store is, and whether it outlives the container: what ``listenlab serve``
+    logs at start, ``/ll/health`` reports and the admin pages warn about."""
+
+    path: str
+    persistent: bool
+    note: str
+
+    def public(self) -> dict[str, object]:
+        return {"persistent": self.persistent, "note": self.note}
+
+
+def shown_db(path: str) -> str:
+    """The store's name for logs and ``/ll/health``: a PostgreSQL URL holds a password, so it
+    is never shown."""
+    return "PostgreSQL" if path.startswith(("postgresql://", "postgres://")) else path
+
+
+def storage(environ: dict[str, str] | None = None, db: str | None = None) -> Storage:
+    """:func:`resolve_db`'s answer, with whether it is persistent.
+
+    Not persistent: ``$LISTENLAB_DATA`` lists several folders and none but the last (the
+    fallback, e.g. the container's own ``/home/user/data``) is writable: on a Space that means
+    no persistent storage is attached (or ``/data`` is not writable by this user), and every
+    restart or push loses the data. A path chosen with ``$LISTENLAB_DB`` or the default
+    ``data/`` folder is taken as the user's own disk."""
+    if db:
+        return Storage(db, True, f"{shown_db(db)} (--db)")
+    env = environ if environ is not None else os.environ
+    path = resolve_db(env)
+    if env.get("LISTENLAB_DB"):
+        return Storage(path, True, f"{shown_db(path)} (LISTENLAB_DB)")
+    raw = env.get("LISTENLAB_DATA", "")
+    cands = [Path(p).expanduser() for p in raw.split(":") if p.strip()]
+    if len(cands) < 2 or Path(path).parent != cands[-1]:
+        return Storage(path, True, f"{path}")
+    first = cands[0]
+    why = (
+        f"{first} exists but is not writable by this user (uid {os.getuid()})"
+        if first.is_dir()
+        else f"{first} does not exist (no persistent storage is attached)"
+    )
+    return Storage(
+        path,
+        False,
+        f"{why}: the data goes to {path}, which is lost when the container restarts. On a "
+        "Hugging Face Space, add persistent storage (Settings → Persistent storage mounts "
+        "/data) before running a study.",
+    )
+
+
 __all__ = [
     "DEFAULT_DB",
     "ENV",
     "EnvVar",
+    "Storage",
     "backends_from_env",
     "data_dir",
     "local_data_dir",
     "resolve_db",
+    "shown_db",
+    "storage",
 ]

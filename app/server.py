@@ -20,7 +20,7 @@ from pathlib import Path
 from fastapi import FastAPI
 from fastapi.staticfiles import StaticFiles
 
-from app.config import DEFAULT_DB
+from app.config import DEFAULT_DB, Storage
 from app.state import DEFAULT_CONCURRENCY, AppState, Detector, build_state
 from app.web.admin import AdminPolicy
 from app.web.errors import install_error_handler
@@ -84,12 +84,14 @@ def create_app(
     journal_mode: str | None = None,
     allowed_hosts: Sequence[str] | None = None,
     allowed_origins: Sequence[str] | None = None,
+    storage: Storage | None = None,
 ) -> FastAPI:
     """Build the app. ``backends`` maps a UI label to a Backend (or spec), or lists specs.
 
     ``allowed_hosts``: ``Host`` headers answered (default :func:`app.web.guard.default_allowed_hosts`:
     localhost, ``$SPACE_HOST``, ``$LISTENLAB_ALLOWED_HOSTS``); ``allowed_origins``: other page
-    origins that may open ``/ll/ws`` (default ``$LISTENLAB_ALLOWED_ORIGINS``).
+    origins that may open ``/ll/ws`` (default ``$LISTENLAB_ALLOWED_ORIGINS``); ``storage``:
+    whether the store outlives the container (:func:`app.config.storage`; default: persistent).
     """
     from app.arena.service import install as install_arena
     from app.listening import mount as mount_listening
@@ -107,6 +109,7 @@ def create_app(
         detector=detector,
         warm=warm,
         journal_mode=journal_mode,
+        storage=storage,
     )
     app = FastAPI(title="listenlab", lifespan=lifespan)
     app.state.listenlab = state

@@ -16,6 +16,7 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
+from app.config import Storage
 from app.web.gate import Gate
 from app.web.offload import Offload
 from backends.base import Backend
@@ -105,6 +106,8 @@ class AppState:
     ws_handlers: dict[str, WsHandler] = field(default_factory=dict)
     """Extra ``/ll/ws`` message types (``type`` -> ``async handler(session, msg)``), registered
     by the parts of the app that need the player (listening tests, arena)."""
+    storage: Storage | None = None
+    """Where the store is and whether it outlives the container (``/ll/health``, admin pages)."""
     decoder: Offload = field(default_factory=lambda: Offload(DECODE_CONCURRENCY, DECODE_TIMEOUT_S))
     """Uploads are decoded off the event loop, a few at a time, each with a time limit."""
 
@@ -156,6 +159,7 @@ def build_state(
     detector: Detector | None = None,
     warm: bool = True,
     journal_mode: str | None = None,
+    storage: Storage | None = None,
 ) -> AppState:
     """Load the backends (each with its queue), open the store and the voice library.
 
@@ -201,4 +205,5 @@ def build_state(
         library=VoiceLibrary(voices_dir or store.root / "voices"),
         detector=detector or default_detector,
         examples=load_examples(),
+        storage=storage or Storage(str(db_path), True, str(db_path)),
     )

@@ -62,6 +62,13 @@ class Conflict(InvalidRequest):
     http_status, reason = 409, "conflict"
 
 
+class NotPersistent(Conflict):
+    """Not while the data would be lost: opening a test for raters on a store that does not
+    outlive the container needs an explicit confirmation."""
+
+    reason = "not_persistent"
+
+
 class TooMany(InvalidRequest):
     """Too many requests from this client; ``retry_after_s`` says when to come back."""
 
@@ -142,6 +149,7 @@ __all__ = [
     "LoginRequired",
     "ModelUnavailable",
     "NotFound",
+    "NotPersistent",
     "SpeedOutOfRange",
     "StreamTimeout",
     "TextTooLong",

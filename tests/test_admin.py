@@ -52,6 +52,9 @@ def test_password_header_basic_and_cookie(make_client):
     assert c.get("/ll/admin/whoami").json()["admin"] is False
     good = c.post("/ll/admin/login", data={"password": "s3cret"})
     assert good.status_code == 200 and "ll_admin" in good.cookies
+    attrs = good.headers["set-cookie"]  # plain http: Strict, not Secure (docs/security.md)
+    assert "HttpOnly" in attrs and "SameSite=Strict" in attrs and "Secure" not in attrs
+    assert "Max-Age=43200" in attrs
     assert c.get("/ll/admin/whoami").json()["admin"] is True
 
 

@@ -17,7 +17,6 @@ import os
 import re
 import shlex
 import shutil
-import struct
 import subprocess
 import sys
 import sysconfig
@@ -26,21 +25,32 @@ from pathlib import Path
 import httpx
 import pytest
 
+from tests.support.app_util import speak_ws
+
 ROOT = Path(__file__).resolve().parents[1]
 DOCKERFILE = ROOT / "Dockerfile"
 
 
-def final_stage(text: str) -> list[tuple[str, str]]:
-    """(instruction, arguments) of the Dockerfile's last stage, continuation lines joined."""
+def stages(text: str) -> list[list[tuple[str, str]]]:
+    """The Dockerfile's stages, each a list of (instruction, arguments), continuation lines
+    joined; instructions before the first FROM (global ARGs) are a stage of their own."""
     joined = re.sub(r"\\\n", " ", text)
     lines = [x.strip() for x in joined.splitlines() if x.strip() and not x.strip().startswith("#")]
-    out: list[tuple[str, str]] = []
+    out: list[list[tuple[str, str]]] = [[]]
     for line in lines:
         ins, _, rest = line.partition(" ")
         if ins.upper() == "FROM":
-            out = []
-        out.append((ins.upper(), rest.strip()))
+            out.append([])
+        out[-1].append((ins.upper(), rest.strip()))
     return out
+
+
+def final_stage(text: str) -> list[tuple[str, str]]:
+    return stages(text)[-1]
+
+
+def wheel_stage(text: str) -> list[tuple[str, str]]:
+    return next(st for st in stages(text) if st and st[0][1].endswith(" AS wheel"))
 
 
 def image_env(stage: list[tuple[str, str]]) -> dict[str, str]:
@@ -54,16 +64,25 @@ def image_env(stage: list[tuple[str, str]]) -> dict[str, str]:
 
 
 def test_dockerfile_default_stage_is_what_the_test_runs():
-    stage = final_stage(DOCKERFILE.read_text())
-    assert stage[0] == ("FROM", "python:3.11-slim AS cpu")
+    text = DOCKERFILE.read_text()
+    assert stages(text)[0] == [("ARG", "LISTENLAB_BASE_IMAGE=python:3.11-slim")]
+    stage = final_stage(text)
+    assert stage[0] == ("FROM", "${LISTENLAB_BASE_IMAGE}")
+    assert wheel_stage(text)[0] == ("FROM", "${LISTENLAB_BASE_IMAGE} AS wheel")
     env = image_env(stage)
     assert env["LISTENLAB_DATA"] == "/data:/home/user/data"
-    assert env["LISTENLAB_BACKENDS"] == "piper"
+    assert "LISTENLAB_BACKENDS" not in env  # the code's default: piper
     assert env["HF_HUB_OFFLINE"] == "1" and env["GRADIO_SERVER_PORT"] == "7860"
-    runs = [r for i, r in stage if i == "RUN"]
-    assert "pip install --no-cache-dir --user ." in runs
+    assert [r for i, r in stage if i == "USER"] == ["1000"]
+    runs = " ".join(r for i, r in stage if i == "RUN")
+    assert 'pip install --no-cache-dir "$(ls /home/user/wheels/*.whl)[$extras]"' in runs
+    assert "rm -rf /home/user/wheels" in runs and "libsndfile1" not in DOCKERFILE.read_text()
     assert [r for i, r in stage if i == "CMD"] == ['["listenlab", "serve"]']
     assert [r for i, r in stage if i == "WORKDIR"][-1] == "/home/user"
+    # no source tree in the image: only the wheel is copied from the build stage
+    assert [r for i, r in stage if i == "COPY"] == [
+        "--from=wheel --chown=1000 /wheels /home/user/wheels"
+    ]
     # every LISTENLAB_* the image sets is one the code reads
     from app.config import ENV
 
@@ -82,31 +101,12 @@ def test_dockerfile_passes_hadolint():
     assert r.returncode == 0, r.stdout + r.stderr
 
 
-async def _speak(port: int, text: str) -> dict:
-    import websockets
-
-    frames = 0
-    async with websockets.connect(f"ws://127.0.0.1:{port}/ll/ws", proxy=None) as ws:
-        await ws.send(json.dumps({"type": "speak", "token": 5, "text": text}))
-        while True:
-            m = await asyncio.wait_for(ws.recv(), 120)
-            if isinstance(m, bytes):
-                token, _idx, _ms = struct.unpack("<IIf", m[:12])
-                assert token == 5 and len(m) > 12
-                frames += 1
-                continue
-            d = json.loads(m)
-            if d["type"] in {"done", "error"}:
-                d["frames"] = frames
-                return d
-
-
 def test_image_install_and_start_in_a_fresh_venv(tmp_path):
     stage = final_stage(DOCKERFILE.read_text())
-    # 1. the build context as the image sees it: only what COPY copies
+    # 1. the build context as the image sees it: only what the wheel stage's COPY copies
     ctx = tmp_path / "ctx"
     ctx.mkdir()
-    for ins, rest in stage:
+    for ins, rest in wheel_stage(DOCKERFILE.read_text()):
         if ins == "COPY":
             args = [a for a in rest.split() if not a.startswith("--")]
             for src in args[:-1]:
@@ -116,13 +116,22 @@ def test_image_install_and_start_in_a_fresh_venv(tmp_path):
                         s, ctx / src, ignore=shutil.ignore_patterns("__pycache__", "*.pyc")
                     )
                 else:
-                    shutil.copy2(s, ctx / src)
+                    shutil.copy2(s, ctx / s.name)
     assert (ctx / "assets" / "prompts").is_dir() and not (ctx / "tests").exists()
-    # 2. a fresh venv and a non-editable install (the image: pip install --user .)
+    # 2. the image's steps: a wheel built from the context, installed into a fresh venv
+    wheels = tmp_path / "wheels"
+    built = subprocess.run(
+        [sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "-w", str(wheels), str(ctx)],
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert built.returncode == 0, built.stderr[-2000:]
     venv = tmp_path / "venv"
     subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True, timeout=120)
+    (wheel,) = wheels.glob("*.whl")
     pip = subprocess.run(
-        [str(venv / "bin" / "python"), "-m", "pip", "install", "-q", "--no-deps", str(ctx)],
+        [str(venv / "bin" / "python"), "-m", "pip", "install", "-q", "--no-deps", str(wheel)],
         capture_output=True,
         text=True,
         timeout=600,
@@ -181,7 +190,7 @@ def test_image_install_and_start_in_a_fresh_venv(tmp_path):
         assert js.status_code == 200 and "AudioBufferSourceNode" in js.text
         assert [b["label"] for b in cfg["backends"]] == ["piper"]  # from LISTENLAB_BACKENDS
         assert len(cfg["examples"]) == 5  # the bundled prompts, found from another directory
-        done = asyncio.run(_speak(port, "Hello from the container. It streams."))
+        done = asyncio.run(speak_ws(port, "Hello from the container. It streams."))
         assert done["type"] == "done", done
         assert done["frames"] == done["chunks"] >= 1
         with httpx.Client(trust_env=False, timeout=30) as c:
@@ -258,3 +267,34 @@ def test_serve_and_test_list_open_the_same_store(tmp_path):
     rows = json.loads(listed.stdout)["tests"]
     assert [t["test_id"] for t in rows] == [test_id]
     assert (vol / "listenlab.db").is_file() and not (home / "listenlab.db").exists()
+
+
+def test_storage_says_when_the_data_will_be_lost(tmp_path):
+    """The image's LISTENLAB_DATA with no volume: the fallback folder is used and said to be
+    lost on restart; with the volume: persistent. (An unwritable /data is checked in the
+    built image as UID 1000, tests/test_image.py: as root every folder is writable.)"""
+    from app.config import storage
+
+    vol, home = tmp_path / "data", tmp_path / "home"
+    env = {"LISTENLAB_DATA": f"{vol}:{home}"}
+    lost = storage(env)
+    assert lost.path == str(home / "listenlab.db") and lost.persistent is False
+    assert f"{vol} does not exist" in lost.note and "lost when the container restarts" in lost.note
+    assert lost.public() == {"persistent": False, "note": lost.note}
+    vol.mkdir()
+    kept = storage(env)
+    assert kept.path == str(vol / "listenlab.db") and kept.persistent is True
+    assert storage({"LISTENLAB_DB": "/x/y.db"}).persistent is True
+    assert storage({}).path == "data/listenlab.db" and storage({}).persistent is True
+
+
+def test_storage_never_shows_a_database_password():
+    """/ll/health is public and serve's log is read by whoever hosts it: a PostgreSQL URL
+    (with its password) is named only as "PostgreSQL"."""
+    from app.config import storage
+
+    url = "postgresql://listenlab:s3cret-pw@db.example:5432/study"
+    for where in (storage({"LISTENLAB_DB": url}), storage({}, db=url)):
+        assert where.path == url and where.persistent is True
+        assert "s3cret" not in str(where.public()) and "PostgreSQL" in where.note
+    assert storage({}, db="/x/y.db").note == "/x/y.db (--db)"

@@ -126,6 +126,17 @@ class VoiceLibrary:
         """The voices this owner may list: their own and shared ones (all of them for admin)."""
         return [v for v in self.list() if v.usable_by(owner, admin)]
 
+    def remote_names(self, label: str, owner: str | None, admin: bool = False) -> tuple[set, set]:
+        """The names this library's voices have in backend ``label``'s own voice store, split
+        into (usable by this owner, everyone else's): a server-side store keeps every
+        visitor's clips under one list, so the Playground must filter it."""
+        mine, others = set(), set()
+        for v in self.list():
+            name = v.synced.get(label)
+            if name:
+                (mine if v.usable_by(owner, admin) else others).add(name)
+        return mine, others
+
     def get_for(
         self, voice_id: str, owner: str | None, admin: bool = False, *, use: bool = False
     ) -> SavedVoice:

@@ -63,7 +63,7 @@ def _run_serve(args: argparse.Namespace) -> int:
 
     import uvicorn
 
-    from app.config import backends_from_env, resolve_db
+    from app.config import backends_from_env, storage
     from app.server import WS_MAX_FRAME, create_app
 
     os.environ.setdefault("GRADIO_ANALYTICS_ENABLED", "False")
@@ -83,9 +83,11 @@ def _run_serve(args: argparse.Namespace) -> int:
             "(is another server using it? choose another with --port)"
         ) from None
     try:
+        where = storage(db=args.db)
         app = create_app(
             args.backends or backends_from_env() or ["piper"],
-            args.db or resolve_db(),
+            where.path,
+            storage=where,
             voices_dir=args.voices,
             concurrency=args.concurrency,
             journal_mode=args.journal_mode,
@@ -107,7 +109,11 @@ def _run_serve(args: argparse.Namespace) -> int:
             if server.started:
                 shown = f"[{host}]" if ":" in host else host
                 print(f"listenlab Playground on http://{shown}:{port}/", flush=True)
-                print(f"listenlab: store {store.location} ({store.journal_mode})", flush=True)
+                kept = "persistent" if where.persistent else f"NOT PERSISTENT: {where.note}"
+                print(
+                    f"listenlab: store {store.location} ({store.journal_mode}), {kept}",
+                    flush=True,
+                )
             await task
 
         asyncio.run(serve())

@@ -35,6 +35,7 @@ from app.listening.designer import (
     parse_prompts,
     preview,
 )
+from app.listening.persistence import CONFIRM_FIELD, banner, check_may_open
 from app.listening.routes import export_zip, results_of
 from app.listening.service import DEFAULT_TITLE, Listening
 from app.web.admin import COOKIE, AdminPolicy
@@ -343,6 +344,7 @@ def spec_from_form(v: Mapping[str, Any]) -> TestSpec:
             "consent": v["consent"] or None,
             "completion_code": v["code"] or None,
             "redirect_url": v["redirect"] or None,
+            CONFIRM_FIELD: bool(v.get("confirm_np")),
         }
     )
 
@@ -378,6 +380,11 @@ def manage(page: AdminPage, tid: str | None, what: str, sure: bool = False) -> t
         raise gr.Error("pick a test")
     tests, out_file = page.tests, None
     if what in {"open", "closed"}:
+        if what == "open":
+            try:
+                check_may_open(page.state.storage, sure)
+            except ListenlabError as e:
+                raise gr.Error(str(e)) from None
         tests.set_status(tid, what)
         msg = f"{tid} is {what}."
     elif what == "dup":
@@ -400,8 +407,8 @@ def manage(page: AdminPage, tid: str | None, what: str, sure: bool = False) -> t
     )
 
 
-def open_test(page: AdminPage, tid: str | None) -> tuple:
-    return manage(page, tid, "open")
+def open_test(page: AdminPage, tid: str | None, confirmed: bool = False) -> tuple:
+    return manage(page, tid, "open", confirmed)
 
 
 def close_test(page: AdminPage, tid: str | None) -> tuple:
@@ -588,6 +595,7 @@ def _design_tab(page: AdminPage) -> Any:
     """The Design tab: the form, "Generate the stimuli" and the rater's preview."""
     fields = _design_form(page)
     _screening_form(fields)
+    fields["confirm_np"] = not_persistent_box(page, "lt-confirm-np")
     go = gr.Button("Generate the stimuli", variant="primary", elem_id="lt-generate")
     made = gr.Markdown(elem_id="lt-made")
     gr.Markdown("### What a rater will see")
@@ -604,6 +612,17 @@ def _design_tab(page: AdminPage) -> Any:
     return pv_pick
 
 
+def not_persistent_box(page: AdminPage, elem_id: str) -> Any:
+    """The explicit yes that opening a test needs when the store is not persistent (shown
+    only then)."""
+    return gr.Checkbox(
+        value=False,
+        visible=not page.state.storage.persistent,
+        label="Open for raters although the data is not persistent (lost on a restart)",
+        elem_id=elem_id,
+    )
+
+
 def _tests_tab(page: AdminPage) -> tuple[Any, Any]:
     """The Tests tab: the list, and open, close, duplicate or delete one."""
     table = gr.Dataframe(value=bind(test_listing, page), interactive=False, label="Tests")
@@ -612,12 +631,13 @@ def _tests_tab(page: AdminPage) -> tuple[Any, Any]:
         b_open = gr.Button("Open")
         b_close = gr.Button("Close")
         b_dup = gr.Button("Duplicate")
+    confirm_np = not_persistent_box(page, "lt-open-confirm-np")
     confirm = gr.Checkbox(label="Yes, delete this test (an export zip is kept)")
     b_del = gr.Button("Delete", variant="stop")
     manage_out = gr.Markdown()
     kept = gr.File(label="Export kept")
     outs = [manage_out, table, pick, kept]
-    b_open.click(bind(open_test, page), pick, outs)
+    b_open.click(bind(open_test, page), [pick, confirm_np], outs)
     b_close.click(bind(close_test, page), pick, outs)
     b_dup.click(bind(duplicate_test, page), pick, outs)
     b_del.click(bind(delete_test, page), [pick, confirm], outs)
@@ -650,6 +670,8 @@ def build_admin(state: Any, svc: Listening) -> gr.Blocks:
     page = AdminPage(state, svc, Path(state.store.root) / "exports")
     with gr.Blocks(title="listenlab listening tests", analytics_enabled=False) as demo:
         gr.Markdown("## listenlab listening tests (admin)")
+        if warning := banner(state.storage):
+            gr.Markdown(warning, elem_id="lt-not-persistent")
         who = gr.Markdown(elem_id="lt-login")
         with gr.Tab("Design"):
             pv_pick = _design_tab(page)

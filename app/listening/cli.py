@@ -125,6 +125,8 @@ def spec_from_args(args: argparse.Namespace) -> dict[str, Any]:
             spec[key] = value
     if args.draft:
         spec["open"] = False
+    if getattr(args, "confirm_not_persistent", False):
+        spec["confirm_not_persistent"] = True
     if not spec.get("systems") and not spec.get("stimuli"):
         raise InvalidRequest(
             "give the systems: --system NAME=SPEC (twice or more), --stimuli DIR, or --spec"
@@ -163,7 +165,9 @@ def _run_create(args: argparse.Namespace) -> int:
     store = _open_store(args.db)
     progress = ProgressLine()
     try:
-        state = AppState(backends={}, default="", store=store, library=None)
+        state = AppState(
+            backends={}, default="", store=store, library=None, storage=_storage(args.db)
+        )
         import asyncio
 
         test_id = asyncio.run(create_test(state, spec, progress))
@@ -256,7 +260,18 @@ def _run_results(args: argparse.Namespace) -> int:
     return 0
 
 
+def _storage(db: str | None):
+    """The store's persistence as ``listenlab serve`` sees it (None: a --db of one's own)."""
+    from app.config import storage
+
+    return None if db else storage()
+
+
 def _run_status(args: argparse.Namespace) -> int:
+    if args.command_test == "open":
+        from app.listening.persistence import check_may_open
+
+        check_may_open(_storage(args.db), args.confirm_not_persistent)
     store = _open_store(args.db)
     try:
         _tests(store).set_status(args.test_id, "open" if args.command_test == "open" else "closed")
@@ -264,6 +279,14 @@ def _run_status(args: argparse.Namespace) -> int:
         store.close()
     print(f"test {args.test_id} is {'open' if args.command_test == 'open' else 'closed'}")
     return 0
+
+
+def _confirm_flag(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "--confirm-not-persistent",
+        action="store_true",
+        help="open even though the store is not persistent (a Space without /data: lost on restart)",
+    )
 
 
 def _flag(p: argparse.ArgumentParser, name: str, help_: str) -> None:
@@ -385,6 +408,7 @@ def _add_screening(c: argparse.ArgumentParser) -> None:
     c.add_argument("--redirect-url", help="https://… URL to send raters to at the end ({code})")
     c.add_argument("--seed", type=int, help="design seed")
     c.add_argument("--draft", action="store_true", help="leave the test as a draft (not open)")
+    _confirm_flag(c)
     c.add_argument("--json", action="store_true", help="print {test_id, url, status} as JSON")
 
 
@@ -411,6 +435,8 @@ def _add_others(tsub: argparse._SubParsersAction, db_help: str) -> None:
         s = tsub.add_parser(verb, help=f"{verb} a test for votes")
         s.add_argument("test_id", metavar="ID")
         s.add_argument("--db", help=db_help)
+        if verb == "open":
+            _confirm_flag(s)
         s.set_defaults(func=_run_status)
 
 

@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from app.listening.imported import ImportedSet, read_audio, scan, unpack_zip
+from app.listening.persistence import CONFIRM_FIELD, check_may_open
 from app.listening.service import DEFAULT_TITLE
 from app.listening.stimuli import (
     CEILING_DBTP,
@@ -118,6 +119,8 @@ class TestSpec:
     completion_code: str | None = None
     redirect_url: str | None = None
     open: bool = True
+    confirm_not_persistent: bool = False
+    """Open even though the store does not outlive the container (app.listening.persistence)."""
     seed: int = 0
     title: str | None = None
     """The public title raters see (default: "Listening test"), not the admin's name."""
@@ -189,6 +192,7 @@ class TestSpec:
                 ),
                 redirect_url=(str(d["redirect_url"])[:500] if d.get("redirect_url") else None),
                 open=bool(d.get("open", True)),
+                confirm_not_persistent=d.get(CONFIRM_FIELD) is True,
                 seed=int(d.get("seed", 0)),
                 title=(str(d["title"]).strip()[:MAX_TITLE_CHARS] if d.get("title") else None),
                 instructions=(
@@ -296,6 +300,8 @@ async def create_test(
     returns the new test id. Nothing is created when the input is bad; if making the
     stimuli fails part-way, the test row is removed again. ``spec.stimuli`` may be a
     ``.zip`` of the folder: unpacked (safely) for the import only."""
+    if spec.open:  # refused before anything is made
+        check_may_open(getattr(state, "storage", None), spec.confirm_not_persistent)
     if spec.stimuli and spec.stimuli.lower().endswith(".zip"):
         with tempfile.TemporaryDirectory(prefix="listenlab-stimuli-") as tmp:
             root = await asyncio.to_thread(unpack_zip, spec.stimuli, tmp)

@@ -30,7 +30,6 @@ mounted without a closure over the app.
 from __future__ import annotations
 
 import asyncio
-import html
 import io
 import json
 import zipfile
@@ -41,9 +40,10 @@ from fastapi import APIRouter, Depends, Request
 from fastapi.responses import HTMLResponse, JSONResponse, Response
 
 from app.listening.jsonable import clean_json, frames_json
+from app.listening.persistence import CONFIRM_FIELD, check_may_open
 from app.listening.service import Listening, check_id
 from app.store.listening import EXPORT_TABLES
-from app.web.admin import policy, require_admin
+from app.web.admin import login_page, policy, require_admin
 from backends.errors import InvalidRequest, NotFound
 from evaluation.listening.results import test_results
 from evaluation.report import safe_csv
@@ -207,7 +207,11 @@ async def results(
 
 
 @admin_router.post("/ll/admin/tests/{test_id}/status")
-async def set_status(test_id: str, svc: Listening = Svc, b: dict = Body) -> dict[str, Any]:
+async def set_status(
+    request: Request, test_id: str, svc: Listening = Svc, b: dict = Body
+) -> dict[str, Any]:
+    if b.get("status") == "open":
+        check_may_open(request.app.state.listenlab.storage, b.get(CONFIRM_FIELD) is True)
     await asyncio.to_thread(svc.tests.set_status, test_id, str(b.get("status", "")))
     return {"test_id": test_id, "status": b.get("status")}
 
@@ -243,22 +247,6 @@ async def admin_pages(request: Request, call_next):
     return await call_next(request)
 
 
-def login_page(note: str) -> str:
-    """The admin login form (posts to ``/ll/admin/login``, then reloads)."""
-    return (
-        "<!doctype html><meta charset=utf-8><title>listenlab admin</title>"
-        "<body style='font-family:system-ui;max-width:34rem;margin:3rem auto'>"
-        "<h1>Admin only</h1><p id=note>" + html.escape(note) + "</p>"
-        "<form id=f><input type=password name=password placeholder='admin password' "
-        "autocomplete=current-password> <button>Log in</button></form><p id=msg></p>"
-        "<script>document.getElementById('f').onsubmit=async(e)=>{e.preventDefault();"
-        "const r=await fetch('/ll/admin/login',{method:'POST',body:new FormData(e.target)});"
-        "if(r.ok){location.reload();return;}let m='Wrong password.';"
-        "try{const j=await r.json();m=j.detail||j.error||m;}catch(_){}"
-        "document.getElementById('msg').textContent=m;};</script>"
-    )
-
-
 def export_zip(svc: Listening, test_id: str) -> bytes:
     """Every raw row of the test and its computed tables, as CSV files in one zip."""
     check_id(test_id, "test id")
@@ -282,7 +270,6 @@ __all__ = [
     "admin_router",
     "export_zip",
     "frames_json",
-    "login_page",
     "results_of",
     "router",
 ]

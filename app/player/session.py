@@ -35,7 +35,7 @@ from fastapi import APIRouter, WebSocket, WebSocketDisconnect
 
 from app.web.outbox import CLOSE_CODE, CLOSE_REASON, Outbox
 from backends.base import Backend, SpeechRequest
-from backends.errors import InvalidRequest, ListenlabError, Unsupported
+from backends.errors import InvalidRequest, ListenlabError, UnknownVoice, Unsupported
 from evaluation.takes import ChunkRecord, Recorder, Take, TakeFailed
 
 if TYPE_CHECKING:
@@ -234,6 +234,15 @@ class Session:
         )
         return req.validated(), mode
 
+    def _check_voice(self, entry: BackendEntry, req: SpeechRequest) -> None:
+        """A voice named directly must not be another visitor's clip in the backend's own
+        store: it is refused as unknown, as if it were not there."""
+        if self.admin or not req.voice or req.voice.startswith(CLONE_PREFIX):
+            return
+        _mine, others = self.state.library.remote_names(entry.label, self.owner, self.admin)
+        if req.voice in others:
+            raise UnknownVoice(f"unknown voice {req.voice!r}")
+
     async def _clone(self, entry: BackendEntry, req: SpeechRequest) -> SpeechRequest:
         """Resolve a library voice (``lib:<id>``) for this backend, or say it cannot clone."""
         from dataclasses import replace
@@ -263,6 +272,7 @@ class Session:
             return
         try:
             req, mode = self._request(entry, msg)
+            self._check_voice(entry, req)
             if req.voice and req.voice.startswith(CLONE_PREFIX):
                 req = await self._clone(entry, req)
         except CloneUnavailable as e:

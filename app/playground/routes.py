@@ -22,8 +22,10 @@ from app.web.admin import policy as admin_policy
 from app.web.identity import identity
 from app.web.inputs import loads_limited
 from app.web.offload import OffloadTimeout
+from backends.base import Voice
 from backends.errors import Forbidden, InvalidRequest, NotFound
 from voices.clips import MAX_SECONDS, MAX_UPLOAD_BYTES, MIN_SECONDS, ClipError, prepare_clip
+from voices.library import VoiceLibrary
 
 router = APIRouter()
 
@@ -47,8 +49,24 @@ async def _json_object(request: Request) -> dict[str, Any]:
     return payload
 
 
-async def backend_json(entry: BackendEntry) -> dict[str, Any]:
-    """One backend as the page needs it: capabilities, voices, whether it clones, its queue."""
+def visible_voices(
+    entry: BackendEntry, voices: list[Voice], library: VoiceLibrary, owner: str, admin: bool
+) -> list[Voice]:
+    """A backend's voices as this visitor may see them. Built-in voices are for everyone; a
+    voice uploaded to the backend's own store (a vLLM-Omni server keeps every visitor's clips
+    in one list) only for the visitor whose library voice it is (or a shared one), and for the
+    admin. Its transcript goes with it."""
+    if admin:
+        return voices
+    mine, _others = library.remote_names(entry.label, owner, admin)
+    return [v for v in voices if v.kind != "uploaded" or v.name in mine]
+
+
+async def backend_json(
+    entry: BackendEntry, library: VoiceLibrary, owner: str, admin: bool
+) -> dict[str, Any]:
+    """One backend as the page needs it: capabilities, the voices this visitor may see,
+    whether it clones, its queue."""
     with contextlib.suppress(Exception):  # remote engines learn their capabilities from the server
         await asyncio.wait_for(entry.backend.refresh(), 5.0)
     caps = entry.backend.capabilities
@@ -62,7 +80,11 @@ async def backend_json(entry: BackendEntry) -> dict[str, Any]:
         "label": entry.label,
         "spec": entry.spec,
         "capabilities": asdict(caps),
-        "voices": [asdict(v) for v in voices if v.name.lower() != "default"],
+        "voices": [
+            asdict(v)
+            for v in visible_voices(entry, voices, library, owner, admin)
+            if v.name.lower() != "default"
+        ],
         "voice_error": voice_error,
         "can_clone": can_clone,
         "clone_note": None
@@ -76,14 +98,18 @@ async def backend_json(entry: BackendEntry) -> dict[str, Any]:
 
 @router.get("/ll/health")
 async def health(request: Request) -> dict[str, Any]:
-    return {"status": "ok", "backends": list(_state(request).backends)}
+    state = _state(request)
+    kept = state.storage.public() if state.storage else {"persistent": True, "note": ""}
+    return {"status": "ok", "backends": list(state.backends), "storage": kept}
 
 
 @router.get("/ll/api/config")
 async def config(request: Request) -> dict[str, Any]:
     state = _state(request)
     owner, admin = _who(request)
-    systems = await asyncio.gather(*(backend_json(e) for e in state.backends.values()))
+    systems = await asyncio.gather(
+        *(backend_json(e, state.library, owner, admin) for e in state.backends.values())
+    )
     return {
         "default": state.default,
         "backends": systems,

@@ -36,7 +36,7 @@ from app.store.records import StoreError
 from app.store.schema import SCHEMA_VERSION
 from app.store.sql import ConstraintFailed, Rows
 from app.store.takes import AUDIO_FORMATS, TakeTables
-from backends.errors import InvalidRequest
+from backends.errors import InvalidRequest, Unsupported
 
 if TYPE_CHECKING:
     import psycopg
@@ -426,6 +426,17 @@ class PgStore(TakeTables, RatingTables):
             "SELECT format, data FROM take_audio WHERE take_id = ?", [take_id]
         ).fetchone()
         return None if r is None else (str(r[0]), bytes(r[1]))
+
+    def snapshot(self, dest: str | Path) -> Path:
+        """No one-file snapshot here: a PostgreSQL study is saved with ``listenlab db copy``
+        (to a SQLite file, checked by checksums) or the provider's own backups."""
+        raise Unsupported(
+            "the store is on PostgreSQL: save a copy with `listenlab db copy "
+            "postgresql://… snapshot.db` (a SQLite file, checked row by row) or pg_dump"
+        )
+
+    def audio_files(self) -> list[Path]:
+        return []  # every take's audio is in the database (take_audio)
 
     # -- life cycle
 

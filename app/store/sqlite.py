@@ -137,6 +137,22 @@ class Store(TakeTables, RatingTables):
     def schema_version(self) -> int:
         return version_of(self.db)
 
+    def snapshot(self, dest: str | Path) -> Path:
+        """A consistent copy of the database at ``dest`` while the server keeps writing
+        (SQLite's online backup: pages copied under the database's own locks)."""
+        dest = Path(dest)
+        out = sqlite3.connect(dest)
+        try:
+            self.conn.backup(out)
+        finally:
+            out.close()
+        return dest
+
+    def audio_files(self) -> list[Path]:
+        """Every take's audio file, for a snapshot beside the database."""
+        folder = self.root / self.audio_rel
+        return sorted(p for p in folder.rglob("*") if p.is_file()) if folder.is_dir() else []
+
     def close(self) -> None:
         self.conns.close()
 

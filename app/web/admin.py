@@ -21,18 +21,25 @@ the browser's request came over TLS (directly or through a trusted proxy, as on 
 
 from __future__ import annotations
 
+import asyncio
 import base64
 import hashlib
 import hmac
+import html
 import ipaddress
 import os
 import secrets
+import shutil
+import tempfile
 import time
+import zipfile
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
-from fastapi import APIRouter, Form, Request
-from fastapi.responses import JSONResponse
+from fastapi import APIRouter, Depends, Form, Request
+from fastapi.responses import FileResponse, JSONResponse
+from starlette.background import BackgroundTask
 from starlette.requests import HTTPConnection
 
 from app.web.proxies import Proxies
@@ -211,6 +218,31 @@ def require_admin(request: Request) -> None:
 router = APIRouter()
 
 
+def login_page(note: str) -> str:
+    """The admin login form (posts to ``/ll/admin/login``, then reloads). If the login did not
+    stick (a browser that keeps no cookie in a page framed by another site, as huggingface.co
+    frames a Space), it says so and links to the page on its own."""
+    return (
+        "<!doctype html><meta charset=utf-8><title>listenlab admin</title>"
+        "<body style='font-family:system-ui;max-width:34rem;margin:3rem auto'>"
+        "<h1>Admin only</h1><p id=note>" + html.escape(note) + "</p>"
+        "<form id=f><input type=password name=password placeholder='admin password' "
+        "autocomplete=current-password> <button>Log in</button></form><p id=msg></p>"
+        "<script>document.getElementById('f').onsubmit=async(e)=>{e.preventDefault();"
+        "const msg=document.getElementById('msg');"
+        "const r=await fetch('/ll/admin/login',{method:'POST',body:new FormData(e.target)});"
+        "if(r.ok){const w=await (await fetch('/ll/admin/whoami')).json();"
+        "if(w.admin){location.reload();return;}"
+        "msg.textContent='Logged in, but this browser does not keep the login inside a page "
+        "framed by another site. ';const a=document.createElement('a');a.id='open-direct';"
+        "a.href=location.href;a.target='_blank';a.rel='noopener';"
+        "a.textContent='Open this page on its own';msg.append(a);return;}"
+        "let m='Wrong password.';"
+        "try{const j=await r.json();m=j.detail||j.error||m;}catch(_){}"
+        "msg.textContent=m;};</script>"
+    )
+
+
 @router.post("/ll/admin/login")
 async def admin_login(request: Request, password: str = Form("")) -> JSONResponse:
     """A correct password sets the signed admin cookie; wrong ones are throttled per client."""
@@ -221,15 +253,50 @@ async def admin_login(request: Request, password: str = Form("")) -> JSONRespons
     if not tried.ok:
         raise Forbidden(f"wrong password. {pol.describe()}")
     resp = JSONResponse({"admin": True})
-    resp.set_cookie(
-        COOKIE,
-        pol.login_cookie(),
-        max_age=COOKIE_MAX_AGE_S,
-        httponly=True,
-        samesite="strict",
-        secure=pol.cookie_secure(request),
+    # Over TLS (a Space), SameSite=None + Partitioned so the login also works inside the
+    # huggingface.co page, which frames the Space from another site; cross-site writes are
+    # refused by the guard whatever the cookie says. Over plain http: Strict.
+    tls = pol.cookie_secure(request)
+    # (written by hand: Starlette writes Partitioned only on Python 3.14+)
+    same_site = "SameSite=None; Secure; Partitioned" if tls else "SameSite=Strict"
+    resp.headers.append(
+        "set-cookie",
+        f"{COOKIE}={pol.login_cookie()}; Path=/; Max-Age={COOKIE_MAX_AGE_S}; HttpOnly; {same_site}",
     )
     return resp
+
+
+@router.get("/ll/admin/snapshot.zip", dependencies=[Depends(require_admin)])
+async def admin_snapshot(request: Request) -> FileResponse:
+    """Everything a study needs to survive the server: a consistent copy of the database
+    (SQLite's online backup, taken while raters keep voting) and every take's audio, zipped
+    (stored, not compressed: WAV does not shrink). Admin only."""
+    store = request.app.state.listenlab.store
+    tmp = Path(tempfile.mkdtemp(prefix="listenlab-snapshot-"))
+    try:
+        zpath = await asyncio.to_thread(snapshot_zip, store, tmp)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    stamp = time.strftime("%Y%m%d-%H%M%S", time.gmtime())
+    return FileResponse(
+        zpath,
+        media_type="application/zip",
+        filename=f"listenlab-snapshot-{stamp}.zip",
+        background=BackgroundTask(shutil.rmtree, tmp, ignore_errors=True),
+    )
+
+
+def snapshot_zip(store: Any, tmp: Path) -> Path:
+    """``listenlab.db`` (the snapshot) and the audio folder, with the DB's relative paths."""
+    db = store.snapshot(tmp / "listenlab.db")
+    zpath = tmp / "snapshot.zip"
+    with zipfile.ZipFile(zpath, "w", compression=zipfile.ZIP_STORED, allowZip64=True) as z:
+        z.write(db, "listenlab.db")
+        for f in store.audio_files():
+            z.write(f, f.relative_to(store.root).as_posix())
+    db.unlink()
+    return zpath
 
 
 @router.get("/ll/admin/whoami")

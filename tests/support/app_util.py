@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import asyncio
 import base64
 import contextlib
+import json
 import tempfile
 import threading
 import time
@@ -42,10 +44,12 @@ class Live:
 
 
 @contextlib.contextmanager
-def live_server(app) -> Iterator[Live]:
-    """Serve ``app`` with uvicorn on a free 127.0.0.1 port in a thread, until the block exits."""
+def live_server(app, tls: tuple[Path, Path] | None = None) -> Iterator[Live]:
+    """Serve ``app`` with uvicorn on a free 127.0.0.1 port in a thread, until the block exits;
+    over TLS with ``tls = (certificate, key)`` (:func:`self_signed`)."""
     sock = bound_socket()
     port = sock.getsockname()[1]
+    ssl = {"ssl_certfile": str(tls[0]), "ssl_keyfile": str(tls[1])} if tls else {}
     server = uvicorn.Server(
         # proxy_headers=False as in ``listenlab serve``: app.web.proxies.Proxies decides whom to trust
         uvicorn.Config(
@@ -55,6 +59,7 @@ def live_server(app) -> Iterator[Live]:
             log_level="warning",
             lifespan="on",
             proxy_headers=False,
+            **ssl,
         )
     )
     th = threading.Thread(target=server.run, args=([sock],), daemon=True)
@@ -65,7 +70,7 @@ def live_server(app) -> Iterator[Live]:
             raise RuntimeError("uvicorn did not start")
         time.sleep(0.05)
     try:
-        yield Live(f"http://127.0.0.1:{port}/", app, port)
+        yield Live(f"{'https' if tls else 'http'}://127.0.0.1:{port}/", app, port)
     finally:
         server.should_exit = True
         th.join(15)
@@ -73,11 +78,24 @@ def live_server(app) -> Iterator[Live]:
 
 
 @contextlib.contextmanager
-def chromium(extra_args: list[str] | None = None, **kw) -> Iterator[Any]:
-    """A persistent context in a fresh user-data-dir (never ``playwright install``)."""
+def chromium(extra_args: list[str] | None = None, cookies: str = "default", **kw) -> Iterator[Any]:
+    """A persistent context in a fresh user-data-dir (never ``playwright install``).
+
+    ``cookies``: "default" is a fresh Debian Chromium profile (a page framed by another site
+    gets partitioned cookies but no storage); "third-party" sets the preference a user's
+    "Allow third-party cookies" sets; "none" blocks every cookie, as a browser that keeps
+    none in a framed page."""
     from playwright.sync_api import sync_playwright
 
+    prefs = {
+        "default": None,
+        "third-party": {"profile": {"block_third_party_cookies": False, "cookie_controls_mode": 0}},
+        "none": {"profile": {"default_content_setting_values": {"cookies": 2}}},
+    }[cookies]
     with sync_playwright() as p, tempfile.TemporaryDirectory(prefix="ll-chromium-") as d:
+        if prefs:
+            Path(d, "Default").mkdir()
+            Path(d, "Default", "Preferences").write_text(json.dumps(prefs))
         ctx = p.chromium.launch_persistent_context(
             d,
             executable_path=CHROMIUM,
@@ -337,3 +355,59 @@ def play_all_and_wait(page, n):
             f" >= window.listenTest.status.item.need_ms[{i}]",
             timeout=60_000,
         )
+
+
+async def speak_ws(port: int, text: str) -> dict:
+    """Speak ``text`` over a server's ``/ll/ws`` as the page does; the final ``done`` or
+    ``error`` message, with the number of PCM frames received as ``frames``."""
+    import json
+    import struct
+
+    import websockets
+
+    frames = 0
+    async with websockets.connect(f"ws://127.0.0.1:{port}/ll/ws", proxy=None) as ws:
+        await ws.send(json.dumps({"type": "speak", "token": 5, "text": text}))
+        while True:
+            m = await asyncio.wait_for(ws.recv(), 120)
+            if isinstance(m, bytes):
+                token, _idx, _ms = struct.unpack("<IIf", m[:12])
+                assert token == 5 and len(m) > 12
+                frames += 1
+                continue
+            d = json.loads(m)
+            if d["type"] in {"done", "error"}:
+                d["frames"] = frames
+                return d
+
+
+def self_signed(folder: Path) -> tuple[Path, Path]:
+    """A certificate and key for 127.0.0.1 and localhost (openssl), for servers over TLS (a
+    Space is https; Chromium takes it with ``--ignore-certificate-errors``)."""
+    import subprocess
+
+    cert, key = folder / "cert.pem", folder / "key.pem"
+    subprocess.run(
+        [
+            "openssl",
+            "req",
+            "-x509",
+            "-newkey",
+            "rsa:2048",
+            "-nodes",
+            "-days",
+            "2",
+            "-keyout",
+            str(key),
+            "-out",
+            str(cert),
+            "-subj",
+            "/CN=127.0.0.1",
+            "-addext",
+            "subjectAltName=IP:127.0.0.1,DNS:localhost",
+        ],
+        check=True,
+        capture_output=True,
+        timeout=60,
+    )
+    return cert, key

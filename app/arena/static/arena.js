@@ -138,6 +138,19 @@
     } catch (e) { status('No random prompt: ' + e.message, 'ar-error'); }
   }
 
+  function cookieNote() {
+    const note = document.createElement('p');
+    note.id = 'ar-cookie-note';
+    note.className = 'ar-note';
+    note.textContent = 'This browser keeps no cookie for this site inside the page that frames it: '
+      + 'a battle lasts only while this page is open, and Hugging Face login cannot work here. ';
+    const a = document.createElement('a');
+    a.id = 'ar-open-direct'; a.href = location.href; a.target = '_blank'; a.rel = 'noopener';
+    a.textContent = 'Open the arena on its own';
+    note.append(a);
+    root.prepend(note);
+  }
+
   function vote(choice) {
     if (!S.battle || S.voted) return;
     setVoteEnabled(false);                               // the server counts one vote anyway
@@ -158,6 +171,11 @@
       if (!r.ok) throw new Error(j.error || r.statusText);
       S.maxChars = j.max_chars; S.sessionOk = j.ready;
       if (!j.ready) status('The arena needs at least two systems on this server.', 'ar-error');
+      // a second call tells whether the browser kept the cookie the first one set: inside a page
+      // framed by another site (huggingface.co frames a Space) some browsers keep none
+      const again = await (await fetch(BASE + 'll/arena/session', { method: 'POST', credentials: 'same-origin' })).json();
+      S.cookieKept = !again.new_session;
+      if (!S.cookieKept) cookieNote();
     } catch (e) { status('Cannot start an arena session: ' + e.message, 'ar-error'); return; }
     player = LLPlayer.create({ base: BASE, onEvent });
     api.player = player;

@@ -16,6 +16,26 @@
   const CMOS = [[-3, 'A much better'], [-2, 'A better'], [-1, 'A slightly better'], [0, 'About the same'],
     [1, 'B slightly better'], [2, 'B better'], [3, 'B much better']];
 
+  // The token and unsent answers live in localStorage so a reload resumes. Inside a page framed
+  // by another site (huggingface.co frames a Space) a browser may refuse storage: the test then
+  // still runs in memory, and the page says so and links to the test opened on its own.
+  const STORE = (() => { try { const s = window.localStorage; s.getItem(KEY); return s; } catch (e) { return null; } })();
+  const mem = {};
+  const saved = {
+    get: (k) => (STORE ? STORE.getItem(k) : (k in mem ? mem[k] : null)),
+    set: (k, v) => { if (STORE) STORE.setItem(k, v); else mem[k] = v; },
+    del: (k) => { if (STORE) STORE.removeItem(k); else delete mem[k]; },
+  };
+  function frameNote() {
+    const p = el('p', 'This browser keeps nothing for this page inside the page that frames it: '
+      + 'finish without reloading (a reload starts again), or ', 'lt-note');
+    p.id = 'lt-frame-note';
+    const a = el('a', 'open the test on its own');
+    a.id = 'lt-open-direct'; a.href = location.href; a.target = '_blank'; a.rel = 'noopener';
+    p.append(a, '.');
+    root.insertBefore(p, $('lt-status'));
+  }
+
   function status(text, err) { const s = $('lt-status'); s.textContent = text || ''; s.className = 'lt-status' + (err ? ' err' : ''); }
   function show(id) { for (const s of ['lt-consent', 'lt-headphones', 'lt-screenout', 'lt-familiar', 'lt-item', 'lt-done']) $(s).hidden = s !== id; }
   function el(tag, text, cls) { const e = document.createElement(tag); if (text != null) e.textContent = String(text); if (cls) e.className = cls; return e; }
@@ -99,10 +119,11 @@
 
   // ---------------------------------------------------------------- flow
   async function start() {
-    S.token = localStorage.getItem(KEY);
+    if (!STORE) frameNote();
+    S.token = saved.get(KEY);
     if (S.token) {
       try { await refresh(); return; } catch (e) {
-        if (e.status === 403 && /token/.test(e.message)) { localStorage.removeItem(KEY); S.token = null; }
+        if (e.status === 403 && /token/.test(e.message)) { saved.del(KEY); S.token = null; }
         else { status(e.message, true); root.dataset.ready = '1'; return; }
       }
     }
@@ -123,7 +144,7 @@
       const src = CROWD_KEYS.find((k) => q.get(k));
       const j = await api('join', { crowd_id: src ? q.get(src) : null, source: src || null,
         study_id: q.get('STUDY_ID') || null, session_id: q.get('SESSION_ID') || null });
-      S.token = j.token; localStorage.setItem(KEY, j.token);
+      S.token = j.token; saved.set(KEY, j.token);
       await api('consent', {});
       await refresh();
     } catch (e) { status(e.message, true); $('lt-agree').disabled = false; }
@@ -227,8 +248,8 @@
     const it = S.status && S.status.item; if (!it || S.sending) return;
     S.sending = true; $('lt-submit').disabled = true;
     const akey = KEY + ':answer:' + it.assignment_id;
-    let answer_id = localStorage.getItem(akey);
-    if (!answer_id) { answer_id = randId(); localStorage.setItem(akey, answer_id); }   // re-sends are idempotent
+    let answer_id = saved.get(akey);
+    if (!answer_id) { answer_id = randId(); saved.set(akey, answer_id); }   // re-sends are idempotent
     const body = { answer_id, assignment_id: it.assignment_id };
     if (it.kind === 'mos') body.score = choice;
     else if (it.kind === 'ab') { if (S.status.test.ab_mode === 'forced') body.choice = choice; else body.cmos = choice; }
@@ -236,13 +257,13 @@
     try {
       const r = await api('vote', body);
       S.votes.push(r);
-      localStorage.removeItem(akey);
+      saved.del(akey);
       player.stop();
       if (S.mushra) { S.mushra.destroy(); S.mushra = null; }
       await refresh();
     } catch (e) {
       status(e.message, true);
-      if (e.status === 409 && /already answered/.test(e.message)) { localStorage.removeItem(akey); await refresh(); }
+      if (e.status === 409 && /already answered/.test(e.message)) { saved.del(akey); await refresh(); }
     } finally { S.sending = false; refreshGate(); }
   });
 

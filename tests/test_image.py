@@ -1,0 +1,218 @@
+"""The built Space image, run as a Space runs it: UID 1000, with and without a volume at /data.
+
+``.ci/run`` builds the image from the Dockerfile with buildah (no Docker daemon) on a local
+Debian stand-in for ``python:3.11-slim`` (base images cannot be pulled here; see ``.ci/image``)
+and runs this file with ``LISTENLAB_IMAGE`` naming it; without it every test here is skipped.
+Each test starts real containers with podman on the host's network: Playground speech over the
+player's WebSocket, a scripted rater's vote, ``listenlab test list`` inside the container on the
+server's own database, and whether the data survives a new container.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import hashlib
+import json
+import os
+import resource
+import shutil
+import subprocess
+import time
+import uuid
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+import httpx
+import pytest
+
+from tests.support.app_util import speak_ws
+from tests.support.rater import RaterClient
+from tests.support.remote_util import free_port
+
+IMAGE = os.environ.get("LISTENLAB_IMAGE")
+PW = "image-admin-pw"
+ADMIN = {"Authorization": f"Bearer {PW}"}
+TEXT = "The image keeps every answer."
+
+pytestmark = [
+    pytest.mark.image,
+    pytest.mark.skipif(not IMAGE, reason="LISTENLAB_IMAGE is not set (.ci/run builds the image)"),
+    pytest.mark.skipif(not shutil.which("podman"), reason="podman is not installed"),
+]
+
+
+def podman_base() -> list[str]:
+    """podman as this sandbox allows it: runc (crun wants cgroup v2 here) and limits no higher
+    than the current ones (raising one needs a capability the sandbox does not give)."""
+    nofile = resource.getrlimit(resource.RLIMIT_NOFILE)[0]
+    runtime = ["--runtime", "runc"] if shutil.which("runc") else []
+    return ["podman", *runtime], [
+        "--ulimit",
+        f"nofile={nofile}:{nofile}",
+        "--ulimit",
+        "nproc=4096:4096",
+    ]
+
+
+def podman(*args: str, timeout: float = 300, check: bool = True) -> subprocess.CompletedProcess:
+    base, _ = podman_base()
+    p = subprocess.run([*base, *args], capture_output=True, text=True, timeout=timeout)
+    if check and p.returncode != 0:
+        raise AssertionError(f"podman {' '.join(args)} -> {p.returncode}\n{p.stdout}\n{p.stderr}")
+    return p
+
+
+def run_args(*extra: str) -> list[str]:
+    _, limits = podman_base()
+    return ["run", *limits, "--network", "host", *extra]
+
+
+@contextmanager
+def container(volume: Path | None = None, env: dict[str, str] | None = None) -> Iterator[dict]:
+    """One container of the image on a free port; yields its name, URL and port."""
+    port = free_port()
+    name = f"ll-test-{uuid.uuid4().hex[:10]}"
+    args = ["-d", "--name", name, "-e", f"GRADIO_SERVER_PORT={port}"]
+    args += ["-e", f"LISTENLAB_ADMIN_PASSWORD={PW}"]
+    for k, v in (env or {}).items():
+        args += ["-e", f"{k}={v}"]
+    if volume is not None:
+        args += ["-v", f"{volume}:/data"]
+    podman(*run_args(*args, IMAGE))
+    url = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.monotonic() + 180
+        while True:
+            try:
+                r = httpx.get(url + "/ll/health", timeout=2, trust_env=False)
+                if r.status_code == 200:
+                    break
+            except httpx.HTTPError:
+                pass
+            state = podman("inspect", "-f", "{{.State.Running}}", name, check=False).stdout
+            if "true" not in state or time.monotonic() > deadline:
+                logs = podman("logs", name, check=False)
+                raise AssertionError(f"the container did not start:\n{logs.stdout}{logs.stderr}")
+            time.sleep(0.5)
+        yield {"name": name, "url": url, "port": port, "health": r.json()}
+    finally:
+        podman("rm", "-f", name, check=False)
+
+
+def listed_tests(name: str) -> list[dict]:
+    """``listenlab test list --json`` inside the running container (its own database)."""
+    out = podman("exec", name, "listenlab", "test", "list", "--json").stdout
+    return json.loads(out)["tests"]
+
+
+def create_test(url: str) -> str:
+    spec = {
+        "name": "image study",
+        "kind": "mos",
+        "systems": [{"name": "piper", "backend": "piper"}],
+        "prompts": [TEXT],
+        "items_per_rater": 1,
+        "screening": False,
+        "headphone_check": False,
+        "familiarise": False,
+    }
+    r = httpx.post(url + "/ll/admin/tests", json=spec, headers=ADMIN, timeout=300, trust_env=False)
+    assert r.status_code == 200, r.text
+    return r.json()["test_id"]
+
+
+async def one_vote(url: str, test_id: str) -> int:
+    c = RaterClient(url, test_id, crowd_id="IMAGE-RATER")
+    try:
+        await c.join()
+        item = (await c.status())["item"]
+        await c.listen(item["assignment_id"], 0)
+        r = await c.vote({"assignment_id": item["assignment_id"], "score": 4})
+        return r.status_code
+    finally:
+        await c.aclose()
+
+
+def study(box: dict) -> str:
+    """Speech in the Playground, a test made by the admin, one rater's vote; the test id."""
+    done = asyncio.run(speak_ws(box["port"], "Hello from the built image."))
+    assert done["type"] == "done" and done["frames"] == done["chunks"] >= 1, done
+    test_id = create_test(box["url"])
+    assert asyncio.run(one_vote(box["url"], test_id)) == 200
+    (row,) = listed_tests(box["name"])
+    assert row["test_id"] == test_id and row["answers"] == 1 and row["raters"] == 1
+    return test_id
+
+
+def test_the_image_runs_as_uid_1000_from_an_installed_wheel():
+    script = (
+        "id -u; ls -A /home/user; python -c 'import app, itsdangerous, authlib; "
+        "print(app.__file__)'; command -v ffmpeg"
+    )
+    out = podman(*run_args("--rm", IMAGE, "sh", "-c", script)).stdout.split()
+    assert out[0] == "1000"
+    assert "app" not in out and "wheels" not in out and not any("egg-info" in x for x in out)
+    assert any(x.startswith("/home/user/venv/lib/") and x.endswith("app/__init__.py") for x in out)
+    assert out[-1] == "/usr/bin/ffmpeg"
+
+
+def test_hugging_face_login_is_read_in_the_image():
+    """The ``oauth`` extra is installed: a session cookie signed as Gradio signs it (key
+    sha256(OAUTH_CLIENT_SECRET + "-v4"), itsdangerous) is a login; a forged one is not."""
+    itsdangerous = pytest.importorskip("itsdangerous")
+
+    def session(user: str, secret: str) -> str:
+        key = hashlib.sha256((secret + "-v4").encode()).hexdigest()
+        info = {"oauth_info": {"userinfo": {"preferred_username": user}}}
+        data = base64.b64encode(json.dumps(info).encode())
+        return itsdangerous.TimestampSigner(key).sign(data).decode()
+
+    probe = (
+        "import sys\n"
+        "from starlette.requests import Request\n"
+        "from app.web.identity import hf_user\n"
+        "for c in sys.argv[1:]:\n"
+        "    print(hf_user(Request({'type': 'http', 'headers': [(b'cookie', c.encode())]})))\n"
+    )
+    good, forged = session("alice", "s3cret"), session("alice", "wrong")
+    env = ["-e", "OAUTH_CLIENT_ID=space-client", "-e", "OAUTH_CLIENT_SECRET=s3cret"]
+    args = ["--rm", *env, IMAGE, "python", "-c", probe, f"session={good}", f"session={forged}"]
+    assert podman(*run_args(*args)).stdout.split() == ["alice", "None"]
+
+
+def test_without_a_volume_the_data_is_said_to_be_lost_and_is(tmp_path):
+    with container() as box:
+        assert box["health"]["storage"]["persistent"] is False
+        assert "/data does not exist" in box["health"]["storage"]["note"]
+        study(box)
+        logs = podman("logs", box["name"]).stdout
+        assert "listenlab: store /home/user/data/listenlab.db (wal), NOT PERSISTENT" in logs
+    with container() as again:
+        assert listed_tests(again["name"]) == []
+
+
+def test_with_a_volume_the_study_survives_a_new_container(tmp_path):
+    vol = tmp_path / "volume"
+    vol.mkdir()
+    os.chown(vol, 1000, 1000)
+    with container(vol) as box:
+        assert box["health"]["storage"]["persistent"] is True
+        test_id = study(box)
+        logs = podman("logs", box["name"]).stdout
+        assert "listenlab: store /data/listenlab.db (delete), persistent" in logs
+    assert (vol / "listenlab.db").is_file()
+    with container(vol) as again:
+        (row,) = listed_tests(again["name"])
+        assert row["test_id"] == test_id and row["answers"] == 1
+
+
+def test_a_volume_the_user_cannot_write_is_named_in_the_warning(tmp_path):
+    vol = tmp_path / "root-owned"
+    vol.mkdir(mode=0o755)
+    with container(vol) as box:
+        st = box["health"]["storage"]
+        assert st["persistent"] is False
+        assert "/data exists but is not writable by this user (uid 1000)" in st["note"]
+    assert not any(vol.iterdir())
