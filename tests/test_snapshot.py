@@ -15,18 +15,22 @@ import httpx
 from app.server import create_app
 from app.store import Store, System
 from backends.base import SpeechRequest
-from backends.errors import Unsupported
 from evaluation.takes import record
 from tests.support.app_util import live_server, tmp_db
-from tests.support.postgres import pg_cluster_fixture, pg_url_fixture  # noqa: F401 (fixtures)
+from tests.support.postgres import (  # noqa: F401 (fixtures)
+    db_target_fixture,
+    pg_cluster_fixture,
+    pg_url_fixture,
+)
 
 PW = "snapshot-pw"
 
 
-def test_snapshot_is_consistent_and_admin_only(piper_det, monkeypatch):
+def test_snapshot_is_consistent_and_admin_only(piper_det, db_target, monkeypatch):
+    """On either engine: a SQLite file whose rows are one moment's (the systems written
+    meanwhile are busy-0..busy-k, none missing) and the take's audio beside it."""
     monkeypatch.setenv("LISTENLAB_ADMIN_PASSWORD", PW)
-    db = tmp_db()
-    app = create_app({"piper": piper_det}, db, mount_ui=False, warm=False)
+    app = create_app({"piper": piper_det}, str(db_target), mount_ui=False, warm=False)
     take = asyncio.run(record(piper_det, SpeechRequest("A snapshot keeps this take.")))
     with live_server(app) as live:
         state = live.state
@@ -67,19 +71,8 @@ def test_snapshot_is_consistent_and_admin_only(piper_det, monkeypatch):
     (out.parent / audio[0]).write_bytes(z.read(audio[0]))
     with Store.open(out, read_only=True) as copy:
         again = copy.load_take(take.take_id)
+        busy = [n for (n,) in copy.sql.execute("SELECT system_id FROM systems") if "busy-" in n]
+    assert sorted(busy, key=lambda n: int(n[5:])) == [f"busy-{i}" for i in range(len(busy))]
     assert again.request.text == "A snapshot keeps this take."
     assert again.audio.shape == take.audio.shape and (again.audio == take.audio).all()
     assert len(again.chunks) == len(take.chunks)
-
-
-def test_a_postgresql_store_says_how_to_save_it(pg_url, monkeypatch):
-    """No one-file snapshot of a PostgreSQL study: the route answers 501 with the command
-    that makes one (the URL, with its password, is not echoed)."""
-    monkeypatch.setenv("LISTENLAB_ADMIN_PASSWORD", "pw")
-    app = create_app({"p": "piper?deterministic=1"}, pg_url, warm=False)
-    with live_server(app) as live:
-        r = httpx.get(
-            live.url + "ll/admin/snapshot.zip", headers={"Authorization": "Bearer pw"}, timeout=60
-        )
-    assert r.status_code == Unsupported.http_status, r.text
-    assert "listenlab db copy" in r.json()["detail"] and pg_url not in r.text

@@ -198,11 +198,10 @@ class StoreEngine(TakeStore, RatingStore, Protocol):
     @property
     def schema_version(self) -> int: ...
 
-    def snapshot(self, dest: str | Path) -> Path:
-        """A consistent copy of the database while the server runs, as one SQLite file."""
+    def snapshot(self, dest: str | Path) -> list[tuple[Path, str]]:
+        """A consistent copy of the study while the server runs: one SQLite file at ``dest``
+        and every take's audio, as (file, path in the copy) pairs, the database first."""
         ...
-
-    def audio_files(self) -> list[Path]: ...
 
     def close(self) -> None: ...
 

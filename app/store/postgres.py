@@ -36,7 +36,7 @@ from app.store.records import StoreError
 from app.store.schema import SCHEMA_VERSION
 from app.store.sql import ConstraintFailed, Rows
 from app.store.takes import AUDIO_FORMATS, TakeTables
-from backends.errors import InvalidRequest, Unsupported
+from backends.errors import InvalidRequest
 
 if TYPE_CHECKING:
     import psycopg
@@ -220,6 +220,18 @@ class PgRunner:
             return
         with self._conn() as conn, conn.transaction():
             conn.execute("SELECT pg_advisory_xact_lock(%s)", [lock_key(lock)])
+            self._local.conn = conn
+            try:
+                yield self
+            finally:
+                self._local.conn = None
+
+    @contextlib.contextmanager
+    def one_snapshot(self) -> Iterator[PgRunner]:
+        """Every read of this thread in one read-only REPEATABLE READ transaction: one
+        consistent view of the database, taking no lock writers wait for."""
+        with self._conn() as conn, conn.transaction():
+            conn.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ READ ONLY")
             self._local.conn = conn
             try:
                 yield self
@@ -427,16 +439,19 @@ class PgStore(TakeTables, RatingTables):
         ).fetchone()
         return None if r is None else (str(r[0]), bytes(r[1]))
 
-    def snapshot(self, dest: str | Path) -> Path:
-        """No one-file snapshot here: a PostgreSQL study is saved with ``listenlab db copy``
-        (to a SQLite file, checked by checksums) or the provider's own backups."""
-        raise Unsupported(
-            "the store is on PostgreSQL: save a copy with `listenlab db copy "
-            "postgresql://… snapshot.db` (a SQLite file, checked row by row) or pg_dump"
-        )
+    def snapshot(self, dest: str | Path) -> list[tuple[Path, str]]:
+        """The study as a SQLite file at ``dest`` (``listenlab db copy``'s rows and audio),
+        read in one REPEATABLE READ transaction, so raters voting meanwhile do not tear it."""
+        from app.store.copy import copy_rows
+        from app.store.sqlite import Store
 
-    def audio_files(self) -> list[Path]:
-        return []  # every take's audio is in the database (take_audio)
+        dest = Path(dest)
+        with self.runner.one_snapshot(), Store.open(dest) as out:
+            copy_rows(self, out)  # each take's audio lands at its row's path beside ``dest``
+        audio = sorted(
+            p for p in dest.parent.rglob("*") if p.is_file() and not p.name.startswith(dest.name)
+        )
+        return [(dest, dest.name), *((p, p.relative_to(dest.parent).as_posix()) for p in audio)]
 
     # -- life cycle
 

@@ -137,21 +137,19 @@ class Store(TakeTables, RatingTables):
     def schema_version(self) -> int:
         return version_of(self.db)
 
-    def snapshot(self, dest: str | Path) -> Path:
+    def snapshot(self, dest: str | Path) -> list[tuple[Path, str]]:
         """A consistent copy of the database at ``dest`` while the server keeps writing
-        (SQLite's online backup: pages copied under the database's own locks)."""
+        (SQLite's online backup: pages copied under the database's own locks), and the takes'
+        audio files where they are (a take's file is written before its row)."""
         dest = Path(dest)
         out = sqlite3.connect(dest)
         try:
             self.conn.backup(out)
         finally:
             out.close()
-        return dest
-
-    def audio_files(self) -> list[Path]:
-        """Every take's audio file, for a snapshot beside the database."""
         folder = self.root / self.audio_rel
-        return sorted(p for p in folder.rglob("*") if p.is_file()) if folder.is_dir() else []
+        audio = sorted(p for p in folder.rglob("*") if p.is_file()) if folder.is_dir() else []
+        return [(dest, dest.name), *((p, p.relative_to(self.root).as_posix()) for p in audio)]
 
     def close(self) -> None:
         self.conns.close()

@@ -289,13 +289,12 @@ async def admin_snapshot(request: Request) -> FileResponse:
 
 def snapshot_zip(store: Any, tmp: Path) -> Path:
     """``listenlab.db`` (the snapshot) and the audio folder, with the DB's relative paths."""
-    db = store.snapshot(tmp / "listenlab.db")
+    (tmp / "copy").mkdir()
+    files = store.snapshot(tmp / "copy" / "listenlab.db")
     zpath = tmp / "snapshot.zip"
     with zipfile.ZipFile(zpath, "w", compression=zipfile.ZIP_STORED, allowZip64=True) as z:
-        z.write(db, "listenlab.db")
-        for f in store.audio_files():
-            z.write(f, f.relative_to(store.root).as_posix())
-    db.unlink()
+        for f, name in files:
+            z.write(f, name)
     return zpath
 
 
