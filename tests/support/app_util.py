@@ -43,8 +43,9 @@ class Live:
 
 
 @contextlib.contextmanager
-def live_server(app) -> Iterator[Live]:
-    """Serve ``app`` with uvicorn on a free 127.0.0.1 port in a thread, until the block exits."""
+def live_server(app, tls: tuple[Path, Path] | None = None) -> Iterator[Live]:
+    """Serve ``app`` with uvicorn on a free 127.0.0.1 port in a thread, until the block exits;
+    ``tls`` (cert, key), e.g. from :func:`tests.support.upload_util.self_signed`: over HTTPS."""
     sock = bound_socket()
     port = sock.getsockname()[1]
     server = uvicorn.Server(
@@ -56,6 +57,7 @@ def live_server(app) -> Iterator[Live]:
             log_level="warning",
             lifespan="on",
             proxy_headers=False,
+            **({"ssl_certfile": str(tls[0]), "ssl_keyfile": str(tls[1])} if tls else {}),
         )
     )
     th = threading.Thread(target=server.run, args=([sock],), daemon=True)
@@ -66,7 +68,7 @@ def live_server(app) -> Iterator[Live]:
             raise RuntimeError("uvicorn did not start")
         time.sleep(0.05)
     try:
-        yield Live(f"http://127.0.0.1:{port}/", app, port)
+        yield Live(f"{'https' if tls else 'http'}://127.0.0.1:{port}/", app, port)
     finally:
         server.should_exit = True
         th.join(15)
