@@ -110,7 +110,6 @@ class Client:
             raise RemoteError(
                 f"{method} {path}: HTTP {resp.status}: {message(raw)}",
                 status=resp.status,
-                body=raw[:2000],
             )
         return raw
 
@@ -191,7 +190,7 @@ def upload_zip(client: Client, archive: Path, progress: Progress | None = None) 
                 failures = 0
             except RemoteError as e:
                 failures += 1
-                if failures > RETRIES or e.extra.get("status", 0) not in (0, 409, 502, 503, 504):
+                if failures > RETRIES or (e.status or 0) not in (0, 409, 502, 503, 504):
                     raise
                 time.sleep(min(8.0, 0.5 * 2**failures))
                 offset = int(client.json("GET", f"/ll/admin/uploads/{uid}")["offset"])
