@@ -55,7 +55,7 @@ ENV: tuple[EnvVar, ...] = (
     EnvVar(
         "LISTENLAB_UPLOAD_MAX_BYTES",
         "2147483648 (2 GiB)",
-        "Largest study `.zip` the admin may upload to `/ll/admin/uploads` (designer or `listenlab test --server`), and the most its files may unpack to; at least 10485760.",
+        "Largest study `.zip` the admin may upload to `/ll/admin/uploads` (from the designer, or the CLI with `--server URL`), and the most its files may unpack to; at least 10485760.",
     ),
     EnvVar(
         "LISTENLAB_VLLM_MODEL",

@@ -59,6 +59,7 @@ def test_only_the_admin_may_upload(live, client):
         ("POST", "ll/admin/uploads/abcdefgh12345678/import", {"json": {}}),
         ("DELETE", "ll/admin/uploads/abcdefgh12345678", {}),
         ("GET", "ll/admin/stimuli", {}),
+        ("GET", "ll/admin/uploads", {}),
     ]
     for method, path, kw in cases:
         anon = client.request(method, u + path, **kw)
@@ -73,6 +74,10 @@ def test_only_the_admin_may_upload(live, client):
     assert not (data_root(live) / "uploads").exists()
     r = client.post(u + "ll/admin/uploads", json={"name": "x.zip", "size": 10}, headers=ADMIN)
     assert r.status_code == 200 and r.json()["offset"] == 0 and r.json()["total"] == 10
+    pending = client.get(u + "ll/admin/uploads", headers=ADMIN).json()["uploads"]
+    assert [(p["upload_id"], p["name"], p["offset"]) for p in pending] == [
+        (r.json()["upload_id"], "x.zip", 0)
+    ]
 
 
 def test_a_big_study_is_streamed_checked_and_moved_into_place(live, client, tmp_path):

@@ -18,7 +18,8 @@ of megabytes that a Space's proxy, a laptop's Wi-Fi or a tired admin can cut off
   renames the checked folder to ``<data>/stimuli/{id}`` in one step. Any problem deletes the
   whole upload (zip and unpacked files) and answers 400 naming the file: nothing is left
   half-imported, and no test or row exists until a test is created from the set;
-* ``DELETE /ll/admin/uploads/{id}``; ``GET /ll/admin/stimuli`` lists the imported sets.
+* ``DELETE /ll/admin/uploads/{id}``; ``GET /ll/admin/uploads`` lists the unfinished uploads,
+  ``GET /ll/admin/stimuli`` the imported sets.
 
 A test is then created with ``stimuli`` set to the set's ``path`` (what the designer's
 "Your own audio" box holds). Everything is admin-only (:func:`app.web.admin.require_admin`).
@@ -188,6 +189,14 @@ class Uploads:
             raise NotFound(f"no upload {upload_id}")
         shutil.rmtree(d, ignore_errors=True)
 
+    def pending(self) -> list[UploadInfo]:
+        base = self.root / UPLOADS
+        out = []
+        for d in sorted(base.iterdir()) if base.is_dir() else ():
+            with contextlib.suppress(NotFound, OSError):
+                out.append(self.info(d.name))
+        return out
+
     def sets(self) -> list[StimulusSet]:
         base = self.root / SETS
         out = []
@@ -354,6 +363,12 @@ async def start_upload(request: Request, b: dict = Depends(json_body)) -> dict[s
     up = Uploads.of(request)
     info = await asyncio.to_thread(up.start, name, total, key, sha)
     return asdict(info)
+
+
+@router.get("/ll/admin/uploads")
+async def list_uploads(request: Request) -> dict[str, Any]:
+    """Unfinished uploads (to resume or delete)."""
+    return {"uploads": [asdict(u) for u in await asyncio.to_thread(Uploads.of(request).pending)]}
 
 
 @router.get("/ll/admin/uploads/{upload_id}")
