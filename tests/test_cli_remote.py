@@ -150,3 +150,12 @@ def test_a_cut_off_upload_is_resumed_by_running_the_command_again(live, tls, tmp
     assert percents[0] > 100 * CHUNK_BYTES / len(data) - 1 and percents[-1] == 100, r.stderr
     got = json.loads(r.stdout)
     assert got["set_id"] == uid and got["files"] == 12 and got["systems"] == ["a", "b"]
+    # run again: the server has the set, the command reuses it without sending anything
+    r = cli("upload", str(tmp_path / "study"), "--server", server, "--json", ca=tls[0])
+    assert r.returncode == 0 and json.loads(r.stdout) == got
+    assert r.stderr.split() == [
+        "uploading",
+        "100%",
+        f"({len(data) / 1e6:.0f}/{len(data) / 1e6:.0f}",
+        "MB)",
+    ]

@@ -6,6 +6,7 @@ stimulus set, no staging files, no test rows, no stored audio."""
 
 from __future__ import annotations
 
+import fcntl
 import hashlib
 import socket
 import time
@@ -210,6 +211,14 @@ def test_a_cut_off_upload_resumes_and_is_never_half_imported(live, client, tmp_p
     assert r.json()["files"] == 40
     got = Path(r.json()["path"]) / "b" / "p020.wav"
     assert got.read_bytes() == (folder / "b" / "p020.wav").read_bytes()
+    # the same bytes started again: the set is there already, nothing to send
+    again = client.post(
+        live.url + "ll/admin/uploads",
+        json={"name": "s.zip", "size": total, "key": digest[:32], "sha256": digest},
+        headers=ADMIN,
+    ).json()
+    assert again["complete"] and again["imported"]["path"] == r.json()["path"]
+    assert not (data_root(live) / "uploads" / uid).exists()
 
 
 def test_wrong_bytes_fail_the_checksum_and_leave_nothing(live, client, tmp_path):
@@ -297,3 +306,26 @@ def test_a_test_is_created_from_the_uploaded_set(live, client, tmp_path):
     stimuli = TestStore(live.state.store).stimuli(tid)
     assert {s.system_id for s in stimuli} >= {"natural", "modelx"}
     assert sum(s.system_id in ("natural", "modelx") for s in stimuli) == 4
+
+
+def test_one_writer_and_one_import_at_a_time(live, client, tmp_path):
+    """A second tab (or a double click) cannot interleave chunks or import the same upload
+    twice: the upload's files are locked while a chunk is written or an import runs."""
+    make_set(tmp_path / "s", ["a", "b"], 2, seconds=1.0)
+    data = zip_bytes(tmp_path / "s")
+    uid = client.post(
+        live.url + "ll/admin/uploads", json={"name": "s.zip", "size": len(data)}, headers=ADMIN
+    ).json()["upload_id"]
+    folder = data_root(live) / "uploads" / uid
+    h = {"Content-Range": f"bytes 0-{len(data) - 1}/{len(data)}", **ADMIN}
+    with (folder / "data.zip").open("rb") as busy:
+        fcntl.flock(busy, fcntl.LOCK_EX)  # a chunk being received
+        r = client.put(live.url + f"ll/admin/uploads/{uid}", content=data, headers=h)
+        assert r.status_code == 409 and "another chunk" in r.json()["detail"]
+    assert client.put(live.url + f"ll/admin/uploads/{uid}", content=data, headers=h).is_success
+    with (folder / "meta.json").open("rb") as busy:
+        fcntl.flock(busy, fcntl.LOCK_EX)  # an import running
+        r = client.post(live.url + f"ll/admin/uploads/{uid}/import", json={}, headers=ADMIN)
+        assert r.status_code == 409 and "being imported already" in r.json()["detail"]
+    r = client.post(live.url + f"ll/admin/uploads/{uid}/import", json={}, headers=ADMIN)
+    assert r.status_code == 200 and r.json()["files"] == 4

@@ -167,6 +167,10 @@ def upload_zip(client: Client, archive: Path, progress: Progress | None = None) 
         "/ll/admin/uploads",
         {"name": archive.name, "size": size, "key": digest[:32], "sha256": digest},
     )
+    if info.get("imported"):  # these bytes are on the server already
+        if progress:
+            progress(size, size)
+        return info["imported"]
     uid = info["upload_id"]
     offset = int(info["offset"])
     chunk = min(CHUNK_BYTES, int(info.get("chunk_bytes") or CHUNK_BYTES))

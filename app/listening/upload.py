@@ -97,6 +97,8 @@ class UploadInfo:
     complete: bool
     chunk_bytes: int = MAX_CHUNK_BYTES
     max_bytes: int = DEFAULT_MAX_BYTES
+    imported: dict[str, Any] | None = None
+    """The set this ``key`` was imported as already (then nothing needs sending)."""
 
 
 @dataclass(frozen=True)
@@ -154,6 +156,9 @@ class Uploads:
         self.sweep()
         upload_id = key or secrets.token_hex(16)
         d = self.folder(upload_id)
+        done = self.set_of(upload_id)
+        if done is not None:  # the same bytes were imported before: reuse the set
+            return UploadInfo(upload_id, name, total, total, True, imported=asdict(done))
         if (d / "meta.json").is_file():
             info = self.info(upload_id)
             if info.total == total:
@@ -196,6 +201,13 @@ class Uploads:
             with contextlib.suppress(NotFound, OSError):
                 out.append(self.info(d.name))
         return out
+
+    def set_of(self, set_id: str) -> StimulusSet | None:
+        try:
+            meta = (self.root / SETS / set_id / SET_META).read_text(encoding="utf-8")
+            return StimulusSet(**json.loads(meta))
+        except (OSError, ValueError, TypeError):
+            return None
 
     def sets(self) -> list[StimulusSet]:
         base = self.root / SETS
@@ -284,14 +296,21 @@ def import_upload(up: Uploads, upload_id: str, natural: tuple[str, ...] = ()) ->
             offset=info.offset,
         )
     d = up.folder(upload_id)
-    try:
-        return _checked_set(up, d, info, natural)
-    except ImportProblem:
-        shutil.rmtree(d, ignore_errors=True)
-        raise
-    except Exception as e:
-        shutil.rmtree(d, ignore_errors=True)
-        raise ImportProblem(f"{info.name}: the import failed ({type(e).__name__}: {e})") from None
+    with (d / "meta.json").open("rb") as lock:
+        try:
+            fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            raise Conflict(f"{info.name} is being imported already") from None
+        try:
+            return _checked_set(up, d, info, natural)
+        except ImportProblem:
+            shutil.rmtree(d, ignore_errors=True)
+            raise
+        except Exception as e:
+            shutil.rmtree(d, ignore_errors=True)
+            raise ImportProblem(
+                f"{info.name}: the import failed ({type(e).__name__}: {e})"
+            ) from None
 
 
 def _checked_set(up: Uploads, d: Path, info: UploadInfo, natural: tuple[str, ...]) -> StimulusSet:

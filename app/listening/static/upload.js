@@ -55,6 +55,7 @@ async function upload(file) {
   const json = { "Content-Type": "application/json" };
   const body = JSON.stringify({ name: file.name, size: file.size, key: await keyOf(file) });
   const info = await call("POST", "/ll/admin/uploads", body, json);
+  if (info.imported) return done(file, info.imported); // imported before: nothing to send
   const url = `/ll/admin/uploads/${info.upload_id}`;
   let off = info.offset, tries = 0;
   while (off < file.size) {
@@ -73,7 +74,12 @@ async function upload(file) {
     status.textContent = `Uploading ${file.name}: ${Math.floor(bar.value)}% (${mb(off)} of ${mb(file.size)} MB)`;
   }
   status.textContent = `Checking every file of ${file.name} on the server…`;
-  const set = await call("POST", `${url}/import`, "{}", json);
+  done(file, await call("POST", `${url}/import`, "{}", json));
+}
+
+function done(file, set) {
+  bar.value = 100;
+  element.dataset.progress = "100";
   useSet(set);
   status.textContent = `Imported ${file.name}: ${set.files} files, ${set.systems.length} systems ` +
     `(${set.systems.join(", ")}) × ${set.prompts} prompts. Generate uses it.`;
