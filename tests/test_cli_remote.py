@@ -121,6 +121,8 @@ def test_certificates_are_verified_and_the_password_checked(live, tls):
     assert r.returncode == 1 and "CERTIFICATE_VERIFY_FAILED" in r.stderr
     r = cli("list", "--server", server, password="wrong", ca=tls[0])
     assert r.returncode == 1 and "HTTP 403" in r.stderr and "admin only" in r.stderr
+    r = cli("create", "--server", server, "--stimuli", "x", "--gold-clip", "g.wav", ca=tls[0])
+    assert r.returncode == 2 and "the server cannot read" in r.stderr
     r = cli("list", "--server", server, "--password", "x", ca=tls[0])
     assert r.returncode == 2 and "unrecognized arguments: --password" in r.stderr
 

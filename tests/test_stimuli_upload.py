@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import fcntl
 import hashlib
+import os
 import socket
 import time
 import zipfile
@@ -329,3 +330,18 @@ def test_one_writer_and_one_import_at_a_time(live, client, tmp_path):
         assert r.status_code == 409 and "being imported already" in r.json()["detail"]
     r = client.post(live.url + f"ll/admin/uploads/{uid}/import", json={}, headers=ADMIN)
     assert r.status_code == 200 and r.json()["files"] == 4
+
+
+def test_unfinished_uploads_expire_after_a_day(tmp_path):
+    """Kept 24 h after their last piece (for a resume), then removed when another starts."""
+    from app.listening.upload import STALE_AFTER_S, Uploads
+
+    up = Uploads(tmp_path, 10**9)
+    old = up.start("old.zip", 100, "oldoldold1", None)
+    new = up.start("new.zip", 100, "newnewnew1", None)
+    t = time.time()
+    os.utime(tmp_path / "uploads" / old.upload_id / "data.zip", (t - STALE_AFTER_S - 60,) * 2)
+    os.utime(tmp_path / "uploads" / old.upload_id / "meta.json", (t - STALE_AFTER_S - 60,) * 2)
+    assert up.sweep(now=t) == [old.upload_id]
+    assert [u.upload_id for u in up.pending()] == [new.upload_id]
+    assert STALE_AFTER_S == 24 * 3600

@@ -259,6 +259,11 @@ def run_create(args: argparse.Namespace) -> int:
 
     c = client_of(args)
     spec = spec_from_args(args)
+    if spec.get("gold_clip"):
+        raise InvalidRequest(
+            "--gold-clip names a file on this machine, which the server cannot read: with "
+            "--server, bring the recordings as a system named natural in --stimuli"
+        )
     stimuli = spec.get("stimuli")
     if stimuli and not str(stimuli).startswith("server:"):
         spec["stimuli"] = upload_stimuli(c, str(stimuli), Bar())["path"]
