@@ -345,3 +345,29 @@ def test_unfinished_uploads_expire_after_a_day(tmp_path):
     assert up.sweep(now=t) == [old.upload_id]
     assert [u.upload_id for u in up.pending()] == [new.upload_id]
     assert STALE_AFTER_S == 24 * 3600
+
+
+def test_the_deploy_page_states_the_limits_the_code_applies():
+    from app.cli import remote
+    from app.listening import upload
+    from app.listening.imported import MAX_FILE_BYTES, MAX_ZIP_RATIO
+    from app.server import UPLOAD_CHUNK_LIMIT
+
+    root = Path(__file__).resolve().parents[1]
+    page = (root / "docs" / "deploy.md").read_text()
+    section = page[page.index("## A study's audio onto a Space") : page.index("## Configuration")]
+    for number in (
+        f"{upload.DEFAULT_MAX_BYTES:,}",
+        f"{upload.MAX_CHUNK_BYTES:,}",
+        f"{UPLOAD_CHUNK_LIMIT:,}",
+        f"{upload.MAX_SYSTEMS * upload.MAX_PROMPTS + 16:,}",
+        f"{upload.MAX_SYSTEMS} systems × {upload.MAX_PROMPTS} prompts",
+        f"{upload.FREE_MARGIN_BYTES // 2**20} MiB spare".replace(" spare", ""),
+        f"{MAX_FILE_BYTES:,}",
+        f"{MAX_ZIP_RATIO} ×",
+        f"kept {int(upload.STALE_AFTER_S // 3600)} h",
+        f"retried {remote.RETRIES} times",
+        f"{remote.CHUNK_BYTES // 2**20} MiB pieces",
+    ):
+        assert number in section, number
+    assert remote.CHUNK_BYTES == upload.MAX_CHUNK_BYTES
