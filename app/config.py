@@ -55,6 +55,11 @@ ENV: tuple[EnvVar, ...] = (
         "Key that signs the admin cookie; set it so logins survive a restart.",
     ),
     EnvVar(
+        "LISTENLAB_UPLOAD_MAX_BYTES",
+        "2147483648 (2 GiB)",
+        "Largest study `.zip` the admin may upload to `/ll/admin/uploads` (from the designer, or the CLI with `--server URL`), and the most its files may unpack to; at least 10485760.",
+    ),
+    EnvVar(
         "LISTENLAB_VLLM_MODEL",
         "unset (GPU test skipped)",
         "Tests only: a local Qwen3-TTS model for the real embedded vLLM-Omni test (`pytest -m gpu`).",

@@ -31,6 +31,9 @@ from app.web.slashes import add_slash_redirects
 from backends.base import Backend
 from voices.clips import MAX_UPLOAD_BYTES
 
+UPLOAD_CHUNK_LIMIT = 16 * 1024 * 1024 + 64 * 1024
+"""One chunk of a streamed stimuli upload (:data:`app.listening.upload.MAX_CHUNK_BYTES`)."""
+
 log = logging.getLogger("listenlab.app")
 
 BODY_LIMIT_SMALL = 64 * 1024
@@ -64,6 +67,7 @@ def guard_config(
         body_limits=[
             ("POST", "/ll/api/voices", MAX_UPLOAD_BYTES + 256 * 1024),
             ("POST", "/admin/tests/gradio_api/upload", GRADIO_UPLOAD_LIMIT),
+            ("PUT", "/ll/admin/uploads/", UPLOAD_CHUNK_LIMIT),
             ("*", "/ll/", BODY_LIMIT_SMALL),
         ],
         default_body_limit=BODY_LIMIT_DEFAULT,
@@ -95,6 +99,7 @@ def create_app(
     """
     from app.arena.service import install as install_arena
     from app.listening import mount as mount_listening
+    from app.listening.upload import router as upload_router
     from app.player.page import STATIC as PLAYER_STATIC
     from app.player.session import router as player_router
     from app.playground.routes import router as playground_router
@@ -124,7 +129,7 @@ def create_app(
     app.add_middleware(GuardMiddleware, config=guard)  # added last = runs first
     install_error_handler(app)
     app.mount("/ll/static", StaticFiles(directory=PLAYER_STATIC), name="ll-static")
-    for router in (admin_router, playground_router, player_router):
+    for router in (admin_router, playground_router, player_router, upload_router):
         app.include_router(router)
     install_arena(app, state, mount_ui=mount_ui)  # routes, /ll/ws messages, /arena (before "/")
     app = mount_listening(app, state, mount_ui=mount_ui)  # rater pages, routes, /admin/tests
@@ -140,8 +145,10 @@ def create_app(
     return app
 
 
-GRADIO_UPLOAD_LIMIT = 2 * 1024 * 1024
-"""The admin designer's prompt file (a .txt of sentences) is the only Gradio upload here."""
+GRADIO_UPLOAD_LIMIT = MAX_UPLOAD_BYTES + 256 * 1024
+"""The admin designer's Gradio uploads: the prompt file (a .txt) and the gold clip (a WAV or
+FLAC of at most the 10 MiB a stimulus file may be). A study's audio does not come this way:
+it is streamed in chunks to ``/ll/admin/uploads`` (:mod:`app.listening.upload`)."""
 UPLOAD_COMPONENTS = {
     "File",
     "Files",

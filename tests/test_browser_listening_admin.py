@@ -156,7 +156,7 @@ def test_designer_imports_your_own_audio_and_previews_it(tmp_path, piper_det):
                     z.write(f, f"study/{f.relative_to(folder)}")
         page.locator("#lt-stimuli-dir textarea, #lt-stimuli-dir input").first.fill("")
         page.locator("#lt-stimuli-zip input[type=file]").set_input_files(str(up))
-        page.locator("#lt-stimuli-zip :text('study.zip')").first.wait_for(timeout=60_000)
+        page.locator("#lt-stimuli-zip :text('Imported study.zip')").wait_for(timeout=120_000)
         page.click("#lt-generate")
         page.wait_for_selector("#lt-made :text('is open')", timeout=300_000)
         (tid,) = live.state.store.db.execute("SELECT test_id FROM tests").fetchone()

@@ -348,8 +348,12 @@ def test_uploaded_zip_is_unpacked_safely(folder, tmp_path):
         z.writestr(info, "/etc/passwd")
 
     assert "natural/h1.wav in the .zip is a symlink" in bad("link", link)
-    # a zip bomb: 12 MB of zeros compress to a few kB; refused while reading, at 10 MB
+    # a zip bomb: 12 MB of zeros compress to a few kB; refused while reading, at 100:1
     err = bad("bomb", lambda z: z.writestr("natural/h1.wav", b"\0" * (12 * 2**20)))
+    assert "natural/h1.wav in the .zip unpacks to over 100 times its compressed size" in err
+    # a member stored whole but over the per-file limit: refused while reading, at 10 MB
+    big = zipfile.ZipInfo("natural/h1.wav")
+    err = bad("big", lambda z: z.writestr(big, b"\1" * (12 * 2**20)))
     assert "natural/h1.wav in the .zip unpacks to over 10 MB" in err
     (tmp_path / "junk.zip").write_bytes(b"PK\x03\x04 not really a zip")
     with pytest.raises(ImportProblem, match="not a readable .zip"):

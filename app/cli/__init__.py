@@ -27,8 +27,9 @@ COMMANDS: dict[str, tuple[str, str]] = {
         "run the validation pyramid (offline, streaming, concurrency) against a backend",
     ),
     "test": (
-        "app.listening.cli",
-        "listening tests: create (with stimuli), list, results, open, close",
+        "app.cli.remote",
+        "listening tests: create (with stimuli), list, results, open, close, upload, export "
+        "(locally, or on a deployed server with --server URL)",
     ),
     "db": (
         "app.cli.db",

@@ -38,6 +38,7 @@ from app.listening.designer import (
 from app.listening.persistence import CONFIRM_FIELD, banner, check_may_open
 from app.listening.routes import export_zip, results_of
 from app.listening.service import DEFAULT_TITLE, Listening
+from app.listening.upload_ui import stimuli_uploader
 from app.web.admin import COOKIE, AdminPolicy
 from backends.errors import ListenlabError
 from evaluation.listening.kinds import KINDS, NAMES, kind_of
@@ -358,9 +359,6 @@ async def generate(
     """ "Generate the stimuli": the form (``values`` by component, ``fields`` names them) as a
     spec, the test created and its stimuli made; then the preview picks it."""
     v = {name: values.get(comp) for name, comp in fields.items()}
-    szip = v["stimuli_zip"]
-    if szip:  # the .zip is unpacked (safely) by create_test for the import
-        v["stimuli_dir"] = _file_path(szip)
     try:
         spec = spec_from_form(v)
         tid = await create_test(page.state, spec, lambda f, m: progress(f, desc=m))
@@ -524,11 +522,7 @@ def _sources_form(f: dict[str, Any]) -> None:
         ".csv (system,prompt_id,path[,text]); a system named `natural` is recordings",
         elem_id="lt-stimuli-dir",
     )
-    f["stimuli_zip"] = gr.File(
-        label="… or upload that folder as a .zip (checked the same way)",
-        file_types=[".zip"],
-        elem_id="lt-stimuli-zip",
-    )
+    stimuli_uploader()  # streamed to /ll/admin/uploads; fills the field above
     f["gold_up"] = gr.File(
         label='Known-good clip for the MOS gold "5" (WAV/FLAC; optional: a `natural` '
         "system is used otherwise, and without either only the low-anchor gold)",

@@ -51,6 +51,9 @@ MIN_SECONDS = 0.5
 """BS.1770 needs at least one 400 ms block to measure loudness."""
 MAX_TEXT_CHARS = 600
 MAX_ZIP_MEMBERS = 8 * 200 + 16
+MAX_ZIP_RATIO = 100
+"""A member that unpacks to over 100 times its compressed size (plus 1 MB) is a zip bomb:
+audio compresses at best about 3:1 (FLAC in a zip does not shrink at all)."""
 
 
 class ImportProblem(InvalidRequest):
@@ -232,13 +235,20 @@ def _from_manifest(path: Path, root: Path) -> tuple[dict[tuple[str, str], Path],
     return files, texts
 
 
-def unpack_zip(archive: str | Path, dest: str | Path) -> Path:
+def unpack_zip(
+    archive: str | Path,
+    dest: str | Path,
+    *,
+    max_members: int = MAX_ZIP_MEMBERS,
+    max_total: int = MAX_TOTAL_BYTES,
+) -> Path:
     """Unpack an uploaded ``.zip`` of a stimuli folder into ``dest`` (a fresh temporary folder)
     and return the folder to :func:`scan` (a single top folder in the zip is stepped into).
 
     Refused, naming the member: absolute or ``..`` paths, symlinks, more members than a test
-    can use, a member over the per-file limit, more than the total limit once unpacked (sizes
-    are counted while reading, not taken from the headers)."""
+    can use, a member over the per-file limit or over :data:`MAX_ZIP_RATIO` times its
+    compressed size, more than the total limit once unpacked (sizes are counted while
+    reading, not taken from the headers)."""
     dest = Path(dest).resolve()
     try:
         zf = zipfile.ZipFile(archive)
@@ -246,8 +256,8 @@ def unpack_zip(archive: str | Path, dest: str | Path) -> Path:
         raise ImportProblem(f"the upload is not a readable .zip ({e})") from None
     with zf:
         infos = zf.infolist()
-        if len(infos) > MAX_ZIP_MEMBERS:
-            raise ImportProblem(f"the .zip has {len(infos)} entries; at most {MAX_ZIP_MEMBERS}")
+        if len(infos) > max_members:
+            raise ImportProblem(f"the .zip has {len(infos)} entries; at most {max_members}")
         total = 0
         for info in infos:
             name = info.filename
@@ -271,8 +281,15 @@ def unpack_zip(archive: str | Path, dest: str | Path) -> Path:
                         raise ImportProblem(
                             f"{name} in the .zip unpacks to over {limit // 2**20} MB; refused"
                         )
-                    if total > MAX_TOTAL_BYTES:
-                        raise ImportProblem("the .zip unpacks to over 1 GB; refused")
+                    if n > MAX_ZIP_RATIO * info.compress_size + 2**20:
+                        raise ImportProblem(
+                            f"{name} in the .zip unpacks to over {MAX_ZIP_RATIO} times its "
+                            "compressed size (a zip bomb); refused"
+                        )
+                    if total > max_total:
+                        raise ImportProblem(
+                            f"the .zip unpacks to over {max_total:,} bytes; refused"
+                        )
                     out.write(block)
     top = [p for p in dest.iterdir() if not p.name.startswith((".", "__MACOSX"))]
     if len(top) == 1 and top[0].is_dir() and not (top[0] / MANIFEST).exists():
@@ -291,6 +308,7 @@ def scan(
     max_systems: int = 8,
     max_prompts: int = 200,
     check_audio: bool = True,
+    max_total: int = MAX_TOTAL_BYTES,
 ) -> ImportedSet:
     """Check a stimuli folder (or manifest CSV) completely; raise :class:`ImportProblem`.
 
@@ -345,8 +363,8 @@ def scan(
         if not real.is_file():
             raise ImportProblem(f"{rel} (system {s}, prompt {p}) does not exist")
         total += real.stat().st_size
-        if total > MAX_TOTAL_BYTES:
-            raise ImportProblem(f"the stimuli in {src} are over {MAX_TOTAL_BYTES // 2**30} GB")
+        if total > max_total:
+            raise ImportProblem(f"the stimuli in {src} are over {max_total:,} bytes")
     if check_audio:
         for path in files.values():
             read_audio(path, root)
