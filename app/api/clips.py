@@ -20,15 +20,18 @@ from backends.vllm_omni.wire import parse_ref_audio_url
 
 
 def check_ref_duration(x: np.ndarray, sr: int) -> None:
-    """vLLM-Omni's length rule, in its words."""
+    """vLLM-Omni's length rule, in its words (``serving_speech.py``
+    ``_finalize_fetched_ref_audio``)."""
     dur = len(x) / sr if sr else 0.0
     if dur < REF_MIN_S:
         raise InvalidRequest(
-            f"Reference audio too short ({dur:.2f}s). At least {REF_MIN_S:g}s is required."
+            f"Reference audio too short ({dur:.1f}s). "
+            f"At least {REF_MIN_S:.0f}s of clear speech is required."
         )
     if dur > REF_MAX_S:
         raise InvalidRequest(
-            f"Reference audio too long ({dur:.2f}s). Maximum {REF_MAX_S:g}s is allowed."
+            f"Reference audio too long ({dur:.1f}s). "
+            f"Maximum {REF_MAX_S:.0f}s supported — use a shorter clip."
         )
 
 
@@ -40,10 +43,11 @@ async def reference_wav(state: ApiState, data: bytes, what: str) -> bytes:
 
 
 async def ref_audio_wav(state: ApiState, ref: str | list[str] | None) -> bytes | None:
-    """``ref_audio`` (an inline data URL) as mono WAV; None when the request has none.
+    """``ref_audio`` (an inline data URL) as mono WAV; None when the request has none, or names
+    an uploaded voice (``voice:<name>``, left by the checks: the backend has that clip).
 
     The URL can be megabytes of base64, so it is parsed off the loop, like the audio."""
-    if ref is None:
+    if ref is None or (isinstance(ref, str) and ref.startswith("voice:")):
         return None
     raw = await asyncio.to_thread(parse_ref_audio_url, ref)
     return await reference_wav(state, raw, "ref_audio")
