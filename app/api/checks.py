@@ -112,7 +112,7 @@ async def check_unit(config: Any, text: str, state: ApiState) -> RequestView:
 def refuse_unhonoured(view: RequestView, state: ApiState, ctx: RuleContext) -> None:
     """Fields the model would act on but this backend cannot: refused, never ignored."""
     caps = state.backend.capabilities
-    if view.speaker_embedding is not None:
+    if view.speaker_embedding is not None and ctx.rules.task_types:
         raise ApiError(
             "speaker_embedding is not supported by listenlab api: its voices clone from audio "
             "(send ref_audio, or upload the voice as audio)"

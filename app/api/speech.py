@@ -81,6 +81,8 @@ async def parse_body(http: Request, json_depth: int, schema=SpeechBody):
         return schema.model_validate(data)
     except ValidationError as e:
         raise validation_error(body_errors(e)) from None
+    except TypeError as e:  # a validator's TypeError: vLLM's handler makes it a 400
+        raise ApiError(str(e)) from None
 
 
 def backend_request(
