@@ -99,11 +99,11 @@ async def check_speech(body: Any, state: ApiState) -> RequestView:
 
 
 async def check_unit(config: Any, text: str, state: ApiState) -> RequestView:
-    """``_prepare_speech_generation`` for one WebSocket unit: the adapter's checks."""
+    """``_prepare_speech_generation`` for one WebSocket unit: the adapter's checks (the
+    session never maps ``voice: "default"`` to none, so neither does this)."""
     ctx = await rule_context(state)
     view = RequestView.of(config)
-    view.input = text
-    default_voice(view, ctx)
+    view.input = text  # "default" stays a voice name here: only create_speech maps it
     refuse(adapter_error(view, ctx))
     refuse_unhonoured(view, state, ctx)
     return view

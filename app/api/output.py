@@ -105,11 +105,16 @@ def file_bytes(
         x = stretch_pcm(x.reshape(-1), channels, speed).reshape(-1, channels)
     if out_rate is not None and out_rate != rate:
         x, rate = resample_whole(x, rate, out_rate), out_rate
-    if fmt == "opus":
-        buf = io.BytesIO()
-        sf.write(buf, x, rate, format="OGG", subtype="OPUS")
-        return buf.getvalue(), rate
-    return encode_audio(x, rate, fmt), rate
+    if fmt == "pcm":
+        return encode_audio(x, rate, fmt), rate
+    # vLLM-Omni hands soundfile float samples: encoders (MP3, Opus) see the same input here
+    container, subtype = {"wav": ("WAV", None), "flac": ("FLAC", None), "mp3": ("MP3", None)}.get(
+        fmt, ("OGG", "OPUS")
+    )
+    buf = io.BytesIO()
+    y = x.astype(np.float32) / np.float32(32768.0)
+    sf.write(buf, y[:, 0] if y.shape[1] == 1 else y, rate, format=container, subtype=subtype)
+    return buf.getvalue(), rate
 
 
 __all__ = ["Resampler", "StreamOutput", "file_bytes", "resample_whole"]

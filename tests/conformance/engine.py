@@ -85,7 +85,15 @@ SEEDS: dict[str, Seed] = {
                 "tts_model_type": "custom_voice",
                 "talker_config": {
                     "spk_id": {"vivian": 3065, "ryan": 3061, "aiden": 2861},
-                    "codec_language_id": {"chinese": 2055, "english": 2050, "german": 2053},
+                    # the official Qwen3-TTS languages (tts_adapters/base.py
+                    # DEFAULT_TTS_LANGUAGES less Auto); the ids are ASSUMED (only counted)
+                    "codec_language_id": {
+                        lang: 2050 + i
+                        for i, lang in enumerate(
+                            ("chinese", "english", "german", "italian", "portuguese")
+                            + ("spanish", "japanese", "korean", "french", "russian")
+                        )
+                    },
                     "spk_is_dialect": {},
                 },
             },

@@ -269,7 +269,10 @@ def sse_view(text: str) -> dict:
     fmt = next((e[2] for e in events if e[0] == "delta"), None)
     view = {"events": events}
     if fmt == "wav":
-        view["audio"] = {"header": wav_header(audio), "pcm": hashlib.sha1(audio[44:]).hexdigest()[:12]}
+        view["audio"] = {
+            "header": wav_header(audio),
+            "pcm": hashlib.sha1(audio[44:]).hexdigest()[:12],
+        }
     elif audio:
         view["audio"] = {"pcm": hashlib.sha1(audio).hexdigest()[:12]}
     return view
@@ -310,6 +313,24 @@ async def ws_view(url: str, config: dict, texts: list[str]) -> list:
 
     async with connect("ws" + url[4:] + "/v1/audio/speech/stream", proxy=None) as ws:
         await ws.send(json.dumps({"type": "session.config", **config}))
+        # vLLM-Omni drops the connection after refusing a config; text sent meanwhile makes
+        # its kernel reset the socket and the refusal can be lost: wait for it first
+        try:
+            first = await asyncio.wait_for(ws.recv(), 1.0)
+        except TimeoutError:
+            first = None
+        except Exception as e:  # noqa: BLE001
+            return [("closed", type(e).__name__)]
+        if first is not None:
+            m = json.loads(first)
+            out.append(
+                (m.get("type"), tuple(sorted(m)), {"message": norm_message(m.get("message", ""))})
+            )
+            try:
+                await asyncio.wait_for(ws.recv(), 5)
+            except Exception as e:  # noqa: BLE001
+                out.append(("closed", type(e).__name__))
+            return out
         for t in texts:
             await ws.send(json.dumps({"type": "input.text", "text": t}))
         await ws.send(json.dumps({"type": "input.done"}))
@@ -346,7 +367,9 @@ async def answer(client: httpx.AsyncClient, url: str, case: Case) -> Any:
     return await ws_view(url, case.body, [TEXT])
 
 
-async def run_cases(pairs: dict[str, tuple[str, str]], cases: list[Case], concurrency: int = 4) -> Result:
+async def run_cases(
+    pairs: dict[str, tuple[str, str]], cases: list[Case], concurrency: int = 4
+) -> Result:
     """Send each case to both servers (reference first) and keep the differences."""
     result = Result()
     sem = asyncio.Semaphore(concurrency)
