@@ -133,8 +133,10 @@ VOXCPM2_RULES = SpeechRules(
 GENERIC_RULES = SpeechRules(
     "listenlab",
     "listenlab's own rules for a voice that imitates no vLLM-Omni model: any sample_rate from "
-    "8000 to 192000 Hz (resampled)",
+    "8000 to 192000 Hz (resampled); instructions up to 500 characters (Qwen3-TTS's limit)",
     rate_range=(8000, 192000),
+    checks_voice=True,
+    max_instructions=500,
 )
 """A backend that imitates no model (``piper``) has listenlab's rules, listed in
 docs/api.md: any rate it can resample to, no language or task rules."""

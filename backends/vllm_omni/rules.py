@@ -189,6 +189,9 @@ def adapter_error(view: RequestView, ctx: RuleContext) -> str | None:
             return err
         if rules.ref_text_message and (not view.ref_text or not view.ref_text.strip()):
             return rules.ref_text_message
+    limit = rules.max_instructions
+    if limit is not None and view.instructions and len(view.instructions) > limit:
+        return f"Instructions too long (max {limit} characters)"
     if rules.checks_max_new_tokens:
         return max_new_tokens_error(view.max_new_tokens)
     return None
