@@ -444,6 +444,7 @@ class ScriptedEngine:
             "text": text,
             "sample_rate": self.profile.sample_rate,
             "channels": int(audio.shape[0]),
+            "codec_channels": self.codec_channels,
             "chunk_sizes": self.profile.chunk_sizes(audio.shape[-1]),
             "pcm_b64": base64.b64encode(buf.getvalue()).decode("ascii"),
         }

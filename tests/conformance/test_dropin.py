@@ -2,11 +2,12 @@
 
 Each request goes to vLLM-Omni's own serving code (Qwen3-TTS, scripted engine) and to
 ``listenlab api`` serving the same Piper voice shaped like Qwen3-TTS (24 kHz mono, its chunk
-schedule) under the same model name. What a client can see is reduced to a "shape" (status,
-the headers clients read, SSE event names and JSON keys, the WAV header fields, error JSON keys
-and types, WebSocket message types and keys) and the two shapes must be equal. The audio itself
-is not compared here (the voices are resampled in different processes);
-``test_remote_backend.py`` checks vLLM-Omni's samples exactly.
+schedule) under the same model name, with the scripted engine's speakers
+(``EngineVoices``). What a client can see is reduced to a "shape" (status, the headers clients
+read, SSE event names and JSON keys, the WAV header fields, error JSON keys, types, params and
+messages, WebSocket message types, keys and messages) and the two shapes must be equal. The
+generated matrix (``test_matrix.py``) compares every seed model and the audio byte for byte;
+this file keeps the hand-picked client flows (the openai SDK, the example clients' requests).
 
 Known, deliberate differences are listed in ``NOT_COPIED`` with the reason; nothing else may
 differ.
@@ -25,8 +26,9 @@ import pytest
 from websockets.asyncio.client import connect
 
 from app.api import create_api_app
+from backends.profile import PROFILES, ProfileBackend
 from backends.registry import load_backend
-from tests.support.remote_util import ServerThread
+from tests.support.remote_util import EngineVoices, ServerThread
 
 pytestmark = pytest.mark.conformance
 
@@ -44,25 +46,11 @@ READ_HEADERS = (
 )
 
 NOT_COPIED = {
-    "validation message text": (
-        "vLLM formats a pydantic error as '1 validation error:\\n  {python dict repr}'; listenlab "
-        "keeps the same status, type and param but writes the message for a person "
-        "('speed: Input should be less than or equal to 4')."
-    ),
     "X-Request-Id / Cache-Control": (
         "listenlab adds them to streams (extra headers break no client); vLLM-Omni sends none."
     ),
-    "audio.start channels": (
-        "vLLM-Omni 0.30.0 sends audio.start before generating with a constant nominal "
-        "sample_rate 24000 and no channels, whatever the model's rate (a bug: a 44.1/48 kHz "
-        "model's PCM is then mislabelled). listenlab defers audio.start to the first chunk and "
-        "states the true sample_rate and channels, as the newer protocol does."
-    ),
-    "speed while streaming": (
-        "vLLM-Omni refuses speed != 1 on streams unless the adapter has native speed control "
-        "(IndexTTS-2.5); listenlab's Piper voice has it, so listenlab api accepts it, as "
-        "vLLM-Omni does for such a model."
-    ),
+    "audio.start channels": "docs/api.md, 'Where listenlab api answers differently': "
+    "audio-start-format.",
     "voice names": "each model has its own voices (Qwen3's vivian/ryan/aiden, Piper's).",
     "/v1/models extras": (
         "listenlab's model card adds a 'listenlab' object (capabilities) and has no "
@@ -74,7 +62,9 @@ NOT_COPIED = {
 @pytest.fixture(scope="module")
 def pair(omni):
     """(vLLM-Omni URL, listenlab api URL) over the same voice and model name."""
-    be = load_backend("piper?deterministic=1&profile=qwen3-tts&pace=0")
+    inner = EngineVoices(load_backend("piper?deterministic=1"), ("aiden", "ryan", "vivian"))
+    p = PROFILES["qwen3-tts"]
+    be = ProfileBackend(inner, type(p)(**{**p.__dict__, "pace": 0.0}))
     srv = ServerThread(create_api_app(be, served_model=SERVED, own_backend=True)).start()
     try:
         yield omni.url("qwen3_tts"), srv.url
@@ -111,6 +101,7 @@ def wav_fields(data: bytes) -> dict[str, Any]:
 
 
 def error_shape(r: httpx.Response) -> dict[str, Any]:
+    """Everything a client reads from an error: status, keys, type, param, code and message."""
     body = r.json()
     e = body.get("error", {})
     return {
@@ -120,6 +111,7 @@ def error_shape(r: httpx.Response) -> dict[str, Any]:
         "type": e.get("type"),
         "param": e.get("param"),
         "code": e.get("code"),
+        "message": e.get("message"),
     }
 
 
@@ -302,7 +294,8 @@ async def test_ws_errors_alike(pair):
             await ws.send(json.dumps({"type": "input.done"}))
             while True:
                 m = json.loads(await asyncio.wait_for(ws.recv(), 60))
-                got.append((m["type"], sorted(m), m.get("error")))
+                # an error's text is under "message"; audio.done's flag under "error"
+                got.append((m["type"], sorted(m), m.get("message"), m.get("error")))
                 if m["type"] == "session.done":
                     return got
 
