@@ -129,7 +129,7 @@ def higgs_reserved(data: Any) -> Any:
 # --------------------------------------------------------------------------- the HTTP body
 
 
-class SpeechBody(BaseModel):
+class OpenAICreateSpeechRequest(BaseModel):
     """``OpenAICreateSpeechRequest``: unknown fields are dropped, as on vLLM-Omni."""
 
     model_config = ConfigDict(extra="ignore", populate_by_name=True)
@@ -191,7 +191,7 @@ class SpeechBody(BaseModel):
         return higgs_reserved(data)
 
     @model_validator(mode="after")
-    def _embedding_alone(self) -> SpeechBody:
+    def _embedding_alone(self) -> OpenAICreateSpeechRequest:
         ref = self.ref_audio
         if self.speaker_embedding is not None and ref is not None and not isinstance(ref, list):
             raise ValueError("'speaker_embedding' and 'ref_audio' are mutually exclusive")
@@ -210,7 +210,7 @@ class SpeechBody(BaseModel):
         return self.is_raw_audio_stream or self.is_sse_stream
 
     @model_validator(mode="after")
-    def _streaming_format(self) -> SpeechBody:
+    def _streaming_format(self) -> OpenAICreateSpeechRequest:
         if self.is_streaming:
             if self.response_format not in ("pcm", "wav"):
                 raise ValueError(
@@ -221,6 +221,10 @@ class SpeechBody(BaseModel):
             if self.speed is None:
                 self.speed = 1.0
         return self
+
+
+SpeechBody = OpenAICreateSpeechRequest
+"""The HTTP body (its class name is the reference's: pydantic puts it in messages)."""
 
 
 # --------------------------------------------------------------------------- the WebSocket config
@@ -443,6 +447,7 @@ __all__ = [
     "BatchSpeechRequest",
     "SessionConfig",
     "SpeechBatchItem",
+    "OpenAICreateSpeechRequest",
     "SpeechBody",
     "StreamingSpeechSessionConfig",
     "body_errors",

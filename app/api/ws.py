@@ -34,6 +34,42 @@ NOMINAL_RATE = 24000
 """vLLM-Omni's ``audio.start`` rate when nothing better is known (``_PCM_SAMPLE_RATE``)."""
 
 
+class SessionFailed(Exception):
+    """A unit that vLLM-Omni's session cannot even turn into a request: the session ends with
+    "Internal error: …"."""
+
+
+def as_http_request(cfg: SessionConfig, text: str) -> None:
+    """``_generate_and_send`` builds an ``OpenAICreateSpeechRequest`` from the config for each
+    unit; what that refuses (``speaker_embedding`` beside ``ref_audio``) ends the session."""
+    from app.api.schemas import OpenAICreateSpeechRequest
+
+    fields = {
+        "input": text,
+        "model": cfg.model,
+        "voice": cfg.voice,
+        "task_type": cfg.task_type,
+        "language": cfg.language,
+        "instructions": cfg.instructions,
+        "response_format": cfg.response_format or "wav",
+        "speed": cfg.speed,
+        "max_new_tokens": cfg.max_new_tokens,
+        "initial_codec_chunk_frames": cfg.initial_codec_chunk_frames,
+        "non_streaming_mode": cfg.non_streaming_mode,
+        "ref_audio": cfg.ref_audio,
+        "ref_text": cfg.ref_text,
+        "x_vector_only_mode": cfg.x_vector_only_mode,
+        "speaker_embedding": cfg.speaker_embedding,
+        "stream": cfg.stream_audio,
+        "word_timestamps": cfg.word_timestamps,
+        "seed": cfg.seed,
+    }
+    try:
+        OpenAICreateSpeechRequest(**fields)
+    except ValidationError as e:
+        raise SessionFailed(f"Internal error: {e}") from None
+
+
 def model_error_text(e: ApiError) -> str:
     """What vLLM-Omni's session sends for a wrong model: ``str()`` of its ``ErrorResponse``."""
     return (
@@ -194,6 +230,8 @@ class WsSession:
         try:
             while await self.step():
                 pass
+        except SessionFailed as e:  # vLLM-Omni reports it and ends the session
+            await self.send_error(str(e))
         except Exception as e:  # the socket went away mid-send, or a bug: report if possible
             if not self.closed.is_set():
                 log.error("websocket session failed", exc_info=e)
@@ -331,6 +369,7 @@ class WsSession:
                 "restart the server with that flag or set word_timestamps=false in session.config."
             )
             return True
+        as_http_request(cfg, text)
         fmt = cfg.response_format
         unit = Unit(wire.ws_audio_start(u, s, text, fmt), cfg.stream_audio and fmt == "pcm")
         if not unit.deferred:

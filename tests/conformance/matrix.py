@@ -127,6 +127,7 @@ def meaning_values(name: str, clip: str, voices: list[str]) -> list[tuple[str, A
         "ref_text": [("transcript", "This is my reference voice clip.")],
         "speaker_embedding": [("3 floats", [0.1, 0.2, 0.3]), ("1024 floats", [0.01] * 1024)],
         "max_new_tokens": [("4096", 4096), ("4097", 4097), ("64", 64)],
+        "model": [("another model", "someone/else")],
         "x_vector_only_mode": [("true", True)],
         "seed": [("42", 42)],
         "extra_params": [("temperature", {"temperature": 0.5})],
@@ -144,16 +145,43 @@ SLOW_OR_NETLESS = {"ref_audio_2", "ambient_sound", "duration_seconds"}
 """MOSS-TTSD / SoundEffect-only fields: the seed models ignore them (one case each)."""
 
 
+MODEL_FIELDS = frozenset(
+    {
+        "input",
+        "voice",
+        "task_type",
+        "language",
+        "instructions",
+        "ref_audio",
+        "ref_text",
+        "x_vector_only_mode",
+        "speaker_embedding",
+        "max_new_tokens",
+        "sample_rate",
+        "model",
+    }
+)
+"""The fields a model's adapter reads. Every other field is checked by the schema alone,
+the same for every model: those are generated for the first seed model only."""
+
+
 def field_cases(
-    model: str, transport: str, schema: dict, base: dict, clip: str, voices: list[str]
+    model: str,
+    transport: str,
+    schema: dict,
+    base: dict,
+    clip: str,
+    voices: list[str],
+    only: frozenset[str] | None = None,
 ) -> list[Case]:
-    """One case per (property, value): the base request with that one field set."""
+    """One case per (property, value): the base request with that one field set (``only``:
+    these properties)."""
     props = dict(schema.get("properties", {}))
     if transport == "http":
         props["references"] = {"type": "array"}
     cases = []
     for name, prop in sorted(props.items()):
-        if name in SKIP:
+        if name in SKIP or (only is not None and name not in only):
             continue
         values = meaning_values(name, clip, voices) + schema_values(prop)
         if name in SLOW_OR_NETLESS:
@@ -173,11 +201,11 @@ def field_cases(
     return cases
 
 
-def mode_cases(model: str, base: dict) -> list[Case]:
+def mode_cases(model: str, base: dict, formats=("wav", "pcm", "flac", "mp3", "opus")) -> list[Case]:
     """Every output mode: whole files in each format, SSE and raw streams in pcm/wav (and
     the formats streams refuse), each also with speed 1.5 (a stretch, or a refusal)."""
     out = []
-    for fmt in ("wav", "pcm", "flac", "mp3", "opus"):
+    for fmt in formats:
         for mode, extra in (
             ("file", {}),
             ("stream", {"stream": True}),
@@ -194,9 +222,11 @@ def mode_cases(model: str, base: dict) -> list[Case]:
     return out
 
 
-def ws_mode_cases(model: str, base: dict) -> list[Case]:
+def ws_mode_cases(
+    model: str, base: dict, formats=("wav", "pcm", "flac", "mp3", "opus")
+) -> list[Case]:
     out = []
-    for fmt in ("wav", "pcm", "flac", "mp3", "opus"):
+    for fmt in formats:
         for stream_audio in (False, True):
             for speed in (1.0, 1.5):
                 body = {**base, "response_format": fmt, "stream_audio": stream_audio}
@@ -307,16 +337,20 @@ async def ws_view(url: str, config: dict, texts: list[str]) -> list:
 
     def flush() -> None:
         nonlocal run
-        if run:
+        if run[:4] == b"OggS":  # Ogg streams carry a random serial number: compare the audio
+            out.append(("binary", "ogg", audio_view("audio/ogg", run), len(run)))
+            run = b""
+        elif run:
             out.append(("binary", hashlib.sha1(run).hexdigest()[:12], len(run)))
             run = b""
 
-    async with connect("ws" + url[4:] + "/v1/audio/speech/stream", proxy=None) as ws:
+    path = "/v1/audio/speech/stream"
+    async with connect("ws" + url[4:] + path, proxy=None, compression=None) as ws:
         await ws.send(json.dumps({"type": "session.config", **config}))
         # vLLM-Omni drops the connection after refusing a config; text sent meanwhile makes
         # its kernel reset the socket and the refusal can be lost: wait for it first
         try:
-            first = await asyncio.wait_for(ws.recv(), 1.0)
+            first = await asyncio.wait_for(ws.recv(), 0.4)
         except TimeoutError:
             first = None
         except Exception as e:  # noqa: BLE001

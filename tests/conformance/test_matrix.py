@@ -24,7 +24,14 @@ import pytest
 from app.api import create_api_app
 from backends.profile import PROFILES, ProfileBackend
 from backends.registry import load_backend
-from tests.conformance.matrix import Case, field_cases, mode_cases, run_cases, ws_mode_cases
+from tests.conformance.matrix import (
+    MODEL_FIELDS,
+    Case,
+    field_cases,
+    mode_cases,
+    run_cases,
+    ws_mode_cases,
+)
 from tests.conformance.test_remote_backend import SERVED
 from tests.support.remote_util import EngineVoices, ServerThread
 
@@ -95,8 +102,12 @@ def _ws_codes(msgs: list) -> list:
 
 def _ws_close_frame(case: Case, a, b) -> bool:
     """After refusing a session, vLLM-Omni drops the TCP connection without a close frame
-    (the client sees 1006); listenlab closes it properly (1000)."""
-    return isinstance(a, list) and _ws_codes(a) == _ws_codes(b) and a != b
+    (the client sees 1006, and may lose the refusal itself to the reset); listenlab sends the
+    refusal and closes properly (1000)."""
+    if not isinstance(a, list):
+        return False
+    lost = len(a) == 1 and a[0][0] == "closed" and [m[0] for m in b] == ["error", "closed"]
+    return lost or (_ws_codes(a) == _ws_codes(b) and a != b)
 
 
 def _audio_start_format(case: Case, a, b) -> bool:
@@ -174,10 +185,13 @@ def all_cases(omni, pairs, clip) -> list[Case]:
         if model in NEEDS_REF:
             base |= {"ref_audio": clip, "ref_text": REF_TEXT}
         voices = list(SPEAKERS.get(model, ()))
-        cases += field_cases(model, "http", schemas["speech"], base, clip, voices)
-        cases += mode_cases(model, base)
-        cases += field_cases(model, "ws", schemas["session"], base, clip, voices)
-        cases += ws_mode_cases(model, base)
+        first = model == "qwen3_tts"
+        fields = None if first else MODEL_FIELDS
+        formats = ("wav", "pcm", "flac", "mp3", "opus") if first else ("wav", "pcm", "opus")
+        cases += field_cases(model, "http", schemas["speech"], base, clip, voices, fields)
+        cases += mode_cases(model, base, formats)
+        cases += field_cases(model, "ws", schemas["session"], base, clip, voices, fields)
+        cases += ws_mode_cases(model, base, formats)
     return cases
 
 
@@ -185,6 +199,7 @@ def explained(case: Case, a, b) -> str | None:
     return next((k for k, pred in EXCEPTIONS.items() if pred(case, a, b)), None)
 
 
+@pytest.mark.timeout(1800)
 def test_the_matrix_answers_alike(omni, pairs, clip):
     cases = all_cases(omni, pairs, clip)
     result = asyncio.run(run_cases(pairs, cases))
