@@ -740,3 +740,72 @@ def test_voice_upload_and_delete_through_a_cloning_backend(faults):
             "NotFoundError",
             "Voice 'narrator' not found",
         )
+
+
+# --------------------------------------------------------------------------- the other routes
+
+
+def metric(text: str, name: str) -> float:
+    """The sum of a metric's samples (every label set)."""
+    vals = [float(ln.rsplit(" ", 1)[1]) for ln in text.splitlines() if ln.startswith(name)]
+    return sum(vals)
+
+
+def test_ping_version_and_metrics_count_requests_and_first_audio(piper_det):
+    with serve_app(create_api_app(piper_det)) as url:
+        get = lambda p: httpx.get(url + p, timeout=30, trust_env=False)  # noqa: E731
+        assert [(r.status_code, r.content) for r in (get("/ping"),)] == [(200, b"")]
+        assert httpx.post(url + "/ping", trust_env=False).status_code == 200
+        assert get("/version").json() == {"version": "0.30.0"}
+        before = get("/metrics").text
+        assert metric(before, "vllm_omni:audio_ttfp_s_count") == 0
+        body = {"input": "Hi there.", "response_format": "pcm", "stream_format": "audio"}
+        assert httpx.post(url + "/v1/audio/speech", json=body, timeout=60).status_code == 200
+        body["stream_format"] = "sse"
+        assert httpx.post(url + "/v1/audio/speech", json=body, timeout=60).status_code == 200
+        m = get("/metrics")
+        assert m.headers["content-type"].startswith("text/plain; version=0.0.4")
+        # two streams and their first audio: each counted once, with a positive time
+        assert metric(m.text, "vllm_omni:audio_ttfp_s_count") == 2
+        assert metric(m.text, "vllm_omni:audio_ttfp_s_sum") > 0
+        assert metric(m.text, "vllm_omni:speech_stream_completed_total") == 2
+        assert 'listenlab_api_requests_total{route="/v1/audio/speech",status="200"} 2' in m.text
+
+
+def test_routes_vllm_omni_mounts_answer_in_its_error_shape(piper_det):
+    with serve_app(create_api_app(piper_det)) as url:
+        r = httpx.post(url + "/v1/audio/generate", json={"input": "x"}, trust_env=False)
+        assert_error(r, 404, "NotFoundError", "The model does not support Audio Generate API")
+        r = httpx.get(url + "/v1/realtime/sessions/abc/status", trust_env=False)
+        assert_error(r, 501, "Not Implemented", "RL rollout serving not available")
+        r = httpx.post(url + "/invocations", json={}, trust_env=False)
+        assert_error(r, 404, "NotFoundError", "Invocations API")
+        r = httpx.get(url + "/nowhere", trust_env=False)  # a path vLLM-Omni does not mount
+        assert r.status_code == 404
+
+
+def test_batch_answers_each_item(piper_det, direct):
+    with serve_app(create_api_app(piper_det)) as url:
+        items = [{"input": TEXT}, {"input": "Hi.", "voice": "nobody"}, {"input": " "}]
+        r = httpx.post(
+            url + "/v1/audio/speech/batch",
+            json={"items": items, "response_format": "pcm"},
+            timeout=60,
+            trust_env=False,
+        )
+        body = r.json()
+        assert r.status_code == 200 and (body["total"], body["succeeded"], body["failed"]) == (
+            3,
+            1,
+            2,
+        )
+        assert body["id"].startswith("speech-batch-") and len(body["id"]) == 29
+        ok, voice, blank = body["results"]
+        pcm = np.frombuffer(base64.b64decode(ok["audio_data"]), "<i2")
+        np.testing.assert_array_equal(pcm, direct[:, 0])
+        assert (voice["index"], voice["status"]) == (1, "error")
+        assert voice["error"].startswith("Invalid voice 'nobody'"), voice
+        assert blank["error"] == "Input text cannot be empty"
+        too_many = {"items": [{"input": "a"}] * 33}
+        r = httpx.post(url + "/v1/audio/speech/batch", json=too_many, trust_env=False)
+        assert_error(r, 400, "Bad Request", "Batch contains 33 items, exceeding the maximum of 32")

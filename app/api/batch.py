@@ -81,7 +81,7 @@ async def create_speech_batch(http: Request, state: ApiState = Depends(api_state
     ok = sum(1 for r in results if r["status"] == "success")
     return JSONResponse(
         {
-            "id": f"speech-batch-{uuid.uuid4().hex}",
+            "id": f"speech-batch-{uuid.uuid4().hex[:16]}",  # vLLM's random_uuid(): 16 hex
             "results": list(results),
             "total": len(results),
             "succeeded": ok,

@@ -8,6 +8,7 @@ lines and the routes can be read (and tested) on their own.
 
 import asyncio
 import contextlib
+import time
 from collections.abc import Sequence
 
 from fastapi import FastAPI
@@ -52,6 +53,8 @@ class CountRequests:
         if scope["type"] != "http":
             return await self.app(scope, receive, send)
         state: ApiState = scope["app"].state.api
+        # the request's arrival, for the time to first audio (``request.state.arrival``)
+        scope.setdefault("state", {})["arrival"] = time.monotonic()
 
         async def counted(message):
             if message["type"] == "http.response.start":

@@ -8,6 +8,7 @@ generation at once (the backend stream is closed), also while it waits in the qu
 
 import asyncio
 import contextlib
+import time
 import uuid
 import weakref
 from collections.abc import AsyncIterator
@@ -78,7 +79,9 @@ async def parse_body(http: Request, json_depth: int, schema=SpeechBody):
     """The JSON body, validated; errors in vLLM's shape and words (``Bad Request``, ``param``)."""
     data = await read_json(http, json_depth)
     try:
-        return schema.model_validate(data)
+        # FastAPI validates a body model ``from_attributes`` (its ``ModelField.validate``):
+        # a non-object body gets its words ("model_attributes_type"), as vLLM answers.
+        return schema.model_validate(data, from_attributes=True)
     except ValidationError as e:
         raise validation_error(body_errors(e)) from None
     except TypeError as e:  # a validator's TypeError: vLLM's handler makes it a 400
@@ -138,6 +141,9 @@ async def first_chunk(http: Request, it: AsyncIterator[AudioChunk]) -> AudioChun
     c = await pull(http, it)
     if c is None:
         raise ApiError("Speech generation failed: the backend produced no audio")
+    arrival = getattr(http.state, "arrival", None)
+    if arrival is not None:  # vLLM-Omni's audio_ttfp_s: arrival to the first audio
+        http.app.state.api.metrics.first_audio(time.monotonic() - arrival)
     return c
 
 
@@ -304,6 +310,7 @@ class SpeechStream:
 async def raw_body(s: SpeechStream, fmt: str) -> AsyncIterator[bytes]:
     """pcm/wav bytes. A failure after the 200 cuts the connection (no end marker exists)."""
     with s.state.track("speech-stream", s.rid) as st:
+        ended: str | None = "cancelled"  # vLLM-Omni's abort reasons (create_speech)
         try:
             pcm = s.out.pcm(s.first)
             if fmt == "wav":  # emitted just before the first audio
@@ -317,15 +324,23 @@ async def raw_body(s: SpeechStream, fmt: str) -> AsyncIterator[bytes]:
             tail = s.out.flush()
             if tail:
                 yield tail
-        except ClientGone:
-            return
+            ended = None
+        except (ClientGone, GeneratorExit) as e:
+            ended = "closed"
+            if isinstance(e, GeneratorExit):
+                raise
+        except Exception:
+            ended = "error"
+            raise
         finally:
+            s.state.metrics.stream_end(ended)
             await s.close()
 
 
 async def sse_body(s: SpeechStream, fmt: str) -> AsyncIterator[bytes]:
     """``speech.audio.delta`` events, then exactly one ``speech.audio.done`` or ``.error``."""
     with s.state.track("speech-sse", s.rid) as st:
+        ended: str | None = "cancelled"
         try:
             pcm = s.out.pcm(s.first)
             if fmt == "wav":  # the first delta holds only the header
@@ -340,12 +355,18 @@ async def sse_body(s: SpeechStream, fmt: str) -> AsyncIterator[bytes]:
             tail = s.out.flush()
             if tail:
                 yield wire.audio_delta(tail, fmt)
-        except ClientGone:
+            ended = None
+        except (ClientGone, GeneratorExit) as e:
+            ended = "closed"
+            if isinstance(e, GeneratorExit):
+                raise
             return
         except Exception as e:
+            ended = "error"
             # Audio was always sent by now (the response starts with the first chunk).
             yield wire.audio_error(api_error(e).message, partial_audio=True)
             return
         finally:
+            s.state.metrics.stream_end(ended)
             await s.close()
         yield wire.audio_done()

@@ -197,10 +197,12 @@ async def upload_audio(state: ApiState, audio_sample: UploadFile, form: dict) ->
 
 @router.post("/v1/audio/voices")
 async def upload_voice(
-    name: str = Form(...),
-    consent: str = Form(...),
+    # vLLM-Omni's parameter order (api_server.py upload_voice): a form missing both fields
+    # lists consent first, and its ``param`` is ``body.consent``
     audio_sample: UploadFile | None = File(None),
     speaker_embedding: str | None = Form(None),
+    consent: str = Form(...),
+    name: str = Form(...),
     ref_text: str | None = Form(None),
     speaker_description: str | None = Form(None),
     state: ApiState = Depends(api_state),
