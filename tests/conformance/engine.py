@@ -522,6 +522,22 @@ class ScriptedEngine:
             finished=finished,
         )
 
+    def check_prompt_len(self, n: int) -> None:
+        """vLLM's own prompt-length check (``InputProcessor._validate_prompt_len``, run by the
+        engine's input processor before scheduling), on this engine's model config: its
+        refusal and its words, not the script's."""
+        from types import SimpleNamespace
+
+        from vllm.v1.engine.input_processor import InputProcessor
+
+        proc = SimpleNamespace(
+            skip_prompt_length_check=False,
+            supports_mm_inputs=False,
+            mm_encoder_cache_size=0,
+            model_config=SimpleNamespace(max_model_len=self.max_model_len, runner_type="generate"),
+        )
+        InputProcessor._validate_prompt_len(proc, n, "decoder")
+
     async def generate(
         self,
         prompt: Any,
@@ -545,14 +561,8 @@ class ScriptedEngine:
         if len(params) != len(self.seed.stages):
             raise ValueError(f"Expected {len(self.seed.stages)} sampling params, got {len(params)}")
         ids = prompt.get("prompt_token_ids") if isinstance(prompt, dict) else None
-        if isinstance(ids, list) and len(ids) > self.max_model_len:
-            from vllm.exceptions import VLLMValidationError
-
-            raise VLLMValidationError(
-                f"The decoder prompt (length {len(ids)}) is longer than the maximum model "
-                f"length of {self.max_model_len}. Make sure that `max_model_len` is no smaller "
-                "than the number of text tokens."
-            )
+        if isinstance(ids, list):
+            self.check_prompt_len(len(ids))
         text = spoken_text(self.seed, prompt, self.tokenizer())
         kind = params[-1].output_kind
         self.submitted.append(

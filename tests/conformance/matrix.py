@@ -28,6 +28,8 @@ import httpx
 from websockets.asyncio.client import connect
 
 TEXT = "Hello there. It speaks."
+SUMMARY = "conformance summary"
+"""The ``record_property`` key of a line printed at the end of the run (conftest.py)."""
 INT64_MAX = 2**63 - 1
 
 
@@ -423,6 +425,7 @@ async def run_cases(
 
 
 __all__ = [
+    "SUMMARY",
     "Case",
     "Result",
     "field_cases",

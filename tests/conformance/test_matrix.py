@@ -26,6 +26,7 @@ from backends.profile import PROFILES, ProfileBackend
 from backends.registry import load_backend
 from tests.conformance.matrix import (
     MODEL_FIELDS,
+    SUMMARY,
     Case,
     field_cases,
     mode_cases,
@@ -200,7 +201,7 @@ def explained(case: Case, a, b) -> str | None:
 
 
 @pytest.mark.timeout(1800)
-def test_the_matrix_answers_alike(omni, pairs, clip):
+def test_the_matrix_answers_alike(omni, pairs, clip, record_property):
     cases = all_cases(omni, pairs, clip)
     result = asyncio.run(run_cases(pairs, cases))
     unexplained = [(c, a, b) for c, a, b in result.differ if not explained(c, a, b)]
@@ -209,11 +210,13 @@ def test_the_matrix_answers_alike(omni, pairs, clip):
         k = explained(c, a, b)
         if k:
             by_exception[k] = by_exception.get(k, 0) + 1
-    print(
-        f"\nrequest matrix: {result.sent} requests sent to both servers, "
-        f"{len(result.differ)} differ ({len(unexplained)} outside the listed exceptions; "
-        f"listed: {by_exception})"
+    summary = (
+        f"request matrix: {result.sent} requests sent to both servers "
+        f"(vLLM-Omni 0.30.0 and listenlab api), {len(result.differ)} differ, "
+        f"{len(unexplained)} outside the listed exceptions (listed: {by_exception})"
     )
+    print("\n" + summary)
+    record_property(SUMMARY, summary)  # printed at the end of the run (conftest.py)
     for c, a, b in unexplained[:40]:
         print(f"- {c.model} {c.transport} {c.name}:\n    vLLM-Omni: {a}\n    listenlab: {b}")
     assert result.sent == len(cases) and (
