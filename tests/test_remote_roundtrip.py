@@ -80,7 +80,8 @@ async def test_remote_errors_from_listenlab_api(api):
     be = load_backend(f"vllm-omni+http://127.0.0.1:{api.port}?mode=sse&voice=nobody")
     with pytest.raises(TakeFailed) as ei:
         await record(be, SpeechRequest(TEXT))
-    assert ei.value.status == 400 and "unknown voice 'nobody'" in str(ei.value)
+    # vLLM-Omni's words (serving_speech.py _validate_voice): the voice and the ones there are
+    assert ei.value.status == 400 and "Invalid voice 'nobody'. Supported: joe" in str(ei.value)
     await be.aclose()
     be = load_backend(f"vllm-omni+http://127.0.0.1:{api.port}?mode=ws&model=wrong")
     with pytest.raises(TakeFailed, match="The model `wrong` does not exist."):
