@@ -203,7 +203,9 @@ async def test_cancelled_request_aborts_the_engine(omni, mode):
     spec = f"vllm-omni+{omni.url(target)}?model={SERVED['qwen3_tts']}&mode={mode}"
     be = load_backend(spec)
     try:
-        it = be.stream(SpeechRequest(TEXT * 3, voice="vivian"))
+        # ~40 s of audio paced at 2x: still generating when the close arrives, even on a
+        # loaded machine (a finished request has nothing left to abort)
+        it = be.stream(SpeechRequest(TEXT * 8, voice="vivian"))
         first = await it.__anext__()
         assert first.frames > 0
         rid = omni.engine(target)["submitted"][-1]["request_id"]
