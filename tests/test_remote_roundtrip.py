@@ -80,7 +80,8 @@ async def test_remote_errors_from_listenlab_api(api):
     be = load_backend(f"vllm-omni+http://127.0.0.1:{api.port}?mode=sse&voice=nobody")
     with pytest.raises(TakeFailed) as ei:
         await record(be, SpeechRequest(TEXT))
-    assert ei.value.status == 400 and "unknown voice 'nobody'" in str(ei.value)
+    # vLLM-Omni's words (serving_speech.py _validate_voice): the voice and the ones there are
+    assert ei.value.status == 400 and "Invalid voice 'nobody'. Supported: joe" in str(ei.value)
     await be.aclose()
     be = load_backend(f"vllm-omni+http://127.0.0.1:{api.port}?mode=ws&model=wrong")
     with pytest.raises(TakeFailed, match="The model `wrong` does not exist."):
@@ -177,3 +178,33 @@ def test_whole_file_from_subprocess_api(api_proc, direct):
     r = httpx.post(api_proc + "/v1/audio/speech", json={"input": TEXT}, timeout=60, trust_env=False)
     x, sr = sf.read(io.BytesIO(r.content), dtype="int16", always_2d=True)
     np.testing.assert_array_equal(x, direct.audio)
+
+
+async def test_the_client_never_sends_a_field_the_served_model_refuses(piper_det):
+    """The served model's rules come from the server's model card (a ``listenlab api``
+    serving a Qwen3-TTS CustomVoice name states them): a refused ``sample_rate`` or language
+    is a clear error naming the field, and the server never sees the request."""
+    from backends.errors import InvalidRequest
+
+    served = "Qwen/Qwen3-TTS-12Hz-0.6B-CustomVoice"
+    app = create_api_app(piper_det, served_model=served)
+    with serve_app(app) as url:
+        metrics = app.state.api.metrics
+        for params, req, words in (
+            ("sample_rate=16000", SpeechRequest(TEXT), "sample_rate=16000"),
+            ("", SpeechRequest(TEXT, language="Klingon"), "language='Klingon'"),
+        ):
+            be = load_backend(f"vllm-omni+{url}?model={served}&mode=sse&{params}")
+            try:
+                with pytest.raises(InvalidRequest, match=words):
+                    await record(be, req)
+            finally:
+                await be.aclose()
+        assert not any(route == "/v1/audio/speech" for route, _ in metrics.requests)
+        # the rate it accepts goes through (resampled by the server to 8 kHz)
+        be = load_backend(f"vllm-omni+{url}?model={served}&mode=sse&sample_rate=8000")
+        try:
+            take = await record(be, SpeechRequest(TEXT, voice="joe"))
+        finally:
+            await be.aclose()
+        assert take.sample_rate == 8000

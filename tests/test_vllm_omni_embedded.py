@@ -302,14 +302,23 @@ async def test_cloning_request_sends_the_decoded_clip(standin):
     assert info["x_vector_only_mode"] == [False] and "speaker" not in info
 
 
+async def test_speed_is_the_references_stretch_of_the_whole_take(standin):
+    """vLLM-Omni gives a model no speed (unless it has native control): the finished audio is
+    stretched to exactly int(frames / speed) frames, as its server does."""
+    backend = await started(task_type="CustomVoice")
+    plain = (await record(backend, SpeechRequest(TEXT))).audio
+    for speed in (1.5, 0.8):
+        take = await record(backend, SpeechRequest(TEXT, speed=speed))
+        assert take.status == "ok" and len(take.chunks) == 1
+        assert len(take.audio) == int(len(plain) / speed)
+
+
 async def test_bad_requests_fail_before_any_audio(standin):
     custom = await started(task_type="CustomVoice")
     with pytest.raises(Unsupported, match="Base checkpoint"):
         await record(custom, SpeechRequest(TEXT, ref_audio=_wav(2.0), ref_text="x"))
     with pytest.raises(UnknownVoice, match="vivian"):
         await record(custom, SpeechRequest(TEXT, voice="nobody"))
-    with pytest.raises(Unsupported, match="speed"):
-        await record(custom, SpeechRequest(TEXT, speed=1.5))
     with pytest.raises(InvalidRequest, match="language"):
         await record(custom, SpeechRequest(TEXT, language="Klingon"))
     base = await started(task_type="Base")

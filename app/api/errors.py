@@ -2,7 +2,7 @@
 
 Why here: every listenlab error carries its HTTP status (:mod:`backends.errors`), but vLLM-Omni's
 clients read OpenAI's ``{"error": {message, type, param, code}}`` with vLLM's type names, and
-vLLM-Omni answers an engine failure 500 (older servers: 400). :func:`api_error` does that
+vLLM-Omni answers an engine failure 500 ``InternalServerError`` "Speech generation failed: …". :func:`api_error` does that
 mapping once, for the HTTP routes, the SSE error event and the WebSocket session; the body is
 written by :func:`backends.vllm_omni.wire.error_body`.
 """
@@ -15,7 +15,7 @@ from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 
-from app.api.schemas import VALIDATION_TYPE
+from app.api.schemas import VALIDATION_TYPE, validation_param, vllm_validation_message
 from backends.errors import BackendError, ListenlabError, http_status
 from backends.vllm_omni.wire import error_body
 
@@ -30,9 +30,22 @@ class ApiError(Exception):
     ):
         super().__init__(message)
         self.message, self.status, self.param = message, status, param
-        self.type = type_ or ("BadRequestError" if status < 500 else "server_error")
+        self.type = type_ or ("BadRequestError" if status < 500 else "InternalServerError")
         if status == 404 and type_ is None:
             self.type = "NotFoundError"
+
+
+def http_error(message: str, status: int) -> ApiError:
+    """What vLLM's ``http_exception_handler`` answers for an ``HTTPException``: the status's
+    phrase as ``type`` and no ``param`` (vLLM-Omni raises one for a refused batch)."""
+    from http import HTTPStatus
+
+    return ApiError(message, status, HTTPStatus(status).phrase)
+
+
+def validation_error(errors: list) -> ApiError:
+    """A body that fails parsing or validation, in vLLM's words (``Bad Request``, ``param``)."""
+    return ApiError(vllm_validation_message(errors), 400, VALIDATION_TYPE, validation_param(errors))
 
 
 def api_error(exc: BaseException) -> ApiError:
@@ -44,14 +57,20 @@ def api_error(exc: BaseException) -> ApiError:
     if isinstance(exc, ApiError):
         return exc
     if isinstance(exc, BackendError):
-        st = exc.status if exc.status and 400 <= exc.status < 600 else 500
-        return ApiError(str(exc), st)
+        if exc.status and 400 <= exc.status < 600:
+            return ApiError(str(exc), exc.status)
+        # serving_speech.py create_speech: any other failure is "Speech generation failed"
+        return ApiError(f"Speech generation failed: {exc}", 500, "InternalServerError")
     if isinstance(exc, ListenlabError):
         return ApiError(str(exc), http_status(exc))
     # Anything else is a bug or an engine fault: its text may hold internal reprs, so the
     # client gets the kind of failure and the log gets the details.
     log.error("request failed", exc_info=exc)
-    return ApiError(f"Speech generation failed: internal error ({type(exc).__name__})", 400)
+    return ApiError(
+        f"Speech generation failed: internal error ({type(exc).__name__})",
+        500,
+        "InternalServerError",
+    )
 
 
 def error_response(e: ApiError) -> JSONResponse:
@@ -65,8 +84,7 @@ async def _api_error(_request: Request, exc: Exception) -> JSONResponse:
 async def _validation_error(_request: Request, exc: Exception) -> JSONResponse:
     # vLLM answers body validation errors with 400 and the OpenAI shape.
     assert isinstance(exc, RequestValidationError)
-    msgs = [str(x.get("msg", x)) if isinstance(x, dict) else str(x) for x in exc.errors()]
-    return error_response(ApiError("; ".join(msgs), 400, VALIDATION_TYPE))
+    return error_response(validation_error(list(exc.errors())))
 
 
 def install_error_handlers(app: FastAPI) -> None:
@@ -77,4 +95,11 @@ def install_error_handlers(app: FastAPI) -> None:
     app.add_exception_handler(RequestValidationError, _validation_error)
 
 
-__all__ = ["ApiError", "api_error", "error_response", "install_error_handlers"]
+__all__ = [
+    "ApiError",
+    "api_error",
+    "error_response",
+    "http_error",
+    "install_error_handlers",
+    "validation_error",
+]

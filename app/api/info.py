@@ -1,14 +1,35 @@
-"""``GET /v1/models`` and ``GET /health``: what ``listenlab api`` serves, and whether it can.
+"""``GET /v1/models``, ``/health``, ``/ping``, ``/version``, ``/load`` and ``/metrics``: what
+``listenlab api`` serves, whether it can, and how it has been doing.
 
 Why the model card has a ``listenlab`` block: a remote listenlab (the ``vllm-omni+http``
-backend) learns the capabilities, rate and channels before its first request; OpenAI clients
-ignore the extra key.
+backend) learns the capabilities, rate, channels and the served model's request rules before
+its first request; OpenAI clients ignore the extra key. The other routes answer as vLLM's do
+(``/ping`` is ``/health`` without a body, ``/version`` names the vLLM release whose API is
+served, ``/load`` counts requests in progress).
 """
 
-from fastapi import APIRouter, Depends
-from fastapi.responses import JSONResponse
+from dataclasses import asdict
 
+from fastapi import APIRouter, Depends
+from fastapi.responses import JSONResponse, Response
+
+from app.api.metrics import CONTENT_TYPE
 from app.api.state import ApiState, api_state
+from backends.vllm_omni.model_table import speech_rules
+
+VLLM_VERSION = "0.30.0"
+"""The vLLM (and vLLM-Omni) release whose speech API ``listenlab api`` serves."""
+
+
+def rules_card(model: str) -> dict:
+    """The served model's request rules, for a remote client to check against."""
+    rules = asdict(speech_rules(model))
+    for key in ("sample_rates", "languages"):
+        if rules[key] is not None:
+            rules[key] = sorted(rules[key])
+    rules["embedding_dims"] = [list(x) for x in rules["embedding_dims"]]
+    return rules
+
 
 router = APIRouter()
 
@@ -40,6 +61,7 @@ async def list_models(state: ApiState = Depends(api_state)):
                     "instructions": caps.instructions,
                     "seed": caps.seed,
                     "voice_library": caps.voice_library,
+                    "rules": rules_card(state.served_model),
                 },
             }
         ],
@@ -55,3 +77,28 @@ async def health(state: ApiState = Depends(api_state)):
     if h.ok:
         return {"status": "healthy"}
     return JSONResponse({"status": "unhealthy", "reason": h.detail}, status_code=503)
+
+
+@router.api_route("/ping", methods=["GET", "POST"])
+async def ping(state: ApiState = Depends(api_state)):
+    """vLLM's ``/ping``: the health check without a body."""
+    try:
+        h = await state.backend.health()
+    except Exception:
+        return Response(status_code=503)
+    return Response(status_code=200 if h.ok else 503)
+
+
+@router.get("/version")
+async def version():
+    return {"version": VLLM_VERSION}
+
+
+@router.get("/load")
+async def load(state: ApiState = Depends(api_state)):
+    return {"server_load": len(state.requests)}
+
+
+@router.get("/metrics")
+async def metrics(state: ApiState = Depends(api_state)):
+    return Response(state.metrics.render(), media_type=CONTENT_TYPE)

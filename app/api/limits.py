@@ -48,6 +48,8 @@ class ApiLimits:
     """Requests waiting beyond this are refused at once with 503 (the server is saturated)."""
     speech_body_bytes: int = 14 * 1024 * 1024
     """``POST /v1/audio/speech``: room for a 10 MB ``ref_audio`` in base64."""
+    batch_body_bytes: int = 14 * 1024 * 1024
+    """``POST /v1/audio/speech/batch``: as much as one speech body (items share its room)."""
     upload_body_bytes: int = MAX_UPLOAD_BYTES + 256 * 1024
     """``POST /v1/audio/voices`` (multipart)."""
     other_body_bytes: int = 64 * 1024

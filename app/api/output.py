@@ -68,4 +68,53 @@ class StreamOutput:
         return np.frombuffer(b"".join(parts), dtype="<i2").reshape(-1, self.channels)
 
 
-__all__ = ["Resampler", "StreamOutput"]
+def resample_whole(x: np.ndarray, in_rate: int, out_rate: int) -> np.ndarray:
+    """A whole file to ``out_rate`` (``(frames, channels)`` int16), ``ceil(frames * out / in)``
+    frames long as vLLM-Omni's ``AudioMixin._resample_audio`` (torchaudio) makes it; the
+    samples are soxr's (docs/api.md lists the difference)."""
+    import math
+
+    import soxr
+
+    if in_rate == out_rate or not len(x):
+        return x
+    want = math.ceil(out_rate * len(x) / in_rate)
+    y = soxr.resample(x.astype(np.float32) / 32768.0, in_rate, out_rate, quality="HQ")
+    y = y.reshape(len(y), -1)
+    if len(y) < want:
+        y = np.concatenate([y, np.zeros((want - len(y), y.shape[1]), np.float32)])
+    y = y[:want]
+    return np.clip(np.rint(y * 32768.0), -32768, 32767).astype(np.int16)
+
+
+def file_bytes(
+    x: np.ndarray, rate: int, speed: float, out_rate: int | None, fmt: str
+) -> tuple[bytes, int]:
+    """``AudioMixin.create_audio``'s order: the speed stretch at the model's rate, then the
+    requested rate, then the container. Returns the bytes and the rate they are at. A format
+    libsndfile cannot write at that rate (Opus at 44.1 kHz) raises its own error, as there."""
+    import io
+
+    import soundfile as sf
+
+    from backends.audio import encode_audio
+    from backends.vllm_omni.speed import stretch_pcm
+
+    channels = x.shape[1] if x.ndim == 2 else 1
+    if speed != 1.0:
+        x = stretch_pcm(x.reshape(-1), channels, speed).reshape(-1, channels)
+    if out_rate is not None and out_rate != rate:
+        x, rate = resample_whole(x, rate, out_rate), out_rate
+    if fmt == "pcm":
+        return encode_audio(x, rate, fmt), rate
+    # vLLM-Omni hands soundfile float samples: encoders (MP3, Opus) see the same input here
+    container, subtype = {"wav": ("WAV", None), "flac": ("FLAC", None), "mp3": ("MP3", None)}.get(
+        fmt, ("OGG", "OPUS")
+    )
+    buf = io.BytesIO()
+    y = x.astype(np.float32) / np.float32(32768.0)
+    sf.write(buf, y[:, 0] if y.shape[1] == 1 else y, rate, format=container, subtype=subtype)
+    return buf.getvalue(), rate
+
+
+__all__ = ["Resampler", "StreamOutput", "file_bytes", "resample_whole"]

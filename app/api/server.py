@@ -8,13 +8,15 @@ lines and the routes can be read (and tested) on their own.
 
 import asyncio
 import contextlib
+import time
 from collections.abc import Sequence
 
 from fastapi import FastAPI
 
-from app.api import info, speech, voices, ws
+from app.api import batch, info, not_served, speech, voices, ws
 from app.api.errors import install_error_handlers
 from app.api.limits import CONFIG_TIMEOUT, IDLE_TIMEOUT, ApiLimits
+from app.api.metrics import ApiMetrics
 from app.api.state import ApiState
 from app.web.guard import GuardConfig, GuardMiddleware, default_allowed_hosts
 from backends.base import Backend
@@ -25,14 +27,41 @@ from backends.vllm_omni.wire import error_body
 async def lifespan(app: FastAPI):
     """Learn the backend's capabilities at start; close the backend at the end if owned."""
     state: ApiState = app.state.api
-    # A remote backend learns its capabilities (cloning, rate) from its server's model card.
+    # A remote backend learns its capabilities (cloning, rate) from its server's model card,
+    # and the upstream model's name, served by default (a client sends that name).
     with contextlib.suppress(Exception):
         await asyncio.wait_for(state.backend.health(), 5)
+    upstream = getattr(state.backend, "upstream_model", None)
+    if not state.served_model_given and upstream:
+        state.served_model = upstream
+        state.metrics.model = upstream
     try:
         yield
     finally:
         if state.own_backend:
             await state.backend.aclose()
+
+
+class CountRequests:
+    """Counts each HTTP answer by route and status for ``GET /metrics`` (pure ASGI, so
+    streaming bodies pass through untouched)."""
+
+    def __init__(self, app):
+        self.app = app
+
+    async def __call__(self, scope, receive, send):
+        if scope["type"] != "http":
+            return await self.app(scope, receive, send)
+        state: ApiState = scope["app"].state.api
+        # the request's arrival, for the time to first audio (``request.state.arrival``)
+        scope.setdefault("state", {})["arrival"] = time.monotonic()
+
+        async def counted(message):
+            if message["type"] == "http.response.start":
+                state.metrics.request(scope.get("path", ""), message["status"])
+            await send(message)
+
+        return await self.app(scope, receive, counted)
 
 
 def guard_config(
@@ -44,6 +73,7 @@ def guard_config(
         body_limits=[
             ("POST", "/v1/audio/speech", limits.speech_body_bytes),
             ("POST", "/v1/audio/voices", limits.upload_body_bytes),
+            ("POST", "/v1/audio/speech/batch", limits.batch_body_bytes),
         ],
         default_body_limit=limits.other_body_bytes,
         error_body=lambda msg, status: error_body(msg, "BadRequestError", status),
@@ -68,21 +98,26 @@ def create_api_app(
     tests and other apps that mount this one usually do not). ``limits``: see
     :class:`~app.api.limits.ApiLimits`; hosts and origins: see :mod:`app.web.guard`.
     """
+    default = getattr(backend, "upstream_model", None) or backend.name
     state = ApiState(
         backend,
-        served_model or backend.name,
+        served_model or default,
         own_backend=own_backend,
         config_timeout=config_timeout,
         idle_timeout=idle_timeout,
         limits=limits or ApiLimits(),
+        served_model_given=bool(served_model),
     )
+    state.metrics = ApiMetrics(state.served_model)
     app = FastAPI(title="listenlab speech API (vLLM-Omni compatible)", lifespan=lifespan)
     app.state.api = state
     guard = guard_config(state.limits, allowed_hosts, allowed_origins)
     app.state.guard = guard
     app.add_middleware(GuardMiddleware, config=guard)
     install_error_handlers(app)
-    for router in (speech.router, voices.router, info.router, ws.router):
+    app.include_router(not_served.router)
+    app.add_middleware(CountRequests)
+    for router in (batch.router, speech.router, voices.router, info.router, ws.router):
         app.include_router(router)
     return app
 

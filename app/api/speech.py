@@ -8,21 +8,22 @@ generation at once (the backend stream is closed), also while it waits in the qu
 
 import asyncio
 import contextlib
+import time
 import uuid
 import weakref
 from collections.abc import AsyncIterator
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from fastapi import APIRouter, Depends, Request
 from fastapi.responses import Response, StreamingResponse
 from pydantic import ValidationError
 from starlette.background import BackgroundTask
 
+from app.api.checks import check_speech, native_speed
 from app.api.clips import ref_audio_wav
-from app.api.errors import ApiError, api_error
-from app.api.limits import MAX_INSTRUCTIONS, MAX_NEW_TOKENS, OPUS_RATES, RESAMPLE_RANGE
-from app.api.output import StreamOutput
-from app.api.schemas import VALIDATION_TYPE, SpeechBody, validation_message, validation_param
+from app.api.errors import ApiError, api_error, validation_error
+from app.api.output import StreamOutput, file_bytes
+from app.api.schemas import VALIDATION_TYPE, SpeechBody, body_errors, sanitize
 from app.api.state import (
     ApiState,
     ClientGone,
@@ -32,92 +33,83 @@ from app.api.state import (
     api_state,
 )
 from app.web.inputs import JsonTooDeep, loads_limited
-from backends.audio import encode_audio, mp3_available
 from backends.base import AudioChunk, SpeechRequest
 from backends.vllm_omni import wire
 from backends.vllm_omni.request import SpeechFields, speech_request
+from backends.vllm_omni.rules import RequestView
 
 router = APIRouter()
 
 BIG_BODY = 256 * 1024
 """A body bigger than this (an inline ``ref_audio``) is parsed off the event loop."""
+UNSUPPORTED_MEDIA = "Unsupported Media Type: Only 'application/json' is allowed"
 
 
 # --------------------------------------------------------------------------- the request
 
 
-async def parse_body(http: Request, json_depth: int) -> SpeechBody:
-    """The JSON body, validated; errors in vLLM's shape (``"Bad Request"``, ``param``)."""
+async def read_json(http: Request, json_depth: int):
+    """The JSON body, or vLLM's refusal (``validate_json_request``, FastAPI's decode error)."""
     media = http.headers.get("content-type", "").split(";", 1)[0].strip().lower()
     if media != "application/json":
-        raise ApiError(
-            "Unsupported Media Type: Only 'application/json' is allowed", 400, VALIDATION_TYPE
-        )
+        raise ApiError(f"1 validation error:\n  {UNSUPPORTED_MEDIA}", 400, VALIDATION_TYPE)
     raw = await http.body()
+    if not raw:
+        missing = {"type": "missing", "loc": ("body",), "msg": "Field required", "input": None}
+        raise validation_error([missing])
     try:
         if len(raw) > BIG_BODY:
-            data = await asyncio.to_thread(loads_limited, raw, json_depth)
-        else:
-            data = loads_limited(raw, json_depth)
+            return await asyncio.to_thread(loads_limited, raw, json_depth)
+        return loads_limited(raw, json_depth)
     except JsonTooDeep as e:
         raise ApiError(f"Invalid JSON body: {e}", 400, VALIDATION_TYPE, "body") from None
     except ValueError as e:
-        # vLLM names the character where decoding failed: body.<position>
-        pos = getattr(e, "pos", None)
-        param = "body" if pos is None else f"body.{pos}"
-        raise ApiError(f"Invalid JSON body: {e}", 400, VALIDATION_TYPE, param) from None
-    if not isinstance(data, dict):
-        raise ApiError("The request body must be a JSON object", 400, VALIDATION_TYPE, "body")
+        pos = getattr(e, "pos", 0)
+        err = {
+            "type": "json_invalid",
+            "loc": ("body", pos),
+            "msg": "JSON decode error",
+            "input": {},
+            "ctx": {"error": getattr(e, "msg", str(e))},
+        }
+        raise validation_error([err]) from None
+
+
+async def parse_body(http: Request, json_depth: int, schema=SpeechBody):
+    """The JSON body, validated; errors in vLLM's shape and words (``Bad Request``, ``param``)."""
+    data = await read_json(http, json_depth)
     try:
-        return SpeechBody.model_validate(data)
+        # FastAPI validates a body model ``from_attributes`` (its ``ModelField.validate``):
+        # a non-object body gets its words ("model_attributes_type"), as vLLM answers.
+        return schema.model_validate(data, from_attributes=True)
     except ValidationError as e:
-        raise ApiError(validation_message(e), 400, VALIDATION_TYPE, validation_param(e)) from None
+        raise validation_error(body_errors(e)) from None
+    except TypeError as e:  # a validator's TypeError: vLLM's handler makes it a 400
+        raise ApiError(str(e)) from None
 
 
-def check_body(body: SpeechBody, state: ApiState, ref: bytes | None) -> None:
-    """What the HTTP route refuses before anything runs (vLLM-Omni's rules and messages)."""
-    state.check_model(body.model)
-    if not body.input or not body.input.strip():
-        raise ApiError("Input text cannot be empty")
-    if body.instructions and len(body.instructions) > MAX_INSTRUCTIONS:
-        raise ApiError(
-            f"instructions is too long ({len(body.instructions)} characters); the maximum is {MAX_INSTRUCTIONS}"
-        )
-    if body.word_timestamps:
-        if body.is_streaming:
-            raise ApiError(
-                "word_timestamps=true is not supported with streaming; use the WebSocket instead."
-            )
-        raise ApiError(
-            "word_timestamps=true requires the server to be launched with --forced-aligner."
-        )
-    if body.max_new_tokens is not None and body.max_new_tokens > MAX_NEW_TOKENS:
-        # vLLM-Omni's adapters (tts_adapters/base.py _TTS_MAX_NEW_TOKENS_MAX)
-        raise ApiError(f"max_new_tokens cannot exceed {MAX_NEW_TOKENS}")
-    check_output(body, state)
-    if body.ref_text and ref is None and not body.voice:
-        raise ApiError("ref_text needs ref_audio (or an uploaded voice)")
+def backend_request(
+    body: SpeechBody, view: RequestView, ref: bytes | None, rid: str, state: ApiState
+) -> SpeechRequest:
+    """The ``SpeechRequest`` the backend gets: the fields as the checks left them. ``speed``
+    reaches the backend only when the served model changes speed itself; otherwise the whole
+    file is stretched afterwards, as vLLM-Omni does (:mod:`backends.vllm_omni.speed`)."""
+    speed = (body.speed or 1.0) if native_speed(state) else 1.0
+    fields = replace(
+        SpeechFields.of(body),
+        voice=view.voice,
+        language=view.language,
+        task_type=view.task_type,
+        ref_text=view.ref_text,
+        speed=speed,
+        speaker_embedding=None,
+    )
+    return speech_request(fields, body.input, ref_audio=ref, request_id=rid, backend=state.backend)
 
 
-def check_output(body: SpeechBody, state: ApiState) -> None:
-    """Speed, rate and format the backend (or this libsndfile) can give."""
-    caps = state.backend.capabilities
-    speed = 1.0 if body.speed is None else body.speed
-    if body.is_streaming and speed != 1.0 and not caps.speed_streaming:
-        raise ApiError(
-            f"Speed adjustment (speed={speed:g}) is not supported with streaming by the current "
-            "TTS model; use speed=1.0 or a non-streaming request."
-        )
-    if speed != 1.0 and not caps.speed:
-        raise ApiError("speed is not supported by the current TTS model")
-    lo, hi = RESAMPLE_RANGE
-    if body.sample_rate is not None and not lo <= body.sample_rate <= hi:
-        raise ApiError(
-            f"sample_rate={body.sample_rate} is not supported by the current TTS model; "
-            f"supported rates: {lo}-{hi} (resampled)"
-        )
-    if body.response_format == "mp3" and not mp3_available():
-        raise ApiError("response_format='mp3' is not available: this libsndfile cannot write MP3")
+def post_speed(body: SpeechBody, state: ApiState) -> float:
+    """The stretch applied to the finished file (1.0 when the model did it natively)."""
+    return 1.0 if native_speed(state) else float(body.speed or 1.0)
 
 
 # --------------------------------------------------------------------------- reading the backend
@@ -149,6 +141,9 @@ async def first_chunk(http: Request, it: AsyncIterator[AudioChunk]) -> AudioChun
     c = await pull(http, it)
     if c is None:
         raise ApiError("Speech generation failed: the backend produced no audio")
+    arrival = getattr(http.state, "arrival", None)
+    if arrival is not None:  # vLLM-Omni's audio_ttfp_s: arrival to the first audio
+        http.app.state.api.metrics.first_audio(time.monotonic() - arrival)
     return c
 
 
@@ -159,11 +154,9 @@ async def first_chunk(http: Request, it: AsyncIterator[AudioChunk]) -> AudioChun
 async def create_speech(http: Request, state: ApiState = Depends(api_state)):
     body = await parse_body(http, state.limits.json_depth)
     rid = f"speech-{uuid.uuid4().hex}"
-    ref = await ref_audio_wav(state, body.ref_audio)  # decoded off the loop, before queueing
-    check_body(body, state, ref)
-    req = speech_request(
-        SpeechFields.of(body), body.input, ref_audio=ref, request_id=rid, backend=state.backend
-    )
+    view = await check_speech(body, state)
+    ref = await ref_audio_wav(state, view.ref_audio)  # decoded off the loop, before queueing
+    req = backend_request(body, view, ref, rid, state)
     state.check_queue()
     lease = Lease(state.gate)
     if not await acquire_unless_gone(lease, http.is_disconnected):
@@ -185,14 +178,16 @@ async def create_speech(http: Request, state: ApiState = Depends(api_state)):
     # The streaming body owns the stream, the request state and the slot from here on.
     answer = SpeechStream(http, state, stream, first, StreamOutput(body.sample_rate), rid, lease)
     fmt = body.response_format
-    headers = {"X-Request-Id": rid, "Cache-Control": "no-cache"}
     if body.is_sse_stream:
         gen, media = sse_body(answer, fmt), wire.SSE_TYPE
     else:
         gen, media = raw_body(answer, fmt), wire.CONTENT_TYPES[fmt]
     weakref.finalize(gen, lease.release_soon)
     return StreamingResponse(
-        gen, media_type=media, headers=headers, background=BackgroundTask(lease.release)
+        gen,
+        media_type=media,
+        headers={"X-Request-Id": rid, "Cache-Control": "no-cache"},
+        background=BackgroundTask(lease.release),
     )
 
 
@@ -231,26 +226,59 @@ async def whole_file(http: Request, state: ApiState, body: SpeechBody, req: Spee
 async def _whole_file(
     http: Request, body: SpeechBody, stream: AsyncIterator[AudioChunk], st: RequestState
 ) -> Response:
-    out = StreamOutput(body.sample_rate)
+    out = StreamOutput(None)
     parts: list[bytes] = []
     chunk: AudioChunk | None = await first_chunk(http, stream)
     while chunk is not None:
         parts.append(out.pcm(chunk))
         st.chunks += 1
         chunk = await pull(http, stream)
-    parts.append(out.flush())
-    fmt = body.response_format
-    if fmt == "opus" and out.rate not in OPUS_RATES:
-        raise ApiError(
-            f"response_format='opus' needs an Opus sample rate ({sorted(OPUS_RATES)}); the audio is "
-            f"{out.rate} Hz: pass sample_rate=24000 or 48000"
+    state: ApiState = http.app.state.api
+    try:
+        data, _rate = await asyncio.to_thread(
+            file_bytes,
+            out.samples(parts),
+            out.rate,
+            post_speed(body, state),
+            body.sample_rate,
+            body.response_format,
         )
-    data = encode_audio(out.samples(parts), out.rate, fmt)
+    except Exception as e:  # libsndfile refusing a rate, as it does on vLLM-Omni
+        raise ApiError(
+            sanitize(f"Speech generation failed: {e}"), 500, "InternalServerError"
+        ) from None
     return Response(
         data,
-        media_type=wire.CONTENT_TYPES[fmt],
+        media_type=wire.CONTENT_TYPES[body.response_format],
         headers={"X-Request-Id": st.request_id, **wire.USAGE_HEADERS},
     )
+
+
+async def collect_file(state: ApiState, body: SpeechBody, req: SpeechRequest) -> bytes:
+    """The whole utterance as ``body.response_format`` bytes (batch items: no client to watch)."""
+    out = StreamOutput(None)
+    parts: list[bytes] = []
+    with state.track("speech-batch", req.request_id):
+        stream = state.backend.stream(req)
+        try:
+            async for chunk in stream:
+                parts.append(out.pcm(chunk))
+        finally:
+            await stream.aclose()
+    if out.fmt is None:
+        raise ApiError("No output generated from the model.")
+    try:
+        data, _ = await asyncio.to_thread(
+            file_bytes,
+            out.samples(parts),
+            out.rate,
+            post_speed(body, state),
+            body.sample_rate,
+            body.response_format,
+        )
+    except Exception as e:
+        raise ApiError(sanitize(f"Speech generation failed: {e}"), 500) from None
+    return data
 
 
 # --------------------------------------------------------------------------- streaming bodies
@@ -282,6 +310,7 @@ class SpeechStream:
 async def raw_body(s: SpeechStream, fmt: str) -> AsyncIterator[bytes]:
     """pcm/wav bytes. A failure after the 200 cuts the connection (no end marker exists)."""
     with s.state.track("speech-stream", s.rid) as st:
+        ended: str | None = "cancelled"  # vLLM-Omni's abort reasons (create_speech)
         try:
             pcm = s.out.pcm(s.first)
             if fmt == "wav":  # emitted just before the first audio
@@ -295,15 +324,23 @@ async def raw_body(s: SpeechStream, fmt: str) -> AsyncIterator[bytes]:
             tail = s.out.flush()
             if tail:
                 yield tail
-        except ClientGone:
-            return
+            ended = None
+        except (ClientGone, GeneratorExit) as e:
+            ended = "closed"
+            if isinstance(e, GeneratorExit):
+                raise
+        except Exception:
+            ended = "error"
+            raise
         finally:
+            s.state.metrics.stream_end(ended)
             await s.close()
 
 
 async def sse_body(s: SpeechStream, fmt: str) -> AsyncIterator[bytes]:
     """``speech.audio.delta`` events, then exactly one ``speech.audio.done`` or ``.error``."""
     with s.state.track("speech-sse", s.rid) as st:
+        ended: str | None = "cancelled"
         try:
             pcm = s.out.pcm(s.first)
             if fmt == "wav":  # the first delta holds only the header
@@ -318,12 +355,18 @@ async def sse_body(s: SpeechStream, fmt: str) -> AsyncIterator[bytes]:
             tail = s.out.flush()
             if tail:
                 yield wire.audio_delta(tail, fmt)
-        except ClientGone:
+            ended = None
+        except (ClientGone, GeneratorExit) as e:
+            ended = "closed"
+            if isinstance(e, GeneratorExit):
+                raise
             return
         except Exception as e:
+            ended = "error"
             # Audio was always sent by now (the response starts with the first chunk).
             yield wire.audio_error(api_error(e).message, partial_audio=True)
             return
         finally:
+            s.state.metrics.stream_end(ended)
             await s.close()
         yield wire.audio_done()

@@ -54,6 +54,13 @@ class ApiState:
     gate: Gate | None = None
     """FIFO concurrency limit of the backend (made with the app, from ``limits``)."""
     decoder: Offload | None = None
+    voice_cache: tuple[float, list] | None = None
+    """When the backend's voices were last read, and what they were (app/api/checks.py)."""
+    served_model_given: bool = True
+    """``--served-model-name`` was given; else a remote backend's upstream name replaces the
+    default once its server has said it (the lifespan's refresh)."""
+    metrics: Any = None
+    """Request counters and time-to-first-audio figures for ``GET /metrics``."""
 
     def __post_init__(self) -> None:
         if self.gate is None:

@@ -6,7 +6,6 @@ kept per app in :attr:`~app.api.state.ApiState.uploads`.
 """
 
 import contextlib
-import mimetypes
 import time
 from typing import Any
 
@@ -53,89 +52,188 @@ async def list_voices(state: ApiState = Depends(api_state)):
         for v in voices
         if v.kind == "uploaded"
     ]
+    for meta in state.uploads.values():
+        if meta.get("embedding_source") == "direct":
+            names.append(meta["name"].lower())
+            keys = ("name", "consent", "created_at", "file_size", "mime_type")
+            entry = {k: meta.get(k, 0 if k == "file_size" else "") for k in keys}
+            uploaded.append(
+                entry | {"embedding_source": "direct", "embedding_dim": meta["embedding_dim"]}
+            )
+    names.sort()
     return {"voices": names, "uploaded_voices": uploaded}
 
 
-async def _check_upload_allowed(state: ApiState, has_audio: bool, embedding: str | None) -> None:
+def clean_name(name: str) -> str:
+    """``_validate_speaker_name``: trimmed, not empty, no path separators or NUL."""
+    trimmed = (name or "").strip()
+    if not trimmed or trimmed in (".", "..") or any(c in trimmed for c in "/\\\x00"):
+        raise ApiError(f"Invalid voice name {name!r}: must be non-empty, no path separators or NUL")
+    return trimmed
+
+
+async def check_registration(state: ApiState, name: str) -> None:
+    """``_check_registration_allowed``: a built-in speaker's name is taken."""
+    voices = await state.backend.voices()
+    if any(v.kind != "uploaded" and v.name.lower() == name.lower() for v in voices):
+        raise ApiError(
+            f"Voice name '{name}' is reserved by a built-in speaker of this model; "
+            "choose a different name."
+        )
+
+
+def upload_mime(audio_sample: UploadFile) -> str:
+    """The MIME type as vLLM-Omni decides it: the part's own, or from the file name's
+    extension when that is ``application/octet-stream`` (else ``audio/wav``)."""
+    mime = audio_sample.content_type or ""
+    if mime == "application/octet-stream":
+        ext = (audio_sample.filename or "").lower().rsplit(".", 1)[-1]
+        by_ext = {"wav": "audio/wav", "mp3": "audio/mpeg", "mpeg": "audio/mpeg"}
+        by_ext |= {"flac": "audio/flac", "ogg": "audio/ogg", "aac": "audio/aac"}
+        by_ext |= {"webm": "audio/webm", "mp4": "audio/mp4"}
+        mime = by_ext.get(ext, "audio/wav")
+    if mime not in UPLOAD_MIME:
+        raise ApiError(f"Unsupported MIME type: {mime}. Allowed: {set(UPLOAD_MIME)}")
+    return mime
+
+
+async def read_upload(audio_sample: UploadFile) -> bytes:
+    """The uploaded bytes (at most the limit: a bigger file is refused as vLLM-Omni does)."""
+    data = await audio_sample.read(MAX_UPLOAD_BYTES + 1)
+    if len(data) > MAX_UPLOAD_BYTES:
+        audio_sample.file.seek(0, 2)
+        size = audio_sample.file.tell()
+        raise ApiError(f"File size exceeds maximum limit of 10MB. Got {size} bytes.")
+    return data
+
+
+def embedding_values(state: ApiState, raw: str) -> list[float]:
+    """``upload_voice_embedding``'s checks, in its words."""
+    import json
+    import math
+
+    from app.api.checks import RuleContext
+    from backends.vllm_omni.model_table import speech_rules
+    from backends.vllm_omni.rules import embedding_dim
+
+    try:
+        emb = json.loads(raw)
+    except (json.JSONDecodeError, TypeError) as exc:
+        raise ApiError(f"'speaker_embedding' must be valid JSON: {exc}") from None
+    if not isinstance(emb, list) or not emb:
+        raise ApiError("'speaker_embedding' must be a non-empty list of numbers")
+    if len(emb) > 4096:
+        raise ApiError("'speaker_embedding' exceeds maximum length (4096 elements)")
+    if not all(isinstance(x, int | float) for x in emb):
+        raise ApiError("'speaker_embedding' must contain only numeric values")
+    if not all(math.isfinite(x) for x in emb):
+        raise ApiError("'speaker_embedding' values must be finite (no NaN or Inf)")
+    ctx = RuleContext(state.served_model, speech_rules(state.served_model))
+    dim = embedding_dim(ctx) if ctx.rules.task_types else None
+    if dim is not None and len(emb) != dim:
+        raise ApiError(
+            f"speaker_embedding has {len(emb)} dimensions; expected {dim} "
+            "for the loaded Qwen3-TTS model"
+        )
+    return [float(x) for x in emb]
+
+
+async def upload_embedding(state: ApiState, raw: str, consent: str, name: str) -> dict:
+    """An embedding upload: kept as metadata only (listenlab's voices clone from audio, so a
+    request naming it gets the reference's refusal for the served model)."""
+    clean = clean_name(name)
+    emb = embedding_values(state, raw)
+    await check_registration(state, clean)
+    meta = {
+        "name": clean,
+        "consent": consent,
+        "created_at": int(time.time()),
+        "embedding_source": "direct",
+        "embedding_dim": len(emb),
+    }
+    state.uploads[clean.lower()] = {**meta, "mime_type": "application/x-safetensors"}
+    state.voice_cache = None
+    return meta
+
+
+async def upload_audio(state: ApiState, audio_sample: UploadFile, form: dict) -> dict:
+    """An audio upload: checked as vLLM-Omni checks it, then stored by the backend."""
+    clean = clean_name(form["name"])
+    ref_text = (form.get("ref_text") or "").strip() or None
+    description = (form.get("speaker_description") or "").strip() or None
+    data = await read_upload(audio_sample)
+    mime = upload_mime(audio_sample)
+    await check_registration(state, clean)
     backend = state.backend
-    caps = backend.capabilities
-    if not caps.cloning:
+    if not backend.capabilities.cloning:
         with contextlib.suppress(Exception):
-            caps = await backend.refresh()
-    if not caps.cloning:
+            await backend.refresh()
+    if not backend.capabilities.cloning:
         raise ApiError(
             f"the {backend.describe()} backend cannot clone voices, so voice uploads are not supported"
         )
-    if embedding is not None:
-        if has_audio:
-            raise ApiError("Provide either audio_sample or speaker_embedding, not both")
-        raise ApiError(
-            "speaker_embedding uploads are Qwen3-only and not supported by listenlab api"
-        )
-    if not has_audio:
-        raise ApiError("Either audio_sample or speaker_embedding is required")
-
-
-async def _read_upload(audio_sample: UploadFile) -> tuple[bytes, str]:
-    """The uploaded bytes (at most the limit) and their MIME type (from the name if unsaid)."""
-    data = await audio_sample.read(MAX_UPLOAD_BYTES + 1)
-    if len(data) > MAX_UPLOAD_BYTES:
-        raise ApiError(f"Audio file too large (max {MAX_UPLOAD_BYTES // (1024 * 1024)} MB)")
-    mime = (audio_sample.content_type or "").lower()
-    if mime in ("", "application/octet-stream"):
-        mime = (mimetypes.guess_type(audio_sample.filename or "")[0] or "").lower()
-    if mime not in UPLOAD_MIME:
-        raise ApiError(
-            f"Unsupported audio MIME type {mime or 'unknown'!r}; allowed: {', '.join(sorted(UPLOAD_MIME))}"
-        )
-    return data, mime
-
-
-@router.post("/v1/audio/voices")
-async def upload_voice(
-    name: str = Form(...),
-    consent: str = Form(...),
-    audio_sample: UploadFile | None = File(None),
-    speaker_embedding: str | None = Form(None),
-    ref_text: str | None = Form(None),
-    speaker_description: str | None = Form(None),
-    state: ApiState = Depends(api_state),
-):
-    await _check_upload_allowed(state, audio_sample is not None, speaker_embedding)
-    assert audio_sample is not None
-    clean = name.strip()
-    if not clean or clean in (".", "..") or any(c in clean for c in "/\\\x00"):
-        raise ApiError(f"Invalid voice name {name!r}")
-    data, mime = await _read_upload(audio_sample)
     try:
         wav = await reference_wav(state, data, "the uploaded audio")
-        v = await state.backend.add_voice(clean, wav, ref_text=ref_text or None, consent=consent)
+        v = await backend.add_voice(clean, wav, ref_text=ref_text, consent=form["consent"])
+    except ApiError:
+        raise
     except Exception as e:
         raise api_error(e) from None
     meta = {
         "name": v.name,
-        "consent": consent,
+        "consent": form["consent"],
         "created_at": int(time.time()),
         "mime_type": mime,
         "file_size": len(data),
     }
     if v.ref_text or ref_text:
         meta["ref_text"] = v.ref_text or ref_text
-    if speaker_description:
-        meta["speaker_description"] = speaker_description
+    if description:
+        meta["speaker_description"] = description
     state.uploads[clean.lower()] = meta
-    return {"success": True, "voice": meta}
+    state.voice_cache = None
+    return meta
+
+
+@router.post("/v1/audio/voices")
+async def upload_voice(
+    # vLLM-Omni's parameter order (api_server.py upload_voice): a form missing both fields
+    # lists consent first, and its ``param`` is ``body.consent``
+    audio_sample: UploadFile | None = File(None),
+    speaker_embedding: str | None = Form(None),
+    consent: str = Form(...),
+    name: str = Form(...),
+    ref_text: str | None = Form(None),
+    speaker_description: str | None = Form(None),
+    state: ApiState = Depends(api_state),
+):
+    if speaker_embedding is not None and audio_sample is not None:
+        raise ApiError("'audio_sample' and 'speaker_embedding' are mutually exclusive")
+    if speaker_embedding is not None:
+        voice = await upload_embedding(state, speaker_embedding, consent, name)
+    elif audio_sample is not None:
+        form = {"name": name, "consent": consent, "ref_text": ref_text}
+        form["speaker_description"] = speaker_description
+        voice = await upload_audio(state, audio_sample, form)
+    else:
+        raise ApiError("Either 'audio_sample' or 'speaker_embedding' must be provided")
+    return {"success": True, "voice": voice}
 
 
 @router.delete("/v1/audio/voices/{name}")
 async def delete_voice(name: str, state: ApiState = Depends(api_state)):
+    """Only an uploaded voice can be deleted; any other name is vLLM-Omni's 404."""
+    meta = state.uploads.get(name.lower())
+    if meta is not None and meta.get("embedding_source") == "direct":
+        state.uploads.pop(name.lower(), None)
+        state.voice_cache = None
+        return {"success": True, "message": f"Voice '{name}' deleted successfully"}
     try:
         await state.backend.delete_voice(name)
-    except UnknownVoice:
-        raise ApiError(f"Voice '{name}' not found", 404) from None
-    except Unsupported as e:
-        raise ApiError(str(e), 400) from None
+    except (UnknownVoice, Unsupported):
+        raise ApiError(f"Voice '{name}' not found", 404, "NotFoundError") from None
     except Exception as e:
         raise api_error(e) from None
     state.uploads.pop(name.lower(), None)
+    state.voice_cache = None
     return {"success": True, "message": f"Voice '{name}' deleted successfully"}

@@ -11,24 +11,72 @@ import contextlib
 import logging
 import re
 import uuid
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from fastapi import APIRouter, Depends, WebSocket
 from pydantic import ValidationError
 
+from app.api.checks import check_unit, native_speed
 from app.api.clips import ref_audio_wav
 from app.api.errors import ApiError
-from app.api.limits import MAX_CONFIG_MESSAGE, MAX_TEXT_MESSAGE, OPUS_RATES, WS_MESSAGE_OVERHEAD
-from app.api.output import StreamOutput
-from app.api.schemas import SessionConfig, validation_message
+from app.api.limits import MAX_CONFIG_MESSAGE, MAX_TEXT_MESSAGE, WS_MESSAGE_OVERHEAD
+from app.api.output import StreamOutput, file_bytes
+from app.api.schemas import SessionConfig, sanitize
 from app.api.state import ApiState, ClientGone, Lease, RequestState, api_state
 from app.web.inputs import JsonTooDeep, loads_limited
-from backends.audio import encode_audio, mp3_available
 from backends.base import AudioChunk, SpeechRequest
 from backends.errors import BackendError, InvalidRequest, ListenlabError
 from backends.vllm_omni import wire
 from backends.vllm_omni.request import SpeechFields, speech_request
+
+NOMINAL_RATE = 24000
+"""vLLM-Omni's ``audio.start`` rate when nothing better is known (``_PCM_SAMPLE_RATE``)."""
+
+
+class SessionFailed(Exception):
+    """A unit that vLLM-Omni's session cannot even turn into a request: the session ends with
+    "Internal error: …"."""
+
+
+def as_http_request(cfg: SessionConfig, text: str) -> None:
+    """``_generate_and_send`` builds an ``OpenAICreateSpeechRequest`` from the config for each
+    unit; what that refuses (``speaker_embedding`` beside ``ref_audio``) ends the session."""
+    from app.api.schemas import OpenAICreateSpeechRequest
+
+    fields = {
+        "input": text,
+        "model": cfg.model,
+        "voice": cfg.voice,
+        "task_type": cfg.task_type,
+        "language": cfg.language,
+        "instructions": cfg.instructions,
+        "response_format": cfg.response_format or "wav",
+        "speed": cfg.speed,
+        "max_new_tokens": cfg.max_new_tokens,
+        "initial_codec_chunk_frames": cfg.initial_codec_chunk_frames,
+        "non_streaming_mode": cfg.non_streaming_mode,
+        "ref_audio": cfg.ref_audio,
+        "ref_text": cfg.ref_text,
+        "x_vector_only_mode": cfg.x_vector_only_mode,
+        "speaker_embedding": cfg.speaker_embedding,
+        "stream": cfg.stream_audio,
+        "word_timestamps": cfg.word_timestamps,
+        "seed": cfg.seed,
+    }
+    try:
+        OpenAICreateSpeechRequest(**fields)
+    except ValidationError as e:
+        raise SessionFailed(f"Internal error: {e}") from None
+
+
+def model_error_text(e: ApiError) -> str:
+    """What vLLM-Omni's session sends for a wrong model: ``str()`` of its ``ErrorResponse``."""
+    return (
+        f"error=ErrorInfo(message={e.message!r}, type={e.type!r}, param={e.param!r}, "
+        f"code={e.status})"
+    )
+
 
 log = logging.getLogger("listenlab.api")
 
@@ -182,6 +230,8 @@ class WsSession:
         try:
             while await self.step():
                 pass
+        except SessionFailed as e:  # vLLM-Omni reports it and ends the session
+            await self.send_error(str(e))
         except Exception as e:  # the socket went away mid-send, or a bug: report if possible
             if not self.closed.is_set():
                 log.error("websocket session failed", exc_info=e)
@@ -270,32 +320,43 @@ class WsSession:
         return True
 
     async def build_config(self, msg: dict) -> SessionConfig | None:
+        """``_build_config``: the config validated (pydantic's own message) and its model."""
         try:
-            cfg = SessionConfig.model_validate({k: v for k, v in msg.items() if k != "type"})
+            cfg = SessionConfig(**{k: v for k, v in msg.items() if k != "type"})
         except ValidationError as e:
-            await self.send_error(f"Invalid session config: {validation_message(e)}")
+            await self.send_error(f"Invalid session config: {e}")
+            return None
+        except TypeError as e:  # a non-string key
+            await self.send_error(f"Invalid session config: {e}")
             return None
         try:
             self.state.check_model(cfg.model)
         except ApiError as e:
-            await self.send_error(e.message)
+            await self.send_error(model_error_text(e))
             return None
-        if cfg.ref_audio:
-            try:
-                self.ref = (cfg, await ref_audio_wav(self.state, cfg.ref_audio))
-            except (InvalidRequest, ApiError) as e:
-                await self.send_error(f"Invalid session config: {e}")
-                return None
         return cfg
 
-    def request_for(self, cfg: SessionConfig, text: str, rid: str) -> SpeechRequest:
+    async def request_for(self, cfg: SessionConfig, text: str, rid: str) -> SpeechRequest:
+        """``_prepare_speech_generation`` for one unit: the model's checks (in the reference's
+        words), then the clip, decoded once per config (off the loop)."""
+        view = await check_unit(cfg, text, self.state)
         ref = None
-        if cfg.ref_audio:
+        if isinstance(view.ref_audio, str) and not view.ref_audio.startswith("voice:"):
             if self.ref is None or self.ref[0] is not cfg:
-                raise InvalidRequest("ref_audio was not decoded")  # build_config always does
+                self.ref = (cfg, await ref_audio_wav(self.state, view.ref_audio))
             ref = self.ref[1]
+        speed = (cfg.speed or 1.0) if native_speed(self.state) else 1.0
+        fields = replace(
+            SpeechFields.of(cfg),
+            voice=view.voice,
+            language=view.language,
+            task_type=view.task_type,
+            ref_text=view.ref_text,
+            speed=speed,
+            speaker_embedding=None,
+        )
         return speech_request(
-            SpeechFields.of(cfg), text, ref_audio=ref, request_id=rid, backend=self.state.backend
+            fields, text, ref_audio=ref, request_id=rid, backend=self.state.backend
         )
 
     # -- one unit
@@ -308,6 +369,7 @@ class WsSession:
                 "restart the server with that flag or set word_timestamps=false in session.config."
             )
             return True
+        as_http_request(cfg, text)
         fmt = cfg.response_format
         unit = Unit(wire.ws_audio_start(u, s, text, fmt), cfg.stream_audio and fmt == "pcm")
         if not unit.deferred:
@@ -318,14 +380,15 @@ class WsSession:
         with self.state.track("speech-ws", rid) as st:
             stream = None
             try:
-                req = self.request_for(cfg, text, rid)
+                req = await self.request_for(cfg, text, rid)
                 self.state.check_queue()
                 await self.until_closed(lease.acquire())  # FIFO with every other request
                 stream = self.state.backend.stream(req)
                 if cfg.stream_audio:
                     await self.send_stream(stream, unit, st)
                 else:
-                    await self.send_file(stream, fmt, unit)
+                    speed = 1.0 if native_speed(self.state) else float(cfg.speed or 1.0)
+                    await self.send_file(stream, fmt, unit, speed)
             except ClientGone:
                 return False
             except Exception as e:
@@ -345,12 +408,16 @@ class WsSession:
         return True
 
     async def send_start(self, unit: Unit, out: StreamOutput | None = None) -> None:
-        """``audio.start``, once; deferred, it states the rate and channels of the audio."""
+        """``audio.start``, once; deferred, it states the rate and channels of the audio (when
+        a unit fails before any audio, those the backend says it has)."""
         if unit.started:
             return
         unit.started = True
         if unit.deferred and out is not None and out.fmt:
             wire.state_format(unit.start, out.rate, out.channels)
+        elif unit.deferred:
+            caps = self.state.backend.capabilities
+            wire.state_format(unit.start, caps.sample_rate or NOMINAL_RATE, caps.channels or 1)
         await self.ws.send_json(unit.start)
 
     async def send_stream(self, stream: Any, unit: Unit, st: RequestState) -> None:
@@ -364,8 +431,9 @@ class WsSession:
             st.bytes_sent = unit.total
             await self.ws.send_bytes(data)
 
-    async def send_file(self, stream: Any, fmt: str, unit: Unit) -> None:
-        """Without ``stream_audio``: the whole unit as one encoded file in one binary frame."""
+    async def send_file(self, stream: Any, fmt: str, unit: Unit, speed: float) -> None:
+        """Without ``stream_audio``: the whole unit as one encoded file in one binary frame
+        (``speed`` stretched afterwards, as vLLM-Omni's ``_generate_audio_bytes`` does)."""
         out = StreamOutput(None)
         parts = []
         it = stream.__aiter__()
@@ -373,11 +441,12 @@ class WsSession:
             parts.append(out.pcm(c))
         if out.fmt is None:
             raise BackendError("the backend produced no audio")
-        if fmt == "opus" and out.rate not in OPUS_RATES:
-            raise InvalidRequest(f"opus needs an Opus sample rate; the audio is {out.rate} Hz")
-        if fmt == "mp3" and not mp3_available():
-            raise InvalidRequest("mp3 is not available: this libsndfile cannot write MP3")
-        data = encode_audio(out.samples(parts), out.rate, fmt)
+        try:
+            data, _ = await asyncio.to_thread(
+                file_bytes, out.samples(parts), out.rate, speed, None, fmt
+            )
+        except Exception as e:  # libsndfile refusing a rate (Opus at 44.1 kHz)
+            raise InvalidRequest(sanitize(str(e))) from None
         unit.total = len(data)
         await self.ws.send_bytes(data)
 

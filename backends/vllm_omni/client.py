@@ -46,8 +46,15 @@ from backends.base import Audio, AudioChunk, Backend, Capabilities, Health, Spee
 from backends.errors import BackendError, InvalidRequest, StreamTimeout, UnknownVoice
 from backends.registry import register
 from backends.vllm_omni import wire
-from backends.vllm_omni.model_table import clones, model_facts, table_format
+from backends.vllm_omni.model_table import (
+    SpeechRules,
+    clones,
+    model_facts,
+    speech_rules,
+    table_format,
+)
 from backends.vllm_omni.request import HTTP_EXTRA, WS_EXTRA, request_fields
+from backends.vllm_omni.rules import max_new_tokens_error, sample_rate_error
 from backends.vllm_omni.wire import (
     ErrorEvent,
     SseParser,
@@ -451,11 +458,71 @@ class VllmOmniHttpBackend(Backend):
 
     # -- request building
 
+    @property
+    def upstream_model(self) -> str | None:
+        """The served model's name (the spec's ``model``, else the server's model card):
+        ``listenlab api`` serves it under that name by default."""
+        return self.options.model or self._served_model
+
+    def rules(self) -> SpeechRules:
+        """The served model's request rules: the server's own when it states them (a
+        ``listenlab api`` card), else the model table's for its name."""
+        card = ((self._card or {}).get("listenlab") or {}).get("rules")
+        if isinstance(card, dict):
+            try:
+                return rules_from_card(card)
+            except (TypeError, ValueError):
+                pass
+        return speech_rules(self.upstream_model)
+
     def _prepare(self, request: SpeechRequest) -> SpeechRequest:
         request = request.validated()
         if request.voice is None and self.options.voice:
             request = replace(request, voice=self.options.voice)
+        self._check_rules(request)
         return request
+
+    def _check_rules(self, request: SpeechRequest) -> None:
+        """Never send what the served model refuses: each refusal names the field."""
+        rules = self.rules()
+        model = self.upstream_model or "the served model"
+        err = sample_rate_error(rules, self.options.sample_rate)
+        if err and self.options.sample_rate != self._native_rate():
+            raise InvalidRequest(
+                f"sample_rate={self.options.sample_rate} cannot be asked of {model}: "
+                f"vLLM-Omni would answer {err!r}"
+            )
+        streamed = self.options.mode != "ws" or self.options.format == "pcm"
+        facts = model_facts(self.upstream_model)
+        native = self.options.speed_streaming or bool(facts and facts.speed_streaming)
+        if streamed and request.speed != 1.0 and not native:
+            raise InvalidRequest(
+                f"speed={request.speed:g} cannot be streamed from {model}: vLLM-Omni stretches "
+                "speed on whole files only (send speed 1, or use synthesize())"
+            )
+        lang = request.language or self.options.language
+        if rules.languages is not None and lang and lang.title() not in rules.languages:
+            raise InvalidRequest(
+                f"language={lang!r} is not one of {model}'s: {', '.join(sorted(rules.languages))}"
+            )
+        tokens = (request.extra or {}).get("max_new_tokens")
+        if rules.checks_max_new_tokens and isinstance(tokens, int):
+            err = max_new_tokens_error(tokens)
+            if err:
+                raise InvalidRequest(f"max_new_tokens={tokens}: {err}")
+
+    def _native_rate(self) -> int | None:
+        fmt = table_format(self.upstream_model)
+        card = (self._card or {}).get("listenlab") or {}
+        return card.get("sample_rate") or (fmt[0] if fmt else None)
+
+    def _sent_rate(self) -> int | None:
+        """``sample_rate`` goes in the body only when the model accepts it; a pin equal to the
+        model's own rate is kept for checking the stream instead."""
+        rate = self.options.sample_rate
+        if rate and sample_rate_error(self.rules(), rate) is None:
+            return rate
+        return None
 
     def _fields(self, request: SpeechRequest, allowed_extra: frozenset[str]) -> dict[str, Any]:
         return request_fields(
@@ -467,8 +534,8 @@ class VllmOmniHttpBackend(Backend):
         body["response_format"] = self.options.format
         body["stream"] = True
         body["stream_format"] = "sse" if self.options.mode == "sse" else "audio"
-        if self.options.sample_rate:
-            body["sample_rate"] = self.options.sample_rate
+        if self._sent_rate():
+            body["sample_rate"] = self._sent_rate()
         return body
 
     async def _assume_format(self, framer: _Framer, what: str, channels: int | None = None) -> None:
@@ -532,8 +599,8 @@ class VllmOmniHttpBackend(Backend):
             return await super().synthesize(request)
         body = {"input": request.text, **self._fields(request, HTTP_EXTRA)}
         body["response_format"] = "wav"
-        if self.options.sample_rate:
-            body["sample_rate"] = self.options.sample_rate
+        if self._sent_rate():
+            body["sample_rate"] = self._sent_rate()
         o = self.options
         timeout = httpx.Timeout(
             o.first_audio_timeout + 600.0, connect=o.connect_timeout, pool=o.connect_timeout
@@ -925,6 +992,23 @@ class VllmOmniHttpBackend(Backend):
         )
         framer.index += 1
         return chunk
+
+
+# --------------------------------------------------------------------------- rules from a card
+
+
+def rules_from_card(card: dict[str, Any]) -> SpeechRules:
+    """A ``listenlab api`` model card's ``rules`` (lists where the table has sets)."""
+    d = dict(card)
+    d["sample_rates"] = frozenset(int(x) for x in d.get("sample_rates") or ())
+    if d.get("languages") is not None:
+        d["languages"] = frozenset(str(x) for x in d["languages"])
+    if d.get("rate_range") is not None:
+        lo, hi = d["rate_range"]
+        d["rate_range"] = (int(lo), int(hi))
+    d["embedding_dims"] = tuple((str(a), int(b)) for a, b in d.get("embedding_dims") or ())
+    known = SpeechRules.__dataclass_fields__
+    return SpeechRules(**{k: v for k, v in d.items() if k in known})
 
 
 # --------------------------------------------------------------------------- timing

@@ -33,6 +33,7 @@ Hugging Face cache, and the engine runs with ``HF_HUB_OFFLINE=1``.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import importlib.util
 import logging
 import os
@@ -46,7 +47,7 @@ from typing import Any
 import numpy as np
 
 from backends.base import AudioChunk, Backend, Capabilities, Health, SpeechRequest, Voice
-from backends.errors import BackendError, InvalidRequest, ModelUnavailable, Unsupported
+from backends.errors import BackendError, InvalidRequest, ModelUnavailable
 from backends.registry import register
 from backends.vllm_omni.models import ModelAdapter, adapter_class, make_adapter
 
@@ -356,8 +357,6 @@ class VllmOmniBackend(Backend):
 
     def _check(self, request: SpeechRequest) -> SpeechRequest:
         request = request.validated()
-        if request.speed != 1.0:
-            raise Unsupported("vLLM-Omni streams at the model's own speed; speed must be 1.0")
         if request.request_id in self._active:
             raise InvalidRequest(f"request id {request.request_id!r} is already streaming")
         self.adapter.check(request)
@@ -375,7 +374,26 @@ class VllmOmniBackend(Backend):
     # -- streaming
 
     async def stream(self, request: SpeechRequest) -> AsyncIterator[AudioChunk]:
+        """The engine's audio as it comes; with ``speed != 1``, vLLM-Omni's post-processing
+        instead: the model generates at its own pace and the finished audio is stretched to
+        ``1/speed`` of its length (:mod:`backends.vllm_omni.speed`), one chunk at the end."""
         request = self._check(request)  # typed errors before the engine is loaded or called
+        if request.speed == 1.0:
+            async with contextlib.aclosing(self._generate(request)) as gen:
+                async for chunk in gen:  # closing this stream closes (aborts) the engine's
+                    yield chunk
+            return
+        from dataclasses import replace
+
+        from backends.vllm_omni.speed import stretch_pcm
+
+        async with contextlib.aclosing(self._generate(replace(request, speed=1.0))) as gen:
+            chunks = [c async for c in gen]
+        pcm = np.concatenate([c.pcm for c in chunks])
+        rate, channels = chunks[0].sample_rate, chunks[0].channels
+        yield AudioChunk(stretch_pcm(pcm, channels, request.speed), rate, channels, 0)
+
+    async def _generate(self, request: SpeechRequest) -> AsyncIterator[AudioChunk]:
         await self.start()
         engine = self._engine
         prompt = self.build_prompt(request)

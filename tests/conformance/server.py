@@ -15,7 +15,8 @@ its exception handlers registered, and the speech part of ``omni_init_app_state`
 are not built (they need a real vLLM engine and are not speech). Only the engine is scripted
 (``tests/conformance/engine.py``). ``GET /_conformance/engine`` reports what the engine saw
 (submitted texts, aborts) so tests can check that a cancel reached it, and
-``GET /_conformance/last`` the exact samples the last request must have produced.
+``GET /_conformance/last`` the exact samples the last request must have produced,
+``/_conformance/schema`` the request schemas and ``/_conformance/routes`` the mounted routes.
 
 Several servers (one per ``--serve``) share the process, so vLLM's imports are paid once.
 Prints ``READY <port> ...`` on stdout once all of them accept connections.
@@ -102,6 +103,28 @@ def build_app(model: str, workdir: Path, pace: float, fault: str | None):
     @app.get("/_conformance/last")
     async def last_reference():
         return await asyncio.to_thread(engine.last_reference)
+
+    @app.get("/_conformance/schema")
+    async def schemas():
+        """The request schemas the serving code parses (the matrix is generated from them)."""
+        from vllm_omni.entrypoints.openai.protocol.audio import (
+            OpenAICreateSpeechRequest,
+            StreamingSpeechSessionConfig,
+        )
+
+        return {
+            "speech": OpenAICreateSpeechRequest.model_json_schema(),
+            "session": StreamingSpeechSessionConfig.model_json_schema(),
+        }
+
+    @app.get("/_conformance/routes")
+    async def routes():
+        """Every route the app mounts: (path, methods)."""
+        return [
+            [r.path, sorted(getattr(r, "methods", None) or ["WEBSOCKET"])]
+            for r in app.routes
+            if not r.path.startswith("/_conformance")
+        ]
 
     return app, engine, state.openai_serving_speech
 

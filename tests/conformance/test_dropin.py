@@ -2,11 +2,12 @@
 
 Each request goes to vLLM-Omni's own serving code (Qwen3-TTS, scripted engine) and to
 ``listenlab api`` serving the same Piper voice shaped like Qwen3-TTS (24 kHz mono, its chunk
-schedule) under the same model name. What a client can see is reduced to a "shape" (status,
-the headers clients read, SSE event names and JSON keys, the WAV header fields, error JSON keys
-and types, WebSocket message types and keys) and the two shapes must be equal. The audio itself
-is not compared here (the voices are resampled in different processes);
-``test_remote_backend.py`` checks vLLM-Omni's samples exactly.
+schedule) under the same model name, with the scripted engine's speakers
+(``EngineVoices``). What a client can see is reduced to a "shape" (status, the headers clients
+read, SSE event names and JSON keys, the WAV header fields, error JSON keys, types, params and
+messages, WebSocket message types, keys and messages) and the two shapes must be equal. The
+generated matrix (``test_matrix.py``) compares every seed model and the audio byte for byte;
+this file keeps the hand-picked client flows (the openai SDK, the example clients' requests).
 
 Known, deliberate differences are listed in ``NOT_COPIED`` with the reason; nothing else may
 differ.
@@ -17,6 +18,7 @@ from __future__ import annotations
 import asyncio
 import base64
 import json
+import re
 import struct
 from typing import Any
 
@@ -25,8 +27,10 @@ import pytest
 from websockets.asyncio.client import connect
 
 from app.api import create_api_app
+from app.api.not_served import RL_MESSAGE
+from backends.profile import PROFILES, ProfileBackend
 from backends.registry import load_backend
-from tests.support.remote_util import ServerThread
+from tests.support.remote_util import EngineVoices, ServerThread
 
 pytestmark = pytest.mark.conformance
 
@@ -44,25 +48,11 @@ READ_HEADERS = (
 )
 
 NOT_COPIED = {
-    "validation message text": (
-        "vLLM formats a pydantic error as '1 validation error:\\n  {python dict repr}'; listenlab "
-        "keeps the same status, type and param but writes the message for a person "
-        "('speed: Input should be less than or equal to 4')."
-    ),
     "X-Request-Id / Cache-Control": (
         "listenlab adds them to streams (extra headers break no client); vLLM-Omni sends none."
     ),
-    "audio.start channels": (
-        "vLLM-Omni 0.30.0 sends audio.start before generating with a constant nominal "
-        "sample_rate 24000 and no channels, whatever the model's rate (a bug: a 44.1/48 kHz "
-        "model's PCM is then mislabelled). listenlab defers audio.start to the first chunk and "
-        "states the true sample_rate and channels, as the newer protocol does."
-    ),
-    "speed while streaming": (
-        "vLLM-Omni refuses speed != 1 on streams unless the adapter has native speed control "
-        "(IndexTTS-2.5); listenlab's Piper voice has it, so listenlab api accepts it, as "
-        "vLLM-Omni does for such a model."
-    ),
+    "audio.start channels": "docs/api.md, 'Where listenlab api answers differently': "
+    "audio-start-format.",
     "voice names": "each model has its own voices (Qwen3's vivian/ryan/aiden, Piper's).",
     "/v1/models extras": (
         "listenlab's model card adds a 'listenlab' object (capabilities) and has no "
@@ -74,7 +64,9 @@ NOT_COPIED = {
 @pytest.fixture(scope="module")
 def pair(omni):
     """(vLLM-Omni URL, listenlab api URL) over the same voice and model name."""
-    be = load_backend("piper?deterministic=1&profile=qwen3-tts&pace=0")
+    inner = EngineVoices(load_backend("piper?deterministic=1"), ("aiden", "ryan", "vivian"))
+    p = PROFILES["qwen3-tts"]
+    be = ProfileBackend(inner, type(p)(**{**p.__dict__, "pace": 0.0}))
     srv = ServerThread(create_api_app(be, served_model=SERVED, own_backend=True)).start()
     try:
         yield omni.url("qwen3_tts"), srv.url
@@ -111,6 +103,7 @@ def wav_fields(data: bytes) -> dict[str, Any]:
 
 
 def error_shape(r: httpx.Response) -> dict[str, Any]:
+    """Everything a client reads from an error: status, keys, type, param, code and message."""
     body = r.json()
     e = body.get("error", {})
     return {
@@ -120,6 +113,7 @@ def error_shape(r: httpx.Response) -> dict[str, Any]:
         "type": e.get("type"),
         "param": e.get("param"),
         "code": e.get("code"),
+        "message": e.get("message"),
     }
 
 
@@ -302,7 +296,8 @@ async def test_ws_errors_alike(pair):
             await ws.send(json.dumps({"type": "input.done"}))
             while True:
                 m = json.loads(await asyncio.wait_for(ws.recv(), 60))
-                got.append((m["type"], sorted(m), m.get("error")))
+                # an error's text is under "message"; audio.done's flag under "error"
+                got.append((m["type"], sorted(m), m.get("message"), m.get("error")))
                 if m["type"] == "session.done":
                     return got
 
@@ -350,3 +345,147 @@ async def test_openai_sdk_against_both(pair):
             (ctype, n > 1000, e.value.status_code, "Input text cannot be empty" in str(e.value))
         )
     assert seen[0] == seen[1] == ("audio/pcm", True, 400, True), seen
+
+
+# --------------------------------------------------------------------------- other routes
+
+
+def call(url: str, method: str, path: str, **kw) -> httpx.Response:
+    return httpx.request(method, url + path, timeout=120, trust_env=False, **kw)
+
+
+def answer_view(r: httpx.Response) -> tuple:
+    """Status, media type, and the body (an error by its shape)."""
+    ctype = r.headers.get("content-type", "").split(";")[0]
+    if ctype == "application/json" and isinstance(r.json(), dict) and "error" in r.json():
+        return r.status_code, ctype, error_shape(r)
+    return r.status_code, ctype, r.content
+
+
+@pytest.mark.parametrize(
+    "method, path", [("GET", "/ping"), ("POST", "/ping"), ("GET", "/version"), ("GET", "/load")]
+)
+def test_service_routes_alike(pair, method, path):
+    omni, ours = (answer_view(call(u, method, path)) for u in pair)
+    assert omni == ours
+
+
+def metric_types(text: str) -> dict[str, str]:
+    return dict(re.findall(r"^# TYPE (\S+) (\S+)$", text, flags=re.M))
+
+
+def test_metrics_are_the_references_families(pair):
+    """listenlab's ``/metrics`` is Prometheus text; every ``vllm_omni:`` family it exports is
+    one vLLM-Omni exports too, of the same type, and the request it just served is counted."""
+    post(pair[1], {"input": "Hi.", "response_format": "pcm", "stream_format": "audio"})
+    omni, ours = (call(u, "GET", "/metrics") for u in pair)
+    assert omni.status_code == ours.status_code == 200
+    assert all(r.headers["content-type"].startswith("text/plain") for r in (omni, ours))
+    theirs, mine = metric_types(omni.text), metric_types(ours.text)
+    shared = {k: v for k, v in mine.items() if k.startswith("vllm_omni:")}
+    assert shared and all(theirs.get(k) == v for k, v in shared.items()), (shared, theirs)
+    count = re.search(r"^vllm_omni:audio_ttfp_s_count(?:\{[^}]*\})? (\S+)$", ours.text, re.M)
+    assert count and float(count.group(1)) >= 1
+
+
+SERVED_HERE = {
+    "/v1/audio/speech",
+    "/v1/audio/speech/batch",
+    "/v1/audio/voices",
+    "/v1/audio/voices/{name}",
+    "/v1/models",
+    "/health",
+    "/ping",
+    "/version",
+    "/load",
+    "/metrics",
+}
+NOT_FOR_CLIENTS = {"/openapi.json", "/docs", "/docs/oauth2-redirect", "/redoc"}
+
+
+def test_every_route_the_reference_mounts_answers_in_its_shape(pair):
+    """Each HTTP route of vLLM-Omni's app: the same answer, or (docs/api.md, ``not-served``)
+    404 ``NotFoundError`` "The model does not support <API> API" in the reference's error
+    shape, never FastAPI's bare ``{"detail": "Not Found"}``."""
+    routes = httpx.get(pair[0] + "/_conformance/routes", timeout=30, trust_env=False).json()
+    checked, refused = 0, []
+    for path, methods in routes:
+        if path in SERVED_HERE or path in NOT_FOR_CLIENTS:
+            continue
+        concrete = path.replace("{video_id}", "v1").replace("{session_id}", "s1")
+        for method in set(methods) - {"WEBSOCKET", "HEAD"}:
+            kw = {"json": {}} if method == "POST" else {}
+            a, b = (answer_view(call(u, method, concrete, **kw)) for u in pair)
+            checked += 1
+            if a == b:
+                continue
+            # listenlab does not validate the body of a request it does not serve
+            assert isinstance(b[2], dict), (path, a, b)
+            assert (b[0], b[2]["type"]) in ((404, "NotFoundError"), (501, "Not Implemented"))
+            assert b[2]["message"].startswith("The model does not support ") or (
+                b[2]["message"] == RL_MESSAGE and a[2]["type"] == "Bad Request"
+            ), (path, a, b)
+            refused.append(path)
+    assert checked >= 20 and "/v1/audio/generate" in refused
+    # the RL rollout routes without a body answer exactly as vLLM-Omni does for TTS (501)
+    rollout = {p for p in refused if p.startswith("/v1/realtime/sessions/")}
+    assert rollout == {"/v1/realtime/sessions/{session_id}/step"}, rollout
+
+
+def test_voice_route_errors_alike(pair):
+    for method, path, kw in (
+        ("DELETE", "/v1/audio/voices/nobody", {}),
+        ("POST", "/v1/audio/voices", {"data": {}}),
+        ("POST", "/v1/audio/voices", {"data": {"name": "x"}}),
+    ):
+        a, b = (answer_view(call(u, method, path, **kw)) for u in pair)
+        assert a == b, (method, path, kw)
+
+
+def batch_view(r: httpx.Response) -> dict:
+    """A batch answer: status, keys, and each item's status, error and audio (header, samples)."""
+    body = r.json()
+    if "error" in body:
+        return error_shape(r)
+    items = []
+    for it in body["results"]:
+        v = {k: it[k] for k in sorted(it) if k != "audio_data"}
+        if "audio_data" in it:
+            audio = base64.b64decode(it["audio_data"])
+            v["audio"] = (wav_fields(audio), audio[44:]) if audio[:4] == b"RIFF" else len(audio)
+        items.append(v)
+    return {
+        "status": r.status_code,
+        "keys": sorted(body),
+        "id": (body["id"][:13], len(body["id"])),
+        "totals": (body["total"], body["succeeded"], body["failed"]),
+        "items": items,
+    }
+
+
+@pytest.mark.parametrize(
+    "case",
+    [
+        {"items": [{"input": "Hi there."}, {"input": "Yo.", "voice": "nobody"}]},
+        {"items": [{"input": "Hi there.", "voice": "ryan"}], "voice": "vivian"},
+        {"items": [{"input": "  "}, {"input": "Hi.", "max_new_tokens": 5000}]},
+        {"items": [{"input": "Hi."}], "model": "someone/else"},
+        {"items": []},
+        {"items": [{"input": "a"}] * 33},
+        {"items": [{"input": "Hi."}], "response_format": "mp3"},
+        {"items": [{"input": "Hi."}], "stream": True},
+    ],
+    ids=["bad voice", "item voice", "bad items", "wrong model", "empty", "33", "mp3", "stream"],
+)
+def test_batch_alike(pair, case):
+    """``/v1/audio/speech/batch`` (its example client's requests): the same statuses, item
+    results and messages, and each item's audio byte for byte."""
+    a, b = (batch_view(call(u, "POST", "/v1/audio/speech/batch", json=case)) for u in pair)
+    assert a == b
+
+
+def test_batch_speed_is_the_same_stretch(pair):
+    body = {"items": [{"input": "Hi there."}], "response_format": "pcm", "speed": 1.5}
+    a, b = (call(u, "POST", "/v1/audio/speech/batch", json=body).json() for u in pair)
+    lens = [len(base64.b64decode(x["results"][0]["audio_data"])) for x in (a, b)]
+    assert lens[0] == lens[1] > 0  # samples: float32 rounding apart (``speed-rounding``)

@@ -13,11 +13,12 @@ import base64
 import io
 import time
 
+import httpx
 import numpy as np
 import pytest
 
 from backends.base import SpeechRequest
-from backends.errors import BackendError
+from backends.errors import BackendError, InvalidRequest
 from backends.registry import load_backend
 from backends.vllm_omni.model_table import table_format
 from tests.conformance.conftest import OmniServers
@@ -35,7 +36,6 @@ SERVED = {
     "voxcpm2": "openbmb/VoxCPM2",
 }
 NEEDS_REF = {"cosyvoice3", "moss_tts_nano"}
-CHANNELS = {m: 1 for m in MODELS}  # vLLM-Omni 0.30.0: MOSS-TTS-Nano downmixes to mono too
 
 
 @pytest.fixture(scope="module")
@@ -79,9 +79,12 @@ async def test_every_seed_model_in_every_mode_is_sample_exact(omni, ref_wav, mod
     assert last["text"] == TEXT  # the adapter's prompt carried the text to the engine
     got = np.concatenate([c.pcm for c in chunks])
     assert {(c.sample_rate, c.channels) for c in chunks} == {(rate, channels)}
-    # listenlab's beliefs about the model: its stand-in table, its rate table, the profile
-    assert (rate, channels) == (RATES[model], CHANNELS[model])
+    # rate and channels are vLLM-Omni's own (engine.reference_format reads its code and
+    # configs); listenlab's model table and its embedded stand-in must agree with them
     assert table_format(SERVED[model]) == (rate, channels)
+    assert RATES[model] == rate
+    if model == "moss_tts_nano":  # a stereo codec, mixed down by the model's own _to_mono_1d
+        assert (last["codec_channels"], channels) == (2, 1)
     assert len(got) == len(pcm) and np.array_equal(got, pcm)
     notes = {getattr(c, "assumed_format", None) for c in chunks}
     if mode == "ws":
@@ -135,13 +138,34 @@ async def test_unknown_voice_is_a_clear_error(omni, mode):
 
 
 @pytest.mark.parametrize("mode", ["sse", "audio", "ws"])
-async def test_bad_parameter_is_a_clear_error(omni, mode):
-    """max_new_tokens out of vLLM-Omni's 1..4096 (the adapter's range check)."""
+async def test_a_refused_field_is_never_sent(omni, mode):
+    """max_new_tokens out of vLLM-Omni's 1..4096 (the adapter's range check): the remote
+    backend knows the rule from the model table, names the field and sends nothing."""
     spec = f"vllm-omni+{omni.url('qwen3_tts')}?model={SERVED['qwen3_tts']}&mode={mode}"
+    before = len(omni.engine("qwen3_tts")["submitted"])
     req = SpeechRequest("Hello.", voice="vivian", extra={"max_new_tokens": 5000})
-    with pytest.raises(BackendError) as e:
+    with pytest.raises(InvalidRequest) as e:
         await collect(spec, req)
-    assert "max_new_tokens cannot exceed 4096" in str(e.value)
+    assert "max_new_tokens=5000: max_new_tokens cannot exceed 4096" in str(e.value)
+    # and the server would have refused it with the same words
+    body = {"input": "Hello.", "voice": "vivian", "max_new_tokens": 5000}
+    r = httpx.post(omni.url("qwen3_tts") + "/v1/audio/speech", json=body, timeout=60)
+    assert r.status_code == 400 and r.json()["error"]["message"] == (
+        "max_new_tokens cannot exceed 4096"
+    )
+    assert len(omni.engine("qwen3_tts")["submitted"]) == before
+
+
+async def test_fish_with_its_own_rate_pinned_works(omni):
+    """``sample_rate=44100`` on Fish Speech (which accepts no sample_rate): the pin is the
+    model's own rate, so it is not sent, and the stream is checked against it."""
+    spec = f"vllm-omni+{omni.url('fish_speech')}?model={SERVED['fish_speech']}&sample_rate=44100"
+    chunks = await collect(spec, SpeechRequest(TEXT))
+    assert {c.sample_rate for c in chunks} == {44100}
+    with pytest.raises(InvalidRequest) as e:
+        await collect(spec.replace("44100", "16000"), SpeechRequest(TEXT))
+    assert "sample_rate=16000 cannot be asked of fishaudio/s2-pro" in str(e.value)
+    assert "sample_rate is not supported by the current TTS model" in str(e.value)
 
 
 async def test_wrong_model_name_is_404(omni):
@@ -170,27 +194,33 @@ async def test_over_long_text_is_a_clear_error(omni, mode):
     assert time.monotonic() - t0 < 60
 
 
-async def test_cancelled_request_aborts_the_engine(omni):
-    """Closing listenlab's stream mid-way closes the connection; vLLM-Omni closes the engine
-    generator (the scripted engine records it) and keeps serving."""
+@pytest.mark.parametrize("mode", ["sse", "ws"])
+async def test_cancelled_request_aborts_the_engine(omni, mode):
+    """Closing listenlab's stream mid-way closes the connection; vLLM-Omni then stops that very
+    request in the engine (its generator is closed, or ``abort`` is called with its id: the
+    scripted engine records both) and keeps serving."""
     target = "qwen3_tts:paced"
-    spec = f"vllm-omni+{omni.url(target)}?model={SERVED['qwen3_tts']}&mode=sse"
-    before = len(omni.engine(target)["closed"])
+    spec = f"vllm-omni+{omni.url(target)}?model={SERVED['qwen3_tts']}&mode={mode}"
     be = load_backend(spec)
     try:
-        it = be.stream(SpeechRequest(TEXT * 3, voice="vivian"))
+        # ~40 s of audio paced at 2x: still generating when the close arrives, even on a
+        # loaded machine (a finished request has nothing left to abort)
+        it = be.stream(SpeechRequest(TEXT * 8, voice="vivian"))
         first = await it.__anext__()
         assert first.frames > 0
+        rid = omni.engine(target)["submitted"][-1]["request_id"]
         await it.aclose()
     finally:
         await be.aclose()
     deadline = time.monotonic() + 20
     while time.monotonic() < deadline:
         stats = omni.engine(target)
-        if len(stats["closed"]) > before and not stats["live"]:
+        stopped = rid in stats["closed"] or rid in stats["aborted"]
+        if stopped and not stats["live"]:
             break
         await asyncio.sleep(0.2)
-    assert len(stats["closed"]) > before and stats["live"] == []
+    assert rid in stats["closed"] or rid in stats["aborted"], (rid, stats)
+    assert stats["live"] == []
     # and the server still answers
     chunks = await collect(spec, SpeechRequest("Still here.", voice="vivian"))
     assert sum(c.frames for c in chunks) > 0
