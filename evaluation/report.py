@@ -132,15 +132,13 @@ def compute_tables(
     findings = _numeric(store.findings_frame())
     takes = _numeric(store.takes_frame())
     out: dict[str, pd.DataFrame] = {"screening": screening}
-    mt = interval_table(usable, ["system_id"], scale=MOS_SCALE, seed=opts.seed)
+    mt = interval_table(usable, ["system_id"], scale=MOS_SCALE)
     if not usable.empty:
         z = stats.mos_table(stats.add_z_scores(usable), score="z")[["system_id", "mean"]]
         mt = mt.merge(z.rename(columns={"mean": "mean_z"}), on="system_id", how="left")
     out["mos"] = mt
-    out["mos_by_prompt"] = interval_table(
-        usable, ["system_id", "prompt_id"], scale=MOS_SCALE, seed=opts.seed
-    )
-    out["ab"] = stats.ab_table(ab, seed=opts.seed)
+    out["mos_by_prompt"] = interval_table(usable, ["system_id", "prompt_id"], scale=MOS_SCALE)
+    out["ab"] = stats.ab_table(ab)
     out["preference_matrix"] = stats.preference_matrix(ab)
     out["order_bias"] = pd.DataFrame([stats.order_bias(ab)])
     out["leaderboard"] = stats.bt_leaderboard(

@@ -13,7 +13,7 @@ import pytest
 from app.listening.stimuli import low_anchor
 from app.store import SCHEMA_VERSION, AlreadyVoted, Store
 from app.store.listening import TestStore, token_hash
-from evaluation import stats
+from evaluation import inference, stats
 from evaluation.listening.design import ANCHOR, ANCHOR_LOW, ANCHOR_MID, GOLD, Design, plan
 from evaluation.listening.screening import (
     TestScreening,
@@ -186,8 +186,8 @@ def test_mushra_post_screening_and_medians():
     assert not scr.set_index("rater_id").loc["good", "excluded"]
     t = stats.mushra_table(df[df["rater_id"] == "good"]).set_index("condition")
     assert t.loc["s1", "median"] == 71.5 and t.loc["hidden reference", "median"] == 100
-    lo, hi = stats.median_interval(np.arange(20.0))
-    assert lo < 9.5 < hi and lo >= 0 and hi <= 19
+    iv = inference.clustered_median(pd.DataFrame({"score": np.arange(20.0)}))
+    assert iv.low < 9.5 < iv.high and iv.low >= 0 and iv.high <= 19
 
 
 def test_store_v2_answers_once(tmp_path):

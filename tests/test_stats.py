@@ -111,26 +111,25 @@ def _votes():
     return pd.DataFrame(rows, columns=["system_a", "system_b", "choice", "cmos"])
 
 
-def test_ab_share_bootstrap_sign_test_and_cmos_sign():
-    t = ab_table(_votes(), n_boot=40_000).iloc[0]
+def test_ab_share_interval_sign_test_and_cmos_sign():
+    t = ab_table(_votes()).iloc[0]
     assert (t["x"], t["y"]) == ("a", "b")
     assert (t["x_wins"], t["y_wins"], t["ties"], t["n"]) == (5, 1, 1, 7)
-    # no rater or prompt column: every vote is its own cluster, so the bootstrap variance of
-    # the share is the plug-in p(1-p)/n, times a t quantile with n-1 df
+    # no rater or prompt column: every vote is its own cluster, so the interval of the share
+    # is the textbook t interval of the 0/1 outcomes: s / sqrt(n) with n - 1 df
     k, n = 5, 6
     p = k / n
-    half = st.t.ppf(0.975, n - 1) * math.sqrt(p * (1 - p) / n)
+    half = st.t.ppf(0.975, n - 1) * math.sqrt(p * (1 - p) / (n - 1))
     assert t["x_share"] == pytest.approx(p)
-    assert t["x_share_low"] == pytest.approx(p - half, rel=0.03)
+    assert t["x_share_low"] == pytest.approx(p - half, rel=1e-9)
     assert t["x_share_high"] == 1.0  # clipped to the scale
     # two-sided sign test: P(X <= 1) + P(X >= 5) for Binomial(6, 0.5)
     assert t["p_sign"] == pytest.approx(2 * (1 + 6) / 64)
     # CMOS is "how much better B is than A as presented"; for y = b it flips when b was shown first
     cm = np.array([2, 1, 1, -1, 0, 3, -2], dtype=float)
     assert t["cmos_y"] == pytest.approx(cm.mean())
-    half = st.t.ppf(0.975, 6) * cm.std(ddof=0) / math.sqrt(7)
-    lo, hi = cm.mean() - half, cm.mean() + half
-    assert (t["cmos_low"], t["cmos_high"]) == pytest.approx((lo, hi), rel=0.03)
+    lo, hi = st.t.interval(0.95, 6, cm.mean(), st.sem(cm))
+    assert (t["cmos_low"], t["cmos_high"]) == pytest.approx((lo, hi), rel=1e-9)
     ob = order_bias(_votes())
     assert ob["decisive"] == 6 and ob["first_share"] == pytest.approx(4 / 6)
     m = preference_matrix(_votes())

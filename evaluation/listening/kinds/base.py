@@ -114,20 +114,19 @@ class Familiar:
 
 @dataclass(frozen=True)
 class ResultContext:
-    """How one test's results are computed: which raters are kept, the bootstrap and the
-    words every method line shares."""
+    """How one test's results are computed: which raters are kept, and the words every
+    method line shares."""
 
     keep: Callable[[pd.DataFrame], pd.DataFrame]
     screening: TestScreening
     mode: str
     who: str
-    boot: str
-    n_boot: int
-    seed: int
+    interval: str
+    """How every mean's interval is computed (:data:`evaluation.inference.INTERVAL_METHOD`)."""
 
 
-Table = tuple[str, "pd.DataFrame", str, str]
-"""A results table: ``(name, frame, title, method)``."""
+Table = tuple[str, "pd.DataFrame", str, str, str]
+"""A results table: ``(name, frame, title, method, what the method assumes)``."""
 
 
 class TestKind:

@@ -105,20 +105,22 @@ class Mos(TestKind):
             return []
         played = stats.played_items(data.mos, ctx.screening.rules)
         kept = ctx.keep(played)
-        iv = dict(n_boot=ctx.n_boot, seed=ctx.seed, scale=inference.MOS_SCALE)
-        who, boot = ctx.who, ctx.boot
+        iv = dict(scale=inference.MOS_SCALE)
+        who, ci, assumes = ctx.who, ctx.interval, inference.INTERVAL_ASSUMES
         out: list[Table] = [
             (
                 "mos",
                 inference.interval_table(kept, ["system_id"], **iv),
                 f"MOS per system ({who})",
-                f"mean; 95% interval: {boot}",
+                f"item ratings that were played; {ci}",
+                assumes,
             ),
             (
                 "mos_all_raters",
                 inference.interval_table(played, ["system_id"], **iv),
                 "MOS per system, every rater (no screening)",
-                f"as mos: {boot}",
+                f"as mos: {ci}",
+                assumes,
             ),
             (
                 "mos_by_prompt",
@@ -126,7 +128,8 @@ class Mos(TestKind):
                     ["system_id", "prompt_id"], ignore_index=True
                 ),
                 f"MOS per system and prompt ({who})",
-                f"as mos, over raters: {boot}",
+                f"as mos, within one prompt (so over raters only): {ci}",
+                "raters are independent draws; the interval is for this prompt only",
             ),
         ]
         if kept["condition"].nunique() > 1:
@@ -135,7 +138,8 @@ class Mos(TestKind):
                     "mos_by_condition",
                     inference.interval_table(kept, ["system_id", "condition"], **iv),
                     f"MOS per system and condition ({who})",
-                    boot,
+                    ci,
+                    assumes,
                 )
             )
         out.append(
@@ -144,6 +148,7 @@ class Mos(TestKind):
                 inference.paired_tests(kept),
                 f"MOS: every pair of systems ({who})",
                 inference.PAIRED_METHOD,
+                inference.PAIRED_ASSUMES,
             )
         )
         return out

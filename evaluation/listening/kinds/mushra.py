@@ -130,22 +130,24 @@ class Mushra(TestKind):
         return [
             (
                 "mushra",
-                stats.mushra_table(kept, n_boot=ctx.n_boot, seed=ctx.seed),
+                stats.mushra_table(kept),
                 f"MUSHRA per condition ({who})",
-                "median with a distribution-free order-statistic 95% interval and quartiles "
-                f"(BS.1534-3); mean with 95% interval: {ctx.boot}",
+                f"{inference.MEDIAN_METHOD}, and quartiles (BS.1534-3); mean: {ctx.interval}",
+                inference.INTERVAL_ASSUMES,
             ),
             (
                 "mushra_pairwise",
                 inference.paired_tests(kept[kept["role"] == "item"]),
                 f"MUSHRA: every pair of systems ({who})",
                 inference.PAIRED_METHOD,
+                inference.PAIRED_ASSUMES,
             ),
             (
                 "mushra_screening",
                 stats.mushra_screening(data.mushra, ctx.screening.mushra),
                 "BS.1534-3 post-screening per rater",
                 screening_description(ctx.screening, self, ctx.mode),
+                "",
             ),
         ]
 
