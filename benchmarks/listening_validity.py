@@ -396,7 +396,9 @@ def one_grid_test(cell: tuple[float, float, int], c: int, i: int) -> dict[str, l
     for sys_, t in mushra_truth(mu).items():
         out["mushra_mean"].append(_hits(m.loc[sys_, "ci_low"], m.loc[sys_, "ci_high"], t))
         med = float(np.clip(mu.system_means[sys_], 0, 100))  # the clipped normal's median
-        out["mushra_median"].append(_hits(m.loc[sys_, "median_low"], m.loc[sys_, "median_high"], med))
+        out["mushra_median"].append(
+            _hits(m.loc[sys_, "median_low"], m.loc[sys_, "median_high"], med)
+        )
     return out
 
 
@@ -460,9 +462,10 @@ def grid_summary(state: dict) -> dict:
             continue
         cov, where, row = min(have)
         out["minimum"][stat] = {"coverage": cov, "mc_se": row["mc_se"], "cell": where}
-    out["complete"] = len(cells) == len(grid_cells()) and len(
-        {v["done"] for v in state.get("cells", {}).values()}
-    ) == 1
+    out["complete"] = (
+        len(cells) == len(grid_cells())
+        and len({v["done"] for v in state.get("cells", {}).values()}) == 1
+    )
     return out
 
 

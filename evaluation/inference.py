@@ -100,7 +100,8 @@ class Spread:
 
 
 def _codes(s: pd.Series) -> tuple[np.ndarray, int]:
-    codes, uniq = pd.factorize(s.astype(object).where(s.notna(), "\x00none"), sort=True)
+    """Integer cluster codes (a missing id is a cluster of its own kind, not dropped)."""
+    codes, uniq = pd.factorize(s, use_na_sentinel=False)
     return codes, len(uniq)
 
 

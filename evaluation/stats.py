@@ -765,7 +765,9 @@ def mushra_conditions(ratings: pd.DataFrame) -> pd.Series:
     )
 
 
-def mushra_table(ratings: pd.DataFrame, by: str = "label", confidence: float = 0.95) -> pd.DataFrame:
+def mushra_table(
+    ratings: pd.DataFrame, by: str = "label", confidence: float = 0.95
+) -> pd.DataFrame:
     """Per condition (system, ``hidden reference``, anchors): n, raters, the median with
     Woodruff's interval over raters and prompts and the quartiles (BS.1534-3 asks for median
     and IQR), the mean with the two-way cluster-robust interval (clipped to 0-100)."""

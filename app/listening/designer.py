@@ -108,6 +108,12 @@ class TestSpec:
     """A fixed screen-out code (Prolific's); default: a random one per rater."""
     familiarise: bool = True
     """Play the scale's ends before the first item (not rated)."""
+    questionnaire: bool = False
+    """Ask each rater the short questionnaire (device, headphone type, native language, age
+    band) after consent (:data:`app.listening.texts.QUESTIONNAIRE`)."""
+    normalise: bool = True
+    """Bring every stimulus to ``target_lufs`` (under the true-peak ceiling); off: keep the
+    levels the stimuli came with (a study calibrated on its own, e.g. ITU-T P.835's)."""
     target_ratings: int | None = None
     """Usable ratings per stimulus after which new raters are told the test is full."""
     dropout_after_s: float = 1800.0
@@ -180,6 +186,8 @@ class TestSpec:
                 screenout_url=(str(d["screenout_url"])[:500] if d.get("screenout_url") else None),
                 screenout_code=(str(d["screenout_code"])[:64] if d.get("screenout_code") else None),
                 familiarise=bool(d.get("familiarise", True)),
+                questionnaire=bool(d.get("questionnaire", False)),
+                normalise=bool(d.get("normalise", True)),
                 target_ratings=int(d["target_ratings"]) if d.get("target_ratings") else None,
                 dropout_after_s=float(d.get("dropout_after_s") or 1800.0),
                 show_text=None if d.get("show_text") is None else bool(d["show_text"]),
@@ -402,6 +410,7 @@ async def _create(state: Any, spec: TestSpec, progress: Callable[[float, str], N
             gold_clip=gold,
             prompt_keys=keys,
             progress=progress,
+            normalise=spec.normalise,
         )
     except BaseException:
         tests.delete(test_id)
@@ -424,6 +433,7 @@ def _config(spec: TestSpec, src: _Sources, design: Design, gold: GoldClip | None
         "screenout_url": spec.screenout_url,
         "screenout_code": spec.screenout_code,
         "familiarise": spec.familiarise,
+        "questionnaire": spec.questionnaire,
         "target_ratings": spec.target_ratings,
         "dropout_after_s": spec.dropout_after_s,
         "show_text": spec.show_text if spec.show_text is not None else design.test_kind.show_text,
@@ -432,7 +442,11 @@ def _config(spec: TestSpec, src: _Sources, design: Design, gold: GoldClip | None
         "redirect_url": spec.redirect_url,
         "title": spec.title or DEFAULT_TITLE,
         "instructions": spec.instructions,
-        "loudness": {"target_lufs": spec.target_lufs, "ceiling_dbtp": spec.ceiling_dbtp},
+        "loudness": {
+            "normalise": spec.normalise,
+            "target_lufs": spec.target_lufs,
+            "ceiling_dbtp": spec.ceiling_dbtp,
+        },
         "stimuli": None
         if imported is None
         else {

@@ -7,6 +7,7 @@ URL that could leak through a referrer or a log):
 * ``POST /ll/listen/{test_id}/join`` {crowd_id?, source?} -> {token}
 * ``GET /ll/listen/{test_id}/status`` -> progress, consent, headphone check, next item
 * ``POST /ll/listen/{test_id}/consent``
+* ``POST /ll/listen/{test_id}/questionnaire`` {answers: {question: option}} (tests made with it)
 * ``GET /ll/listen/{test_id}/screen/{n}`` -> the headphone screen's trial ``n`` (WAV);
   ``POST /ll/listen/{test_id}/screen/{n}`` {answer}, or ``POST .../headphone`` {answers}: a
   pick counts only once the trial's audio was sent and had time to play (the key stays here)
@@ -154,6 +155,13 @@ async def headphone(
     test_id: str, svc: Listening = Svc, token: str = Token, b: dict = Body
 ) -> dict[str, Any]:
     return await asyncio.to_thread(svc.headphone, test_id, token, b.get("answers"))
+
+
+@router.post("/ll/listen/{test_id}/questionnaire")
+async def questionnaire(
+    test_id: str, svc: Listening = Svc, token: str = Token, b: dict = Body
+) -> dict[str, Any]:
+    return await asyncio.to_thread(svc.questionnaire, test_id, token, b.get("answers"))
 
 
 @router.get("/ll/listen/{test_id}/screen/{n}")

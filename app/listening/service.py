@@ -21,6 +21,7 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
+from app.listening.texts import QUESTIONNAIRE, rater_texts
 from app.player.blind import TARGET_LUFS, CommonFormat
 from app.store import Assignment, UnknownItem, now_iso
 from app.store.listening import TestStore
@@ -284,10 +285,11 @@ class Listening:
                 "kind": t["kind"],
                 "status": t["status"],
                 "ab_mode": cfg["design"].get("ab_mode", "cmos"),
-                "consent": cfg.get("consent") or DEFAULT_CONSENT,
+                "consent": consent_text(t),
                 "instructions": cfg.get("instructions") or "",
                 "screening": mode,
                 "headphone_check": mode != "none",
+                "texts": rater_texts(t["kind"], cfg, consent_text(t)),
             },
             "rater_id": r["rater_id"],
             "consented": bool(r["consent_at"]),
@@ -304,6 +306,8 @@ class Listening:
         }
         if not r["consent_at"]:
             out["stage"] = "consent"
+        elif cfg.get("questionnaire") and not r.get("questionnaire") and not out_:
+            out["stage"] = "questionnaire"
         elif out_:
             out["stage"] = "screened_out"
             out.update(self._screenout_link(t, r["screenout_code"]))
@@ -551,7 +555,7 @@ class Listening:
             "title": public_title(t),
             "kind": t["kind"],
             "status": t["status"],
-            "consent": t["config"].get("consent") or DEFAULT_CONSENT,
+            "consent": consent_text(t),
         }
 
     def consent(self, test_id: str, token: str) -> dict[str, Any]:
@@ -560,6 +564,31 @@ class Listening:
         if not r["consent_at"]:
             self.tests.update_rater(test_id, r["rater_id"], consent_at=now_iso())
         return {"consented": True}
+
+    def questionnaire(self, test_id: str, token: str, answers: Any) -> dict[str, Any]:
+        """The rater questionnaire (a test made with it): one listed option per question, all
+        questions answered, stored once (a second call keeps the first answers)."""
+        t = self._test(test_id)
+        r = self.rater(test_id, token)
+        if not r["consent_at"]:
+            raise Denied("consent first")
+        if not t["config"].get("questionnaire"):
+            raise InvalidRequest("this test has no questionnaire")
+        if r.get("questionnaire"):
+            return {"stored": False}
+        if not isinstance(answers, dict):
+            raise InvalidRequest("answers: {question: option}")
+        got = {}
+        for q in QUESTIONNAIRE:
+            v = answers.get(q["key"])
+            if v not in q["options"]:
+                raise InvalidRequest(f"{q['key']}: choose one of {', '.join(q['options'])}")
+            got[q["key"]] = v
+        extra = set(answers) - set(got)
+        if extra:
+            raise InvalidRequest(f"unknown question {sorted(extra)[0][:40]!r}")
+        self.tests.update_rater(test_id, r["rater_id"], questionnaire=json.dumps(got))
+        return {"stored": True}
 
     # -- stimuli and play events (from the WebSocket handlers)
 
@@ -590,9 +619,7 @@ class Listening:
             "system_id": systems[slot],
             "live_backend": (t["config"].get("backends") or {}).get(systems[slot] or ""),
             "format": self.common_format(test_id),
-            "target_lufs": float(
-                (t["config"].get("loudness") or {}).get("target_lufs", TARGET_LUFS)
-            ),
+            "target_lufs": live_target(t["config"]),
         }
 
     def common_format(self, test_id: str) -> CommonFormat:
@@ -745,6 +772,20 @@ class Listening:
         )
 
 
+def live_target(config: dict[str, Any]) -> float | None:
+    """The loudness a *live* generation is gain-matched to: the test's target, or None (no
+    gain) when the test keeps its stimuli's own levels."""
+    loud = config.get("loudness") or {}
+    if loud.get("normalise") is False:
+        return None
+    return float(loud.get("target_lufs", TARGET_LUFS))
+
+
+def consent_text(test: dict[str, Any]) -> str:
+    """The consent text raters read: the test's own, else :data:`DEFAULT_CONSENT`."""
+    return str(test["config"].get("consent") or DEFAULT_CONSENT)
+
+
 DEFAULT_CONSENT = (
     "You will listen to short speech clips and rate them. Your answers are stored with an "
     "anonymous id (and, if you came from a crowdsourcing platform, its participant id) and are "
@@ -759,6 +800,7 @@ __all__ = [
     "Listening",
     "NotYet",
     "check_id",
+    "consent_text",
     "public_title",
     "show_text",
 ]

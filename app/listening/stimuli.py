@@ -54,8 +54,12 @@ from evaluation.listening.design import (
 from evaluation.loudness import (
     CEILING_DBTP,
     TARGET_LUFS,
+    Normalised,
     as_float,
+    ear_lufs,
+    measure_lufs,
     normalise,
+    true_peak_dbtp,
 )
 from evaluation.takes import ChunkRecord, Take, record
 
@@ -243,10 +247,31 @@ Source = SystemSource | ImportedSource
 
 @dataclass(frozen=True)
 class Loudness:
-    """The loudness rule of one test: target and true-peak ceiling."""
+    """The loudness rule of one test: target and true-peak ceiling, or (``normalise`` off)
+    the stimuli's own levels, measured and recorded but not changed."""
 
     target_lufs: float = TARGET_LUFS
     ceiling_dbtp: float = CEILING_DBTP
+    normalise: bool = True
+
+
+def as_is(audio: np.ndarray, sample_rate: int, ceiling_dbtp: float) -> Normalised:
+    """A stimulus kept at its own level (gain 0), with its loudness and true peak measured as
+    :func:`~evaluation.loudness.normalise` measures them (``limited``: never)."""
+    x = as_float(audio)
+    lufs = measure_lufs(x, sample_rate)
+    y = np.clip(np.round(x * 32768.0), -32768, 32767).astype(np.int16)
+    return Normalised(
+        y,
+        0.0,
+        lufs,
+        lufs,
+        tuple(ear_lufs(x, sample_rate)),
+        true_peak_dbtp(x, sample_rate),
+        float("nan"),
+        ceiling_dbtp,
+        False,
+    )
 
 
 class _Writer:
@@ -268,7 +293,12 @@ class _Writer:
         source: str | None = None,
         **meta: Any,
     ) -> tuple[Stimulus, Take]:
-        n = normalise(take.audio, take.sample_rate, self.loud.target_lufs, self.loud.ceiling_dbtp)
+        loud = self.loud
+        n = (
+            normalise(take.audio, take.sample_rate, loud.target_lufs, loud.ceiling_dbtp)
+            if loud.normalise
+            else as_is(take.audio, take.sample_rate, loud.ceiling_dbtp)
+        )
         take = derived_take(take, n.audio, gain_db=n.gain_db, system=system_id, kind=kind)
         store = self.tests.store
         real_system = None if system_id.startswith("__") else system_id
@@ -284,7 +314,7 @@ class _Writer:
             condition=condition,
             gain_db=round(n.gain_db, 4),
             loudness_lufs=n.input_lufs if math.isfinite(n.input_lufs) else None,
-            target_lufs=self.loud.target_lufs,
+            target_lufs=loud.target_lufs if loud.normalise else None,
             source_take_id=source or take.meta.get("source_take_id"),
             meta={**n.meta(), **meta},
         )
@@ -327,6 +357,7 @@ async def generate(
     gold_clip: GoldClip | None = None,
     prompt_keys: Mapping[str, str] | None = None,
     progress: Progress | None = None,
+    normalise: bool = True,
 ) -> list[Stimulus]:
     """Record (or import) every system x prompt, normalise and store them, plus the screening
     items the test's kind asks for (:meth:`~evaluation.listening.kinds.TestKind.extra_stimuli`):
@@ -343,7 +374,7 @@ async def generate(
         raise ValueError("the design expects a gold clip but there is no natural system or clip")
     jobs = [(s, p) for s in design.systems for p in design.prompts]
     run = _Run(
-        _Writer(tests, test_id, Loudness(target_lufs, ceiling_dbtp)),
+        _Writer(tests, test_id, Loudness(target_lufs, ceiling_dbtp, normalise)),
         design,
         systems,
         natural,
@@ -396,7 +427,31 @@ async def _item(run: _Run, sid: str, pid: str, text: str | None, key: str) -> Ta
         clip = src.clips.load(sid, key)
         origin = "natural" if src.natural else "imported"
         take = imported_take(clip, text, sid, origin)
+        path = src.clips.files[sid, key]
+        return run.w.add(
+            take,
+            "item",
+            sid,
+            pid,
+            src.condition,
+            origin=origin,
+            **source_file(path, src.clips.root),
+        )[1]
     return run.w.add(take, "item", sid, pid, src.condition, origin=origin)[1]
+
+
+def source_file(path: Any, root: Any) -> dict[str, str]:
+    """An imported stimulus's file (relative to the stimuli folder) and its SHA-256, for the
+    export: a reader can check that the study played the files it says."""
+    import hashlib
+    from pathlib import Path
+
+    p, r = Path(path), Path(root)
+    try:
+        name = str(p.relative_to(r))
+    except ValueError:
+        name = p.name
+    return {"file": name, "file_sha256": hashlib.sha256(p.read_bytes()).hexdigest()}
 
 
 def _lowpass_anchors(run: _Run) -> None:

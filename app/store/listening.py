@@ -40,6 +40,7 @@ EXPORT_TABLES = (
     "ab_votes",
     "mushra_ratings",
     "glitch_reports",
+    "screen_trials",
 )
 """Every table with a ``test_id``: what a test's export holds and what deleting it removes."""
 
@@ -297,6 +298,7 @@ class TestStore:
             "screenout_code",
             "familiar",
             "familiarised_at",
+            "questionnaire",
         }
         bad = set(fields) - allowed
         if bad:
@@ -313,6 +315,7 @@ class TestStore:
             "SELECT test_id, rater_id, seq, design_row, crowd_id, crowd_source, study_id, "
             "session_id, consent_at, headphone, headphone_pass, screened_out_at, "
             "screenout_code, familiarised_at, completion_code, finished_at, created_at, seen_at, "
+            "questionnaire, "
             "(SELECT count(*) FROM answers a WHERE a.test_id = r.test_id "
             "AND a.rater_id = r.rater_id) AS answered "
             "FROM test_raters r WHERE test_id = ? ORDER BY seq",

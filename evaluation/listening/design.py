@@ -210,6 +210,27 @@ def row_cells(design: Design, row: int) -> list[Cell]:
     ]
 
 
+def full_balance_raters(design: Design) -> int | None:
+    """The fewest raters (given rows 0, 1, 2 … in turn, each finishing) after which every
+    design cell (system or pair x prompt) has been rated equally often: a study is fully
+    balanced at a multiple of this number. None when no number of raters balances it (the
+    rows repeat after :func:`rows`; if they are not balanced by then, they never are)."""
+    cells = all_row_cells(design)
+    every = {c for cs in cells for c in cs}
+    count = dict.fromkeys(every, 0)
+    for r, cs in enumerate(cells, 1):
+        for c in cs:
+            count[c] += 1
+        if len(set(count.values())) == 1:
+            return r
+    return None
+
+
+def checks_per_rater(design: Design) -> int:
+    """The check items (anchor, gold, trap; A/B check pairs) each rater gets beside the items."""
+    return len(design.test_kind.checks(design))
+
+
 @dataclass(frozen=True)
 class RaterRow:
     """What :func:`choose_row` needs to know of a rater already in the test."""
@@ -247,6 +268,8 @@ def choose_row(design: Design, raters: list[RaterRow], target: int | None = None
 
 __all__ = [
     "Cell",
+    "checks_per_rater",
+    "full_balance_raters",
     "all_row_cells",
     "RaterRow",
     "choose_row",

@@ -82,7 +82,10 @@ class Mushra(TestKind):
         """The reference and the low anchor."""
         p0 = d.prompts[0]
         low = f.take("anchor", ANCHOR_LOW, p0) or f.take("anchor", ANCHOR, p0)
-        return [("The reference", f.take("item", d.reference, p0)), ("Low anchor", low)]
+        return [
+            ("The reference: the best quality here", f.take("item", d.reference, p0)),
+            ("A clip of low quality: the bottom of the scale", low),
+        ]
 
     def read_vote(self, body: dict[str, Any], ctx: VoteContext) -> Vote:
         scores = body.get("scores")
