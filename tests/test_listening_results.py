@@ -156,7 +156,8 @@ def test_dropout_and_straight_liner_leave_results_working(live):
     ex = files["results/raters.csv"].set_index("rater_id")
     assert set(ex.index) == {gone, honest, flat} and ex.loc[flat, "excluded"]
     methods = files["results/methods.csv"]
-    assert "two-way cluster bootstrap" in " ".join(methods["method"])
+    assert "two-way cluster-robust" in " ".join(methods["method"])
+    assert "raters and prompts are independent draws" in " ".join(methods["assumes"].fillna(""))
 
     # the global report and export screen by the same rule as the test's own page
     from evaluation.report import ReportOptions, compute_tables

@@ -531,7 +531,32 @@ def _system_config(name: str, src: Source) -> dict[str, Any]:
     }
 
 
+def design_report(tests: TestStore, test_id: str) -> list[str]:
+    """What the admin reads after generating (and before opening) a test: the items per
+    rater, full balance, expected precision, screening warnings and the stimuli's levels."""
+    from app.listening.stimuli import level_lines
+    from evaluation.listening.planning import plan_lines, screening_warnings
+
+    d = Design.from_dict(tests.require_test(test_id)["config"]["design"])
+    warn = [f"Warning: {w}" for w in screening_warnings(d)]
+    return [*plan_lines(d), *warn, *level_lines(tests.stimuli(test_id))]
+
+
+def design_summary(tests: Any, test_id: str) -> dict[str, Any]:
+    """The planner's numbers and the designer's report of a new test (JSON route and CLI)."""
+    from evaluation.listening.planning import plan, screening_warnings
+
+    d = Design.from_dict(tests.require_test(test_id)["config"]["design"])
+    return {
+        "plan": [plan(d, r).to_dict() for r in (12, 30, 100)],
+        "warnings": screening_warnings(d),
+        "report": design_report(tests, test_id),
+    }
+
+
 __all__ = [
+    "design_report",
+    "design_summary",
     "PreviewClip",
     "RaterPreview",
     "SystemSpec",

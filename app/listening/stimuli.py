@@ -559,8 +559,33 @@ async def _trap(run: _Run, trap_backend: Backend | None) -> None:
     run.done += 1
 
 
+def level_lines(stimuli: list[Stimulus]) -> list[str]:
+    """The gains the stimuli got and how many the true-peak ceiling capped: what the admin
+    reads before opening a test."""
+    if not stimuli:
+        return []
+    gains = [s.gain_db for s in stimuli]
+    capped = [s for s in stimuli if s.meta.get("limited")]
+    if all(s.target_lufs is None for s in stimuli):
+        loud = [s.loudness_lufs for s in stimuli if s.loudness_lufs is not None]
+        span = f"{min(loud):.1f} to {max(loud):.1f} LUFS" if loud else "unmeasured"
+        return [f"Levels kept as they came (no normalisation): {len(stimuli)} stimuli, {span}."]
+    out = [
+        f"Loudness: {len(stimuli)} stimuli normalised to {stimuli[0].target_lufs:g} LUFS with "
+        f"gains {min(gains):+.1f} to {max(gains):+.1f} dB; {len(capped)} of {len(stimuli)} "
+        "capped by the true-peak ceiling (they play quieter than the target)."
+    ]
+    out += [
+        f"- capped: {s.system_id} / {s.prompt_id or s.kind}: gain {s.gain_db:+.1f} dB, "
+        f"{s.meta.get('output_lufs')} LUFS"
+        for s in capped[:10]
+    ]
+    return out
+
+
 __all__ = [
     "CONDITIONS",
+    "level_lines",
     "TRAP_TEXT",
     "GoldClip",
     "ImportedSource",

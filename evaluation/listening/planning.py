@@ -174,4 +174,23 @@ def plan_lines(design: Design, raters: tuple[int, ...] = (12, 30, 100)) -> list[
     return out
 
 
-__all__ = ["DIFFERENCE", "Plan", "plan", "plan_lines"]
+def screening_warnings(design: Design, max_share: float = 0.15) -> list[str]:
+    """Warnings about a design's screening: MUSHRA post-screening (BS.1534-3) excludes a
+    rater whose hidden reference is below 90 (or mid anchor above 90) on more than
+    ``max_share`` of their screens; with few screens one slip is already more than that."""
+    d = design.validate()
+    if d.kind != "mushra":
+        return []
+    n = d.balanced_items
+    if n <= 0 or 1 / n <= max_share:
+        return []
+    need = math.floor(1 / max_share) + 1
+    return [
+        f"With {n} MUSHRA screens per rater, one hidden-reference rating below 90 is "
+        f"1/{n} = {100 / n:.1f}% of the screens, over BS.1534-3's {max_share:.0%}: a single "
+        f"slip excludes a careful rater. Use at least {need} screens (prompts and items per "
+        "rater), or read the results with the screened raters included."
+    ]
+
+
+__all__ = ["DIFFERENCE", "Plan", "plan", "plan_lines", "screening_warnings"]
