@@ -558,6 +558,14 @@ def main() -> int:
         help="run only the grid cells whose index %% N == K (run the N parts in any order, "
         "at once or one after the other; each resumes where it stopped)",
     )
+    ap.add_argument(
+        "--merge",
+        nargs="*",
+        default=[],
+        metavar="JSON",
+        help="take grid cells from these result files (parts run into other files): per cell, "
+        "the one with more simulated tests",
+    )
     ap.add_argument("--service-runs", type=int, default=None)
     ap.add_argument("--null-sims", type=int, default=None, help="tests per FWER estimate")
     ap.add_argument("--out", default=str(ROOT / "benchmarks/results/listening_validity.json"))
@@ -566,9 +574,16 @@ def main() -> int:
     res = _load(out)
     save = _writer(out, res)
     res["machine"] = f"{platform.machine()}, {os.cpu_count()} cores (shared with other work)"
+    state = res.setdefault("grid_state", {})
+    for other in args.merge:
+        for key, cell in _load(Path(other)).get("grid_state", {}).get("cells", {}).items():
+            have = state.setdefault("cells", {}).get(key)
+            if have is None or have["done"] < cell["done"]:
+                state["cells"][key] = cell
+    if args.merge:
+        res["grid"] = grid_summary(state)
     if args.part in ("all", "grid"):
         k, n = (int(x) for x in args.grid_part.split("/"))
-        state = res.setdefault("grid_state", {})
         sims = args.grid_sims or (40 if args.quick else 300)
         res["grid_sims_per_cell"] = sims
         run_grid(state, sims, (k, n), lambda: (res.update(grid=grid_summary(state)), save()))

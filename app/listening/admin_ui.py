@@ -32,6 +32,7 @@ from app.listening.designer import (
     MAX_SYSTEMS,
     TestSpec,
     create_test,
+    design_report,
     parse_prompts,
     preview,
 )
@@ -39,6 +40,7 @@ from app.listening.routes import export_zip, results_of
 from app.listening.service import DEFAULT_TITLE, Listening
 from app.web.admin import COOKIE, AdminPolicy
 from backends.errors import ListenlabError
+from evaluation.inference import format_p
 from evaluation.listening.kinds import KINDS, NAMES, kind_of
 from evaluation.listening.kinds.ab import MODES as AB_MODES
 
@@ -111,21 +113,72 @@ def _pair_lines(t: pd.DataFrame, what: str) -> list[str]:
             eff = (
                 f"raters preferring {x['x']}: {int(x['raters_x'])}, {x['y']}: {int(x['raters_y'])}"
             )
-        out.append(f"- {what} {x['x']} vs {x['y']}: {eff}; Holm p = {_fmt(x['p_holm'])} ({mark})")
+        p = format_p(x["p_holm"])
+        out.append(f"- {what} {x['x']} vs {x['y']}: {eff}; Holm p = {p} ({mark})")
     return out
 
 
+EXCLUSION_KINDS = (
+    ("headphone screen", ("screened out:", "headphone check not done")),
+    ("check items", ("gold failed", "trap failed", "A/B check failed")),
+    ("rating pattern", ("variance", "not played")),
+    ("BS.1534-3 post-screening", ("hidden reference", "anchor (")),
+)
+"""How the summary counts exclusions: a rater is counted under each kind of reason they have
+(a failed check item is not a failed headphone screen)."""
+
+
+def rater_line(r: pd.DataFrame) -> list[str]:
+    """``Raters: N joined, F finished; E excluded from the tables: …`` and one line each."""
+    n_ex = int(r["excluded"].sum())
+    head = f"Raters: {len(r)} joined, {int(r['finished'].sum())} finished; {n_ex} excluded"
+    if n_ex:
+        why = r.loc[r["excluded"], "reasons"].astype(str)
+        parts = [
+            f"{int(why.map(lambda t, k=keys: any(x in t for x in k)).sum())} {name}"
+            for name, keys in EXCLUSION_KINDS
+            if why.map(lambda t, k=keys: any(x in t for x in k)).any()
+        ]
+        head += " (" + ", ".join(parts) + ")"
+    out = [head]
+    for _, x in r[r["excluded"]].iterrows():
+        out.append(f"- excluded {x['crowd_id'] or x['rater_id']}: {x['reasons']}")
+    return out
+
+
+MAIN_TABLE = {"mos": "mos", "ab": "ab", "mushra": "mushra", "glitch": "glitch_marks"}
+
+
+def empty_reason(tables: dict[str, pd.DataFrame]) -> str | None:
+    """Why the test's main table is empty, and what to do (None when it is not empty)."""
+    r = tables.get("raters")
+    kinds = [k for k, name in MAIN_TABLE.items() if name in tables]
+    if any(not tables[MAIN_TABLE[k]].empty for k in kinds):
+        return None
+    if r is None or r.empty or int(r["answered"].sum()) == 0:
+        return "No answers yet: the tables fill in as raters vote."
+    answered = r[r["answered"] > 0]
+    if bool(answered["excluded"].all()):
+        return (
+            f"**No results table**: every rater who answered ({len(answered)}) was excluded; "
+            "the reasons are above. Tick *Include screened raters* and press *Show results* "
+            "to see every rater's ratings."
+        )
+    return "No results table: no rated item was played far enough to count."
+
+
+def _section(title: str, lines: list[str]) -> str:
+    return "\n".join([f"**{title}**", "", *lines])
+
+
 def summary_markdown(tables: dict[str, pd.DataFrame]) -> str:
-    """Plain lines a person (and a test) can read: MOS with intervals, pairwise tests, CMOS,
-    MUSHRA medians, raters and exclusions, and the methods."""
-    lines = []
+    """Plain sections a person (and a test) can read: raters and why any were excluded, MOS
+    with intervals, pairwise tests, CMOS, MUSHRA medians, why a table is empty, the methods.
+    Each section is its own Markdown block (a blank line apart)."""
+    blocks: list[str] = []
     r = tables.get("raters")
     if r is not None and not r.empty:
-        n_ex = int(r["excluded"].sum())
-        n_fin = int(r["finished"].sum())
-        lines.append(f"Raters: {len(r)} ({n_fin} finished, {n_ex} screened out)")
-        for _, x in r[r["excluded"]].iterrows():
-            lines.append(f"- excluded {x['crowd_id'] or x['rater_id']}: {x['reasons']}")
+        blocks.append("\n".join(rater_line(r)))
     titles = {}
     m = tables.get("methods")
     if m is not None and not m.empty:
@@ -136,39 +189,48 @@ def summary_markdown(tables: dict[str, pd.DataFrame]) -> str:
     ):
         t = tables.get(name)
         if t is not None and not t.empty:
-            lines.append(f"**{title}**")
-            for _, x in t.iterrows():
-                lines.append(_ci_line(f"MOS {x['system_id']}", x, "mean", "ci_low", "ci_high"))
+            rows = [
+                _ci_line(f"MOS {x['system_id']}", x, "mean", "ci_low", "ci_high")
+                for _, x in t.iterrows()
+            ]
+            blocks.append(_section(title, rows))
     for name, what in (("mos_pairwise", "MOS"), ("mushra_pairwise", "MUSHRA")):
         t = tables.get(name)
         if t is not None and not t.empty:
-            lines.append(f"**{titles.get(name, name)}**")
-            lines += _pair_lines(t, what)
+            blocks.append(_section(titles.get(name, name), _pair_lines(t, what)))
     t = tables.get("ab")
     if t is not None and not t.empty:
-        lines.append(f"**{titles.get('ab', 'A/B')}**")
-        for _, x in t.iterrows():
-            lines.append(
-                f"- {x['x']} vs {x['y']}: n={int(x['n'])}, {x['x']} preferred "
-                f"{_fmt(x['x_share'])} [{_fmt(x['x_share_low'])}, {_fmt(x['x_share_high'])}], "
-                f"CMOS {x['y']} vs {x['x']}: {_fmt(x['cmos_y'])} "
-                f"[{_fmt(x['cmos_low'])}, {_fmt(x['cmos_high'])}]"
-                + (f" ({x['note']})" if x.get("note") else "")
-            )
-    t = tables.get("ab_pairwise")
-    if t is not None and not t.empty:
-        lines += _pair_lines(t, "A/B")
+        rows = [
+            f"- {x['x']} vs {x['y']}: n={int(x['n'])}, {x['x']} preferred "
+            f"{_fmt(x['x_share'])} [{_fmt(x['x_share_low'])}, {_fmt(x['x_share_high'])}], "
+            f"CMOS {x['y']} vs {x['x']}: {_fmt(x['cmos_y'])} "
+            f"[{_fmt(x['cmos_low'])}, {_fmt(x['cmos_high'])}]"
+            + (f" ({x['note']})" if x.get("note") else "")
+            for _, x in t.iterrows()
+        ]
+        t2 = tables.get("ab_pairwise")
+        if t2 is not None and not t2.empty:
+            rows += _pair_lines(t2, "A/B")
+        blocks.append(_section(titles.get("ab", "A/B"), rows))
     t = tables.get("mushra")
     if t is not None and not t.empty:
-        lines.append(f"**{titles.get('mushra', 'MUSHRA')}** (median [95% CI])")
-        for _, x in t.iterrows():
-            lines.append(
-                _ci_line(f"MUSHRA {x['condition']}", x, "median", "median_low", "median_high")
-            )
+        rows = [
+            _ci_line(f"MUSHRA {x['condition']}", x, "median", "median_low", "median_high")
+            for _, x in t.iterrows()
+        ]
+        blocks.append(_section(f"{titles.get('mushra', 'MUSHRA')} (median [95% CI])", rows))
+    why = empty_reason(tables)
+    if why and r is not None and not r.empty:
+        blocks.append(why)
     if m is not None and not m.empty:
-        lines.append("**Methods**")
-        lines += [f"- {x['table']}: {x['method']}" for _, x in m.iterrows() if x["method"]]
-    return "\n".join(lines) or "No answers yet."
+        rows = [f"- {x['table']}: {x['method']}" for _, x in m.iterrows() if x["method"]]
+        blocks.append(_section("Methods", rows))
+    return "\n\n".join(blocks) or "No answers yet."
+
+
+RATER_VIEW = ["crowd_id", "rater_id", "finished", "headphones", "excluded", "reasons"]
+"""The rater table's columns on the page (the export has every column): short enough that
+nothing is cut off at the right."""
 
 
 def results_view(tables: dict[str, pd.DataFrame]) -> dict[str, Any]:
@@ -199,9 +261,17 @@ def results_view(tables: dict[str, pd.DataFrame]) -> dict[str, Any]:
         else (
             None if get("glitches_by_seam") is None else tables["glitches_by_seam"].reset_index()
         ),
-        "raters": tables.get("raters"),
+        "raters": _rater_view(tables.get("raters")),
         "methods": tables.get("methods"),
     }
+
+
+def _rater_view(r: pd.DataFrame | None) -> pd.DataFrame | None:
+    if r is None or r.empty:
+        return r
+    out = r[[c for c in RATER_VIEW if c in r]].copy()
+    out["crowd_id"] = out["crowd_id"].fillna("")
+    return out
 
 
 @dataclass(frozen=True)
@@ -338,6 +408,8 @@ def spec_from_form(v: Mapping[str, Any]) -> TestSpec:
             "headphone_check": bool(v["headphones"]),
             "screenout_url": v["screenout"] or None,
             "familiarise": bool(v["familiarise"]),
+            "normalise": bool(v.get("normalise", True)),
+            "questionnaire": bool(v.get("questionnaire", False)),
             "target_ratings": int(v["target_n"]) if v["target_n"] else None,
             "show_text": v["show_text"],
             "consent": v["consent"] or None,
@@ -365,9 +437,13 @@ async def generate(
     except ListenlabError as e:
         raise gr.Error(str(e)) from None
     state_txt = "is open" if spec.open else "is a draft (open it in Tests)"
-    msg = (
-        f"Test **{tid}** {state_txt}. Raters: `/listen/{tid}` "
-        "(add `?PROLIFIC_PID=…`). Its preview is below."
+    report = await asyncio.to_thread(design_report, page.tests, tid)
+    msg = "\n\n".join(
+        [
+            f"Test **{tid}** {state_txt}. Raters: `/listen/{tid}` "
+            "(add `?PROLIFIC_PID=…`). Its preview is below.",
+            "\n".join(f"- {line.removeprefix('- ')}" for line in report),
+        ]
     )
     return msg, gr.update(choices=test_choices(page), value=tid)
 
@@ -430,6 +506,8 @@ async def show_results(page: AdminPage, tid: str | None, inc: bool) -> tuple:
     page.exports.mkdir(parents=True, exist_ok=True)
     f = page.exports / f"{tid}-results.zip"
     f.write_bytes(await asyncio.to_thread(export_zip, page.svc, tid))
+    pub = page.exports / f"{tid}-results-public.zip"
+    pub.write_bytes(await asyncio.to_thread(export_zip, page.svc, tid, True))
     v = results_view(t)
     tag = " (screened raters included)" if inc else ""
     return (
@@ -440,7 +518,7 @@ async def show_results(page: AdminPage, tid: str | None, inc: bool) -> tuple:
         _shown(v["by_prompt"], "Per prompt" + tag),
         v["raters"],
         v["methods"],
-        str(f),
+        [str(f), str(pub)],
     )
 
 
@@ -578,6 +656,16 @@ def _screening_form(f: dict[str, Any]) -> None:
         )
     with gr.Row():
         f["target"] = gr.Number(value=-23, label="Loudness target (LUFS, BS.1770, per ear)")
+        f["normalise"] = gr.Checkbox(
+            value=True,
+            label="Normalise loudness",
+            info="off: keep the levels the stimuli came with (a calibrated study)",
+        )
+        f["questionnaire"] = gr.Checkbox(
+            value=False,
+            label="Rater questionnaire",
+            info="device, headphone type, native language, age band (ITU-T P.808)",
+        )
         f["open_now"] = gr.Checkbox(
             value=True,
             label="Open for raters at once (off: a draft to preview, open it in Tests)",
@@ -631,12 +719,17 @@ def _results_tab(page: AdminPage) -> Any:
     refresh = gr.Button("Show results", elem_id="lt-results-show")
     summary = gr.Markdown(elem_id="lt-results-summary")
     plot = gr.Plot(label="Means with 95% intervals (axis from the scale's bottom)")
-    t_main = gr.Dataframe(label="Per system", interactive=False, visible=False)
-    t_pair = gr.Dataframe(label="Pairwise tests", interactive=False, visible=False)
-    t_prompt = gr.Dataframe(label="Per prompt", interactive=False, visible=False)
-    t_r = gr.Dataframe(label="Raters and screening", interactive=False, elem_id="lt-raters")
-    t_m = gr.Dataframe(label="Methods", interactive=False, elem_id="lt-methods")
-    dl = gr.File(label="CSV export (zip)")
+    table = functools.partial(gr.Dataframe, interactive=False, wrap=True, max_height=420)
+    t_main = table(label="Per system", visible=False, elem_id="lt-main")
+    t_pair = table(label="Pairwise tests", visible=False, elem_id="lt-pairwise")
+    t_prompt = table(label="Per prompt", visible=False, elem_id="lt-by-prompt")
+    t_r = table(label="Raters and screening", elem_id="lt-raters")
+    t_m = table(label="Methods", elem_id="lt-methods")
+    dl = gr.File(
+        label="Export (zip): all, and public (no crowd ids or codes)",
+        file_count="multiple",
+        elem_id="lt-export",
+    )
     refresh.click(
         bind(show_results, page),
         [rpick, incl],
