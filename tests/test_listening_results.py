@@ -143,8 +143,9 @@ def test_dropout_and_straight_liner_leave_results_working(live):
 
     v = results_view(test_results(TestStore(live.state.store).test_data(tid)))
     # the dropout never did the headphone screen; the straight-liner passed it: two kinds
-    assert "Raters: 3 joined, 2 finished; 2 excluded (1 headphone screen, 1 rating pattern)" in (
-        v["summary"]
+    assert (
+        "Raters: 3 joined, 2 finished; 2 excluded (1 headphone screen, 1 rating pattern)"
+        in (v["summary"])
     )
     # each heading is its own Markdown block: never on the line of the list above it
     assert "\n\n**MOS (all raters)**\n\n- MOS" in v["summary"]
