@@ -432,6 +432,7 @@ class Listening:
         return {
             "answered": len(rows),
             "trials": len(rows),
+            "correct": result["correct"],
             "done": True,
             "passed": result["passed"],
             "screened_out": not result["passed"],
