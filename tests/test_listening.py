@@ -238,3 +238,15 @@ def test_tests_stored_before_the_standard_stimuli_keep_their_plan():
     assert [i.slots[0].system for i in golds] == ["a"]
     new = Design.from_dict(Design("mos", ("a", "b"), ("p",), 2).to_dict())
     assert not new.legacy and new.to_dict()["gold"] is False
+
+
+def test_check_items_vary_across_raters_and_come_from_different_prompts():
+    d = Design("mos", ("a", "b"), ("p1", "p2", "p3", "p4", "p5"), 4, gold=True, check_variants=4)
+    seen = []
+    for seq in range(4):
+        checks = {it.stimulus: it.prompt for it in plan(d, seq) if it.role != "item"}
+        assert len(set(checks.values())) == 3, checks  # anchor, gold, trap: three prompts
+        seen.append(checks["anchor"])
+    assert seen == ["p1", "p2", "p3", "p4"]  # raters in a row: another clip each
+    old = Design("mos", ("a", "b"), ("p1", "p2"), 2, gold=True)  # a test made before
+    assert {it.prompt for it in plan(old, 0) if it.role != "item"} == {None}

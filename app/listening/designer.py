@@ -35,7 +35,7 @@ from app.state import BackendEntry
 from app.store.listening import TestStore
 from backends.base import Backend
 from backends.errors import InvalidRequest
-from evaluation.listening.design import Design
+from evaluation.listening.design import CHECK_VARIANTS, Design
 from evaluation.listening.kinds import kind_of
 from evaluation.listening.screening import MODES
 
@@ -374,6 +374,7 @@ def _design(spec: TestSpec, src: _Sources, prompts: list[str], gold: GoldClip | 
             screening=spec.screening,
             seed=spec.seed,
             gold=kind.wants_gold(spec.screening) and (gold is not None or bool(natural)),
+            check_variants=min(CHECK_VARIANTS, len(prompts)),
         ).validate()
     except ValueError as e:
         raise InvalidRequest(str(e)) from None

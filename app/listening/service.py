@@ -200,9 +200,11 @@ class Listening:
         for s in stim:
             first.setdefault((s.kind, s.system_id), s)
 
-        def find(kind: str, system: str, prompt: str | None):
+        def find(kind: str, system: str, prompt: str | None, *, check: bool = False):
+            """The stimulus; a check item's falls back to the first of its kind (a test made
+            before check items varied has one set, without prompts)."""
             s = by.get((kind, system, prompt)) or (
-                first.get((kind, system)) if not prompt else None
+                first.get((kind, system)) if not prompt or check else None
             )
             if s is None:
                 raise UnknownItem(f"no {kind} stimulus for {system} / {prompt}: generate first")
@@ -214,13 +216,13 @@ class Listening:
             for sl in it.slots:
                 if it.stimulus == "ab_check":  # the degraded anchor against a clean clip
                     s = (
-                        find("anchor", ANCHOR, None)
+                        find("anchor", ANCHOR, it.prompt, check=True)
                         if sl.role == "anchor"
-                        else find("item", clean, design.prompts[0])
+                        else find("item", clean, it.prompt or design.prompts[0])
                     )
                 elif it.stimulus in {"anchor", "gold", "trap"}:
                     pseudo = {"gold": sl.system, "anchor": ANCHOR, "trap": TRAP}[it.stimulus]
-                    s = find(it.stimulus, pseudo, None)
+                    s = find(it.stimulus, pseudo, it.prompt, check=True)
                 elif sl.role == "anchor":  # MUSHRA: low (3.5 kHz) or mid (7 kHz) anchor
                     s = find("anchor", sl.system, it.prompt)
                 else:
@@ -478,8 +480,9 @@ class Listening:
         stim = self.tests.stimuli(t["test_id"])
 
         def take(kind: str, system: str | None, prompt: str | None) -> str | None:
+            """The stimulus of this kind and system on ``prompt`` (None: on any prompt)."""
             for s in stim:
-                if s.kind == kind and s.system_id == system and s.prompt_id == prompt:
+                if s.kind == kind and s.system_id == system and prompt in (None, s.prompt_id):
                     return s.take_id
             return None
 

@@ -473,24 +473,36 @@ def _lowpass_anchors(run: _Run) -> None:
             )
 
 
+def _variants(run: _Run) -> list[tuple[int, str, str | None]]:
+    """``(k, prompt, stored prompt id)`` of the check stimuli to make: one per prompt of the
+    design's :attr:`~evaluation.listening.design.Design.check_variants` (a test made before
+    them: one set from the first prompt, stored without a prompt)."""
+    d = run.design
+    if d.check_variants <= 0:
+        return [(0, d.prompts[0], None)]
+    return [(k, p, p) for k, p in enumerate(d.prompts[: d.check_variants])]
+
+
 def _degraded_anchor(run: _Run) -> None:
     """MOS: the gold "1"; A/B: the check pairs' bad side (from a natural recording, else the
-    reference, else the first system, on the first prompt)."""
+    reference, else the systems in turn), one per check prompt."""
     d = run.design
-    base = (run.natural[0] if run.natural else None) or d.reference or d.systems[0]
-    src_take = run.takes[base, d.prompts[0]]
-    y = degraded_anchor(src_take.audio, src_take.sample_rate, src_take.boundaries)
-    run.w.add(
-        derived_take(src_take, y),
-        "anchor",
-        ANCHOR,
-        None,
-        run.condition(base),
-        expected=1.0,
-        source=src_take.take_id,
-        anchor="degraded",
-        lowpass_hz=ANCHOR_CUTOFF_HZ,
-    )
+    for k, pid, stored in _variants(run):
+        base = (run.natural[0] if run.natural else None) or d.reference
+        base = base or d.systems[k % len(d.systems)]
+        src_take = run.takes[base, pid]
+        y = degraded_anchor(src_take.audio, src_take.sample_rate, src_take.boundaries)
+        run.w.add(
+            derived_take(src_take, y),
+            "anchor",
+            ANCHOR,
+            stored,
+            run.condition(base),
+            expected=1.0,
+            source=src_take.take_id,
+            anchor="degraded",
+            lowpass_hz=ANCHOR_CUTOFF_HZ,
+        )
 
 
 def _check_clean(run: _Run) -> None:
@@ -509,33 +521,43 @@ def _check_clean(run: _Run) -> None:
 
 
 def _gold(run: _Run, gold_clip: GoldClip | None) -> None:
-    """MOS: the gold "5", the admin's known-good clip or the first natural recording."""
+    """MOS: the gold "5", the admin's known-good clip or the first natural recording (one
+    per check prompt)."""
     if gold_clip is not None:
         take = imported_take(gold_clip.clip, gold_clip.text, GOLD, "admin_gold")
         run.w.add(take, "gold", GOLD, None, "whole", expected=5.0, origin="admin_gold")
         return
     nat = run.natural[0]
-    src_take = run.takes[nat, run.design.prompts[0]]
-    run.w.add(
-        derived_take(src_take, src_take.audio),
-        "gold",
-        GOLD,
-        None,
-        run.condition(nat),
-        expected=5.0,
-        source=src_take.take_id,
-        origin="natural",
-    )
+    for _k, pid, stored in _variants(run):
+        src_take = run.takes[nat, pid]
+        run.w.add(
+            derived_take(src_take, src_take.audio),
+            "gold",
+            GOLD,
+            stored,
+            run.condition(nat),
+            expected=5.0,
+            source=src_take.take_id,
+            origin="natural",
+        )
 
 
 async def _trap(run: _Run, trap_backend: Backend | None) -> None:
-    """MOS: the last system's last prompt with the spoken instruction spliced in."""
+    """MOS: a real stimulus with the spoken instruction spliced in, one per check prompt
+    (carriers: the systems in turn from the last; the instruction is recorded once)."""
     run.tick("attention check (CPU voice)")
     if trap_backend is None:
         raise ValueError("the trap needs the Piper voice")
     spoken = await record(trap_backend, SpeechRequest(text=TRAP_TEXT).validated())
-    last_sys, last_prompt = run.design.systems[-1], run.design.prompts[-1]
-    carrier = run.takes[last_sys, last_prompt]
+    d = run.design
+    for k, pid, stored in _variants(run):
+        system = d.systems[-1 - k % len(d.systems)]
+        carrier = run.takes[system, pid if stored else d.prompts[-1]]
+        _splice_one(run, carrier, spoken, stored, run.condition(system))
+    run.done += 1
+
+
+def _splice_one(run: _Run, carrier: Take, spoken: Take, stored: str | None, cond: str) -> None:
     ins = _resample(spoken.audio, spoken.sample_rate, carrier.sample_rate)
     y, cut = splice_trap(carrier.audio, ins, carrier.sample_rate)
     chunks = [
@@ -549,14 +571,13 @@ async def _trap(run: _Run, trap_backend: Backend | None) -> None:
         derived_take(carrier, y, chunks),
         "trap",
         TRAP,
-        None,
-        run.condition(last_sys),
+        stored,
+        cond,
         expected=float(TRAP_ANSWER),
         source=carrier.take_id,
         instruction=TRAP_TEXT,
         instruction_at_s=round((cut / carrier.sample_rate) + TRAP_PAUSE_S, 3),
     )
-    run.done += 1
 
 
 def level_lines(stimuli: list[Stimulus]) -> list[str]:

@@ -71,6 +71,11 @@ class Design:
     """A test stored before the BS.1534-3 anchors and the gold rule (its design has no
     ``gold`` key): planned as it was then (one MUSHRA anchor, optional reference, the first
     system's take as gold), so its stored stimuli still serve new raters."""
+    check_variants: int = 0
+    """How many of the first prompts the check items are made from (each check stimulus once
+    per prompt); each rater gets them from prompts chosen by their place in the test
+    (:func:`check_prompts`), the anchor, the gold and the trap from different prompts when
+    there are three or more. 0: one set, all from the first prompt (tests made before)."""
 
     @property
     def test_kind(self) -> TestKind:
@@ -105,6 +110,7 @@ class Design:
             "seed": self.seed,
             "gold": self.gold,
             **({"legacy": True} if self.legacy else {}),
+            **({"check_variants": self.check_variants} if self.check_variants else {}),
         }
 
     @classmethod
@@ -120,6 +126,7 @@ class Design:
             seed=int(d.get("seed", 0)),
             gold=bool(d.get("gold", False)),
             legacy=bool(d.get("legacy", "gold" not in d)),
+            check_variants=int(d.get("check_variants", 0)),
         )
 
     @property
@@ -162,6 +169,35 @@ def check_positions(n_items: int, n_checks: int, rng: random.Random) -> list[int
     return sorted(rng.sample(slots, n_checks))
 
 
+CHECK_VARIANTS = 4
+"""New tests make their check stimuli from this many prompts (fewer when there are fewer)."""
+
+
+def check_prompts(design: Design, seq: int) -> dict[str, str | None]:
+    """The prompt each check stimulus of rater ``seq`` comes from: ``anchor``, ``gold``,
+    ``trap`` and the A/B check pairs (``ab_a``, ``ab_b``). Turns through the first
+    :attr:`Design.check_variants` prompts, one step per rater, so raters in a row get
+    different clips, and one rater's checks come from different prompts (when there are 3)."""
+    k = design.check_variants
+    if k <= 0:
+        return dict.fromkeys(("anchor", "gold", "trap", "ab_a", "ab_b"))
+    p = design.prompts
+
+    def at(step: int) -> str:
+        return p[(seq + step) % k]
+
+    return {"anchor": at(0), "gold": at(1), "trap": at(2), "ab_a": at(0), "ab_b": at(1)}
+
+
+def _with_check_prompts(checks: list[PlannedItem], where: dict[str, str | None]):
+    out = []
+    for c in checks:
+        key = c.stimulus if c.stimulus != "ab_check" else f"ab_{c.meta.get('clean', 'a')}"
+        prompt = where.get(key)
+        out.append(PlannedItem(c.position, prompt, c.slots, c.role, c.expected, c.stimulus, c.meta))
+    return out
+
+
 def plan(design: Design, rater_seq: int, order_seed: int | None = None) -> list[PlannedItem]:
     """The ordered items of design row ``rater_seq`` (deterministic: resumable). The order
     and the check positions are drawn from ``order_seed`` (default: the row), so two raters
@@ -177,7 +213,8 @@ def plan(design: Design, rater_seq: int, order_seed: int | None = None) -> list[
 
     items = kind.plan_items(d, prompts, unit, rng)
     rng.shuffle(items)
-    checks = kind.checks(d)
+    seq = rater_seq if order_seed is None else order_seed
+    checks = _with_check_prompts(kind.checks(d), check_prompts(d, seq))
     if checks:
         rng.shuffle(checks)
         for spot, c in zip(check_positions(len(items), len(checks), rng), checks, strict=True):
@@ -267,7 +304,9 @@ def choose_row(design: Design, raters: list[RaterRow], target: int | None = None
 
 
 __all__ = [
+    "CHECK_VARIANTS",
     "Cell",
+    "check_prompts",
     "checks_per_rater",
     "full_balance_raters",
     "all_row_cells",

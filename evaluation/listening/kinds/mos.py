@@ -66,10 +66,12 @@ class Mos(TestKind):
     def familiar(self, d: Design, f: Familiar) -> list[tuple[str, str | None]]:
         """The low anchor and the best clip there is (the gold "5", else a natural recording)."""
         p0 = d.prompts[0]
-        best = f.take("gold", GOLD, None) or (f.natural and f.take("item", f.natural, p0))
+        k = d.check_variants  # a variant the rater's own check items do not use, if any
+        fam = d.prompts[(f.seq + 3) % k] if k > 3 else None
+        best = f.take("gold", GOLD, fam) or (f.natural and f.take("item", f.natural, p0))
         turn = d.systems[f.seq % len(d.systems)]
         return [
-            ("The low end of the scale (Bad)", f.take("anchor", ANCHOR, None)),
+            ("The low end of the scale (Bad)", f.take("anchor", ANCHOR, fam)),
             ("The high end of the scale (Excellent)", best)
             if best
             else ("A clip from the test", f.take("item", turn, p0)),
