@@ -133,6 +133,9 @@ _RAW = {
         "answered_at": "when",
     },
     "ratings": {
+        "played_ms": "MOS: playback the server accepted for the clip (the MOS table leaves out "
+        "an item played less than 95% of duration_s)",
+        "duration_s": "MOS: the clip's length in seconds",
         "system_a": "A/B: side A's system",
         "system_b": "A/B: side B's system",
         "first_sound_at": "when the server began streaming the item's first stimulus",

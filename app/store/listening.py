@@ -515,6 +515,8 @@ class TestStore:
             "choice",
             "cmos",
             "condition",
+            "played_ms",
+            "duration_s",
         ]
         times = ["first_sound_at", "answered_at", "time_on_item_ms", "time_since_previous_ms"]
         parts = []
