@@ -14,6 +14,9 @@ rater and prompt effects (none, medium, large) and panel sizes (12, 30, 100 rate
   factor ``G / (G - 1)``; the interval is ``mean ± t · sqrt(V)`` with Welch–Satterthwaite
   degrees of freedom for that sum. It is clipped to the scale and never zero-width: with too
   few ratings (or no spread at all) the bounds are NaN and ``note`` says so.
+* :func:`clustered_share` — a share (the A/B preference share) with the same variance, its
+  interval built on the logit scale so that it stays inside 0-1 and follows the skew of a
+  share near 0 or 1.
 * :func:`clustered_median` — the median with Woodruff's (1952) interval: the two-way
   cluster-robust interval of the share of ratings at or below the median, mapped back through
   the empirical quantiles (so it, too, accounts for raters and prompts).
@@ -56,6 +59,10 @@ INTERVAL_ASSUMES = (
 MEDIAN_METHOD = (
     "median with Woodruff's 95% interval: the two-way cluster-robust interval of the share of "
     "ratings at or below the median, mapped back through the empirical quantiles"
+)
+SHARE_METHOD = (
+    "logit(p) ± t · se / (p (1 - p)) mapped back, with se and df of the two-way interval; "
+    "no interval for a share of exactly 0 or 1"
 )
 TOO_FEW = "too few ratings"
 
@@ -183,6 +190,34 @@ def clustered_mean(
     if scale is not None:
         lo, hi = max(lo, scale.low), min(hi, scale.high)
     return Interval(n, nr, npr, mean, lo, hi, se=se, df=sp.df)
+
+
+def clustered_share(
+    df: pd.DataFrame,
+    value: str,
+    *,
+    rater: str = "rater_id",
+    prompt: str = "prompt_id",
+    confidence: float = 0.95,
+    min_raters: int = 3,
+) -> Interval:
+    """Share of 1s in the 0/1 column ``value`` with the two-way cluster-robust standard error
+    of :func:`clustered_mean`, turned into an interval on the logit scale (delta method:
+    ``logit(p) ± t · se / (p (1 - p))``, mapped back). Why not ``p ± t · se``: a share near 0
+    or 1 has a skewed sampling distribution, and the symmetric interval covered 0.887 (share
+    0.10, 12 prompts, prompt sd 0.6) where this one keeps within the simulation's grid. A share
+    of exactly 0 or 1 has no interval (``note``)."""
+    iv = clustered_mean(
+        df, value, rater=rater, prompt=prompt, confidence=confidence, min_raters=min_raters
+    )
+    p = iv.mean
+    if iv.note or not 0.0 < p < 1.0:
+        note = iv.note or f"{TOO_FEW} (every vote one way)"
+        return Interval(iv.n, iv.raters, iv.prompts, p, float("nan"), float("nan"), note)
+    half = float(stats.t.ppf(0.5 + confidence / 2, iv.df)) * iv.se / (p * (1.0 - p))
+    centre = float(np.log(p / (1.0 - p)))
+    lo, hi = (float(1.0 / (1.0 + np.exp(-x))) for x in (centre - half, centre + half))
+    return Interval(iv.n, iv.raters, iv.prompts, p, lo, hi, se=iv.se, df=iv.df)
 
 
 def clustered_median(
@@ -360,6 +395,7 @@ __all__ = [
     "MUSHRA_SCALE",
     "PAIRED_ASSUMES",
     "PAIRED_METHOD",
+    "SHARE_METHOD",
     "SHARE_SCALE",
     "SIGN_ASSUMES",
     "SIGN_METHOD",
@@ -370,6 +406,7 @@ __all__ = [
     "cluster_spread",
     "clustered_mean",
     "clustered_median",
+    "clustered_share",
     "format_p",
     "holm",
     "interval_table",

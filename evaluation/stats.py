@@ -296,10 +296,12 @@ def oriented_votes(votes: pd.DataFrame) -> pd.DataFrame:
 def ab_table(votes: pd.DataFrame, confidence: float = 0.95) -> pd.DataFrame:
     """Per system pair (x < y): wins, ties, preference share of x among decisive votes and CMOS
     (how much better y is, presentation order undone; a tie counts as 0), each with the
-    two-way cluster-robust interval over raters and prompts (:func:`evaluation.inference.clustered_mean`), and the
+    two-way cluster-robust interval over raters and prompts (the share's on the logit scale:
+    :func:`evaluation.inference.clustered_share`; CMOS:
+    :func:`evaluation.inference.clustered_mean`), and the
     vote-level two-sided sign-test p (``p_sign``; see :func:`evaluation.inference.sign_tests`
     for the rater-level test that the results page uses)."""
-    from evaluation.inference import CMOS_SCALE, SHARE_SCALE, clustered_mean
+    from evaluation.inference import CMOS_SCALE, clustered_mean, clustered_share
 
     cols = [
         "x",
@@ -334,7 +336,7 @@ def ab_table(votes: pd.DataFrame, confidence: float = 0.95) -> pd.DataFrame:
             else float("nan")
         )
         d = g[g["winner"] != "tie"].assign(_x=lambda f: (f["winner"] == "x").astype(float))
-        share = clustered_mean(d, "_x", scale=SHARE_SCALE, confidence=confidence)
+        share = clustered_share(d, "_x", confidence=confidence)
         cm = clustered_mean(g, "cmos_y", scale=CMOS_SCALE, confidence=confidence)
         notes = [f"{k}: {iv.note}" for k, iv in (("share", share), ("cmos", cm)) if iv.note]
         rows.append(

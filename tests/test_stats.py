@@ -115,14 +115,18 @@ def test_ab_share_interval_sign_test_and_cmos_sign():
     t = ab_table(_votes()).iloc[0]
     assert (t["x"], t["y"]) == ("a", "b")
     assert (t["x_wins"], t["y_wins"], t["ties"], t["n"]) == (5, 1, 1, 7)
-    # no rater or prompt column: every vote is its own cluster, so the interval of the share
-    # is the textbook t interval of the 0/1 outcomes: s / sqrt(n) with n - 1 df
+    # no rater or prompt column: every vote is its own cluster, so the share's standard error
+    # is the textbook s / sqrt(n) of the 0/1 outcomes with n - 1 df, and the interval is built
+    # on the logit scale: logit(p) ± t · se / (p (1 - p)), mapped back (asymmetric, inside 0-1)
     k, n = 5, 6
     p = k / n
-    half = st.t.ppf(0.975, n - 1) * math.sqrt(p * (1 - p) / (n - 1))
+    se = math.sqrt(p * (1 - p) / (n - 1))
+    half = st.t.ppf(0.975, n - 1) * se / (p * (1 - p))
+    expit = lambda x: 1 / (1 + math.exp(-x))  # noqa: E731
     assert t["x_share"] == pytest.approx(p)
-    assert t["x_share_low"] == pytest.approx(p - half, rel=1e-9)
-    assert t["x_share_high"] == 1.0  # clipped to the scale
+    assert t["x_share_low"] == pytest.approx(expit(math.log(p / (1 - p)) - half), rel=1e-9)
+    assert t["x_share_high"] == pytest.approx(expit(math.log(p / (1 - p)) + half), rel=1e-9)
+    assert 0 < t["x_share_low"] < p < t["x_share_high"] < 1
     # two-sided sign test: P(X <= 1) + P(X >= 5) for Binomial(6, 0.5)
     assert t["p_sign"] == pytest.approx(2 * (1 + 6) / 64)
     # CMOS is "how much better B is than A as presented"; for y = b it flips when b was shown first
@@ -224,3 +228,15 @@ def test_agreement_precision_recall():
     # take no rater marked, so it does not count
     assert (a["marks"], a["findings"], a["matched"]) == (4, 2, 1)
     assert a["precision"] == 0.5 and a["recall"] == 0.25
+
+
+def test_share_of_all_one_side_has_no_interval_and_says_why():
+    from evaluation.inference import clustered_share
+
+    d = pd.DataFrame({"rater_id": list("abcdef"), "v": [1.0] * 6})
+    iv = clustered_share(d, "v")
+    assert iv.mean == 1.0 and math.isnan(iv.low) and math.isnan(iv.high)
+    assert iv.note == "too few ratings (no spread)"
+    d["v"] = [1.0, 1.0, 1.0, 0.0, 1.0, 1.0]
+    iv = clustered_share(d, "v")
+    assert 0 < iv.low < 5 / 6 < iv.high < 1 and iv.note == ""

@@ -156,7 +156,8 @@ class Ab(TestKind):
                 f"A/B per pair: preference share of x among decisive votes, CMOS = how much "
                 f"better y is, presentation order undone ({who})",
                 f"share of x among decisive votes (ties left out) and CMOS (ties count 0): "
-                f"{ctx.interval}; p_sign: exact two-sided sign test on decisive votes, taken "
+                f"{ctx.interval}; the share's interval is built on the logit scale "
+                f"({inference.SHARE_METHOD}); p_sign: exact two-sided sign test on decisive votes, taken "
                 "as independent",
                 f"{inference.INTERVAL_ASSUMES}; p_sign alone assumes independent votes",
             ),
