@@ -29,7 +29,7 @@ import gradio as gr
 import pandas as pd
 
 from app.listening.designer import (
-    MAX_SYSTEMS,
+    PREVIEW_CLIPS,
     TestSpec,
     create_test,
     design_report,
@@ -331,7 +331,7 @@ def show_text_default(kind: str) -> Any:
 def render_preview(page: AdminPage, tid: str | None) -> list[Any]:
     """The rater's view of a test: title, instructions, one clip per system."""
     if not tid:
-        return [""] + [gr.update(visible=False, value=None)] * MAX_SYSTEMS
+        return [""] + [gr.update(visible=False, value=None)] * PREVIEW_CLIPS
     try:
         p = preview(page.tests, tid)
     except ListenlabError as e:
@@ -340,7 +340,9 @@ def render_preview(page: AdminPage, tid: str | None) -> list[Any]:
         f"**Title:** {html.escape(p.title)}",
         f"**Instructions:** {html.escape(p.instructions) or '(none)'}",
         f"*{p.kind} test, {p.status}; one stimulus of each of its "
-        f"{len(p.clips)} systems, as stored (loudness-normalised):*",
+        f"{len(p.clips)} systems, as stored (as raters hear them)"
+        + (f"; the first {PREVIEW_CLIPS} here" if len(p.clips) > PREVIEW_CLIPS else "")
+        + ":*",
     ]
     audio = [
         gr.update(
@@ -348,9 +350,9 @@ def render_preview(page: AdminPage, tid: str | None) -> list[Any]:
             value=(c.sample_rate, c.audio),
             label=f"{c.system}: {c.text or c.prompt_id or ''}"[:120],
         )
-        for c in p.clips
+        for c in p.clips[:PREVIEW_CLIPS]
     ]
-    audio += [gr.update(visible=False, value=None)] * (MAX_SYSTEMS - len(audio))
+    audio += [gr.update(visible=False, value=None)] * (PREVIEW_CLIPS - len(audio))
     return ["\n\n".join(head), *audio]
 
 
@@ -683,7 +685,7 @@ def _design_tab(page: AdminPage) -> Any:
     pv_head = gr.Markdown(elem_id="lt-preview")
     pv_clips = [
         gr.Audio(visible=False, interactive=False, elem_id=f"lt-preview-{i}")
-        for i in range(MAX_SYSTEMS)
+        for i in range(PREVIEW_CLIPS)
     ]
     pv_pick.change(bind(render_preview, page), pv_pick, [pv_head, *pv_clips])
     run = functools.partial(generate, page, fields)

@@ -36,12 +36,16 @@ from app.store.listening import TestStore
 from backends.base import Backend
 from backends.errors import InvalidRequest
 from evaluation.listening.design import CHECK_VARIANTS, Design
-from evaluation.listening.kinds import kind_of
+from evaluation.listening.kinds import TestKind, kind_of
 from evaluation.listening.screening import MODES
 
 MAX_PROMPTS = 200
 MAX_PROMPT_CHARS = 600
-MAX_SYSTEMS = 8
+MAX_SYSTEMS = TestKind.max_systems
+"""64 for MOS, A/B and glitch hunts; MUSHRA refuses more than 10 itself (BS.1534-3's 12
+signals per screen: :data:`evaluation.listening.kinds.mushra.MUSHRA_MAX_SIGNALS`)."""
+PREVIEW_CLIPS = 12
+"""The designer's preview plays one clip of each of the first 12 systems."""
 MAX_TITLE_CHARS = 120
 MAX_INSTRUCTIONS_CHARS = 4000
 TARGET_RANGE = (-40.0, -10.0)
@@ -375,6 +379,7 @@ def _design(spec: TestSpec, src: _Sources, prompts: list[str], gold: GoldClip | 
             seed=spec.seed,
             gold=kind.wants_gold(spec.screening) and (gold is not None or bool(natural)),
             check_variants=min(CHECK_VARIANTS, len(prompts)),
+            partial_rows=True,
         ).validate()
     except ValueError as e:
         raise InvalidRequest(str(e)) from None

@@ -117,7 +117,9 @@ def plan(
     delta = DIFFERENCE * k
     if kind == "ab":  # each A/B vote is already a difference: no second side
         sd_diff = math.sqrt((sp**2 + se2) / max(per_rater, 1) + sr**2)
-    power = _power(delta, sd_diff, R, comparisons) if S > 1 else float("nan")
+    # with fewer items than systems a rater hears only some systems: the per-rater paired
+    # tests then have few raters per pair (or none), so no power is promised
+    power = _power(delta, sd_diff, R, comparisons) if S > 1 and not d.partial else float("nan")
     checks = checks_per_rater(d)
     return Plan(
         items_asked=d.items_per_rater,
@@ -152,6 +154,12 @@ def plan_lines(design: Design, raters: tuple[int, ...] = (12, 30, 100)) -> list[
             if first.items_asked != first.items_per_rater
             else ""
         )
+        + (
+            f" (fewer than the {design.units} {'pairs' if design.kind == 'ab' else 'systems'}: "
+            "each rater hears some, and raters in a row continue the cycle)"
+            if design.partial
+            else ""
+        )
         + f" + {first.checks_per_rater} check items = {first.clips_per_rater} clips per rater.",
     ]
     fb = first.full_balance_raters
@@ -167,6 +175,11 @@ def plan_lines(design: Design, raters: tuple[int, ...] = (12, 30, 100)) -> list[
             "" if p.power != p.power else f", power {p.power:.2f} for a {p.difference:g} difference"
         )
         out.append(f"With {r} raters: 95% interval ±{p.half_width:.2f} {p.scale}{pw}.")
+    if design.partial and design.kind != "ab":
+        out.append(
+            "Power is not planned: a rater hears only some systems, so the pairwise tests "
+            "(on each rater's own means) compare only systems a rater heard together."
+        )
     out.append(
         "Planned with rater sd 0.5, prompt sd 0.3 and noise sd 0.6 MOS points (x20 for "
         "MUSHRA), the model the validity benchmark checks; your raters may vary more."

@@ -139,6 +139,9 @@ class TestKind:
     name = ""
     title = ""
     min_systems = 1
+    max_systems = 64
+    """The most systems a test of this kind takes (a rater hears as many as their items allow;
+    consecutive raters continue the cycle: :mod:`evaluation.listening.design`)."""
     needs_reference = False
     """A design names a reference system (MUSHRA); a natural recording is the default."""
     show_text = False
@@ -155,6 +158,10 @@ class TestKind:
     def validate(self, d: Design) -> None:
         """What this kind asks of a design beyond :meth:`Design.validate`'s rules."""
 
+    def too_many_systems(self, d: Design) -> str:
+        """Why a design with more than :attr:`max_systems` systems is refused."""
+        return f"{len(d.systems)} systems; a {self.title} test takes at most {self.max_systems}"
+
     def units(self, d: Design) -> int:
         """How many design cells one item cycles through (systems, or pairs for A/B)."""
         return len(d.systems)
@@ -163,6 +170,8 @@ class TestKind:
         """Items per rater rounded down to a multiple of the cycle (at least one cycle)."""
         u = self.units(d)
         n = min(d.items_per_rater, len(d.prompts) * u)  # each (prompt, unit) at most once
+        if d.partial_rows and n < u:  # fewer than one cycle: raters in a row continue it
+            return max(1, n)
         return max(u, n - n % u)
 
     def plan_items(

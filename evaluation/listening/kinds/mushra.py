@@ -36,13 +36,29 @@ if TYPE_CHECKING:
     from evaluation.listening.design import Design
     from evaluation.listening.screening import TestScreening
 
+MUSHRA_MAX_SIGNALS = 12
+"""ITU-R BS.1534-3 (p.8): at most 12 signals on one screen, the hidden reference and the
+anchors included."""
+
 
 class Mushra(TestKind):
     name = "mushra"
     title = "MUSHRA"
     min_systems = 2
+    max_systems = MUSHRA_MAX_SIGNALS - len(MUSHRA_ANCHORS)
+    """10: with the hidden reference (one of the systems) and the two anchors, a screen holds
+    at most BS.1534-3's 12 signals."""
     needs_reference = True
     whole_delivery = True
+
+    def too_many_systems(self, d: Design) -> str:
+        n = len(d.systems)
+        return (
+            f"{n} systems would put {n + len(MUSHRA_ANCHORS)} signals on each MUSHRA screen (the "
+            f"systems, the reference among them as the hidden reference, and the 3.5 and 7 kHz "
+            f"anchors); ITU-R BS.1534-3 allows at most {MUSHRA_MAX_SIGNALS} per screen, so a "
+            f"MUSHRA test takes at most {self.max_systems} systems including the reference"
+        )
 
     def validate(self, d: Design) -> None:
         if d.reference is None and not d.legacy:
@@ -161,4 +177,4 @@ class Mushra(TestKind):
 
 KIND = Mushra()
 
-__all__ = ["KIND", "Mushra"]
+__all__ = ["KIND", "MUSHRA_MAX_SIGNALS", "Mushra"]
