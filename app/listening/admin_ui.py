@@ -29,8 +29,10 @@ import gradio as gr
 import pandas as pd
 
 from app.listening.designer import (
+    CROWD_FIELDS,
     PREVIEW_CLIPS,
     TestSpec,
+    change_crowd,
     create_test,
     design_report,
     parse_prompts,
@@ -409,6 +411,7 @@ def spec_from_form(v: Mapping[str, Any]) -> TestSpec:
             "screen": v["screen_kind"] if v["headphones"] else "none",
             "headphone_check": bool(v["headphones"]),
             "screenout_url": v["screenout"] or None,
+            "screenout_code": v.get("screenout_code") or None,
             "familiarise": bool(v["familiarise"]),
             "normalise": bool(v.get("normalise", True)),
             "questionnaire": bool(v.get("questionnaire", False)),
@@ -461,7 +464,11 @@ def manage(page: AdminPage, tid: str | None, what: str, sure: bool = False) -> t
     elif what == "dup":
         new = f"{tid[:8]}{int(time.time()) % 10000:04d}"
         tests.duplicate(tid, new)
-        msg = f"duplicated as {new} (draft: open it to take raters)."
+        msg = (
+            f"duplicated as {new}: a draft, picked below; change its crowd settings, then "
+            "open it to take raters."
+        )
+        tid = new
     else:
         if not sure:
             raise gr.Error("tick the confirmation box to delete")
@@ -470,10 +477,11 @@ def manage(page: AdminPage, tid: str | None, what: str, sure: bool = False) -> t
         out_file.write_bytes(export_zip(page.svc, tid))
         tests.delete(tid)
         msg = f"deleted {tid}; its export is kept at {out_file}."
+    picked = tid if what != "del" else None
     return (
         msg,
         test_listing(page),
-        gr.update(choices=test_choices(page)),
+        gr.update(choices=test_choices(page), value=picked),
         (str(out_file) if out_file else None),
     )
 
@@ -492,6 +500,37 @@ def duplicate_test(page: AdminPage, tid: str | None) -> tuple:
 
 def delete_test(page: AdminPage, tid: str | None, sure: bool) -> tuple:
     return manage(page, tid, "del", sure)
+
+
+CROWD_LABELS = {
+    "completion_code": "Completion code (empty: one per rater)",
+    "redirect_url": "Redirect URL when done (https://…, {code} is replaced)",
+    "screenout_code": "Screen-out code (empty: one per rater)",
+    "screenout_url": "Screen-out URL for a failed screen (https://…, {code} is replaced)",
+}
+
+
+def crowd_values(page: AdminPage, tid: str | None) -> list[Any]:
+    """The picked test's crowd settings, for the Tests tab's editor."""
+    if not tid:
+        return [""] * len(CROWD_FIELDS) + [""]
+    t = page.tests.require_test(tid)
+    log = page.tests.changes(tid)
+    note = f"{len(log)} change(s) recorded; the last at {log[-1]['changed_at']}." if log else ""
+    return [t["config"].get(k) or "" for k in CROWD_FIELDS] + [note]
+
+
+def save_crowd(page: AdminPage, tid: str | None, *values: str) -> str:
+    """Save the crowd settings of the picked test (open or not: raters get them at once)."""
+    if not tid:
+        raise gr.Error("pick a test")
+    try:
+        out = change_crowd(page.tests, tid, dict(zip(CROWD_FIELDS, values, strict=True)))
+    except ListenlabError as e:
+        raise gr.Error(str(e)) from None
+    if not out["changed"]:
+        return "Nothing changed."
+    return f"Saved {', '.join(out['changed'])} for {tid} (each change recorded with its time)."
 
 
 def _shown(df: pd.DataFrame | None, label: str) -> Any:
@@ -648,6 +687,7 @@ def _screening_form(f: dict[str, Any]) -> None:
         f["screenout"] = gr.Textbox(
             label="Screen-out URL for a failed screen (https://…, {code} is replaced)"
         )
+        f["screenout_code"] = gr.Textbox(label="Screen-out code (empty: one per rater)")
         f["familiarise"] = gr.Checkbox(
             value=True, label="Familiarisation: play the scale's ends before the items"
         )
@@ -707,6 +747,12 @@ def _tests_tab(page: AdminPage) -> tuple[Any, Any]:
     manage_out = gr.Markdown()
     kept = gr.File(label="Export kept")
     outs = [manage_out, table, pick, kept]
+    gr.Markdown("### Crowd settings (editable while the test is open)")
+    crowd = [gr.Textbox(label=CROWD_LABELS[k], elem_id=f"lt-crowd-{k}") for k in CROWD_FIELDS]
+    crowd_note = gr.Markdown(elem_id="lt-crowd-note")
+    b_crowd = gr.Button("Save crowd settings", elem_id="lt-crowd-save")
+    pick.change(bind(crowd_values, page), pick, [*crowd, crowd_note])
+    b_crowd.click(bind(save_crowd, page), [pick, *crowd], crowd_note)
     b_open.click(bind(open_test, page), pick, outs)
     b_close.click(bind(close_test, page), pick, outs)
     b_dup.click(bind(duplicate_test, page), pick, outs)

@@ -258,6 +258,9 @@ def check_spec(spec: TestSpec) -> None:
         raise InvalidRequest("the redirect URL must start with https://")
     if spec.screenout_url and not spec.screenout_url.startswith("https://"):
         raise InvalidRequest("the screen-out URL must start with https://")
+    given = {k: getattr(spec, k) for k in CROWD_FIELDS if getattr(spec, k)}
+    if given:
+        check_crowd(given)
     if spec.screen is not None and spec.screen not in MODES:
         raise InvalidRequest(f"screening must be one of {', '.join(MODES)}")
     if spec.target_ratings is not None and not 1 <= spec.target_ratings <= 10_000:
@@ -537,6 +540,47 @@ def _system_config(name: str, src: Source) -> dict[str, Any]:
     }
 
 
+CROWD_FIELDS = {
+    "completion_code": 64,
+    "redirect_url": 500,
+    "screenout_code": 64,
+    "screenout_url": 500,
+}
+"""The crowd settings a test's admin can change while it is open, with their length limits."""
+CODE_RE = re.compile(r"^[A-Za-z0-9_-]*$")
+
+
+def check_crowd(values: dict[str, Any]) -> dict[str, str | None]:
+    """The crowd settings in ``values`` (fields of :data:`CROWD_FIELDS` only), checked: codes
+    of letters, digits, ``_`` and ``-``; URLs on https. Empty means none (a code per rater)."""
+    if not isinstance(values, dict) or not values:
+        raise InvalidRequest(f"give one or more of {', '.join(CROWD_FIELDS)}")
+    out: dict[str, str | None] = {}
+    for k, v in values.items():
+        if k not in CROWD_FIELDS:
+            raise InvalidRequest(f"{k!r} is not a crowd setting ({', '.join(CROWD_FIELDS)})")
+        if v is not None and not isinstance(v, str):
+            raise InvalidRequest(f"{k} must be a string or null")
+        v = (v or "").strip()
+        if len(v) > CROWD_FIELDS[k]:
+            raise InvalidRequest(f"{k} is over {CROWD_FIELDS[k]} characters")
+        if v and k.endswith("_url") and not v.startswith("https://"):
+            raise InvalidRequest(f"{k} must start with https://")
+        if v and k.endswith("_code") and not CODE_RE.match(v):
+            raise InvalidRequest(f"{k} may hold only letters, digits, '_' and '-'")
+        out[k] = v or None
+    return out
+
+
+def change_crowd(tests: TestStore, test_id: str, values: dict[str, Any]) -> dict[str, Any]:
+    """Change a test's crowd settings (open or not; the rater page uses them at once) and
+    record each change with its time. Returns the changed fields and the settings now."""
+    checked = check_crowd(values)
+    changed = tests.change_settings(test_id, checked)
+    cfg = tests.require_test(test_id)["config"]
+    return {"changed": changed, "crowd": {k: cfg.get(k) for k in CROWD_FIELDS}}
+
+
 def design_report(tests: TestStore, test_id: str) -> list[str]:
     """What the admin reads after generating (and before opening) a test: the items per
     rater, full balance, expected precision, screening warnings and the stimuli's levels."""
@@ -561,6 +605,9 @@ def design_summary(tests: Any, test_id: str) -> dict[str, Any]:
 
 
 __all__ = [
+    "CROWD_FIELDS",
+    "change_crowd",
+    "check_crowd",
     "design_report",
     "design_summary",
     "PreviewClip",

@@ -206,6 +206,10 @@ def study(
         "raters": json.loads(raters.to_json(orient="records")),
         "analysis": json.loads(tables["methods"].to_json(orient="records")),
         "config": _config(cfg, public),
+        "setting_changes": [
+            {**c, **({"old_value": None, "new_value": None} if public else {})}
+            for c in tests.changes(test_id)
+        ],
         "columns": COLUMNS,
         "files": FILE_NOTES,
     }

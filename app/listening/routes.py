@@ -217,6 +217,15 @@ async def set_status(test_id: str, svc: Listening = Svc, b: dict = Body) -> dict
     return {"test_id": test_id, "status": b.get("status")}
 
 
+@admin_router.post("/ll/admin/tests/{test_id}/crowd")
+async def crowd(test_id: str, svc: Listening = Svc, b: dict = Body) -> dict[str, Any]:
+    """Change the completion and screen-out codes and URLs, also while the test is open."""
+    from app.listening.designer import change_crowd
+
+    out = await asyncio.to_thread(change_crowd, svc.tests, test_id, b)
+    return {"test_id": test_id, **out}
+
+
 @admin_router.post("/ll/admin/tests")
 async def new_test(request: Request, body: dict = Body) -> dict[str, Any]:
     from app.listening.designer import TestSpec, create_test, design_summary

@@ -153,6 +153,37 @@ class TestStore:
                 Stimulus(**{**asdict(s), "stimulus_id": uuid.uuid4().hex, "test_id": new_id})
             )
 
+    def change_settings(self, test_id: str, changes: dict[str, str | None]) -> list[str]:
+        """Set config fields of a test (open or not) and record each real change with its
+        time in ``test_changes``; returns the fields that changed. The caller checks values."""
+        t = self.require_test(test_id)
+        cfg = dict(t["config"])
+        at = now_iso()
+        changed = [k for k, v in changes.items() if (cfg.get(k) or None) != (v or None)]
+        if not changed:
+            return []
+        with self.db.conn:
+            for k in changed:
+                self.db.execute(
+                    "INSERT INTO test_changes (change_id, test_id, field, old_value, new_value, "
+                    "changed_at) VALUES (?, ?, ?, ?, ?, ?)",
+                    [uuid.uuid4().hex, test_id, k, cfg.get(k) or None, changes[k] or None, at],
+                )
+                cfg[k] = changes[k] or None
+            self.db.execute(
+                "UPDATE tests SET config = ?, updated_at = ? WHERE test_id = ?",
+                [json.dumps(cfg), at, test_id],
+            )
+        return changed
+
+    def changes(self, test_id: str) -> list[dict[str, Any]]:
+        """The recorded setting changes of a test, oldest first (one save: by field name)."""
+        return self._rows(
+            "SELECT field, old_value, new_value, changed_at FROM test_changes "
+            "WHERE test_id = ? ORDER BY changed_at, field",
+            [test_id],
+        )
+
     def delete(self, test_id: str) -> None:
         """Remove a test and everything rated in it (export first: the designer does). Takes stay."""
         self.require_test(test_id)
@@ -168,6 +199,7 @@ class TestStore:
                 "assignments",
                 "screen_trials",
                 "test_raters",
+                "test_changes",
                 "stimuli",
                 "tests",
             ):  # children first
