@@ -558,8 +558,20 @@ async def show_results(page: AdminPage, tid: str | None, inc: bool) -> tuple:
         _shown(v["pairwise"], "Pairwise tests (Holm-corrected)" + tag),
         _shown(v["by_prompt"], "Per prompt" + tag),
         v["raters"],
-        v["methods"],
+        methods_markdown(v["methods"]),
         [str(f), str(pub)],
+    )
+
+
+def methods_markdown(m: pd.DataFrame | None) -> str:
+    """The methods table as a list: each table's title, method and what it assumes (the
+    export keeps the table: ``results/methods.csv``)."""
+    if m is None or m.empty:
+        return ""
+    return "\n".join(
+        f"- **{html.escape(str(x['table']))}** ({html.escape(str(x['title']))}): "
+        f"{html.escape(str(x['method']))}. *Assumes:* {html.escape(str(x['assumes']))}"
+        for _, x in m.iterrows()
     )
 
 
@@ -772,7 +784,8 @@ def _results_tab(page: AdminPage) -> Any:
     t_pair = table(label="Pairwise tests", visible=False, elem_id="lt-pairwise")
     t_prompt = table(label="Per prompt", visible=False, elem_id="lt-by-prompt")
     t_r = table(label="Raters and screening", elem_id="lt-raters")
-    t_m = table(label="Methods", elem_id="lt-methods")
+    gr.Markdown("### Methods")
+    t_m = gr.Markdown(elem_id="lt-methods")  # long texts: a list wraps, a table cell did not
     dl = gr.File(
         label="Export (zip): all, and public (no crowd ids or codes)",
         file_count="multiple",
