@@ -469,6 +469,30 @@ def grid_summary(state: dict) -> dict:
     return out
 
 
+def grid_markdown(res: dict) -> str:
+    """The grid as the statistics page prints it: the minimum per statistic, then every
+    cell (coverage ± Monte Carlo SE)."""
+    g = res["grid"]
+    names = {
+        "mos": "MOS",
+        "cmos": "CMOS",
+        "ab_share": "A/B share",
+        "mushra_mean": "MUSHRA mean",
+        "mushra_median": "MUSHRA median",
+    }
+    lines = ["| statistic | lowest coverage | ± MC SE | in cell |", "| --- | --- | --- | --- |"]
+    for k, v in g["minimum"].items():
+        lines.append(f"| {names[k]} | {v['coverage']:.3f} | {v['mc_se']:.3f} | {v['cell']} |")
+    lines += ["", "| rater sd | prompt sd | raters | " + " | ".join(names.values()) + " |"]
+    lines.append("| --- " * (3 + len(names)) + "|")
+    for r, p, n in grid_cells():
+        c = g["cells"].get(cell_key((r, p, n)))
+        if c:
+            vals = " | ".join(f"{c[k]['coverage']:.3f} ± {c[k]['mc_se']:.3f}" for k in names)
+            lines.append(f"| {r:g} | {p:g} | {n} | {vals} |")
+    return "\n".join(lines)
+
+
 # --------------------------------------------------------------------------- main
 
 
@@ -510,6 +534,10 @@ def checks(res: dict) -> dict[str, bool]:
     if g:
         out["grid: coverage >= 0.93 for every statistic in every cell"] = all(
             v["coverage"] >= 0.93 for v in g.values()
+        )
+        cells = res["grid"]["cells"].values()
+        out["grid: no cell below 0.93 by more than 2 Monte Carlo SE"] = all(
+            v["coverage"] + 2 * v["mc_se"] >= 0.93 for c in cells for v in c.values()
         )
     mos = res.get("mos")
     if mos:
@@ -569,9 +597,15 @@ def main() -> int:
     ap.add_argument("--service-runs", type=int, default=None)
     ap.add_argument("--null-sims", type=int, default=None, help="tests per FWER estimate")
     ap.add_argument("--out", default=str(ROOT / "benchmarks/results/listening_validity.json"))
+    ap.add_argument(
+        "--markdown", action="store_true", help="print the grid's tables for the docs and stop"
+    )
     args = ap.parse_args()
     out = Path(args.out)
     res = _load(out)
+    if args.markdown:
+        print(grid_markdown(res))
+        return 0
     save = _writer(out, res)
     res["machine"] = f"{platform.machine()}, {os.cpu_count()} cores (shared with other work)"
     state = res.setdefault("grid_state", {})
