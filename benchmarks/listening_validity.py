@@ -493,6 +493,62 @@ def grid_markdown(res: dict) -> str:
     return "\n".join(lines)
 
 
+def regimes_markdown(res: dict) -> str:
+    """The fixed regime (screening, bias, FWER, power) and the service path, for the docs."""
+    nat, take = res["mos"]["gold natural"], res["mos"]["gold take of s30"]
+    ab, mu, mp = res["ab"], res["mushra"], res["mos_pairwise"]
+    rows = [
+        (
+            "simulated tests per statistic (FWER: null tests)",
+            f"{res['simulated_tests_per_statistic']} ({res['null_tests_per_fwer']})",
+        ),
+        (
+            "MOS coverage, gold natural / gold a take of s30",
+            f"{nat['coverage_mos']:.3f} / {take['coverage_mos']:.3f}",
+        ),
+        (
+            "MOS coverage of a naive t interval (ratings as independent)",
+            f"{nat['coverage_mos_naive_t_interval']:.3f}",
+        ),
+        (
+            "CMOS / A/B share coverage (naive CMOS t interval)",
+            f"{ab['coverage_cmos']:.3f} / {ab['coverage_preference_share']:.3f} "
+            f"({ab['coverage_cmos_naive_t_interval']:.3f})",
+        ),
+        (
+            "MUSHRA mean coverage (naive t interval)",
+            f"{mu['coverage_mean']:.3f} ({mu['coverage_mean_naive_t_interval']:.3f})",
+        ),
+        (
+            "honest raters excluded per 30 (gold natural / take)",
+            f"{nat['honest_excluded_per_30']:.2f} / {take['honest_excluded_per_30']:.2f}",
+        ),
+        (
+            "bad raters caught (gold natural)",
+            ", ".join(f"{k} {v:.2f}" for k, v in nat["bad_caught"].items()),
+        ),
+        ("largest absolute bias of the screened MOS", f"{nat['max_abs_bias']:.3f}"),
+        (
+            "family-wise false positives: MOS Wilcoxon / A/B sign / MUSHRA Wilcoxon",
+            f"{mp['fwer']:.3f} / {ab['fwer_sign_tests']:.3f} / {mu['fwer_wilcoxon']:.3f}",
+        ),
+        (
+            "power for 0.5 MOS apart: MOS Wilcoxon / A/B sign",
+            f"{mp['power_0.5_apart']:.2f} / {ab['power_0.5_apart']:.2f}",
+        ),
+    ]
+    for r in res.get("service", []):
+        rows.append(
+            (
+                f"service path, seed {r['seed']}: {r['raters']} raters over HTTP/WebSocket",
+                f"results page = direct statistics: {r['service_mos_equals_direct']}; "
+                f"{r['bad_caught']}/{r['bad']} bad caught, {r['honest_excluded']} honest excluded",
+            )
+        )
+    out = ["| regime (30 raters, rater sd 0.5, prompt sd 0.3) | measured |", "| --- | --- |"]
+    return "\n".join(out + [f"| {a} | {b} |" for a, b in rows])
+
+
 # --------------------------------------------------------------------------- main
 
 
@@ -605,6 +661,8 @@ def main() -> int:
     res = _load(out)
     if args.markdown:
         print(grid_markdown(res))
+        if res.get("mos"):
+            print("\n" + regimes_markdown(res))
         return 0
     save = _writer(out, res)
     res["machine"] = f"{platform.machine()}, {os.cpu_count()} cores (shared with other work)"
