@@ -173,3 +173,28 @@ def test_duplicate_picks_an_editable_draft_copy(live, tmp_path):
     assert changes(live, tid) == []  # the original is untouched
     assert p.tests.require_test(tid)["config"]["completion_code"] == "ORIG-1"
     assert "2 change(s) recorded" in crowd_values(p, new)[4]
+
+
+def test_only_the_admin_changes_crowd_settings():
+    pw = "crowd-admin-pw"
+    with live_server(listening_app(pw)) as lv:
+        tid = create_test(lv, {"Authorization": f"Bearer {pw}"}, completion_code="SAFE-1")
+        for headers in ({}, {"Authorization": "Bearer wrong"}):
+            r = httpx.post(
+                lv.url + f"ll/admin/tests/{tid}/crowd",
+                json={"completion_code": "STOLEN"},
+                headers=headers,
+                timeout=30,
+            )
+            assert r.status_code in (401, 403), r.text
+        assert changes(lv, tid) == []
+        assert lv.app.state.listening.tests.require_test(tid)["config"]["completion_code"] == (
+            "SAFE-1"
+        )
+        ok = httpx.post(
+            lv.url + f"ll/admin/tests/{tid}/crowd",
+            json={"completion_code": "NEW-1"},
+            headers={"Authorization": f"Bearer {pw}"},
+            timeout=30,
+        )
+        assert ok.status_code == 200 and ok.json()["changed"] == ["completion_code"]
