@@ -159,7 +159,11 @@ class Design:
     @property
     def partial(self) -> bool:
         """Do raters get fewer items than one cycle (consecutive raters continue it)?"""
-        return self.partial_rows and self.items_per_rater < self.units
+        return (
+            self.partial_rows
+            and self.test_kind.partial_cycles
+            and self.items_per_rater < self.units
+        )
 
 
 def _prompt_block(d: Design, rater_seq: int, n: int) -> list[str]:

@@ -144,6 +144,9 @@ class TestKind:
     consecutive raters continue the cycle: :mod:`evaluation.listening.design`)."""
     needs_reference = False
     """A design names a reference system (MUSHRA); a natural recording is the default."""
+    partial_cycles = True
+    """May a rater hear fewer systems than the test has (consecutive raters continuing the
+    cycle)? Not MUSHRA: every screen holds every system."""
     show_text = False
     """Does the vote page show the prompt's text unless the test says otherwise?"""
     paired = False
@@ -170,7 +173,7 @@ class TestKind:
         """Items per rater rounded down to a multiple of the cycle (at least one cycle)."""
         u = self.units(d)
         n = min(d.items_per_rater, len(d.prompts) * u)  # each (prompt, unit) at most once
-        if d.partial_rows and n < u:  # fewer than one cycle: raters in a row continue it
+        if d.partial:  # fewer than one cycle: raters in a row continue it
             return max(1, n)
         return max(u, n - n % u)
 

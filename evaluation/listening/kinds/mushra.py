@@ -49,6 +49,7 @@ class Mushra(TestKind):
     """10: with the hidden reference (one of the systems) and the two anchors, a screen holds
     at most BS.1534-3's 12 signals."""
     needs_reference = True
+    partial_cycles = False
     whole_delivery = True
 
     def too_many_systems(self, d: Design) -> str:
