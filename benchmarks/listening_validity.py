@@ -55,8 +55,6 @@ from tests.support.simulate import (  # noqa: E402
     truth,
 )
 
-N_BOOT = 500
-
 
 def _covered(tab: pd.DataFrame, key: str, truth_: dict) -> dict[str, bool]:
     t = tab.set_index(key)
@@ -93,9 +91,7 @@ def mos_part(sims: int) -> dict:
                         caught[k][1] += 1
                 keep = set(scr.index[~scr["excluded"]])
                 items = d[(d["role"] == "item") & d["rater_id"].isin(keep)]
-                tab = inference.interval_table(
-                    items, ["system_id"], scale=inference.MOS_SCALE, n_boot=N_BOOT, seed=i
-                )
+                tab = inference.interval_table(items, ["system_id"], scale=inference.MOS_SCALE)
                 cov += list(_covered(tab, "system_id", tr).values())
                 t = tab.set_index("system_id")
                 bias.append([t.loc[s, "mean"] - v for s, v in tr.items()])
@@ -140,7 +136,7 @@ def ab_part(sims: int, null_sims: int) -> dict:
     cov_c, cov_s, naive_c = [], [], []
     for i in range(sims):
         v = ab_votes(model, np.random.default_rng([i, 11]), i % 2)
-        tab = stats.ab_table(v, n_boot=N_BOOT, seed=i).set_index(["x", "y"])
+        tab = stats.ab_table(v).set_index(["x", "y"])
         o = stats.oriented_votes(v)
         for pr, t in tr.items():
             r = tab.loc[pr]
@@ -176,7 +172,7 @@ def mushra_part(sims: int, null_sims: int) -> dict:
     cov, naive = [], []
     for i in range(sims):
         d = mushra_scores(model, np.random.default_rng([i, 21]))
-        tab = stats.mushra_table(d, n_boot=N_BOOT, seed=i)
+        tab = stats.mushra_table(d)
         cov += list(_covered(tab, "condition", tr).values())
         for s, v in tr.items():
             lo, hi = stats.t_interval(d.loc[d["system_id"] == s, "score"].to_numpy())
@@ -349,56 +345,350 @@ async def service_run(seed: int, order: int, honest: int, bad_each: int, prompts
     }
 
 
+# --------------------------------------------------------------------------- the grid
+
+GRID_RATER_SD = (0.0, 0.5, 1.0)
+GRID_PROMPT_SD = (0.0, 0.3, 0.6)
+GRID_RATERS = (12, 30, 100)
+MUSHRA_PER_MOS = 20.0
+"""One MOS point is about 20 MUSHRA points: the MUSHRA cells use 20x the sds (noise 12)."""
+GRID_STATS = ("mos", "cmos", "ab_share", "mushra_mean", "mushra_median")
+CHUNK = 50
+"""Simulated tests per cell between two saves of the state (a stopped run loses at most this)."""
+
+
+def grid_cells() -> list[tuple[float, float, int]]:
+    return [(r, p, n) for r in GRID_RATER_SD for p in GRID_PROMPT_SD for n in GRID_RATERS]
+
+
+def cell_key(cell: tuple[float, float, int]) -> str:
+    r, p, n = cell
+    return f"rater_sd={r:g} prompt_sd={p:g} raters={n}"
+
+
+def _hits(lo, hi, truth_: float) -> tuple[bool, float]:
+    ok = bool(np.isfinite(lo) and np.isfinite(hi) and lo <= truth_ <= hi)
+    return ok, float(hi - lo) / 2 if np.isfinite(lo) and np.isfinite(hi) else float("nan")
+
+
+def one_grid_test(cell: tuple[float, float, int], c: int, i: int) -> dict[str, list]:
+    """Simulated test ``i`` of grid cell ``c`` (seeded by both, so a run split in parts or
+    resumed draws exactly the tests one run would): per statistic, each interval's
+    ``(covered, half-width)``. Every interval comes from the results page's own functions."""
+    rsd, psd, n = cell
+    out: dict[str, list] = {k: [] for k in GRID_STATS}
+    mos = MosModel(rater_sd=rsd, prompt_sd=psd, honest=n, bad={}, screening=False)
+    d = mos_ratings(mos, np.random.default_rng([c, i, 1]), i % 2)
+    tab = inference.interval_table(d, ["system_id"], scale=inference.MOS_SCALE)
+    for _, r in tab.iterrows():
+        out["mos"].append(_hits(r["ci_low"], r["ci_high"], truth(mos)[r["system_id"]]))
+    ab = AbModel(rater_sd=rsd, prompt_sd=psd, raters=n)
+    v = ab_votes(ab, np.random.default_rng([c, i, 2]), i % 2)
+    at = stats.ab_table(v).set_index(["x", "y"])
+    for pair, t in ab_truth(ab).items():
+        r = at.loc[pair]
+        out["cmos"].append(_hits(r["cmos_low"], r["cmos_high"], t["cmos"]))
+        out["ab_share"].append(_hits(r["x_share_low"], r["x_share_high"], t["share_x"]))
+    mu = MushraModel(rater_sd=rsd * MUSHRA_PER_MOS, prompt_sd=psd * MUSHRA_PER_MOS, raters=n)
+    m = stats.mushra_table(mushra_scores(mu, np.random.default_rng([c, i, 3]))).set_index(
+        "condition"
+    )
+    for sys_, t in mushra_truth(mu).items():
+        out["mushra_mean"].append(_hits(m.loc[sys_, "ci_low"], m.loc[sys_, "ci_high"], t))
+        med = float(np.clip(mu.system_means[sys_], 0, 100))  # the clipped normal's median
+        out["mushra_median"].append(
+            _hits(m.loc[sys_, "median_low"], m.loc[sys_, "median_high"], med)
+        )
+    return out
+
+
+def _add(acc: dict, got: dict[str, list]) -> None:
+    """Accumulate one simulated test: per statistic, the share of its intervals that covered
+    (a test's intervals share raters and prompts, so the Monte Carlo error is over tests)."""
+    for k, hits in got.items():
+        a = acc.setdefault(k, {"tests": 0, "intervals": 0, "covered": 0, "sumsq": 0.0, "half": 0.0})
+        frac = sum(h for h, _ in hits) / len(hits)
+        a["tests"] += 1
+        a["intervals"] += len(hits)
+        a["covered"] += sum(h for h, _ in hits)
+        a["sumsq"] += frac * frac
+        a["half"] += float(np.nanmean([w for _, w in hits]))
+
+
+def cell_summary(acc: dict) -> dict:
+    """Coverage per statistic with its Monte Carlo standard error (over simulated tests)."""
+    out = {}
+    for k, a in acc.items():
+        t = a["tests"]
+        cov = a["covered"] / a["intervals"]  # every test has as many intervals
+        var = max(a["sumsq"] / t - cov * cov, 0.0) * t / max(t - 1, 1)
+        out[k] = {
+            "coverage": round(cov, 4),
+            "mc_se": round(float(np.sqrt(var / t)), 4),
+            "tests": t,
+            "intervals": a["intervals"],
+            "mean_half_width": round(a["half"] / t, 4),
+        }
+    return out
+
+
+def run_grid(state: dict, sims: int, part: tuple[int, int], save) -> None:
+    """Bring every cell of this part (cell index % parts == part) to ``sims`` simulated tests,
+    saving the state every :data:`CHUNK` tests."""
+    k, parts = part
+    cells = state.setdefault("cells", {})
+    for c, cell in enumerate(grid_cells()):
+        if c % parts != k:
+            continue
+        acc = cells.setdefault(cell_key(cell), {"done": 0, "acc": {}})
+        while acc["done"] < sims:
+            stop = min(sims, acc["done"] + CHUNK)
+            t0 = time.monotonic()
+            for i in range(acc["done"], stop):
+                _add(acc["acc"], one_grid_test(cell, c, i))
+            acc["done"] = stop
+            acc["seconds"] = round(acc.get("seconds", 0.0) + time.monotonic() - t0, 1)
+            save()
+            print(f"{cell_key(cell)}: {stop}/{sims} tests", flush=True)
+
+
+def grid_summary(state: dict) -> dict:
+    """Per statistic: the grid's minimum coverage, where it is, and its Monte Carlo error."""
+    cells = {k: cell_summary(v["acc"]) for k, v in state.get("cells", {}).items() if v["done"]}
+    out: dict = {"cells": cells, "minimum": {}}
+    for stat in GRID_STATS:
+        have = [(v[stat]["coverage"], k, v[stat]) for k, v in cells.items() if stat in v]
+        if not have:
+            continue
+        cov, where, row = min(have)
+        out["minimum"][stat] = {"coverage": cov, "mc_se": row["mc_se"], "cell": where}
+    out["complete"] = (
+        len(cells) == len(grid_cells())
+        and len({v["done"] for v in state.get("cells", {}).values()}) == 1
+    )
+    return out
+
+
+def grid_markdown(res: dict) -> str:
+    """The grid as the statistics page prints it: the minimum per statistic, then every
+    cell (coverage ± Monte Carlo SE)."""
+    g = res["grid"]
+    names = {
+        "mos": "MOS",
+        "cmos": "CMOS",
+        "ab_share": "A/B share",
+        "mushra_mean": "MUSHRA mean",
+        "mushra_median": "MUSHRA median",
+    }
+    lines = ["| statistic | lowest coverage | ± MC SE | in cell |", "| --- | --- | --- | --- |"]
+    for k, v in g["minimum"].items():
+        lines.append(f"| {names[k]} | {v['coverage']:.3f} | {v['mc_se']:.3f} | {v['cell']} |")
+    lines += ["", "| rater sd | prompt sd | raters | " + " | ".join(names.values()) + " |"]
+    lines.append("| --- " * (3 + len(names)) + "|")
+    for r, p, n in grid_cells():
+        c = g["cells"].get(cell_key((r, p, n)))
+        if c:
+            vals = " | ".join(f"{c[k]['coverage']:.3f} ± {c[k]['mc_se']:.3f}" for k in names)
+            lines.append(f"| {r:g} | {p:g} | {n} | {vals} |")
+    return "\n".join(lines)
+
+
+def regimes_markdown(res: dict) -> str:
+    """The fixed regime (screening, bias, FWER, power) and the service path, for the docs."""
+    nat, take = res["mos"]["gold natural"], res["mos"]["gold take of s30"]
+    ab, mu, mp = res["ab"], res["mushra"], res["mos_pairwise"]
+    rows = [
+        (
+            "simulated tests per statistic (FWER: null tests)",
+            f"{res['simulated_tests_per_statistic']} ({res['null_tests_per_fwer']})",
+        ),
+        (
+            "MOS coverage, gold natural / gold a take of s30",
+            f"{nat['coverage_mos']:.3f} / {take['coverage_mos']:.3f}",
+        ),
+        (
+            "MOS coverage of a naive t interval (ratings as independent)",
+            f"{nat['coverage_mos_naive_t_interval']:.3f}",
+        ),
+        (
+            "CMOS / A/B share coverage (naive CMOS t interval)",
+            f"{ab['coverage_cmos']:.3f} / {ab['coverage_preference_share']:.3f} "
+            f"({ab['coverage_cmos_naive_t_interval']:.3f})",
+        ),
+        (
+            "MUSHRA mean coverage (naive t interval)",
+            f"{mu['coverage_mean']:.3f} ({mu['coverage_mean_naive_t_interval']:.3f})",
+        ),
+        (
+            "honest raters excluded per 30 (gold natural / take)",
+            f"{nat['honest_excluded_per_30']:.2f} / {take['honest_excluded_per_30']:.2f}",
+        ),
+        (
+            "bad raters caught (gold natural)",
+            ", ".join(f"{k} {v:.2f}" for k, v in nat["bad_caught"].items()),
+        ),
+        ("largest absolute bias of the screened MOS", f"{nat['max_abs_bias']:.3f}"),
+        (
+            "family-wise false positives: MOS Wilcoxon / A/B sign / MUSHRA Wilcoxon",
+            f"{mp['fwer']:.3f} / {ab['fwer_sign_tests']:.3f} / {mu['fwer_wilcoxon']:.3f}",
+        ),
+        (
+            "power for 0.5 MOS apart: MOS Wilcoxon / A/B sign",
+            f"{mp['power_0.5_apart']:.2f} / {ab['power_0.5_apart']:.2f}",
+        ),
+    ]
+    for r in res.get("service", []):
+        rows.append(
+            (
+                f"service path, seed {r['seed']}: {r['raters']} raters over HTTP/WebSocket",
+                f"results page = direct statistics: {r['service_mos_equals_direct']}; "
+                f"{r['bad_caught']}/{r['bad']} bad caught, {r['honest_excluded']} honest excluded",
+            )
+        )
+    out = ["| regime (30 raters, rater sd 0.5, prompt sd 0.3) | measured |", "| --- | --- |"]
+    return "\n".join(out + [f"| {a} | {b} |" for a, b in rows])
+
+
 # --------------------------------------------------------------------------- main
 
 
-def main() -> int:
-    ap = argparse.ArgumentParser(description=__doc__)
-    ap.add_argument("--quick", action="store_true", help="fewer simulated tests, one service run")
-    ap.add_argument("--sims", type=int, default=None)
-    ap.add_argument("--service-runs", type=int, default=None)
-    ap.add_argument("--null-sims", type=int, default=None, help="tests per FWER estimate")
-    ap.add_argument("--out", default=str(ROOT / "benchmarks/results/listening_validity.json"))
-    args = ap.parse_args()
-    sims = args.sims or (40 if args.quick else 200)
-    null_sims = args.null_sims or max(3 * sims, 200)  # a FWER near 0.05 needs many tests
-    runs = args.service_runs if args.service_runs is not None else (1 if args.quick else 2)
+def _load(path: Path) -> dict:
+    try:
+        return json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return {}
+
+
+def _writer(path: Path, res: dict):
+    def save() -> None:
+        tmp = path.with_name(path.name + ".tmp")
+        tmp.write_text(json.dumps(res, indent=1) + "\n", encoding="utf-8")
+        tmp.replace(path)
+
+    return save
+
+
+def regimes(res: dict, sims: int, null_sims: int, runs: int) -> None:
+    """The fixed regime (screening, bias, FWER, power) and the service path."""
     t = time.monotonic()
-    res: dict = {"simulated_tests_per_statistic": sims, "n_boot": N_BOOT}
+    res["simulated_tests_per_statistic"] = sims
     res["mos"] = mos_part(sims)
     res["null_tests_per_fwer"] = null_sims
     res["mos_pairwise"] = fwer_mos(sims, null_sims)
     res["ab"] = ab_part(sims, null_sims)
     res["mushra"] = mushra_part(sims, null_sims)
     res["simulation_s"] = round(time.monotonic() - t, 1)
-    res["service"] = [asyncio.run(service_run(seed, seed % 2, 30, 2, 6)) for seed in range(runs)]
-    res["machine"] = f"{platform.machine()}, {os.cpu_count()} cores (shared with other work)"
-    res["total_s"] = round(time.monotonic() - t, 1)
-    mos = res["mos"]
-    checks = {
-        "coverage >= 0.93 (every statistic)": min(
-            *(v["coverage_mos"] for v in mos.values()),
-            res["ab"]["coverage_cmos"],
-            res["ab"]["coverage_preference_share"],
-            res["mushra"]["coverage_mean"],
+    if runs:
+        res["service"] = [
+            asyncio.run(service_run(seed, seed % 2, 30, 2, 6)) for seed in range(runs)
+        ]
+
+
+def checks(res: dict) -> dict[str, bool]:
+    out: dict[str, bool] = {}
+    g = res.get("grid", {}).get("minimum", {})
+    if g:
+        out["grid: coverage >= 0.93 for every statistic in every cell"] = all(
+            v["coverage"] >= 0.93 for v in g.values()
         )
-        >= 0.93,
-        "honest excluded <= 1 in 30": mos["gold natural"]["honest_excluded_per_30"] <= 1,
-        "|bias| <= 0.05": mos["gold natural"]["max_abs_bias"] <= 0.05,
-        "FWER <= 0.05": max(
-            res["mos_pairwise"]["fwer"],
-            res["ab"]["fwer_sign_tests"],
-            res["mushra"]["fwer_wilcoxon"],
+        cells = res["grid"]["cells"].values()
+        out["grid: no cell below 0.93 by more than 2 Monte Carlo SE"] = all(
+            v["coverage"] + 2 * v["mc_se"] >= 0.93 for c in cells for v in c.values()
         )
-        <= 0.05,
-        "service path = direct statistics": all(
+    mos = res.get("mos")
+    if mos:
+        out["fixed regime: coverage >= 0.93"] = (
+            min(
+                *(v["coverage_mos"] for v in mos.values()),
+                res["ab"]["coverage_cmos"],
+                res["ab"]["coverage_preference_share"],
+                res["mushra"]["coverage_mean"],
+            )
+            >= 0.93
+        )
+        out["honest excluded <= 1 in 30"] = mos["gold natural"]["honest_excluded_per_30"] <= 1
+        out["|bias| <= 0.05"] = mos["gold natural"]["max_abs_bias"] <= 0.05
+        out["FWER <= 0.05"] = (
+            max(
+                res["mos_pairwise"]["fwer"],
+                res["ab"]["fwer_sign_tests"],
+                res["mushra"]["fwer_wilcoxon"],
+            )
+            <= 0.05
+        )
+    if res.get("service"):
+        out["service path = direct statistics"] = all(
             r["service_mos_equals_direct"] for r in res["service"]
-        ),
-    }
-    res["checks"] = checks
-    print(json.dumps(res, indent=1))
-    Path(args.out).write_text(json.dumps(res, indent=1) + "\n", encoding="utf-8")
-    return 0 if all(checks.values()) else 1
+        )
+    return out
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__)
+    ap.add_argument(
+        "--part",
+        choices=("all", "grid", "regimes"),
+        default="all",
+        help="grid: the coverage grid (resumable); regimes: screening, bias, FWER, power and "
+        "the service path; all: both (default)",
+    )
+    ap.add_argument("--quick", action="store_true", help="fewer simulated tests, one service run")
+    ap.add_argument("--sims", type=int, default=None, help="tests per statistic (regimes)")
+    ap.add_argument("--grid-sims", type=int, default=None, help="tests per grid cell (300)")
+    ap.add_argument(
+        "--grid-part",
+        default="0/1",
+        metavar="K/N",
+        help="run only the grid cells whose index %% N == K (run the N parts in any order, "
+        "at once or one after the other; each resumes where it stopped)",
+    )
+    ap.add_argument(
+        "--merge",
+        nargs="*",
+        default=[],
+        metavar="JSON",
+        help="take grid cells from these result files (parts run into other files): per cell, "
+        "the one with more simulated tests",
+    )
+    ap.add_argument("--service-runs", type=int, default=None)
+    ap.add_argument("--null-sims", type=int, default=None, help="tests per FWER estimate")
+    ap.add_argument("--out", default=str(ROOT / "benchmarks/results/listening_validity.json"))
+    ap.add_argument(
+        "--markdown", action="store_true", help="print the grid's tables for the docs and stop"
+    )
+    args = ap.parse_args()
+    out = Path(args.out)
+    res = _load(out)
+    if args.markdown:
+        print(grid_markdown(res))
+        if res.get("mos"):
+            print("\n" + regimes_markdown(res))
+        return 0
+    save = _writer(out, res)
+    res["machine"] = f"{platform.machine()}, {os.cpu_count()} cores (shared with other work)"
+    state = res.setdefault("grid_state", {})
+    for other in args.merge:
+        for key, cell in _load(Path(other)).get("grid_state", {}).get("cells", {}).items():
+            have = state.setdefault("cells", {}).get(key)
+            if have is None or have["done"] < cell["done"]:
+                state["cells"][key] = cell
+    if args.merge:
+        res["grid"] = grid_summary(state)
+    if args.part in ("all", "grid"):
+        k, n = (int(x) for x in args.grid_part.split("/"))
+        sims = args.grid_sims or (40 if args.quick else 300)
+        res["grid_sims_per_cell"] = sims
+        run_grid(state, sims, (k, n), lambda: (res.update(grid=grid_summary(state)), save()))
+        res["grid"] = grid_summary(state)
+    if args.part in ("all", "regimes"):
+        sims = args.sims or (40 if args.quick else 200)
+        null_sims = args.null_sims or max(3 * sims, 200)  # a FWER near 0.05 needs many tests
+        runs = args.service_runs if args.service_runs is not None else (1 if args.quick else 2)
+        regimes(res, sims, null_sims, runs)
+    res["checks"] = checks(res)
+    save()
+    print(json.dumps({k: v for k, v in res.items() if k not in ("grid_state",)}, indent=1))
+    return 0 if all(res["checks"].values()) else 1
 
 
 if __name__ == "__main__":

@@ -6,7 +6,7 @@ profile) on a free port with a temporary DB and a random admin password, drives 
 Chromium (``/usr/bin/chromium``, never ``playwright install``) through each page a newcomer
 uses, and writes small PNGs (1000 px wide, at most 1500 px tall, 256 colours):
 
-playground.png, designer.png, rater.png, results.png, arena.png, probe.png
+playground.png, designer.png, rater.png, rater-phone.png, results.png, arena.png, probe.png
 
 Scripted raters (``tests.support.rater.RaterClient``, the real HTTP/WebSocket routes, each
 clip waited for in real time) give the results page something to show. Takes 2-4 minutes.
@@ -182,6 +182,8 @@ def main() -> int:
         rater.click("#lt-agree")
         rater.wait_for_selector("#lt-item:not([hidden])", timeout=60_000)
         shot(rater, out / "rater.png")
+        rater.set_viewport_size({"width": 390, "height": 844})  # the same item on a phone
+        shot(rater, out / "rater-phone.png")
 
         # The results tab of the same admin page
         page.reload()

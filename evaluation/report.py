@@ -73,6 +73,12 @@ class ReportOptions:
     seam_tolerance_ms: float = 300.0
     agreement_tolerance_ms: float = 300.0
     rules: stats.ScreeningRules = field(default_factory=stats.ScreeningRules)
+    pool: bool = False
+    """Pool ratings across tests by system name (labelled "pooled across tests"); by default
+    every store-wide table is per test (``test_id`` column), since a system called
+    ``natural`` in three tests is three systems heard in three contexts."""
+    only: tuple[str, ...] = ()
+    """Only these tests' ratings and votes (empty: every test's)."""
 
 
 NUMERIC = (
@@ -120,32 +126,17 @@ def compute_tables(
     check items, variance, A/B checks, BS.1534-3), so a rater excluded on a test's results page
     is excluded here too; the global ``screening`` table is those tables stacked.
     """
-    from evaluation.inference import MOS_SCALE, interval_table
-
     listening = listening_tables(tests)
     screening = _stacked_raters(listening, tests)
     keep = _keep_screened(screening)
-    mos = _numeric(store.mos_frame())
+    mos = _only(_numeric(store.mos_frame()), opts.only)
     usable = keep(stats.played_items(mos, opts.rules)) if not mos.empty else mos
-    ab = keep(_numeric(store.ab_frame()))
+    ab = keep(_only(_numeric(store.ab_frame()), opts.only))
     reports = _numeric(store.glitch_frame())
     findings = _numeric(store.findings_frame())
     takes = _numeric(store.takes_frame())
     out: dict[str, pd.DataFrame] = {"screening": screening}
-    mt = interval_table(usable, ["system_id"], scale=MOS_SCALE, seed=opts.seed)
-    if not usable.empty:
-        z = stats.mos_table(stats.add_z_scores(usable), score="z")[["system_id", "mean"]]
-        mt = mt.merge(z.rename(columns={"mean": "mean_z"}), on="system_id", how="left")
-    out["mos"] = mt
-    out["mos_by_prompt"] = interval_table(
-        usable, ["system_id", "prompt_id"], scale=MOS_SCALE, seed=opts.seed
-    )
-    out["ab"] = stats.ab_table(ab, seed=opts.seed)
-    out["preference_matrix"] = stats.preference_matrix(ab)
-    out["order_bias"] = pd.DataFrame([stats.order_bias(ab)])
-    out["leaderboard"] = stats.bt_leaderboard(
-        ab, min_votes=opts.min_votes, n_boot=opts.n_boot, seed=opts.seed
-    )
+    out.update(_rating_tables(usable, ab, opts))
     listened = _glitch_assignments(store)
     out["glitch_rates"] = stats.glitch_rates(reports, takes, listened, opts.seam_tolerance_ms)
     out["glitches_by_seam"] = stats.glitches_by_seam(reports, opts.seam_tolerance_ms)
@@ -156,6 +147,50 @@ def compute_tables(
     out["takes"] = _takes_table(takes, findings, reports)
     out.update(listening)
     return out
+
+
+def _only(df: pd.DataFrame, tests: tuple[str, ...]) -> pd.DataFrame:
+    return df[df["test_id"].isin(tests)] if tests and "test_id" in df else df
+
+
+def _per_test(df: pd.DataFrame, fn, pool: bool) -> pd.DataFrame:
+    """``fn(df)`` over every test at once (pooled), or per test with a ``test_id`` column."""
+    if pool or df.empty or "test_id" not in df:
+        return fn(df)
+    parts = [fn(g).assign(test_id=t) for t, g in df.groupby("test_id", dropna=False, sort=True)]
+    parts = [p for p in parts if not p.empty]
+    if not parts:
+        return fn(df.iloc[:0])
+    out = pd.concat(parts, ignore_index=True)
+    return out[["test_id", *[c for c in out.columns if c != "test_id"]]]
+
+
+def _rating_tables(usable: pd.DataFrame, ab: pd.DataFrame, opts: ReportOptions):
+    """MOS, A/B, first-position bias and Bradley–Terry, per test (or pooled: ``opts.pool``)."""
+    from evaluation.inference import MOS_SCALE, interval_table
+
+    by = ["system_id"] if opts.pool else ["test_id", "system_id"]
+    mt = interval_table(usable, by, scale=MOS_SCALE)
+    if not usable.empty:
+        z = stats.mos_table(stats.add_z_scores(usable), by=by, score="z")[[*by, "mean"]]
+        mt = mt.merge(z.rename(columns={"mean": "mean_z"}), on=by, how="left")
+    n_tests = ab["test_id"].nunique() if "test_id" in ab and not ab.empty else 0
+    return {
+        "mos": mt,
+        "mos_by_prompt": interval_table(usable, [*by, "prompt_id"], scale=MOS_SCALE),
+        "ab": _per_test(ab, stats.ab_table, opts.pool),
+        "preference_matrix": stats.preference_matrix(ab)
+        if opts.pool or n_tests <= 1
+        else pd.DataFrame(),
+        "order_bias": _per_test(ab, lambda v: pd.DataFrame([stats.order_bias(v)]), opts.pool),
+        "leaderboard": _per_test(
+            ab,
+            lambda v: stats.bt_leaderboard(
+                v, min_votes=opts.min_votes, n_boot=opts.n_boot, seed=opts.seed
+            ),
+            opts.pool,
+        ),
+    }
 
 
 def _stacked_raters(listening: dict[str, pd.DataFrame], tests: Sequence[TestData]):
@@ -308,6 +343,8 @@ def _plots(t: dict[str, pd.DataFrame]) -> dict[str, str]:
     out: dict[str, str] = {}
     mos = t["mos"]
     if not mos.empty:
+        if "test_id" in mos:  # per test: a system's name alone is not a row
+            mos = mos.assign(system_id=mos["test_id"].astype(str) + ": " + mos["system_id"])
         out["mos"] = _png(interval_figure(mos, "system_id", "mean", scale="mos"))
     pm = t["preference_matrix"]
     if not pm.empty:
@@ -324,6 +361,8 @@ def _plots(t: dict[str, pd.DataFrame]) -> dict[str, str]:
         fig.colorbar(im, ax=ax, shrink=0.8)
         out["ab"] = _png(fig)
     lb = t["leaderboard"]
+    if not lb.empty and "test_id" in lb:
+        lb = lb.assign(system=lb["test_id"].astype(str) + ": " + lb["system"].astype(str))
     if not lb.empty:
         fig, ax = plt.subplots(figsize=(6, 0.5 + 0.4 * len(lb)))
         m = lb.iloc[::-1]
@@ -385,7 +424,9 @@ def _seam_columns(df: pd.DataFrame) -> pd.DataFrame:
     return out
 
 
-def render_html(store: ReportSource, t: dict[str, pd.DataFrame], plots: dict[str, str]) -> str:
+def render_html(
+    store: ReportSource, t: dict[str, pd.DataFrame], plots: dict[str, str], pool: bool = False
+) -> str:
     def img(name: str) -> str:
         return (
             f'<img alt="{name}" src="data:image/png;base64,{plots[name]}">' if name in plots else ""
@@ -393,22 +434,28 @@ def render_html(store: ReportSource, t: dict[str, pd.DataFrame], plots: dict[str
 
     counts = {name: len(store.frame(name)) for name in RAW_TABLES}
     summary = ", ".join(f"{v} {k.replace('_', ' ')}" for k, v in counts.items())
+    per = (
+        "POOLED ACROSS TESTS by system name (a system of the same name in two tests is one row)"
+        if pool
+        else "per test"
+    )
     sections = [
         ("Raters (each test's screening rule)", _table(t["screening"])),
         (
-            "MOS per system (screened raters out, by each test's rule; 95% two-way cluster "
-            "bootstrap interval over raters and prompts; mean_z = per-rater z-scores)",
+            f"MOS per system, {per} (screened raters out, by each test's rule; 95% two-way "
+            "cluster-robust interval over raters and prompts; mean_z = per-rater z-scores)",
             img("mos") + _table(t["mos"]),
         ),
-        ("MOS per system × prompt", _table(t["mos_by_prompt"])),
+        (f"MOS per system × prompt, {per}", _table(t["mos_by_prompt"])),
         (
-            "A/B preference (x vs y; share of decisive votes for x and CMOS = how much better y "
-            "is, presentation order corrected, with two-way cluster bootstrap intervals; "
+            f"A/B preference, {per} (x vs y; share of decisive votes for x and CMOS = how much "
+            "better y is, presentation order corrected, with two-way cluster-robust intervals; "
             "vote-level sign test)",
             img("ab") + _table(t["ab"]) + "<h3>First-position bias</h3>" + _table(t["order_bias"]),
         ),
         (
-            "Bradley–Terry leaderboard (sorted by the lower bound)",
+            f"Bradley–Terry leaderboard, {per} (sorted by the lower bound; 95% bootstrap over "
+            "raters)",
             img("leaderboard") + _table(t["leaderboard"]),
         ),
         (
@@ -488,14 +535,21 @@ def _safe_frame(df: pd.DataFrame, index: bool) -> pd.DataFrame:
     return df
 
 
+POOLABLE = ("mos", "mos_by_prompt", "ab", "preference_matrix", "order_bias", "leaderboard")
+"""The store-wide tables that are per test by default and pooled with ``pool``."""
+
+
 def export_csv(
     store: ReportSource,
     directory: str | Path,
     tables: dict[str, pd.DataFrame] | None = None,
     *,
     tests: Sequence[TestData] = (),
+    opts: ReportOptions = ReportOptions(),
 ) -> list[Path]:
     """Write every raw table and every computed table as ``<name>.csv``; returns the paths.
+    Pooled tables (``opts.pool``) are named ``stats_pooled_<name>.csv``, so no file can be
+    mistaken for a per-test one.
 
     Text cells starting with ``= + - @`` (or tab/CR) get a leading ``'`` so a spreadsheet shows
     them as text: rater notes, prompts and system names come from strangers.
@@ -508,9 +562,10 @@ def export_csv(
         safe_csv(store.frame(name), p)
         written.append(p)
     if tables is None:
-        tables = compute_tables(store, tests=tests)
+        tables = compute_tables(store, opts, tests=tests)
     for name, df in tables.items():
-        p = d / f"stats_{name}.csv"
+        label = f"pooled_{name}" if opts.pool and name in POOLABLE else name
+        p = d / f"stats_{label}.csv"
         idx = name in {"preference_matrix", "glitches_by_seam", "findings_by_seam"}
         safe_csv(df, p, index=idx)
         written.append(p)
@@ -528,14 +583,14 @@ def write_report(
     """Write the HTML report (and the CSVs, into ``csv_dir`` when given); ``tests`` are the
     store's listening tests (``TestStore.all_test_data()``)."""
     t = compute_tables(store, opts, tests=tests)
-    page = render_html(store, t, _plots(t))
+    page = render_html(store, t, _plots(t), pool=opts.pool)
     out = Path(out)
     out.parent.mkdir(parents=True, exist_ok=True)
     tmp = out.with_name(f".{out.name}.tmp")
     tmp.write_text(page, encoding="utf-8")
     tmp.replace(out)
     if csv_dir is not None:
-        export_csv(store, csv_dir, t)
+        export_csv(store, csv_dir, t, opts=opts)
     return out
 
 

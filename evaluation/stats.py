@@ -9,16 +9,18 @@ and returns a DataFrame, so a notebook, the report and the tests all use the sam
 * :func:`screen_raters` / :func:`usable_ratings` — P.808-style screening: failed trap items,
   check items judged against the rater's own use of the scale (:class:`ScreeningRules`),
   near-zero rating variance (straight-lining), unplayed items.
-* :func:`ab_table` — per system pair: preference share and CMOS with two-way cluster bootstrap
+* :func:`ab_table` — per system pair: preference share and CMOS with two-way cluster-robust
   intervals (raters x prompts), a vote-level sign test (ties reported separately), all with the
   sign corrected for presentation order; plus the first-position bias.
-* :func:`bt_leaderboard` — Bradley–Terry ratings (evalica) with bootstrap 95 % intervals,
-  sorted by the lower bound, with a minimum-votes threshold; rank = 1 + the listed systems
-  significantly stronger (Holm).
+* :func:`bt_leaderboard` — Bradley–Terry ratings (evalica) with bootstrap 95 % intervals that
+  resample voters (all of a voter's votes together; votes only when there is no voter
+  column), sorted by the lower bound, with a minimum-votes threshold; rank = 1 + the listed
+  systems significantly stronger (Holm).
 * :func:`glitch_rates`, :func:`glitches_by_seam`, :func:`glitch_marks` — rater glitch reports
   per minute of audio and per chunk seam, per system (a mark on a one-chunk take has no seam).
 * :func:`mushra_screening`, :func:`mushra_table` — BS.1534-3 post-screening (mid anchor) and
-  per-condition medians, quartiles and clustered means.
+  per-condition medians (Woodruff intervals over raters and prompts), quartiles and clustered
+  means.
 
 Intervals and pairwise tests that account for raters and prompts are in
 :mod:`evaluation.inference`; :func:`mos_table` (a plain t interval) stays for single-rater data
@@ -291,15 +293,15 @@ def oriented_votes(votes: pd.DataFrame) -> pd.DataFrame:
     return v
 
 
-def ab_table(
-    votes: pd.DataFrame, confidence: float = 0.95, n_boot: int = 1000, seed: int = 0
-) -> pd.DataFrame:
+def ab_table(votes: pd.DataFrame, confidence: float = 0.95) -> pd.DataFrame:
     """Per system pair (x < y): wins, ties, preference share of x among decisive votes and CMOS
-    (how much better y is, presentation order undone), each with a two-way cluster bootstrap
-    interval over raters and prompts (:func:`evaluation.inference.clustered_mean`), and the
+    (how much better y is, presentation order undone; a tie counts as 0), each with the
+    two-way cluster-robust interval over raters and prompts (the share's on the logit scale:
+    :func:`evaluation.inference.clustered_share`; CMOS:
+    :func:`evaluation.inference.clustered_mean`), and the
     vote-level two-sided sign-test p (``p_sign``; see :func:`evaluation.inference.sign_tests`
     for the rater-level test that the results page uses)."""
-    from evaluation.inference import CMOS_SCALE, SHARE_SCALE, clustered_mean
+    from evaluation.inference import CMOS_SCALE, clustered_mean, clustered_share
 
     cols = [
         "x",
@@ -334,12 +336,8 @@ def ab_table(
             else float("nan")
         )
         d = g[g["winner"] != "tie"].assign(_x=lambda f: (f["winner"] == "x").astype(float))
-        share = clustered_mean(
-            d, "_x", scale=SHARE_SCALE, confidence=confidence, n_boot=n_boot, seed=seed
-        )
-        cm = clustered_mean(
-            g, "cmos_y", scale=CMOS_SCALE, confidence=confidence, n_boot=n_boot, seed=seed
-        )
+        share = clustered_share(d, "_x", confidence=confidence)
+        cm = clustered_mean(g, "cmos_y", scale=CMOS_SCALE, confidence=confidence)
         notes = [f"{k}: {iv.note}" for k, iv in (("share", share), ("cmos", cm)) if iv.note]
         rows.append(
             [
@@ -431,9 +429,14 @@ def bt_leaderboard(
     confidence: float = 0.95,
     scale: float = 400 / np.log(10),
     base: float = 1500.0,
+    voter: str = "rater_id",
 ) -> pd.DataFrame:
     """Bradley–Terry ratings on an Elo-like scale (``base + scale * log-strength``), with
-    percentile bootstrap intervals over resampled votes, sorted by the interval's lower bound.
+    percentile bootstrap intervals, sorted by the interval's lower bound.
+
+    The bootstrap resamples voters (the ``voter`` column: every vote of a drawn voter comes
+    along), since one voter's votes lean together; without that column it resamples votes.
+    ``df.attrs["resampled"]`` says which (``voters`` or ``votes``).
 
     Systems with fewer than ``min_votes`` votes are still fitted (their games inform the others)
     but flagged ``listed = False`` and put at the bottom (rank 0). A listed system's ``rank`` is
@@ -459,10 +462,10 @@ def bt_leaderboard(
     systems = sorted(set(v["x"]) | set(v["y"]))
     x, y, w = v["x"].to_numpy(), v["y"].to_numpy(), v["winner"].to_numpy()
     point = _bt_fit(x, y, w, systems, prior)
-    rng = np.random.default_rng(seed)
+    draw = _resampler(v, voter, np.random.default_rng(seed))
     boots = np.empty((n_boot, len(systems)))
     for i in range(n_boot):
-        idx = rng.integers(0, len(v), len(v))
+        idx = draw()
         boots[i] = _bt_fit(x[idx], y[idx], w[idx], systems, prior)
     alpha = (1 - confidence) / 2
     lo, hi = np.quantile(boots, [alpha, 1 - alpha], axis=0) if n_boot else (point, point)
@@ -492,7 +495,23 @@ def bt_leaderboard(
         ["listed", "ci_low", "rating"], ascending=[False, False, False], ignore_index=True
     )
     df["rank"] = np.where(df["listed"], 1 + df["better_systems"], 0)
+    df.attrs["resampled"] = "voters" if _has_voters(v, voter) else "votes"
     return df
+
+
+def _has_voters(v: pd.DataFrame, voter: str) -> bool:
+    return voter in v and bool(v[voter].notna().all())
+
+
+def _resampler(v: pd.DataFrame, voter: str, rng: np.random.Generator):
+    """A function drawing one bootstrap resample's row indices: whole voters (as many as there
+    are, with replacement) when ``voter`` names every vote's voter, else single votes."""
+    n = len(v)
+    if not _has_voters(v, voter):
+        return lambda: rng.integers(0, n, n)
+    codes, uniq = pd.factorize(v[voter].astype(str))
+    groups = [np.flatnonzero(codes == k) for k in range(len(uniq))]
+    return lambda: np.concatenate([groups[k] for k in rng.integers(0, len(groups), len(groups))])
 
 
 def _significantly_better(
@@ -664,7 +683,6 @@ __all__ = [
     "glitch_rates",
     "glitch_marks",
     "glitches_by_seam",
-    "median_interval",
     "mos_table",
     "mushra_conditions",
     "mushra_screening",
@@ -682,19 +700,6 @@ __all__ = [
 
 
 # --------------------------------------------------------------------------- MUSHRA
-
-
-def median_interval(values: np.ndarray, confidence: float = 0.95) -> tuple[float, float]:
-    """Distribution-free interval of the median from binomial order statistics (NaN for n < 2)."""
-    v = np.sort(np.asarray(values, dtype=float)[~np.isnan(np.asarray(values, dtype=float))])
-    n = len(v)
-    if n < 2:
-        return (float("nan"), float("nan"))
-    alpha = 1 - confidence
-    lo = int(stats.binom.ppf(alpha / 2, n, 0.5))
-    hi = int(stats.binom.isf(alpha / 2, n, 0.5))
-    lo, hi = max(lo - 1, 0), min(hi, n - 1)  # 0-based ranks; widened when n is small
-    return float(v[lo]), float(v[hi])
 
 
 @dataclass(frozen=True)
@@ -763,16 +768,12 @@ def mushra_conditions(ratings: pd.DataFrame) -> pd.Series:
 
 
 def mushra_table(
-    ratings: pd.DataFrame,
-    by: str = "label",
-    confidence: float = 0.95,
-    n_boot: int = 1000,
-    seed: int = 0,
+    ratings: pd.DataFrame, by: str = "label", confidence: float = 0.95
 ) -> pd.DataFrame:
-    """Per condition (system, ``hidden reference``, anchors): n, raters, median with an
-    order-statistic interval and the quartiles (BS.1534-3 asks for median and IQR), mean with a
-    two-way cluster bootstrap interval over raters and prompts (clipped to 0-100)."""
-    from evaluation.inference import MUSHRA_SCALE, clustered_mean
+    """Per condition (system, ``hidden reference``, anchors): n, raters, the median with
+    Woodruff's interval over raters and prompts and the quartiles (BS.1534-3 asks for median
+    and IQR), the mean with the two-way cluster-robust interval (clipped to 0-100)."""
+    from evaluation.inference import MUSHRA_SCALE, clustered_mean, clustered_median
 
     cols = [
         "condition",
@@ -796,26 +797,13 @@ def mushra_table(
     rows = []
     for key, g in r.groupby(by, sort=True):
         v = g["score"].astype(float).to_numpy()
-        mlo, mhi = median_interval(v, confidence)
-        iv = clustered_mean(
-            g, "score", scale=MUSHRA_SCALE, confidence=confidence, n_boot=n_boot, seed=seed
-        )
+        md = clustered_median(g, "score", confidence=confidence)
+        iv = clustered_mean(g, "score", scale=MUSHRA_SCALE, confidence=confidence)
         q1, q3 = np.percentile(v, [25, 75])
+        note = "; ".join(dict.fromkeys(x for x in (md.note, iv.note) if x))
         rows.append(
-            [
-                key,
-                len(v),
-                iv.raters,
-                float(np.median(v)),
-                mlo,
-                mhi,
-                float(q1),
-                float(q3),
-                iv.mean,
-                iv.low,
-                iv.high,
-                iv.note,
-            ]
+            [key, len(v), iv.raters, md.mean, md.low, md.high, float(q1), float(q3)]
+            + [iv.mean, iv.low, iv.high, note]
         )
     return pd.DataFrame(rows, columns=cols).sort_values(
         "median", ascending=False, ignore_index=True

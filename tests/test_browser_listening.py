@@ -99,7 +99,7 @@ def test_mos_two_raters_screening_resume_and_results(setup):
     p1.click("#lt-agree")
     p1.wait_for_selector("#lt-headphones:not([hidden])")
     headphones(p1, live, tid)
-    assert p1.inner_text("#lt-count") == "1 / 4"  # 2 items, the gold "1" and the trap
+    assert p1.inner_text("#lt-count") == "Clip 1 of 4"  # 2 items, the gold "1" and the trap
     while p1.get_attribute("#lt-root", "data-position") != "done":
         answer_current(p1, live, tid, True, good_scores)
     p1.wait_for_selector("#lt-done:not([hidden])")
@@ -122,7 +122,7 @@ def test_mos_two_raters_screening_resume_and_results(setup):
         p2.reload()
         p2.wait_for_selector("#lt-root[data-ready='1']")
         assert p2.get_attribute("#lt-root", "data-position") == before
-        assert p2.inner_text("#lt-count") == "3 / 4"
+        assert p2.inner_text("#lt-count") == "Clip 3 of 4"
         assert p2.evaluate(f"localStorage.getItem('listenlab:rater:{tid}')") == token
         while p2.get_attribute("#lt-root", "data-position") != "done":
             answer_current(p2, live, tid, False, good_scores)

@@ -44,7 +44,7 @@ def test_designer_generates_and_results_show_mos(tmp_path):
         page.locator("#lt-title-field textarea").fill("How natural do these voices sound?")
         page.locator("#lt-instructions-field textarea").fill("Use headphones; rate each clip.")
         page.get_by_label("How many Harvard sentences").fill("2")
-        page.get_by_label("Items per rater").fill("2")
+        page.get_by_label("Items per rater").fill("3")  # every rater hears all 3 systems
         page.get_by_label("Screening items (anchor, gold, trap)").uncheck()
         page.get_by_label("Headphone check").uncheck()
         page.click("#lt-generate")

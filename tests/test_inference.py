@@ -1,5 +1,7 @@
-"""Clustered intervals, pairwise tests and Holm against values computed independently here;
-the rater-relative screening rules on hand-made raters; the arena's shared ranks."""
+"""Clustered intervals, pairwise tests and Holm against values computed independently here
+(the two-way cluster-robust variance written out with loops, scipy's t and Wilcoxon); the
+rater-relative screening rules on hand-made raters; the arena's shared ranks; p-values that
+never print as 0."""
 
 from __future__ import annotations
 
@@ -14,9 +16,12 @@ from evaluation.inference import (
     MOS_SCALE,
     TOO_FEW,
     clustered_mean,
+    clustered_median,
+    format_p,
     holm,
     interval_table,
     paired_tests,
+    round_p,
     sign_tests,
 )
 from evaluation.stats import (
@@ -46,35 +51,91 @@ def _grid(values: np.ndarray) -> pd.DataFrame:
     )
 
 
+def _cgm_by_hand(df: pd.DataFrame) -> tuple[float, float]:
+    """Cameron-Gelbach-Miller's two-way variance of the mean and Satterthwaite's df, written
+    out with plain loops (what docs/statistics.md tells a reader to compute)."""
+    v = df["score"].to_numpy(dtype=float)
+    n, m = len(v), v.mean()
+    terms = []
+    for key in ("rater_id", ["rater_id", "prompt_id"], "prompt_id"):
+        sums = (df.assign(e=v - m).groupby(key)["e"].sum() ** 2).to_numpy()
+        g = len(sums)
+        terms.append((g / (g - 1) * sums.sum() / n**2, g - 1))
+    (vr, dr), (vc, dc), (vp, dp) = terms
+    var = vr + vp - vc
+    df_ = var**2 / sum(t**2 / d for t, d in ((vr, dr), (vp, dp), (vc, dc)))
+    return var, df_
+
+
 def test_rater_effects_only_give_the_rater_means_interval():
     rng = np.random.default_rng(0)
     rater = rng.normal(0, 1, 12)
     df = _grid(3 + rater[:, None] + np.zeros((12, 5)))  # prompts add nothing, no noise
-    iv = clustered_mean(df, n_boot=40_000)
-    # resampling 12 equal-sized rater clusters gives var_pop(means) / 12; resampling prompts
-    # gives 0 (every prompt has the same mean); single ratings give var_pop / 60, subtracted
+    iv = clustered_mean(df)
+    # 12 rater clusters carry var_pop(rater) / 12 (times 12/11); prompts carry nothing; the
+    # 60 cells carry var_pop / 60 (times 60/59), subtracted
     v = np.var(rater)
-    half = st.t.ppf(0.975, 4) * math.sqrt(v / 12 - v / 60)  # df = min(12, 5) - 1
+    var = 12 / 11 * v / 12 - 60 / 59 * v / 60
+    dof = var**2 / ((12 / 11 * v / 12) ** 2 / 11 + (60 / 59 * v / 60) ** 2 / 59)
+    half = st.t.ppf(0.975, dof) * math.sqrt(var)
     assert iv.mean == pytest.approx(3 + rater.mean())
-    assert (iv.low, iv.high) == pytest.approx((iv.mean - half, iv.mean + half), rel=0.02)
+    assert (iv.low, iv.high) == pytest.approx((iv.mean - half, iv.mean + half), rel=1e-9)
+    assert (iv.se, iv.df) == pytest.approx((math.sqrt(var), dof), rel=1e-9)
     assert (iv.raters, iv.prompts, iv.n, iv.note) == (12, 5, 60, "")
+
+
+def test_two_way_interval_equals_the_closed_form_written_out():
+    rng = np.random.default_rng(4)
+    df = _grid(
+        3 + rng.normal(0, 0.5, (9, 1)) + rng.normal(0, 0.4, (1, 7)) + rng.normal(0, 0.6, (9, 7))
+    )
+    df = df.sample(frac=0.8, random_state=1)  # unbalanced: some cells missing
+    var, dof = _cgm_by_hand(df)
+    iv = clustered_mean(df)
+    assert (iv.se**2, iv.df) == pytest.approx((var, dof), rel=1e-9)
+    half = st.t.ppf(0.975, dof) * math.sqrt(var)
+    assert (iv.low, iv.high) == pytest.approx((iv.mean - half, iv.mean + half), rel=1e-9)
+
+
+def test_without_clusters_it_is_the_textbook_t_interval():
+    v = np.array([2.0, 3, 3, 4, 5, 1, 4, 4])
+    iv = clustered_mean(pd.DataFrame({"score": v}))
+    lo, hi = st.t.interval(0.95, len(v) - 1, v.mean(), st.sem(v))
+    assert (iv.low, iv.high, iv.df) == pytest.approx((lo, hi, len(v) - 1), rel=1e-9)
 
 
 def test_prompt_effects_widen_the_interval_and_independent_ones_do_not():
     rng = np.random.default_rng(1)
     prompt = rng.normal(0, 0.8, 6)
     df = _grid(3 + prompt[None, :] + rng.normal(0, 0.3, (30, 6)))
-    two_way = clustered_mean(df, n_boot=4000)
+    two_way = clustered_mean(df)
     iid = st.t.interval(0.95, len(df) - 1, df["score"].mean(), st.sem(df["score"]))
     assert two_way.high - two_way.low > 2 * (iid[1] - iid[0])  # 180 ratings, but 6 prompts
-    no_prompt = clustered_mean(df.drop(columns="prompt_id"), n_boot=4000)
+    assert two_way.df < 6  # the prompts' 5 df, not the ratings' 179
+    no_prompt = clustered_mean(df.drop(columns="prompt_id"))
     assert no_prompt.high - no_prompt.low < two_way.high - two_way.low
+
+
+def test_woodruff_median_interval_over_raters_and_prompts():
+    v = np.arange(20.0)  # one rating per rater: the share below the median has se 0.5/sqrt(20)
+    iv = clustered_median(pd.DataFrame({"rater_id": range(20), "score": v}))
+    se = math.sqrt(20 / 19 * 20 * 0.25 / 400)  # every (1[v <= 9.5] - 0.5)^2 is 0.25
+    half = st.t.ppf(0.975, 19) * se
+    want = np.quantile(v, [0.5 - half, 0.5 + half], method="inverted_cdf")
+    assert iv.mean == 9.5 and (iv.low, iv.high) == tuple(want)
+    assert iv.se == pytest.approx(se)
+    rng = np.random.default_rng(2)
+    rater = rng.normal(0, 15, 10)
+    df = _grid(60 + rater[:, None] + rng.normal(0, 5, (10, 8)))
+    clustered = clustered_median(df)
+    iid = clustered_median(df.drop(columns=["rater_id", "prompt_id"]))
+    assert clustered.high - clustered.low > 1.5 * (iid.high - iid.low)  # raters lean together
 
 
 def test_interval_clipped_never_zero_width_and_too_few():
     top = _grid(np.full((6, 4), 5.0))
     top.loc[0, "score"] = 4.0
-    iv = clustered_mean(top, scale=MOS_SCALE, n_boot=2000)
+    iv = clustered_mean(top, scale=MOS_SCALE)
     assert iv.high == 5.0 and iv.low < iv.mean < 5.0  # clipped at the top of the scale
     flat = clustered_mean(_grid(np.full((6, 4), 3.0)))
     assert math.isnan(flat.low) and flat.note == f"{TOO_FEW} (no spread)"
@@ -197,7 +258,28 @@ def test_mushra_screens_on_the_mid_anchor_and_labels_both():
     assert not scr.loc["ok", "excluded"]
     assert scr.loc["deaf_to_7k", "excluded"] and scr.loc["deaf_to_7k", "anchor_high"] == 4
     assert "mid anchor (7 kHz) > 90 on 4/4 items" in scr.loc["deaf_to_7k", "reasons"]
-    t = mushra_table(df[df["rater_id"] == "ok"], n_boot=200).set_index("condition")
+    t = mushra_table(df[df["rater_id"] == "ok"]).set_index("condition")
     assert set(t.index) == {"hidden reference", "low anchor (3.5 kHz)", "mid anchor (7 kHz)", "s1"}
     assert (t.loc["s1", "q1"], t.loc["s1", "median"], t.loc["s1", "q3"]) == (60.75, 61.5, 62.25)
     assert t.loc["s1", "note"] == TOO_FEW  # one rater: no interval over raters
+
+
+def test_bradley_terry_resamples_voters_not_votes():
+    """Ten voters, each with 20 votes all one way (five for a, five for b): the votes lean
+    together, so the voter bootstrap must be far wider than a vote bootstrap."""
+    rows = []
+    for r in range(10):
+        rows += [(f"v{r}", "a", "b", "a" if r < 5 else "b")] * 20
+    votes = pd.DataFrame(rows, columns=["rater_id", "system_a", "system_b", "choice"])
+    by_voter = bt_leaderboard(votes, n_boot=300, seed=0).set_index("system")
+    by_vote = bt_leaderboard(votes.drop(columns="rater_id"), n_boot=300, seed=0)
+    by_vote = by_vote.set_index("system")
+    assert by_voter.attrs["resampled"] == "voters" and by_vote.attrs["resampled"] == "votes"
+    width = lambda t: t.loc["a", "ci_high"] - t.loc["a", "ci_low"]  # noqa: E731
+    assert width(by_voter) > 2.5 * width(by_vote)
+
+
+def test_p_values_keep_their_size():
+    assert round_p(3.2345e-07) == 3.23e-07 and round_p(0.04567) == 0.0457
+    assert format_p(3.2345e-07) == "3.23e-07" and format_p(0.0312) == "0.0312"
+    assert format_p(float("nan")) == "–" and round_p(0.0) == 0.0

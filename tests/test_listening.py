@@ -13,7 +13,7 @@ import pytest
 from app.listening.stimuli import low_anchor
 from app.store import SCHEMA_VERSION, AlreadyVoted, Store
 from app.store.listening import TestStore, token_hash
-from evaluation import stats
+from evaluation import inference, stats
 from evaluation.listening.design import ANCHOR, ANCHOR_LOW, ANCHOR_MID, GOLD, Design, plan
 from evaluation.listening.screening import (
     TestScreening,
@@ -186,13 +186,13 @@ def test_mushra_post_screening_and_medians():
     assert not scr.set_index("rater_id").loc["good", "excluded"]
     t = stats.mushra_table(df[df["rater_id"] == "good"]).set_index("condition")
     assert t.loc["s1", "median"] == 71.5 and t.loc["hidden reference", "median"] == 100
-    lo, hi = stats.median_interval(np.arange(20.0))
-    assert lo < 9.5 < hi and lo >= 0 and hi <= 19
+    iv = inference.clustered_median(pd.DataFrame({"score": np.arange(20.0)}))
+    assert iv.low < 9.5 < iv.high and iv.low >= 0 and iv.high <= 19
 
 
 def test_store_v2_answers_once(tmp_path):
     store = Store.open(tmp_path / "l.db")
-    assert store.schema_version == SCHEMA_VERSION == 4  # 4: the arena joined the migrations
+    assert store.schema_version == SCHEMA_VERSION == 6  # 6: setting changes
     tests = TestStore(store)
     tests.create_test("t1", "mos", "T", {"design": {}}, status="open")
     r1, _ = tests.join("t1", "tok-one" * 6, "P1", "PROLIFIC_PID")
@@ -238,3 +238,15 @@ def test_tests_stored_before_the_standard_stimuli_keep_their_plan():
     assert [i.slots[0].system for i in golds] == ["a"]
     new = Design.from_dict(Design("mos", ("a", "b"), ("p",), 2).to_dict())
     assert not new.legacy and new.to_dict()["gold"] is False
+
+
+def test_check_items_vary_across_raters_and_come_from_different_prompts():
+    d = Design("mos", ("a", "b"), ("p1", "p2", "p3", "p4", "p5"), 4, gold=True, check_variants=4)
+    seen = []
+    for seq in range(4):
+        checks = {it.stimulus: it.prompt for it in plan(d, seq) if it.role != "item"}
+        assert len(set(checks.values())) == 3, checks  # anchor, gold, trap: three prompts
+        seen.append(checks["anchor"])
+    assert seen == ["p1", "p2", "p3", "p4"]  # raters in a row: another clip each
+    old = Design("mos", ("a", "b"), ("p1", "p2"), 2, gold=True)  # a test made before
+    assert {it.prompt for it in plan(old, 0) if it.role != "item"} == {None}

@@ -85,8 +85,15 @@ def test_create_records_the_stimuli_with_a_progress_line(created):
         assert cfg["design"]["items_per_rater"] == 2 and len(cfg["design"]["prompts"]) == 2
         stim = svc.tests.stimuli(tid)
         kinds = sorted(s.kind for s in stim)
-        # no natural recording and no marked clip: the gold "1" anchor and the trap, no gold "5"
-        assert kinds == ["anchor", "item", "item", "item", "item", "trap"]
+        # no natural recording and no marked clip: the gold "1" anchor and the trap, no gold
+        # "5"; each made from both prompts, so raters in turn get different check clips
+        assert kinds == ["anchor", "anchor", "item", "item", "item", "item", "trap", "trap"]
+        checks = [s for s in stim if s.kind in ("anchor", "trap")]
+        assert {(s.kind, s.prompt_id) for s in checks} == {
+            (k, p) for k in ("anchor", "trap") for p in cfg["design"]["prompts"]
+        }
+        assert made["design"]["plan"][0]["items_per_rater"] == 2
+        assert made["design"]["plan"][0]["clips_per_rater"] == 4
         items = [s for s in stim if s.kind == "item"]
         assert {(s.system_id, s.condition) for s in items} == {
             ("joe", "as_streamed"),
@@ -120,7 +127,7 @@ def test_list_and_results_mirror_the_admin_json(created, capsys):
     code, out, _ = cli(capsys, "test", "list", "--db", str(db), "--json")
     assert code == 0
     (row,) = json.loads(out)["tests"]
-    assert (row["test_id"], row["kind"], row["stimuli"], row["raters"]) == (tid, "mos", 6, 0)
+    assert (row["test_id"], row["kind"], row["stimuli"], row["raters"]) == (tid, "mos", 8, 0)
     code, out, _ = cli(capsys, "test", "list", "--db", str(db))
     assert code == 0 and tid in out and "From a spec" in out
 
@@ -157,6 +164,10 @@ def test_list_and_results_mirror_the_admin_json(created, capsys):
                     tid, tok, {"answer_id": f"{aid[:20]}x", "assignment_id": aid, "score": score}
                 )
                 st = svc.status(tid, tok)
+        # the second rater's check items are other clips than the first's (another prompt)
+        ids = svc.tests.raters_frame(tid)["rater_id"].tolist()
+        checks = [{a.take_id for a in store.assignments(tid, r) if a.role != "item"} for r in ids]
+        assert len(checks[0]) == 2 and checks[0].isdisjoint(checks[1])
 
     code, out, _ = cli(capsys, "test", "results", tid, "--db", str(db), "--json")
     assert code == 0

@@ -142,7 +142,17 @@ def test_dropout_and_straight_liner_leave_results_working(live):
     from evaluation.listening.results import test_results
 
     v = results_view(test_results(TestStore(live.state.store).test_data(tid)))
-    assert "Raters: 3 (2 finished, 2 screened out)" in v["summary"]
+    # the dropout never did the headphone screen; the straight-liner passed it: two kinds
+    assert (
+        "Raters: 3 joined, 2 finished; 2 excluded (1 headphone screen, 1 rating pattern)"
+        in (v["summary"])
+    )
+    # each heading is its own Markdown block: never on the line of the list above it
+    assert "\n\n**MOS (all raters)**\n\n- MOS" in v["summary"]
+    assert list(v["raters"].columns) == ["crowd_id", "rater_id", "finished", "headphones"] + [
+        "excluded",
+        "reasons",
+    ]
     assert f"- excluded {flat}: variance 0.00" in v["summary"]
     assert "Wilcoxon signed-rank" in v["summary"] and "MOS a vs b" in v["summary"]
     assert v["plot"].axes[0].get_xlim() == (1.0, 5.0)
@@ -156,7 +166,8 @@ def test_dropout_and_straight_liner_leave_results_working(live):
     ex = files["results/raters.csv"].set_index("rater_id")
     assert set(ex.index) == {gone, honest, flat} and ex.loc[flat, "excluded"]
     methods = files["results/methods.csv"]
-    assert "two-way cluster bootstrap" in " ".join(methods["method"])
+    assert "two-way cluster-robust" in " ".join(methods["method"])
+    assert "raters and prompts are independent draws" in " ".join(methods["assumes"].fillna(""))
 
     # the global report and export screen by the same rule as the test's own page
     from evaluation.report import ReportOptions, compute_tables
@@ -212,3 +223,29 @@ def test_glitch_mark_on_a_one_chunk_take(live):
     assert "glitches_by_seam" not in res  # no seam, no seam table
     files = export(live, tid)
     assert len(files["raw/glitch_reports.csv"]) == 1
+
+
+def test_results_say_why_a_table_is_empty():
+    """Every rater excluded (a MUSHRA slip on few screens): the summary says so and what to
+    tick, instead of an empty plot and no table."""
+    from app.listening.admin_ui import empty_reason, results_view, summary_markdown
+
+    raters = pd.DataFrame(
+        {
+            "rater_id": ["r1"],
+            "crowd_id": [None],
+            "answered": [6],
+            "finished": [True],
+            "headphones": ["6/6"],
+            "excluded": [True],
+            "reasons": ["hidden reference < 90 on 1/6 items"],
+        }
+    )
+    tables = {"raters": raters, "mushra": pd.DataFrame(columns=["condition", "n"])}
+    why = empty_reason(tables)
+    assert "every rater who answered (1) was excluded" in why
+    assert "Include screened raters" in why
+    text = summary_markdown(tables)
+    assert why in text and "1 BS.1534-3 post-screening" in text
+    assert results_view(tables)["plot"] is None
+    assert empty_reason({"raters": raters.assign(answered=0)}).startswith("No answers yet")

@@ -550,7 +550,10 @@ def test_familiarisation_clips_per_test_kind(live):
         return st["familiar"]["clips"], sorted(json.loads(row["familiar"])), fmt
 
     labels, fetched, fmt = asyncio.run(clips(mu))
-    assert labels == ["The reference", "Low anchor"] and fetched == ["0", "1"]
+    assert labels == [
+        "The reference: the best quality here",
+        "A clip of low quality: the bottom of the scale",
+    ] and fetched == ["0", "1"]
     assert fmt == [(48_000, 2)] * 2  # one rate and layout, whatever the system's
     labels, _, fmt = asyncio.run(clips(ab))
     assert labels == ["Example A", "Example B"] and fmt == [(48_000, 2)] * 2

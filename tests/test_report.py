@@ -160,3 +160,38 @@ def test_empty_store_reports(tmp_path):
     page = (tmp_path / "e.html").read_text(encoding="utf-8")
     assert "no data" in page and "data:image/png" not in page
     assert (tmp_path / "e_csv" / "takes.csv").is_file()
+
+
+def test_report_is_per_test_unless_pooled(lab, tmp_path):
+    """A system called ``natural`` in two tests is two rows; ``--pool`` makes it one row,
+    and says so in the file name and the page."""
+    _, _, takes, _ = lab
+    store = Store.open(tmp_path / "two.db")
+    store.add_system(System("natural", "import:natural"))
+    store.add_prompt(Prompt("p0", takes[0].request.text))
+    take = store.save_take(takes[0], system_id="natural", prompt_id="p0")
+    for test, base in (("t1", 4), ("t2", 2)):
+        store.add_test(ListeningTest(test, "mos"))
+        for r in range(3):
+            store.add_rater(Rater(f"{test}r{r}"))
+            store.add_mos_rating(
+                MosRating(f"{test}m{r}", test, f"{test}r{r}", take, base + r % 2, played_ms=1e6)
+            )
+    db = str(store.path)
+    store.close()
+    cli("report", db, "-o", str(tmp_path / "per.html"), "--boot", "10")
+    per = pd.read_csv(tmp_path / "per_csv" / "stats_mos.csv").set_index("test_id")
+    assert list(per["system_id"]) == ["natural", "natural"]
+    assert per.loc["t1", "mean"] == pytest.approx(13 / 3) and per.loc["t2", "n"] == 3
+    assert "POOLED" not in (tmp_path / "per.html").read_text(encoding="utf-8")
+    cli("report", db, "-o", str(tmp_path / "pool.html"), "--boot", "10", "--pool")
+    pooled = pd.read_csv(tmp_path / "pool_csv" / "stats_pooled_mos.csv")
+    assert len(pooled) == 1 and pooled.loc[0, "mean"] == pytest.approx(20 / 6)
+    assert not (tmp_path / "pool_csv" / "stats_mos.csv").exists()
+    assert "POOLED ACROSS TESTS by system name" in (tmp_path / "pool.html").read_text(
+        encoding="utf-8"
+    )
+    cli("report", db, "-o", str(tmp_path / "one.html"), "--boot", "10", "--test", "t2")
+    one = pd.read_csv(tmp_path / "one_csv" / "stats_mos.csv")
+    assert list(one["test_id"]) == ["t2"]
+    assert cli("report", db, "--test", "nope", check=False).returncode == 2

@@ -111,26 +111,29 @@ def _votes():
     return pd.DataFrame(rows, columns=["system_a", "system_b", "choice", "cmos"])
 
 
-def test_ab_share_bootstrap_sign_test_and_cmos_sign():
-    t = ab_table(_votes(), n_boot=40_000).iloc[0]
+def test_ab_share_interval_sign_test_and_cmos_sign():
+    t = ab_table(_votes()).iloc[0]
     assert (t["x"], t["y"]) == ("a", "b")
     assert (t["x_wins"], t["y_wins"], t["ties"], t["n"]) == (5, 1, 1, 7)
-    # no rater or prompt column: every vote is its own cluster, so the bootstrap variance of
-    # the share is the plug-in p(1-p)/n, times a t quantile with n-1 df
+    # no rater or prompt column: every vote is its own cluster, so the share's standard error
+    # is the textbook s / sqrt(n) of the 0/1 outcomes with n - 1 df, and the interval is built
+    # on the logit scale: logit(p) ± t · se / (p (1 - p)), mapped back (asymmetric, inside 0-1)
     k, n = 5, 6
     p = k / n
-    half = st.t.ppf(0.975, n - 1) * math.sqrt(p * (1 - p) / n)
+    se = math.sqrt(p * (1 - p) / (n - 1))
+    half = st.t.ppf(0.975, n - 1) * se / (p * (1 - p))
+    expit = lambda x: 1 / (1 + math.exp(-x))  # noqa: E731
     assert t["x_share"] == pytest.approx(p)
-    assert t["x_share_low"] == pytest.approx(p - half, rel=0.03)
-    assert t["x_share_high"] == 1.0  # clipped to the scale
+    assert t["x_share_low"] == pytest.approx(expit(math.log(p / (1 - p)) - half), rel=1e-9)
+    assert t["x_share_high"] == pytest.approx(expit(math.log(p / (1 - p)) + half), rel=1e-9)
+    assert 0 < t["x_share_low"] < p < t["x_share_high"] < 1
     # two-sided sign test: P(X <= 1) + P(X >= 5) for Binomial(6, 0.5)
     assert t["p_sign"] == pytest.approx(2 * (1 + 6) / 64)
     # CMOS is "how much better B is than A as presented"; for y = b it flips when b was shown first
     cm = np.array([2, 1, 1, -1, 0, 3, -2], dtype=float)
     assert t["cmos_y"] == pytest.approx(cm.mean())
-    half = st.t.ppf(0.975, 6) * cm.std(ddof=0) / math.sqrt(7)
-    lo, hi = cm.mean() - half, cm.mean() + half
-    assert (t["cmos_low"], t["cmos_high"]) == pytest.approx((lo, hi), rel=0.03)
+    lo, hi = st.t.interval(0.95, 6, cm.mean(), st.sem(cm))
+    assert (t["cmos_low"], t["cmos_high"]) == pytest.approx((lo, hi), rel=1e-9)
     ob = order_bias(_votes())
     assert ob["decisive"] == 6 and ob["first_share"] == pytest.approx(4 / 6)
     m = preference_matrix(_votes())
@@ -225,3 +228,15 @@ def test_agreement_precision_recall():
     # take no rater marked, so it does not count
     assert (a["marks"], a["findings"], a["matched"]) == (4, 2, 1)
     assert a["precision"] == 0.5 and a["recall"] == 0.25
+
+
+def test_share_of_all_one_side_has_no_interval_and_says_why():
+    from evaluation.inference import clustered_share
+
+    d = pd.DataFrame({"rater_id": list("abcdef"), "v": [1.0] * 6})
+    iv = clustered_share(d, "v")
+    assert iv.mean == 1.0 and math.isnan(iv.low) and math.isnan(iv.high)
+    assert iv.note == "too few ratings (no spread)"
+    d["v"] = [1.0, 1.0, 1.0, 0.0, 1.0, 1.0]
+    iv = clustered_share(d, "v")
+    assert 0 < iv.low < 5 / 6 < iv.high < 1 and iv.note == ""

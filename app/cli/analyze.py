@@ -132,26 +132,55 @@ def finding_line(f) -> str:
     return f"{f.time_s:8.3f}s  {f.kind:<10} seam {seam:>3}  severity {f.severity:5.2f}  {ev}"
 
 
-def _run_report(args: argparse.Namespace) -> int:
+def _tests_of(store, wanted: list[str] | None):
+    """The store's listening tests, or only ``wanted`` (an unknown id is refused by name)."""
     from app.store.listening import TestStore
+
+    tests = TestStore(store)
+    for tid in wanted or ():
+        tests.require_test(tid)
+    every = tests.all_test_data()
+    return tests, [t for t in every if not wanted or t.test_id in wanted]
+
+
+def _run_report(args: argparse.Namespace) -> int:
     from evaluation.report import ReportOptions, write_report
 
     out = Path(args.out or Path(args.db).with_suffix(".html"))
     csv_dir = Path(args.csv) if args.csv else out.with_name(out.stem + "_csv")
-    opts = ReportOptions(min_votes=args.min_votes, n_boot=args.boot, seed=args.seed)
+    opts = ReportOptions(
+        min_votes=args.min_votes,
+        n_boot=args.boot,
+        seed=args.seed,
+        pool=args.pool,
+        only=tuple(args.test or ()),
+    )
     with _open_existing_mode(args) as store:
-        write_report(store, out, csv_dir, opts, tests=TestStore(store).all_test_data())
-    print(f"wrote {out} and CSV files in {csv_dir}")
+        _, tests = _tests_of(store, args.test)
+        write_report(store, out, csv_dir, opts, tests=tests)
+    how = "pooled across tests by system name" if args.pool else "per test"
+    print(f"wrote {out} and CSV files in {csv_dir} ({how})")
     return 0
 
 
 def _run_export(args: argparse.Namespace) -> int:
-    from app.store.listening import TestStore
-    from evaluation.report import export_csv
+    from app.listening.cli import write_export
+    from app.listening.export import export_files
+    from evaluation.report import ReportOptions, export_csv
 
+    opts = ReportOptions(pool=args.pool, only=tuple(args.test or ()))
     with _open_existing_mode(args) as store:
-        paths = export_csv(store, args.csv, tests=TestStore(store).all_test_data())
-    print(f"wrote {len(paths)} CSV files to {args.csv}")
+        tests, data = _tests_of(store, args.test)
+        paths = export_csv(store, args.csv, tests=data, opts=opts)
+        exported = [t for t in data if "design" in (t.config or {})]  # a listening test's
+        for t in exported:  # own export, as its Results tab's zip
+            files = export_files(tests, t.test_id, public=args.public)
+            write_export(Path(args.csv) / f"test_{t.test_id}", files)
+    how = "pooled across tests by system name" if args.pool else "per test"
+    print(
+        f"wrote {len(paths)} CSV files ({how}) and {len(exported)} test exports "
+        f"(test_<id>/) to {args.csv}"
+    )
     return 0
 
 
@@ -163,6 +192,18 @@ def _open_existing_mode(args: argparse.Namespace):
     if not p.is_file():
         raise InvalidRequest(f"no store at {p}")
     return Store.open(p, read_only=True)
+
+
+def _scope(p: argparse.ArgumentParser) -> None:
+    """``--test`` and ``--pool``: which tests, and whether their ratings are pooled."""
+    p.add_argument(
+        "--test", action="append", metavar="ID", help="only this test (repeat; default: every test)"
+    )
+    p.add_argument(
+        "--pool",
+        action="store_true",
+        help="pool ratings across tests by system name (default: per test); the tables say so",
+    )
 
 
 def add_cli(sub: argparse._SubParsersAction) -> None:
@@ -198,6 +239,7 @@ def add_cli(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--min-votes", type=int, default=0, help="Bradley–Terry listing threshold")
     p.add_argument("--boot", type=int, default=200, help="bootstrap resamples (default 200)")
     p.add_argument("--seed", type=int, default=0)
+    _scope(p)
     p.add_argument(
         "--journal-mode",
         default=None,
@@ -208,6 +250,12 @@ def add_cli(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("export", help="export every table (raw and computed) of a store as CSV")
     p.add_argument("db", metavar="DB")
     p.add_argument("--csv", required=True, metavar="DIR")
+    _scope(p)
+    p.add_argument(
+        "--public",
+        action="store_true",
+        help="the tests' exports without crowd ids, Prolific ids or codes (for publication)",
+    )
     p.add_argument("--journal-mode", default=None, help="ignored: the DB is opened read-only")
     p.set_defaults(func=_run_export)
 

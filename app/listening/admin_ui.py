@@ -29,9 +29,12 @@ import gradio as gr
 import pandas as pd
 
 from app.listening.designer import (
-    MAX_SYSTEMS,
+    CROWD_FIELDS,
+    PREVIEW_CLIPS,
     TestSpec,
+    change_crowd,
     create_test,
+    design_report,
     parse_prompts,
     preview,
 )
@@ -41,6 +44,7 @@ from app.listening.service import DEFAULT_TITLE, Listening
 from app.listening.upload_ui import stimuli_uploader
 from app.web.admin import COOKIE, AdminPolicy
 from backends.errors import ListenlabError
+from evaluation.inference import format_p
 from evaluation.listening.kinds import KINDS, NAMES, kind_of
 from evaluation.listening.kinds.ab import MODES as AB_MODES
 
@@ -113,21 +117,72 @@ def _pair_lines(t: pd.DataFrame, what: str) -> list[str]:
             eff = (
                 f"raters preferring {x['x']}: {int(x['raters_x'])}, {x['y']}: {int(x['raters_y'])}"
             )
-        out.append(f"- {what} {x['x']} vs {x['y']}: {eff}; Holm p = {_fmt(x['p_holm'])} ({mark})")
+        p = format_p(x["p_holm"])
+        out.append(f"- {what} {x['x']} vs {x['y']}: {eff}; Holm p = {p} ({mark})")
     return out
 
 
+EXCLUSION_KINDS = (
+    ("headphone screen", ("screened out:", "headphone check not done")),
+    ("check items", ("gold failed", "trap failed", "A/B check failed")),
+    ("rating pattern", ("variance", "not played")),
+    ("BS.1534-3 post-screening", ("hidden reference", "anchor (")),
+)
+"""How the summary counts exclusions: a rater is counted under each kind of reason they have
+(a failed check item is not a failed headphone screen)."""
+
+
+def rater_line(r: pd.DataFrame) -> list[str]:
+    """``Raters: N joined, F finished; E excluded from the tables: …`` and one line each."""
+    n_ex = int(r["excluded"].sum())
+    head = f"Raters: {len(r)} joined, {int(r['finished'].sum())} finished; {n_ex} excluded"
+    if n_ex:
+        why = r.loc[r["excluded"], "reasons"].astype(str)
+        parts = [
+            f"{int(why.map(lambda t, k=keys: any(x in t for x in k)).sum())} {name}"
+            for name, keys in EXCLUSION_KINDS
+            if why.map(lambda t, k=keys: any(x in t for x in k)).any()
+        ]
+        head += " (" + ", ".join(parts) + ")"
+    out = [head]
+    for _, x in r[r["excluded"]].iterrows():
+        out.append(f"- excluded {x['crowd_id'] or x['rater_id']}: {x['reasons']}")
+    return out
+
+
+MAIN_TABLE = {"mos": "mos", "ab": "ab", "mushra": "mushra", "glitch": "glitch_marks"}
+
+
+def empty_reason(tables: dict[str, pd.DataFrame]) -> str | None:
+    """Why the test's main table is empty, and what to do (None when it is not empty)."""
+    r = tables.get("raters")
+    kinds = [k for k, name in MAIN_TABLE.items() if name in tables]
+    if any(not tables[MAIN_TABLE[k]].empty for k in kinds):
+        return None
+    if r is None or r.empty or int(r["answered"].sum()) == 0:
+        return "No answers yet: the tables fill in as raters vote."
+    answered = r[r["answered"] > 0]
+    if bool(answered["excluded"].all()):
+        return (
+            f"**No results table**: every rater who answered ({len(answered)}) was excluded; "
+            "the reasons are above. Tick *Include screened raters* and press *Show results* "
+            "to see every rater's ratings."
+        )
+    return "No results table: no rated item was played far enough to count."
+
+
+def _section(title: str, lines: list[str]) -> str:
+    return "\n".join([f"**{title}**", "", *lines])
+
+
 def summary_markdown(tables: dict[str, pd.DataFrame]) -> str:
-    """Plain lines a person (and a test) can read: MOS with intervals, pairwise tests, CMOS,
-    MUSHRA medians, raters and exclusions, and the methods."""
-    lines = []
+    """Plain sections a person (and a test) can read: raters and why any were excluded, MOS
+    with intervals, pairwise tests, CMOS, MUSHRA medians, why a table is empty, the methods.
+    Each section is its own Markdown block (a blank line apart)."""
+    blocks: list[str] = []
     r = tables.get("raters")
     if r is not None and not r.empty:
-        n_ex = int(r["excluded"].sum())
-        n_fin = int(r["finished"].sum())
-        lines.append(f"Raters: {len(r)} ({n_fin} finished, {n_ex} screened out)")
-        for _, x in r[r["excluded"]].iterrows():
-            lines.append(f"- excluded {x['crowd_id'] or x['rater_id']}: {x['reasons']}")
+        blocks.append("\n".join(rater_line(r)))
     titles = {}
     m = tables.get("methods")
     if m is not None and not m.empty:
@@ -138,39 +193,48 @@ def summary_markdown(tables: dict[str, pd.DataFrame]) -> str:
     ):
         t = tables.get(name)
         if t is not None and not t.empty:
-            lines.append(f"**{title}**")
-            for _, x in t.iterrows():
-                lines.append(_ci_line(f"MOS {x['system_id']}", x, "mean", "ci_low", "ci_high"))
+            rows = [
+                _ci_line(f"MOS {x['system_id']}", x, "mean", "ci_low", "ci_high")
+                for _, x in t.iterrows()
+            ]
+            blocks.append(_section(title, rows))
     for name, what in (("mos_pairwise", "MOS"), ("mushra_pairwise", "MUSHRA")):
         t = tables.get(name)
         if t is not None and not t.empty:
-            lines.append(f"**{titles.get(name, name)}**")
-            lines += _pair_lines(t, what)
+            blocks.append(_section(titles.get(name, name), _pair_lines(t, what)))
     t = tables.get("ab")
     if t is not None and not t.empty:
-        lines.append(f"**{titles.get('ab', 'A/B')}**")
-        for _, x in t.iterrows():
-            lines.append(
-                f"- {x['x']} vs {x['y']}: n={int(x['n'])}, {x['x']} preferred "
-                f"{_fmt(x['x_share'])} [{_fmt(x['x_share_low'])}, {_fmt(x['x_share_high'])}], "
-                f"CMOS {x['y']} vs {x['x']}: {_fmt(x['cmos_y'])} "
-                f"[{_fmt(x['cmos_low'])}, {_fmt(x['cmos_high'])}]"
-                + (f" ({x['note']})" if x.get("note") else "")
-            )
-    t = tables.get("ab_pairwise")
-    if t is not None and not t.empty:
-        lines += _pair_lines(t, "A/B")
+        rows = [
+            f"- {x['x']} vs {x['y']}: n={int(x['n'])}, {x['x']} preferred "
+            f"{_fmt(x['x_share'])} [{_fmt(x['x_share_low'])}, {_fmt(x['x_share_high'])}], "
+            f"CMOS {x['y']} vs {x['x']}: {_fmt(x['cmos_y'])} "
+            f"[{_fmt(x['cmos_low'])}, {_fmt(x['cmos_high'])}]"
+            + (f" ({x['note']})" if x.get("note") else "")
+            for _, x in t.iterrows()
+        ]
+        t2 = tables.get("ab_pairwise")
+        if t2 is not None and not t2.empty:
+            rows += _pair_lines(t2, "A/B")
+        blocks.append(_section(titles.get("ab", "A/B"), rows))
     t = tables.get("mushra")
     if t is not None and not t.empty:
-        lines.append(f"**{titles.get('mushra', 'MUSHRA')}** (median [95% CI])")
-        for _, x in t.iterrows():
-            lines.append(
-                _ci_line(f"MUSHRA {x['condition']}", x, "median", "median_low", "median_high")
-            )
+        rows = [
+            _ci_line(f"MUSHRA {x['condition']}", x, "median", "median_low", "median_high")
+            for _, x in t.iterrows()
+        ]
+        blocks.append(_section(f"{titles.get('mushra', 'MUSHRA')} (median [95% CI])", rows))
+    why = empty_reason(tables)
+    if why and r is not None and not r.empty:
+        blocks.append(why)
     if m is not None and not m.empty:
-        lines.append("**Methods**")
-        lines += [f"- {x['table']}: {x['method']}" for _, x in m.iterrows() if x["method"]]
-    return "\n".join(lines) or "No answers yet."
+        rows = [f"- {x['table']}: {x['method']}" for _, x in m.iterrows() if x["method"]]
+        blocks.append(_section("Methods", rows))
+    return "\n\n".join(blocks) or "No answers yet."
+
+
+RATER_VIEW = ["crowd_id", "rater_id", "finished", "headphones", "excluded", "reasons"]
+"""The rater table's columns on the page (the export has every column): short enough that
+nothing is cut off at the right."""
 
 
 def results_view(tables: dict[str, pd.DataFrame]) -> dict[str, Any]:
@@ -201,9 +265,17 @@ def results_view(tables: dict[str, pd.DataFrame]) -> dict[str, Any]:
         else (
             None if get("glitches_by_seam") is None else tables["glitches_by_seam"].reset_index()
         ),
-        "raters": tables.get("raters"),
+        "raters": _rater_view(tables.get("raters")),
         "methods": tables.get("methods"),
     }
+
+
+def _rater_view(r: pd.DataFrame | None) -> pd.DataFrame | None:
+    if r is None or r.empty:
+        return r
+    out = r[[c for c in RATER_VIEW if c in r]].copy()
+    out["crowd_id"] = out["crowd_id"].fillna("")
+    return out
 
 
 @dataclass(frozen=True)
@@ -263,7 +335,7 @@ def show_text_default(kind: str) -> Any:
 def render_preview(page: AdminPage, tid: str | None) -> list[Any]:
     """The rater's view of a test: title, instructions, one clip per system."""
     if not tid:
-        return [""] + [gr.update(visible=False, value=None)] * MAX_SYSTEMS
+        return [""] + [gr.update(visible=False, value=None)] * PREVIEW_CLIPS
     try:
         p = preview(page.tests, tid)
     except ListenlabError as e:
@@ -272,7 +344,9 @@ def render_preview(page: AdminPage, tid: str | None) -> list[Any]:
         f"**Title:** {html.escape(p.title)}",
         f"**Instructions:** {html.escape(p.instructions) or '(none)'}",
         f"*{p.kind} test, {p.status}; one stimulus of each of its "
-        f"{len(p.clips)} systems, as stored (loudness-normalised):*",
+        f"{len(p.clips)} systems, as stored (as raters hear them)"
+        + (f"; the first {PREVIEW_CLIPS} here" if len(p.clips) > PREVIEW_CLIPS else "")
+        + ":*",
     ]
     audio = [
         gr.update(
@@ -280,9 +354,9 @@ def render_preview(page: AdminPage, tid: str | None) -> list[Any]:
             value=(c.sample_rate, c.audio),
             label=f"{c.system}: {c.text or c.prompt_id or ''}"[:120],
         )
-        for c in p.clips
+        for c in p.clips[:PREVIEW_CLIPS]
     ]
-    audio += [gr.update(visible=False, value=None)] * (MAX_SYSTEMS - len(audio))
+    audio += [gr.update(visible=False, value=None)] * (PREVIEW_CLIPS - len(audio))
     return ["\n\n".join(head), *audio]
 
 
@@ -339,7 +413,10 @@ def spec_from_form(v: Mapping[str, Any]) -> TestSpec:
             "screen": v["screen_kind"] if v["headphones"] else "none",
             "headphone_check": bool(v["headphones"]),
             "screenout_url": v["screenout"] or None,
+            "screenout_code": v.get("screenout_code") or None,
             "familiarise": bool(v["familiarise"]),
+            "normalise": bool(v.get("normalise", True)),
+            "questionnaire": bool(v.get("questionnaire", False)),
             "target_ratings": int(v["target_n"]) if v["target_n"] else None,
             "show_text": v["show_text"],
             "consent": v["consent"] or None,
@@ -365,9 +442,13 @@ async def generate(
     except ListenlabError as e:
         raise gr.Error(str(e)) from None
     state_txt = "is open" if spec.open else "is a draft (open it in Tests)"
-    msg = (
-        f"Test **{tid}** {state_txt}. Raters: `/listen/{tid}` "
-        "(add `?PROLIFIC_PID=…`). Its preview is below."
+    report = await asyncio.to_thread(design_report, page.tests, tid)
+    msg = "\n\n".join(
+        [
+            f"Test **{tid}** {state_txt}. Raters: `/listen/{tid}` "
+            "(add `?PROLIFIC_PID=…`). Its preview is below.",
+            "\n".join(f"- {line.removeprefix('- ')}" for line in report),
+        ]
     )
     return msg, gr.update(choices=test_choices(page), value=tid)
 
@@ -388,7 +469,11 @@ def manage(page: AdminPage, tid: str | None, what: str, sure: bool = False) -> t
     elif what == "dup":
         new = f"{tid[:8]}{int(time.time()) % 10000:04d}"
         tests.duplicate(tid, new)
-        msg = f"duplicated as {new} (draft: open it to take raters)."
+        msg = (
+            f"duplicated as {new}: a draft, picked below; change its crowd settings, then "
+            "open it to take raters."
+        )
+        tid = new
     else:
         if not sure:
             raise gr.Error("tick the confirmation box to delete")
@@ -397,10 +482,11 @@ def manage(page: AdminPage, tid: str | None, what: str, sure: bool = False) -> t
         out_file.write_bytes(export_zip(page.svc, tid))
         tests.delete(tid)
         msg = f"deleted {tid}; its export is kept at {out_file}."
+    picked = tid if what != "del" else None
     return (
         msg,
         test_listing(page),
-        gr.update(choices=test_choices(page)),
+        gr.update(choices=test_choices(page), value=picked),
         (str(out_file) if out_file else None),
     )
 
@@ -421,6 +507,37 @@ def delete_test(page: AdminPage, tid: str | None, sure: bool) -> tuple:
     return manage(page, tid, "del", sure)
 
 
+CROWD_LABELS = {
+    "completion_code": "Completion code (empty: one per rater)",
+    "redirect_url": "Redirect URL when done (https://…, {code} is replaced)",
+    "screenout_code": "Screen-out code (empty: one per rater)",
+    "screenout_url": "Screen-out URL for a failed screen (https://…, {code} is replaced)",
+}
+
+
+def crowd_values(page: AdminPage, tid: str | None) -> list[Any]:
+    """The picked test's crowd settings, for the Tests tab's editor."""
+    if not tid:
+        return [""] * len(CROWD_FIELDS) + [""]
+    t = page.tests.require_test(tid)
+    log = page.tests.changes(tid)
+    note = f"{len(log)} change(s) recorded; the last at {log[-1]['changed_at']}." if log else ""
+    return [t["config"].get(k) or "" for k in CROWD_FIELDS] + [note]
+
+
+def save_crowd(page: AdminPage, tid: str | None, *values: str) -> str:
+    """Save the crowd settings of the picked test (open or not: raters get them at once)."""
+    if not tid:
+        raise gr.Error("pick a test")
+    try:
+        out = change_crowd(page.tests, tid, dict(zip(CROWD_FIELDS, values, strict=True)))
+    except ListenlabError as e:
+        raise gr.Error(str(e)) from None
+    if not out["changed"]:
+        return "Nothing changed."
+    return f"Saved {', '.join(out['changed'])} for {tid} (each change recorded with its time)."
+
+
 def _shown(df: pd.DataFrame | None, label: str) -> Any:
     if df is None:
         return gr.update(value=None, visible=False)
@@ -435,6 +552,8 @@ async def show_results(page: AdminPage, tid: str | None, inc: bool) -> tuple:
     page.exports.mkdir(parents=True, exist_ok=True)
     f = page.exports / f"{tid}-results.zip"
     f.write_bytes(await asyncio.to_thread(export_zip, page.svc, tid))
+    pub = page.exports / f"{tid}-results-public.zip"
+    pub.write_bytes(await asyncio.to_thread(export_zip, page.svc, tid, True))
     v = results_view(t)
     tag = " (screened raters included)" if inc else ""
     return (
@@ -444,8 +563,20 @@ async def show_results(page: AdminPage, tid: str | None, inc: bool) -> tuple:
         _shown(v["pairwise"], "Pairwise tests (Holm-corrected)" + tag),
         _shown(v["by_prompt"], "Per prompt" + tag),
         v["raters"],
-        v["methods"],
-        str(f),
+        methods_markdown(v["methods"]),
+        [str(f), str(pub)],
+    )
+
+
+def methods_markdown(m: pd.DataFrame | None) -> str:
+    """The methods table as a list: each table's title, method and what it assumes (the
+    export keeps the table: ``results/methods.csv``)."""
+    if m is None or m.empty:
+        return ""
+    return "\n".join(
+        f"- **{html.escape(str(x['table']))}** ({html.escape(str(x['title']))}): "
+        f"{html.escape(str(x['method']))}. *Assumes:* {html.escape(str(x['assumes']))}"
+        for _, x in m.iterrows()
     )
 
 
@@ -569,6 +700,7 @@ def _screening_form(f: dict[str, Any]) -> None:
         f["screenout"] = gr.Textbox(
             label="Screen-out URL for a failed screen (https://…, {code} is replaced)"
         )
+        f["screenout_code"] = gr.Textbox(label="Screen-out code (empty: one per rater)")
         f["familiarise"] = gr.Checkbox(
             value=True, label="Familiarisation: play the scale's ends before the items"
         )
@@ -579,6 +711,16 @@ def _screening_form(f: dict[str, Any]) -> None:
         )
     with gr.Row():
         f["target"] = gr.Number(value=-23, label="Loudness target (LUFS, BS.1770, per ear)")
+        f["normalise"] = gr.Checkbox(
+            value=True,
+            label="Normalise loudness",
+            info="off: keep the levels the stimuli came with (a calibrated study)",
+        )
+        f["questionnaire"] = gr.Checkbox(
+            value=False,
+            label="Rater questionnaire",
+            info="device, headphone type, native language, age band (ITU-T P.808)",
+        )
         f["open_now"] = gr.Checkbox(
             value=True,
             label="Open for raters at once (off: a draft to preview, open it in Tests)",
@@ -597,7 +739,7 @@ def _design_tab(page: AdminPage) -> Any:
     pv_head = gr.Markdown(elem_id="lt-preview")
     pv_clips = [
         gr.Audio(visible=False, interactive=False, elem_id=f"lt-preview-{i}")
-        for i in range(MAX_SYSTEMS)
+        for i in range(PREVIEW_CLIPS)
     ]
     pv_pick.change(bind(render_preview, page), pv_pick, [pv_head, *pv_clips])
     run = functools.partial(generate, page, fields)
@@ -631,6 +773,12 @@ def _tests_tab(page: AdminPage) -> tuple[Any, Any]:
     manage_out = gr.Markdown()
     kept = gr.File(label="Export kept")
     outs = [manage_out, table, pick, kept]
+    gr.Markdown("### Crowd settings (editable while the test is open)")
+    crowd = [gr.Textbox(label=CROWD_LABELS[k], elem_id=f"lt-crowd-{k}") for k in CROWD_FIELDS]
+    crowd_note = gr.Markdown(elem_id="lt-crowd-note")
+    b_crowd = gr.Button("Save crowd settings", elem_id="lt-crowd-save")
+    pick.change(bind(crowd_values, page), pick, [*crowd, crowd_note])
+    b_crowd.click(bind(save_crowd, page), [pick, *crowd], crowd_note)
     b_open.click(bind(open_test, page), [pick, confirm_np], outs)
     b_close.click(bind(close_test, page), pick, outs)
     b_dup.click(bind(duplicate_test, page), pick, outs)
@@ -645,12 +793,18 @@ def _results_tab(page: AdminPage) -> Any:
     refresh = gr.Button("Show results", elem_id="lt-results-show")
     summary = gr.Markdown(elem_id="lt-results-summary")
     plot = gr.Plot(label="Means with 95% intervals (axis from the scale's bottom)")
-    t_main = gr.Dataframe(label="Per system", interactive=False, visible=False)
-    t_pair = gr.Dataframe(label="Pairwise tests", interactive=False, visible=False)
-    t_prompt = gr.Dataframe(label="Per prompt", interactive=False, visible=False)
-    t_r = gr.Dataframe(label="Raters and screening", interactive=False, elem_id="lt-raters")
-    t_m = gr.Dataframe(label="Methods", interactive=False, elem_id="lt-methods")
-    dl = gr.File(label="CSV export (zip)")
+    table = functools.partial(gr.Dataframe, interactive=False, wrap=True, max_height=420)
+    t_main = table(label="Per system", visible=False, elem_id="lt-main")
+    t_pair = table(label="Pairwise tests", visible=False, elem_id="lt-pairwise")
+    t_prompt = table(label="Per prompt", visible=False, elem_id="lt-by-prompt")
+    t_r = table(label="Raters and screening", elem_id="lt-raters")
+    gr.Markdown("### Methods")
+    t_m = gr.Markdown(elem_id="lt-methods")  # long texts: a list wraps, a table cell did not
+    dl = gr.File(
+        label="Export (zip): all, and public (no crowd ids or codes)",
+        file_count="multiple",
+        elem_id="lt-export",
+    )
     refresh.click(
         bind(show_results, page),
         [rpick, incl],

@@ -111,6 +111,8 @@ def spec_from_args(args: argparse.Namespace) -> dict[str, Any]:
         ("screenout_url", args.screenout_url),
         ("screenout_code", args.screenout_code),
         ("familiarise", args.familiarise),
+        ("questionnaire", args.questionnaire),
+        ("normalise", args.normalise),
         ("target_ratings", args.target_ratings),
         ("dropout_after_s", args.dropout_after),
         ("show_text", args.show_text),
@@ -174,16 +176,20 @@ def _run_create(args: argparse.Namespace) -> int:
         progress.close()
         t = _tests(store).require_test(test_id)
         n = len(_tests(store).stimuli(test_id))
+        from app.listening.designer import design_summary
+
+        summary = design_summary(_tests(store), test_id)
     finally:
         store.close()
     out = {"test_id": test_id, "url": f"/listen/{test_id}", "status": t["status"], "stimuli": n}
     if args.json:
-        print(json.dumps(out))
+        print(json.dumps({**out, "design": summary}))
     else:
         print(
             f"test {test_id} ({t['kind']}, {n} stimuli) is {t['status']}: raters open "
             f"/listen/{test_id} on `listenlab serve --db {args.db or '<default>'}`"
         )
+        print("\n".join(summary["report"]))
     return 0
 
 
@@ -238,15 +244,12 @@ def _run_results(args: argparse.Namespace) -> int:
         t = tests.require_test(args.test_id)
         data = tests.test_data(args.test_id)
         tables = test_results(data, include_screened=args.include_screened)
+        if args.csv:
+            from app.listening.export import export_files
+
+            write_export(Path(args.csv), export_files(tests, args.test_id, public=args.public))
     finally:
         store.close()
-    if args.csv:
-        folder = Path(args.csv)
-        folder.mkdir(parents=True, exist_ok=True)
-        from evaluation.report import safe_csv
-
-        for name, df in tables.items():
-            safe_csv(df, folder / f"{args.test_id}_{name}.csv")
     if args.json:
         print(json.dumps(frames_json(tables)))
         return 0
@@ -265,6 +268,15 @@ def _storage(db: str | None):
     from app.config import storage
 
     return None if db else storage()
+
+
+def write_export(folder: Path, files: dict[str, str]) -> None:
+    """The export's files under ``folder`` (``raw/``, ``results/``, ``study.json``, …): the
+    same files, byte for byte, as the zip of the Results tab."""
+    for name, text in files.items():
+        p = folder / name
+        p.parent.mkdir(parents=True, exist_ok=True)
+        p.write_text(text, encoding="utf-8")
 
 
 def _run_status(args: argparse.Namespace) -> int:
@@ -390,6 +402,17 @@ def _add_screening(c: argparse.ArgumentParser) -> None:
     c.add_argument("--screenout-url", help="https://… URL for raters who fail the screen ({code})")
     c.add_argument("--screenout-code", help="fixed screen-out code (default: one per rater)")
     _flag(c, "familiarise", "play the scale's ends before the first item (default on)")
+    _flag(
+        c,
+        "questionnaire",
+        "ask each rater listening device, headphone type, native language, age band (default off)",
+    )
+    _flag(
+        c,
+        "normalise",
+        "bring every stimulus to --target-lufs (default on); --no-normalise keeps the levels "
+        "the stimuli came with",
+    )
     c.add_argument(
         "--target-ratings",
         type=int,
@@ -428,7 +451,17 @@ def _add_others(tsub: argparse._SubParsersAction, db_help: str) -> None:
     r.add_argument("--db", help=db_help)
     r.add_argument("--include-screened", action="store_true", help="keep screened-out raters")
     r.add_argument("--json", action="store_true", help="the JSON of GET /ll/admin/tests/ID/results")
-    r.add_argument("--csv", metavar="DIR", help="also write each table as DIR/ID_TABLE.csv")
+    r.add_argument(
+        "--csv",
+        metavar="DIR",
+        help="also write the test's export into DIR: exactly the files of the Results tab's "
+        "zip (raw/, results/, study.json, methods.md, test.json)",
+    )
+    r.add_argument(
+        "--public",
+        action="store_true",
+        help="with --csv: leave out crowd ids, Prolific study/session ids and the codes",
+    )
     r.set_defaults(func=_run_results)
 
     for verb in ("open", "close"):

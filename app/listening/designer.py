@@ -36,13 +36,17 @@ from app.state import BackendEntry
 from app.store.listening import TestStore
 from backends.base import Backend
 from backends.errors import InvalidRequest
-from evaluation.listening.design import Design
-from evaluation.listening.kinds import kind_of
+from evaluation.listening.design import CHECK_VARIANTS, Design
+from evaluation.listening.kinds import TestKind, kind_of
 from evaluation.listening.screening import MODES
 
 MAX_PROMPTS = 200
 MAX_PROMPT_CHARS = 600
-MAX_SYSTEMS = 8
+MAX_SYSTEMS = TestKind.max_systems
+"""64 for MOS, A/B and glitch hunts; MUSHRA refuses more than 10 itself (BS.1534-3's 12
+signals per screen: :data:`evaluation.listening.kinds.mushra.MUSHRA_MAX_SIGNALS`)."""
+PREVIEW_CLIPS = 12
+"""The designer's preview plays one clip of each of the first 12 systems."""
 MAX_TITLE_CHARS = 120
 MAX_INSTRUCTIONS_CHARS = 4000
 TARGET_RANGE = (-40.0, -10.0)
@@ -109,6 +113,12 @@ class TestSpec:
     """A fixed screen-out code (Prolific's); default: a random one per rater."""
     familiarise: bool = True
     """Play the scale's ends before the first item (not rated)."""
+    questionnaire: bool = False
+    """Ask each rater the short questionnaire (device, headphone type, native language, age
+    band) after consent (:data:`app.listening.texts.QUESTIONNAIRE`)."""
+    normalise: bool = True
+    """Bring every stimulus to ``target_lufs`` (under the true-peak ceiling); off: keep the
+    levels the stimuli came with (a study calibrated on its own, e.g. ITU-T P.835's)."""
     target_ratings: int | None = None
     """Usable ratings per stimulus after which new raters are told the test is full."""
     dropout_after_s: float = 1800.0
@@ -183,6 +193,8 @@ class TestSpec:
                 screenout_url=(str(d["screenout_url"])[:500] if d.get("screenout_url") else None),
                 screenout_code=(str(d["screenout_code"])[:64] if d.get("screenout_code") else None),
                 familiarise=bool(d.get("familiarise", True)),
+                questionnaire=bool(d.get("questionnaire", False)),
+                normalise=bool(d.get("normalise", True)),
                 target_ratings=int(d["target_ratings"]) if d.get("target_ratings") else None,
                 dropout_after_s=float(d.get("dropout_after_s") or 1800.0),
                 show_text=None if d.get("show_text") is None else bool(d["show_text"]),
@@ -250,6 +262,9 @@ def check_spec(spec: TestSpec) -> None:
         raise InvalidRequest("the redirect URL must start with https://")
     if spec.screenout_url and not spec.screenout_url.startswith("https://"):
         raise InvalidRequest("the screen-out URL must start with https://")
+    given = {k: getattr(spec, k) for k in CROWD_FIELDS if getattr(spec, k)}
+    if given:
+        check_crowd(given)
     if spec.screen is not None and spec.screen not in MODES:
         raise InvalidRequest(f"screening must be one of {', '.join(MODES)}")
     if spec.target_ratings is not None and not 1 <= spec.target_ratings <= 10_000:
@@ -372,6 +387,8 @@ def _design(spec: TestSpec, src: _Sources, prompts: list[str], gold: GoldClip | 
             screening=spec.screening,
             seed=spec.seed,
             gold=kind.wants_gold(spec.screening) and (gold is not None or bool(natural)),
+            check_variants=min(CHECK_VARIANTS, len(prompts)),
+            partial_rows=True,
         ).validate()
     except ValueError as e:
         raise InvalidRequest(str(e)) from None
@@ -408,6 +425,7 @@ async def _create(state: Any, spec: TestSpec, progress: Callable[[float, str], N
             gold_clip=gold,
             prompt_keys=keys,
             progress=progress,
+            normalise=spec.normalise,
         )
     except BaseException:
         tests.delete(test_id)
@@ -430,6 +448,7 @@ def _config(spec: TestSpec, src: _Sources, design: Design, gold: GoldClip | None
         "screenout_url": spec.screenout_url,
         "screenout_code": spec.screenout_code,
         "familiarise": spec.familiarise,
+        "questionnaire": spec.questionnaire,
         "target_ratings": spec.target_ratings,
         "dropout_after_s": spec.dropout_after_s,
         "show_text": spec.show_text if spec.show_text is not None else design.test_kind.show_text,
@@ -438,7 +457,11 @@ def _config(spec: TestSpec, src: _Sources, design: Design, gold: GoldClip | None
         "redirect_url": spec.redirect_url,
         "title": spec.title or DEFAULT_TITLE,
         "instructions": spec.instructions,
-        "loudness": {"target_lufs": spec.target_lufs, "ceiling_dbtp": spec.ceiling_dbtp},
+        "loudness": {
+            "normalise": spec.normalise,
+            "target_lufs": spec.target_lufs,
+            "ceiling_dbtp": spec.ceiling_dbtp,
+        },
         "stimuli": None
         if imported is None
         else {
@@ -523,7 +546,76 @@ def _system_config(name: str, src: Source) -> dict[str, Any]:
     }
 
 
+CROWD_FIELDS = {
+    "completion_code": 64,
+    "redirect_url": 500,
+    "screenout_code": 64,
+    "screenout_url": 500,
+}
+"""The crowd settings a test's admin can change while it is open, with their length limits."""
+CODE_RE = re.compile(r"^[A-Za-z0-9_-]*$")
+
+
+def check_crowd(values: dict[str, Any]) -> dict[str, str | None]:
+    """The crowd settings in ``values`` (fields of :data:`CROWD_FIELDS` only), checked: codes
+    of letters, digits, ``_`` and ``-``; URLs on https. Empty means none (a code per rater)."""
+    if not isinstance(values, dict) or not values:
+        raise InvalidRequest(f"give one or more of {', '.join(CROWD_FIELDS)}")
+    out: dict[str, str | None] = {}
+    for k, v in values.items():
+        if k not in CROWD_FIELDS:
+            raise InvalidRequest(f"{k!r} is not a crowd setting ({', '.join(CROWD_FIELDS)})")
+        if v is not None and not isinstance(v, str):
+            raise InvalidRequest(f"{k} must be a string or null")
+        v = (v or "").strip()
+        if len(v) > CROWD_FIELDS[k]:
+            raise InvalidRequest(f"{k} is over {CROWD_FIELDS[k]} characters")
+        if v and k.endswith("_url") and not v.startswith("https://"):
+            raise InvalidRequest(f"{k} must start with https://")
+        if v and k.endswith("_code") and not CODE_RE.match(v):
+            raise InvalidRequest(f"{k} may hold only letters, digits, '_' and '-'")
+        out[k] = v or None
+    return out
+
+
+def change_crowd(tests: TestStore, test_id: str, values: dict[str, Any]) -> dict[str, Any]:
+    """Change a test's crowd settings (open or not; the rater page uses them at once) and
+    record each change with its time. Returns the changed fields and the settings now."""
+    checked = check_crowd(values)
+    changed = tests.change_settings(test_id, checked)
+    cfg = tests.require_test(test_id)["config"]
+    return {"changed": changed, "crowd": {k: cfg.get(k) for k in CROWD_FIELDS}}
+
+
+def design_report(tests: TestStore, test_id: str) -> list[str]:
+    """What the admin reads after generating (and before opening) a test: the items per
+    rater, full balance, expected precision, screening warnings and the stimuli's levels."""
+    from app.listening.stimuli import level_lines
+    from evaluation.listening.planning import plan_lines, screening_warnings
+
+    d = Design.from_dict(tests.require_test(test_id)["config"]["design"])
+    warn = [f"Warning: {w}" for w in screening_warnings(d)]
+    return [*plan_lines(d), *warn, *level_lines(tests.stimuli(test_id))]
+
+
+def design_summary(tests: Any, test_id: str) -> dict[str, Any]:
+    """The planner's numbers and the designer's report of a new test (JSON route and CLI)."""
+    from evaluation.listening.planning import plan, screening_warnings
+
+    d = Design.from_dict(tests.require_test(test_id)["config"]["design"])
+    return {
+        "plan": [plan(d, r).to_dict() for r in (12, 30, 100)],
+        "warnings": screening_warnings(d),
+        "report": design_report(tests, test_id),
+    }
+
+
 __all__ = [
+    "CROWD_FIELDS",
+    "change_crowd",
+    "check_crowd",
+    "design_report",
+    "design_summary",
     "PreviewClip",
     "RaterPreview",
     "SystemSpec",

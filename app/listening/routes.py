@@ -7,6 +7,7 @@ URL that could leak through a referrer or a log):
 * ``POST /ll/listen/{test_id}/join`` {crowd_id?, source?} -> {token}
 * ``GET /ll/listen/{test_id}/status`` -> progress, consent, headphone check, next item
 * ``POST /ll/listen/{test_id}/consent``
+* ``POST /ll/listen/{test_id}/questionnaire`` {answers: {question: option}} (tests made with it)
 * ``GET /ll/listen/{test_id}/screen/{n}`` -> the headphone screen's trial ``n`` (WAV);
   ``POST /ll/listen/{test_id}/screen/{n}`` {answer}, or ``POST .../headphone`` {answers}: a
   pick counts only once the trial's audio was sent and had time to play (the key stays here)
@@ -15,7 +16,8 @@ URL that could leak through a referrer or a log):
 * ``POST /ll/listen/{test_id}/vote`` {answer_id, assignment_id, score | cmos | choice | scores}
 
 Admin (``require_admin``): ``GET /ll/admin/tests``, ``GET /ll/admin/tests/{id}/results``,
-``POST /ll/admin/tests/{id}/status`` {status}, ``GET /ll/admin/tests/{id}/export.zip``.
+``POST /ll/admin/tests/{id}/status`` {status}, ``GET /ll/admin/tests/{id}/export.zip``
+(``?public=true``: without crowd ids and codes).
 
 Errors: 400 bad input, 403 not allowed (bad token, closed test, not your item), 404 unknown
 test, 409 listen first / already answered, 413 body too large. Each is an error class with its
@@ -30,9 +32,7 @@ mounted without a closure over the app.
 from __future__ import annotations
 
 import asyncio
-import io
 import json
-import zipfile
 from pathlib import Path
 from typing import Any
 
@@ -42,11 +42,9 @@ from fastapi.responses import HTMLResponse, JSONResponse, Response
 from app.listening.jsonable import clean_json, frames_json
 from app.listening.persistence import CONFIRM_FIELD, check_may_open
 from app.listening.service import Listening, check_id
-from app.store.listening import EXPORT_TABLES
 from app.web.admin import login_page, policy, require_admin
 from backends.errors import InvalidRequest, NotFound
 from evaluation.listening.results import test_results
-from evaluation.report import safe_csv
 
 STATIC = Path(__file__).parent / "static"
 STATIC_FILES = {"listen.js", "listen.css", "screen.js", "mushra.js"}
@@ -156,6 +154,13 @@ async def headphone(
     return await asyncio.to_thread(svc.headphone, test_id, token, b.get("answers"))
 
 
+@router.post("/ll/listen/{test_id}/questionnaire")
+async def questionnaire(
+    test_id: str, svc: Listening = Svc, token: str = Token, b: dict = Body
+) -> dict[str, Any]:
+    return await asyncio.to_thread(svc.questionnaire, test_id, token, b.get("answers"))
+
+
 @router.get("/ll/listen/{test_id}/screen/{n}")
 async def screen_audio(test_id: str, n: int, svc: Listening = Svc, token: str = Token):
     return wav(await asyncio.to_thread(svc.screen_audio, test_id, token, n))
@@ -216,17 +221,31 @@ async def set_status(
     return {"test_id": test_id, "status": b.get("status")}
 
 
+@admin_router.post("/ll/admin/tests/{test_id}/crowd")
+async def crowd(test_id: str, svc: Listening = Svc, b: dict = Body) -> dict[str, Any]:
+    """Change the completion and screen-out codes and URLs, also while the test is open."""
+    from app.listening.designer import change_crowd
+
+    out = await asyncio.to_thread(change_crowd, svc.tests, test_id, b)
+    return {"test_id": test_id, **out}
+
+
 @admin_router.post("/ll/admin/tests")
 async def new_test(request: Request, body: dict = Body) -> dict[str, Any]:
-    from app.listening.designer import TestSpec, create_test
+    from app.listening.designer import TestSpec, create_test, design_summary
 
     test_id = await create_test(request.app.state.listenlab, TestSpec.from_dict(body))
-    return {"test_id": test_id, "url": f"/listen/{test_id}"}
+    tests = request.app.state.listening.tests
+    return {
+        "test_id": test_id,
+        "url": f"/listen/{test_id}",
+        "design": design_summary(tests, test_id),
+    }
 
 
 @admin_router.get("/ll/admin/tests/{test_id}/export.zip")
-async def export(test_id: str, svc: Listening = Svc) -> Response:
-    data = await asyncio.to_thread(export_zip, svc, test_id)
+async def export(test_id: str, public: bool = False, svc: Listening = Svc) -> Response:
+    data = await asyncio.to_thread(export_zip, svc, test_id, public)
     return Response(
         data,
         media_type="application/zip",
@@ -247,21 +266,13 @@ async def admin_pages(request: Request, call_next):
     return await call_next(request)
 
 
-def export_zip(svc: Listening, test_id: str) -> bytes:
-    """Every raw row of the test and its computed tables, as CSV files in one zip."""
+def export_zip(svc: Listening, test_id: str, public: bool = False) -> bytes:
+    """The test's export (:mod:`app.listening.export`): raw rows, results, ``study.json``,
+    ``methods.md``; ``public`` leaves out crowd ids and codes."""
+    from app.listening.export import export_zip as zip_of
+
     check_id(test_id, "test id")
-    tests = svc.tests
-    t = tests.require_test(test_id)
-    buf = io.BytesIO()
-    with zipfile.ZipFile(buf, "w", zipfile.ZIP_DEFLATED) as z:
-        z.writestr("test.json", json.dumps(t, indent=1, default=str))
-        for table in EXPORT_TABLES:
-            z.writestr(f"raw/{table}.csv", safe_csv(tests.export_frame(table, test_id)))
-        ratings = tests.ratings_frame(test_id)  # one row per rating, system_id on each
-        z.writestr("raw/ratings.csv", safe_csv(ratings))
-        for name, df in results_of(svc, test_id).items():
-            z.writestr(f"results/{name}.csv", safe_csv(df, index=name == "glitches_by_seam"))
-    return buf.getvalue()
+    return zip_of(svc.tests, test_id, public=public)
 
 
 __all__ = [

@@ -21,6 +21,7 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
+from app.listening.texts import QUESTIONNAIRE, rater_texts
 from app.player.blind import TARGET_LUFS, CommonFormat
 from app.store import Assignment, UnknownItem, now_iso
 from app.store.listening import TestStore
@@ -199,9 +200,11 @@ class Listening:
         for s in stim:
             first.setdefault((s.kind, s.system_id), s)
 
-        def find(kind: str, system: str, prompt: str | None):
+        def find(kind: str, system: str, prompt: str | None, *, check: bool = False):
+            """The stimulus; a check item's falls back to the first of its kind (a test made
+            before check items varied has one set, without prompts)."""
             s = by.get((kind, system, prompt)) or (
-                first.get((kind, system)) if not prompt else None
+                first.get((kind, system)) if not prompt or check else None
             )
             if s is None:
                 raise UnknownItem(f"no {kind} stimulus for {system} / {prompt}: generate first")
@@ -213,13 +216,13 @@ class Listening:
             for sl in it.slots:
                 if it.stimulus == "ab_check":  # the degraded anchor against a clean clip
                     s = (
-                        find("anchor", ANCHOR, None)
+                        find("anchor", ANCHOR, it.prompt, check=True)
                         if sl.role == "anchor"
-                        else find("item", clean, design.prompts[0])
+                        else find("item", clean, it.prompt or design.prompts[0])
                     )
                 elif it.stimulus in {"anchor", "gold", "trap"}:
                     pseudo = {"gold": sl.system, "anchor": ANCHOR, "trap": TRAP}[it.stimulus]
-                    s = find(it.stimulus, pseudo, None)
+                    s = find(it.stimulus, pseudo, it.prompt, check=True)
                 elif sl.role == "anchor":  # MUSHRA: low (3.5 kHz) or mid (7 kHz) anchor
                     s = find("anchor", sl.system, it.prompt)
                 else:
@@ -284,10 +287,11 @@ class Listening:
                 "kind": t["kind"],
                 "status": t["status"],
                 "ab_mode": cfg["design"].get("ab_mode", "cmos"),
-                "consent": cfg.get("consent") or DEFAULT_CONSENT,
+                "consent": consent_text(t),
                 "instructions": cfg.get("instructions") or "",
                 "screening": mode,
                 "headphone_check": mode != "none",
+                "texts": rater_texts(t["kind"], cfg, consent_text(t)),
             },
             "rater_id": r["rater_id"],
             "consented": bool(r["consent_at"]),
@@ -304,6 +308,8 @@ class Listening:
         }
         if not r["consent_at"]:
             out["stage"] = "consent"
+        elif cfg.get("questionnaire") and not r.get("questionnaire") and not out_:
+            out["stage"] = "questionnaire"
         elif out_:
             out["stage"] = "screened_out"
             out.update(self._screenout_link(t, r["screenout_code"]))
@@ -428,6 +434,7 @@ class Listening:
         return {
             "answered": len(rows),
             "trials": len(rows),
+            "correct": result["correct"],
             "done": True,
             "passed": result["passed"],
             "screened_out": not result["passed"],
@@ -473,8 +480,9 @@ class Listening:
         stim = self.tests.stimuli(t["test_id"])
 
         def take(kind: str, system: str | None, prompt: str | None) -> str | None:
+            """The stimulus of this kind and system on ``prompt`` (None: on any prompt)."""
             for s in stim:
-                if s.kind == kind and s.system_id == system and s.prompt_id == prompt:
+                if s.kind == kind and s.system_id == system and prompt in (None, s.prompt_id):
                     return s.take_id
             return None
 
@@ -551,7 +559,7 @@ class Listening:
             "title": public_title(t),
             "kind": t["kind"],
             "status": t["status"],
-            "consent": t["config"].get("consent") or DEFAULT_CONSENT,
+            "consent": consent_text(t),
         }
 
     def consent(self, test_id: str, token: str) -> dict[str, Any]:
@@ -560,6 +568,31 @@ class Listening:
         if not r["consent_at"]:
             self.tests.update_rater(test_id, r["rater_id"], consent_at=now_iso())
         return {"consented": True}
+
+    def questionnaire(self, test_id: str, token: str, answers: Any) -> dict[str, Any]:
+        """The rater questionnaire (a test made with it): one listed option per question, all
+        questions answered, stored once (a second call keeps the first answers)."""
+        t = self._test(test_id)
+        r = self.rater(test_id, token)
+        if not r["consent_at"]:
+            raise Denied("consent first")
+        if not t["config"].get("questionnaire"):
+            raise InvalidRequest("this test has no questionnaire")
+        if r.get("questionnaire"):
+            return {"stored": False}
+        if not isinstance(answers, dict):
+            raise InvalidRequest("answers: {question: option}")
+        got = {}
+        for q in QUESTIONNAIRE:
+            v = answers.get(q["key"])
+            if v not in q["options"]:
+                raise InvalidRequest(f"{q['key']}: choose one of {', '.join(q['options'])}")
+            got[q["key"]] = v
+        extra = set(answers) - set(got)
+        if extra:
+            raise InvalidRequest(f"unknown question {sorted(extra)[0][:40]!r}")
+        self.tests.update_rater(test_id, r["rater_id"], questionnaire=json.dumps(got))
+        return {"stored": True}
 
     # -- stimuli and play events (from the WebSocket handlers)
 
@@ -590,9 +623,7 @@ class Listening:
             "system_id": systems[slot],
             "live_backend": (t["config"].get("backends") or {}).get(systems[slot] or ""),
             "format": self.common_format(test_id),
-            "target_lufs": float(
-                (t["config"].get("loudness") or {}).get("target_lufs", TARGET_LUFS)
-            ),
+            "target_lufs": live_target(t["config"]),
         }
 
     def common_format(self, test_id: str) -> CommonFormat:
@@ -745,6 +776,20 @@ class Listening:
         )
 
 
+def live_target(config: dict[str, Any]) -> float | None:
+    """The loudness a *live* generation is gain-matched to: the test's target, or None (no
+    gain) when the test keeps its stimuli's own levels."""
+    loud = config.get("loudness") or {}
+    if loud.get("normalise") is False:
+        return None
+    return float(loud.get("target_lufs", TARGET_LUFS))
+
+
+def consent_text(test: dict[str, Any]) -> str:
+    """The consent text raters read: the test's own, else :data:`DEFAULT_CONSENT`."""
+    return str(test["config"].get("consent") or DEFAULT_CONSENT)
+
+
 DEFAULT_CONSENT = (
     "You will listen to short speech clips and rate them. Your answers are stored with an "
     "anonymous id (and, if you came from a crowdsourcing platform, its participant id) and are "
@@ -759,6 +804,7 @@ __all__ = [
     "Listening",
     "NotYet",
     "check_id",
+    "consent_text",
     "public_title",
     "show_text",
 ]

@@ -54,8 +54,12 @@ from evaluation.listening.design import (
 from evaluation.loudness import (
     CEILING_DBTP,
     TARGET_LUFS,
+    Normalised,
     as_float,
+    ear_lufs,
+    measure_lufs,
     normalise,
+    true_peak_dbtp,
 )
 from evaluation.takes import ChunkRecord, Take, record
 
@@ -243,10 +247,31 @@ Source = SystemSource | ImportedSource
 
 @dataclass(frozen=True)
 class Loudness:
-    """The loudness rule of one test: target and true-peak ceiling."""
+    """The loudness rule of one test: target and true-peak ceiling, or (``normalise`` off)
+    the stimuli's own levels, measured and recorded but not changed."""
 
     target_lufs: float = TARGET_LUFS
     ceiling_dbtp: float = CEILING_DBTP
+    normalise: bool = True
+
+
+def as_is(audio: np.ndarray, sample_rate: int, ceiling_dbtp: float) -> Normalised:
+    """A stimulus kept at its own level (gain 0), with its loudness and true peak measured as
+    :func:`~evaluation.loudness.normalise` measures them (``limited``: never)."""
+    x = as_float(audio)
+    lufs = measure_lufs(x, sample_rate)
+    y = np.clip(np.round(x * 32768.0), -32768, 32767).astype(np.int16)
+    return Normalised(
+        y,
+        0.0,
+        lufs,
+        lufs,
+        tuple(ear_lufs(x, sample_rate)),
+        true_peak_dbtp(x, sample_rate),
+        float("nan"),
+        ceiling_dbtp,
+        False,
+    )
 
 
 class _Writer:
@@ -268,7 +293,12 @@ class _Writer:
         source: str | None = None,
         **meta: Any,
     ) -> tuple[Stimulus, Take]:
-        n = normalise(take.audio, take.sample_rate, self.loud.target_lufs, self.loud.ceiling_dbtp)
+        loud = self.loud
+        n = (
+            normalise(take.audio, take.sample_rate, loud.target_lufs, loud.ceiling_dbtp)
+            if loud.normalise
+            else as_is(take.audio, take.sample_rate, loud.ceiling_dbtp)
+        )
         take = derived_take(take, n.audio, gain_db=n.gain_db, system=system_id, kind=kind)
         store = self.tests.store
         real_system = None if system_id.startswith("__") else system_id
@@ -284,7 +314,7 @@ class _Writer:
             condition=condition,
             gain_db=round(n.gain_db, 4),
             loudness_lufs=n.input_lufs if math.isfinite(n.input_lufs) else None,
-            target_lufs=self.loud.target_lufs,
+            target_lufs=loud.target_lufs if loud.normalise else None,
             source_take_id=source or take.meta.get("source_take_id"),
             meta={**n.meta(), **meta},
         )
@@ -327,6 +357,7 @@ async def generate(
     gold_clip: GoldClip | None = None,
     prompt_keys: Mapping[str, str] | None = None,
     progress: Progress | None = None,
+    normalise: bool = True,
 ) -> list[Stimulus]:
     """Record (or import) every system x prompt, normalise and store them, plus the screening
     items the test's kind asks for (:meth:`~evaluation.listening.kinds.TestKind.extra_stimuli`):
@@ -343,7 +374,7 @@ async def generate(
         raise ValueError("the design expects a gold clip but there is no natural system or clip")
     jobs = [(s, p) for s in design.systems for p in design.prompts]
     run = _Run(
-        _Writer(tests, test_id, Loudness(target_lufs, ceiling_dbtp)),
+        _Writer(tests, test_id, Loudness(target_lufs, ceiling_dbtp, normalise)),
         design,
         systems,
         natural,
@@ -396,7 +427,31 @@ async def _item(run: _Run, sid: str, pid: str, text: str | None, key: str) -> Ta
         clip = src.clips.load(sid, key)
         origin = "natural" if src.natural else "imported"
         take = imported_take(clip, text, sid, origin)
+        path = src.clips.files[sid, key]
+        return run.w.add(
+            take,
+            "item",
+            sid,
+            pid,
+            src.condition,
+            origin=origin,
+            **source_file(path, src.clips.root),
+        )[1]
     return run.w.add(take, "item", sid, pid, src.condition, origin=origin)[1]
+
+
+def source_file(path: Any, root: Any) -> dict[str, str]:
+    """An imported stimulus's file (relative to the stimuli folder) and its SHA-256, for the
+    export: a reader can check that the study played the files it says."""
+    import hashlib
+    from pathlib import Path
+
+    p, r = Path(path), Path(root)
+    try:
+        name = str(p.relative_to(r))
+    except ValueError:
+        name = p.name
+    return {"file": name, "file_sha256": hashlib.sha256(p.read_bytes()).hexdigest()}
 
 
 def _lowpass_anchors(run: _Run) -> None:
@@ -418,24 +473,36 @@ def _lowpass_anchors(run: _Run) -> None:
             )
 
 
+def _variants(run: _Run) -> list[tuple[int, str, str | None]]:
+    """``(k, prompt, stored prompt id)`` of the check stimuli to make: one per prompt of the
+    design's :attr:`~evaluation.listening.design.Design.check_variants` (a test made before
+    them: one set from the first prompt, stored without a prompt)."""
+    d = run.design
+    if d.check_variants <= 0:
+        return [(0, d.prompts[0], None)]
+    return [(k, p, p) for k, p in enumerate(d.prompts[: d.check_variants])]
+
+
 def _degraded_anchor(run: _Run) -> None:
     """MOS: the gold "1"; A/B: the check pairs' bad side (from a natural recording, else the
-    reference, else the first system, on the first prompt)."""
+    reference, else the systems in turn), one per check prompt."""
     d = run.design
-    base = (run.natural[0] if run.natural else None) or d.reference or d.systems[0]
-    src_take = run.takes[base, d.prompts[0]]
-    y = degraded_anchor(src_take.audio, src_take.sample_rate, src_take.boundaries)
-    run.w.add(
-        derived_take(src_take, y),
-        "anchor",
-        ANCHOR,
-        None,
-        run.condition(base),
-        expected=1.0,
-        source=src_take.take_id,
-        anchor="degraded",
-        lowpass_hz=ANCHOR_CUTOFF_HZ,
-    )
+    for k, pid, stored in _variants(run):
+        base = (run.natural[0] if run.natural else None) or d.reference
+        base = base or d.systems[k % len(d.systems)]
+        src_take = run.takes[base, pid]
+        y = degraded_anchor(src_take.audio, src_take.sample_rate, src_take.boundaries)
+        run.w.add(
+            derived_take(src_take, y),
+            "anchor",
+            ANCHOR,
+            stored,
+            run.condition(base),
+            expected=1.0,
+            source=src_take.take_id,
+            anchor="degraded",
+            lowpass_hz=ANCHOR_CUTOFF_HZ,
+        )
 
 
 def _check_clean(run: _Run) -> None:
@@ -454,33 +521,43 @@ def _check_clean(run: _Run) -> None:
 
 
 def _gold(run: _Run, gold_clip: GoldClip | None) -> None:
-    """MOS: the gold "5", the admin's known-good clip or the first natural recording."""
+    """MOS: the gold "5", the admin's known-good clip or the first natural recording (one
+    per check prompt)."""
     if gold_clip is not None:
         take = imported_take(gold_clip.clip, gold_clip.text, GOLD, "admin_gold")
         run.w.add(take, "gold", GOLD, None, "whole", expected=5.0, origin="admin_gold")
         return
     nat = run.natural[0]
-    src_take = run.takes[nat, run.design.prompts[0]]
-    run.w.add(
-        derived_take(src_take, src_take.audio),
-        "gold",
-        GOLD,
-        None,
-        run.condition(nat),
-        expected=5.0,
-        source=src_take.take_id,
-        origin="natural",
-    )
+    for _k, pid, stored in _variants(run):
+        src_take = run.takes[nat, pid]
+        run.w.add(
+            derived_take(src_take, src_take.audio),
+            "gold",
+            GOLD,
+            stored,
+            run.condition(nat),
+            expected=5.0,
+            source=src_take.take_id,
+            origin="natural",
+        )
 
 
 async def _trap(run: _Run, trap_backend: Backend | None) -> None:
-    """MOS: the last system's last prompt with the spoken instruction spliced in."""
+    """MOS: a real stimulus with the spoken instruction spliced in, one per check prompt
+    (carriers: the systems in turn from the last; the instruction is recorded once)."""
     run.tick("attention check (CPU voice)")
     if trap_backend is None:
         raise ValueError("the trap needs the Piper voice")
     spoken = await record(trap_backend, SpeechRequest(text=TRAP_TEXT).validated())
-    last_sys, last_prompt = run.design.systems[-1], run.design.prompts[-1]
-    carrier = run.takes[last_sys, last_prompt]
+    d = run.design
+    for k, pid, stored in _variants(run):
+        system = d.systems[-1 - k % len(d.systems)]
+        carrier = run.takes[system, pid if stored else d.prompts[-1]]
+        _splice_one(run, carrier, spoken, stored, run.condition(system))
+    run.done += 1
+
+
+def _splice_one(run: _Run, carrier: Take, spoken: Take, stored: str | None, cond: str) -> None:
     ins = _resample(spoken.audio, spoken.sample_rate, carrier.sample_rate)
     y, cut = splice_trap(carrier.audio, ins, carrier.sample_rate)
     chunks = [
@@ -494,18 +571,42 @@ async def _trap(run: _Run, trap_backend: Backend | None) -> None:
         derived_take(carrier, y, chunks),
         "trap",
         TRAP,
-        None,
-        run.condition(last_sys),
+        stored,
+        cond,
         expected=float(TRAP_ANSWER),
         source=carrier.take_id,
         instruction=TRAP_TEXT,
         instruction_at_s=round((cut / carrier.sample_rate) + TRAP_PAUSE_S, 3),
     )
-    run.done += 1
+
+
+def level_lines(stimuli: list[Stimulus]) -> list[str]:
+    """The gains the stimuli got and how many the true-peak ceiling capped: what the admin
+    reads before opening a test."""
+    if not stimuli:
+        return []
+    gains = [s.gain_db for s in stimuli]
+    capped = [s for s in stimuli if s.meta.get("limited")]
+    if all(s.target_lufs is None for s in stimuli):
+        loud = [s.loudness_lufs for s in stimuli if s.loudness_lufs is not None]
+        span = f"{min(loud):.1f} to {max(loud):.1f} LUFS" if loud else "unmeasured"
+        return [f"Levels kept as they came (no normalisation): {len(stimuli)} stimuli, {span}."]
+    out = [
+        f"Loudness: {len(stimuli)} stimuli normalised to {stimuli[0].target_lufs:g} LUFS with "
+        f"gains {min(gains):+.1f} to {max(gains):+.1f} dB; {len(capped)} of {len(stimuli)} "
+        "capped by the true-peak ceiling (they play quieter than the target)."
+    ]
+    out += [
+        f"- capped: {s.system_id} / {s.prompt_id or s.kind}: gain {s.gain_db:+.1f} dB, "
+        f"{s.meta.get('output_lufs')} LUFS"
+        for s in capped[:10]
+    ]
+    return out
 
 
 __all__ = [
     "CONDITIONS",
+    "level_lines",
     "TRAP_TEXT",
     "GoldClip",
     "ImportedSource",

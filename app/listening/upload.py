@@ -48,13 +48,15 @@ from app.listening.imported import MAX_FILE_BYTES, ImportProblem, scan, unpack_z
 from app.listening.routes import json_body
 from app.web.admin import require_admin
 from backends.errors import Conflict, InvalidRequest, NotFound
+from evaluation.listening.kinds.base import TestKind
 
 ENV_MAX_BYTES = "LISTENLAB_UPLOAD_MAX_BYTES"
 DEFAULT_MAX_BYTES = 2 * 1024**3
 """2 GiB: one upload's zip, and the same bound on what it unpacks to."""
 MAX_CHUNK_BYTES = 16 * 1024**2
 """One ``PUT`` carries at most 16 MiB (the guard refuses a bigger body before it is read)."""
-MAX_SYSTEMS = 32
+MAX_SYSTEMS = TestKind.max_systems
+"""A set holds as many systems as a MOS, A/B or glitch test takes."""
 MAX_PROMPTS = 200
 STALE_AFTER_S = 24 * 3600.0
 FREE_MARGIN_BYTES = 256 * 1024**2

@@ -32,6 +32,7 @@ COPY_ORDER = (
     "assignments",
     "stimuli",
     "test_raters",
+    "test_changes",
     "screen_trials",
     "play_events",
     "answers",

@@ -43,6 +43,7 @@ EXPORT_TABLES = (
     "ab_votes",
     "mushra_ratings",
     "glitch_reports",
+    "screen_trials",
 )
 """Every table with a ``test_id``: what a test's export holds and what deleting it removes."""
 
@@ -153,6 +154,37 @@ class TestStore:
                 Stimulus(**{**asdict(s), "stimulus_id": uuid.uuid4().hex, "test_id": new_id})
             )
 
+    def change_settings(self, test_id: str, changes: dict[str, str | None]) -> list[str]:
+        """Set config fields of a test (open or not) and record each real change with its
+        time in ``test_changes``; returns the fields that changed. The caller checks values."""
+        t = self.require_test(test_id)
+        cfg = dict(t["config"])
+        at = now_iso()
+        changed = [k for k, v in changes.items() if (cfg.get(k) or None) != (v or None)]
+        if not changed:
+            return []
+        with self.db.conn:
+            for k in changed:
+                self.db.execute(
+                    "INSERT INTO test_changes (change_id, test_id, field, old_value, new_value, "
+                    "changed_at) VALUES (?, ?, ?, ?, ?, ?)",
+                    [uuid.uuid4().hex, test_id, k, cfg.get(k) or None, changes[k] or None, at],
+                )
+                cfg[k] = changes[k] or None
+            self.db.execute(
+                "UPDATE tests SET config = ?, updated_at = ? WHERE test_id = ?",
+                [json.dumps(cfg), at, test_id],
+            )
+        return changed
+
+    def changes(self, test_id: str) -> list[dict[str, Any]]:
+        """The recorded setting changes of a test, oldest first (one save: by field name)."""
+        return self._rows(
+            "SELECT field, old_value, new_value, changed_at FROM test_changes "
+            "WHERE test_id = ? ORDER BY changed_at, field",
+            [test_id],
+        )
+
     def delete(self, test_id: str) -> None:
         """Remove a test and everything rated in it (export first: the designer does). Takes stay."""
         self.require_test(test_id)
@@ -167,6 +199,7 @@ class TestStore:
                 "assignments",
                 "screen_trials",
                 "test_raters",
+                "test_changes",
                 "stimuli",
                 "tests",
             ):  # children first
@@ -314,6 +347,7 @@ class TestStore:
             "screenout_code",
             "familiar",
             "familiarised_at",
+            "questionnaire",
         }
         bad = set(fields) - allowed
         if bad:
@@ -329,6 +363,7 @@ class TestStore:
             "SELECT test_id, rater_id, seq, design_row, crowd_id, crowd_source, study_id, "
             "session_id, consent_at, headphone, headphone_pass, screened_out_at, "
             "screenout_code, familiarised_at, completion_code, finished_at, created_at, seen_at, "
+            "questionnaire, "
             "(SELECT count(*) FROM answers a WHERE a.test_id = r.test_id "
             "AND a.rater_id = r.rater_id) AS answered "
             "FROM test_raters r WHERE test_id = ? ORDER BY seq",
@@ -500,9 +535,11 @@ class TestStore:
     def ratings_frame(self, test_id: str) -> pd.DataFrame:
         """Every rating of the test in one long table, for the export: one row per MOS score,
         A/B vote and MUSHRA slot, each with its ``system_id`` (A/B: the system the vote went
-        to, ``tie`` otherwise, and both sides), prompt, role, and ``time_on_item_ms`` (the
-        server's clock from the rater's previous answer, or consent for the first item, to this
-        answer: the time the item was on the rater's screen)."""
+        to, ``tie`` otherwise, and both sides), prompt (``prompt_id`` and the test's own
+        ``prompt_key``), role, when the item's first sound went out (``first_sound_at``: the
+        server began streaming its first stimulus), ``answered_at``, ``time_on_item_ms``
+        (first sound to answer) and ``time_since_previous_ms`` (the rater's previous answer,
+        or consent, to this one: it includes the headphone screen for the first item)."""
         import pandas as pd
 
         cols = [
@@ -520,7 +557,10 @@ class TestStore:
             "choice",
             "cmos",
             "condition",
+            "played_ms",
+            "duration_s",
         ]
+        times = ["first_sound_at", "answered_at", "time_on_item_ms", "time_since_previous_ms"]
         parts = []
         mos = self.store.mos_frame(test_id)
         if not mos.empty:
@@ -534,8 +574,25 @@ class TestStore:
         if not mu.empty:
             parts.append(mu.assign(kind="mushra"))
         if not parts:
-            return pd.DataFrame(columns=[*cols, "answered_at", "time_on_item_ms"])
+            return pd.DataFrame(columns=[*cols, "prompt_key", *times])
         df = pd.concat([p.reindex(columns=cols) for p in parts], ignore_index=True)
+        prefix = f"{test_id}-"
+        df.insert(
+            cols.index("prompt_id") + 1,
+            "prompt_key",
+            df["prompt_id"].map(
+                lambda p: p[len(prefix) :] if isinstance(p, str) and p.startswith(prefix) else p
+            ),
+        )
+        return df.merge(self._item_times(test_id), on=["rater_id", "assignment_id"], how="left")
+
+    def _item_times(self, test_id: str) -> pd.DataFrame:
+        """Per answered item: first sound, answer time, and the two durations (ms)."""
+        import pandas as pd
+
+        def ts(s: pd.Series) -> pd.Series:
+            return pd.to_datetime(s, errors="coerce", utc=True, format="ISO8601")
+
         ans = self._frame(
             "SELECT a.rater_id, a.assignment_id, a.created_at AS answered_at, "
             "coalesce(r.consent_at, r.created_at) AS started_at FROM answers a "
@@ -543,19 +600,43 @@ class TestStore:
             "WHERE a.test_id = ? ORDER BY a.rater_id, a.created_at",
             [test_id],
         )
-        ts = {
-            c: pd.to_datetime(ans[c], errors="coerce", utc=True, format="ISO8601")
-            for c in ("answered_at", "started_at")
-        }
-        # on screen from the previous answer (the first item: from consent) to this answer
-        prev = ts["answered_at"].groupby(ans["rater_id"]).shift(1).fillna(ts["started_at"])
-        ans["time_on_item_ms"] = ((ts["answered_at"] - prev).dt.total_seconds() * 1000).round(0)
-        df = df.merge(
-            ans[["rater_id", "assignment_id", "answered_at", "time_on_item_ms"]],
-            on=["rater_id", "assignment_id"],
-            how="left",
+        plays = self._frame(
+            "SELECT rater_id, assignment_id, created_at, server_elapsed_ms FROM play_events "
+            "WHERE test_id = ?",
+            [test_id],
         )
-        return df
+        answered = ts(ans["answered_at"])
+        prev = answered.groupby(ans["rater_id"]).shift(1).fillna(ts(ans["started_at"]))
+        ans["time_since_previous_ms"] = ((answered - prev).dt.total_seconds() * 1000).round(0)
+        if plays.empty:
+            ans["first_sound_at"] = pd.Series(pd.NaT, index=ans.index, dtype="datetime64[ns, UTC]")
+        else:  # a stream began server_elapsed_ms before its play event was stored
+            began = ts(plays["created_at"]) - pd.to_timedelta(
+                pd.to_numeric(plays["server_elapsed_ms"], errors="coerce").fillna(0), unit="ms"
+            )
+            first = began.groupby([plays["rater_id"], plays["assignment_id"]]).min()
+            ans["first_sound_at"] = [
+                first.get((r, a), pd.NaT)
+                for r, a in zip(ans["rater_id"], ans["assignment_id"], strict=True)
+            ]
+            ans["first_sound_at"] = pd.to_datetime(ans["first_sound_at"], utc=True)
+        ans["time_on_item_ms"] = (
+            (answered - ans["first_sound_at"]).dt.total_seconds() * 1000
+        ).round(0)
+        ans["first_sound_at"] = ans["first_sound_at"].map(
+            lambda t: t.isoformat() if isinstance(t, pd.Timestamp) else None
+        )
+        return ans[["rater_id", "assignment_id", "first_sound_at", "answered_at"]].assign(
+            time_on_item_ms=ans["time_on_item_ms"],
+            time_since_previous_ms=ans["time_since_previous_ms"],
+        )
+
+    def prompt_texts(self, test_id: str) -> dict[str, str]:
+        """``{prompt_id: text}`` of the test's prompts (ids start with the test id)."""
+        rows = self.db.execute(
+            "SELECT prompt_id, text FROM prompts WHERE prompt_id LIKE ?", [f"{test_id}-%"]
+        ).fetchall()
+        return {str(p): str(t or "") for p, t in rows}
 
     def answers_frame(self, test_id: str) -> pd.DataFrame:
         return self._frame("SELECT * FROM answers WHERE test_id = ? ORDER BY created_at", [test_id])

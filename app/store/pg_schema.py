@@ -341,7 +341,16 @@ def baseline() -> tuple[str, ...]:
     return (*BASELINE_TABLES, *BASELINE_INDEXES)
 
 
-PG_MIGRATIONS: dict[int, tuple[str, ...]] = {4: ()}
+PG_MIGRATIONS: dict[int, tuple[str, ...]] = {
+    4: (),
+    5: ("ALTER TABLE test_raters ADD COLUMN questionnaire TEXT",),
+    6: (
+        """CREATE TABLE test_changes (
+            change_id TEXT PRIMARY KEY, test_id TEXT NOT NULL, field TEXT NOT NULL,
+            old_value TEXT, new_value TEXT, changed_at TEXT NOT NULL)""",
+        "CREATE INDEX idx_test_changes_test ON test_changes (test_id, changed_at)",
+    ),
+}
 """``{version: statements}`` after the baseline (version 4 is the baseline itself). A new
 SQLite migration in :mod:`app.store.schema` needs its PostgreSQL twin here."""
 

@@ -18,7 +18,7 @@ from app.store.records import StoreError
 if TYPE_CHECKING:
     import sqlite_utils
 
-SCHEMA_VERSION = 4
+SCHEMA_VERSION = 6
 
 
 def _schema_v1(db: sqlite_utils.Database) -> None:
@@ -329,7 +329,33 @@ def _schema_v4(db: sqlite_utils.Database) -> None:
         db.execute(sql)
 
 
-MIGRATIONS = {1: _schema_v1, 2: _schema_v2, 3: _schema_v3, 4: _schema_v4}
+def _schema_v5(db: sqlite_utils.Database) -> None:
+    """A listening test's optional rater questionnaire (listening device, headphone type,
+    native language, age band: ITU-T P.808's questions), one JSON object per rater."""
+    db.execute("ALTER TABLE test_raters ADD COLUMN questionnaire TEXT")
+
+
+def _schema_v6(db: sqlite_utils.Database) -> None:
+    """A listening test's crowd settings (completion and screen-out codes and URLs) can be
+    edited while it is open; each change is kept with its time, so a study can say which
+    raters saw which code."""
+    for sql in (
+        """CREATE TABLE test_changes (
+            change_id TEXT PRIMARY KEY, test_id TEXT NOT NULL, field TEXT NOT NULL,
+            old_value TEXT, new_value TEXT, changed_at TEXT NOT NULL)""",
+        "CREATE INDEX idx_test_changes_test ON test_changes (test_id, changed_at)",
+    ):
+        db.execute(sql)
+
+
+MIGRATIONS = {
+    1: _schema_v1,
+    2: _schema_v2,
+    3: _schema_v3,
+    4: _schema_v4,
+    5: _schema_v5,
+    6: _schema_v6,
+}
 """``{version: function(db)}``: applied in order, each in one transaction, on open."""
 
 

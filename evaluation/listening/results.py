@@ -9,9 +9,10 @@ every title says so); the MOS table is also given over all raters so the effect 
 is visible.
 
 Each kind (:mod:`evaluation.listening.kinds`) makes its own tables, only when it has answers
-(``raters`` and ``methods`` always). ``methods`` states, per table, what it shows and how its
-intervals and tests were computed; the export writes it as ``methods.csv``. Numbers are rounded
-(p-values to 4 decimals, the rest to 3).
+(``raters`` and ``methods`` always). ``methods`` states, per table, what it shows, how its
+intervals and tests were computed and what they assume; the export writes it as
+``results/methods.csv``. Numbers are rounded: p-values (columns ``p``, ``p_*``) to three
+significant digits (``3.2e-07``, never 0.0), every other float to 3 decimals.
 """
 
 from __future__ import annotations
@@ -32,13 +33,18 @@ from evaluation.listening.screening import (
 )
 
 
+def _is_p(column: object) -> bool:
+    c = str(column)
+    return c == "p" or (c.startswith("p_") and c != "p_prompt")
+
+
 def _round(df: pd.DataFrame) -> pd.DataFrame:
-    """p-values to 4 decimals, every other float to 3 (a paper reports 2; the export keeps a
-    digit more so a reader can recompute)."""
+    """p-values to 3 significant digits, every other float to 3 decimals (a paper reports 2;
+    the export keeps a digit more so a reader can recompute)."""
     out = df.copy()
     for c in out.columns:
         if pd.api.types.is_float_dtype(out[c]):
-            out[c] = out[c].round(4 if str(c).startswith("p") and "prompt" not in str(c) else 3)
+            out[c] = out[c].map(inference.round_p) if _is_p(c) else out[c].round(3)
     return out
 
 
@@ -54,8 +60,6 @@ def test_results(
     *,
     include_screened: bool = False,
     screening: TestScreening | None = None,
-    n_boot: int = 1000,
-    seed: int = 0,
 ) -> dict[str, pd.DataFrame]:
     """Every results table of one test, by name (see the module's docstring)."""
     mode = screen_mode(data.config)
@@ -71,9 +75,7 @@ def test_results(
         screening=scr,
         mode=mode,
         who="every rater, screened ones included" if include_screened else "screened raters out",
-        boot=inference.BOOT_METHOD.format(n_boot=n_boot),
-        n_boot=n_boot,
-        seed=seed,
+        interval=inference.INTERVAL_METHOD,
     )
     out: dict[str, pd.DataFrame] = {"raters": raters}
     methods = [
@@ -81,13 +83,14 @@ def test_results(
             "raters",
             "Raters, their screening outcomes and reasons",
             screening_description(scr, KINDS.get(data.kind), mode),
+            "",
         )
     ]
     for kind in KINDS.values():  # each kind's tables, where the test has its answers
-        for name, df, title, method in kind.results(data, ctx):
+        for name, df, title, method, assumes in kind.results(data, ctx):
             out[name] = df
-            methods.append((name, title, method))
-    out["methods"] = pd.DataFrame(methods, columns=["table", "title", "method"])
+            methods.append((name, title, method, assumes))
+    out["methods"] = pd.DataFrame(methods, columns=["table", "title", "method", "assumes"])
     return {
         k: (v if k == "glitches_by_seam" else _round(v.replace([np.inf, -np.inf], np.nan)))
         for k, v in out.items()

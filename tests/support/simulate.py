@@ -59,8 +59,9 @@ def truth(model: MosModel) -> dict[str, float]:
     return {s: expected_rating(m, sd) for s, m in model.system_means.items()}
 
 
-def _score(latent: np.ndarray) -> np.ndarray:
-    return np.clip(np.rint(latent), 1, 5)
+def _score(latent: float) -> float:
+    """A latent rating as the score given: rounded (half to even, as ``np.rint``), 1..5."""
+    return float(min(5, max(1, round(latent))))
 
 
 def mos_ratings(model: MosModel, rng: np.random.Generator, order: int = 0) -> pd.DataFrame:
@@ -100,13 +101,13 @@ def mos_ratings(model: MosModel, rng: np.random.Generator, order: int = 0) -> pd
                 if role == "trap":
                     s = model.trap_answer if rng.random() >= model.lapse else rng.integers(1, 6)
                 else:
-                    s = _score(np.array([la]))[0]
+                    s = _score(la)
             elif kind == "random":
                 s = rng.integers(1, 6)
             elif kind == "straight":
                 s = flat
             elif kind == "inverted":
-                s = model.trap_answer if role == "trap" else 6 - _score(np.array([la]))[0]
+                s = model.trap_answer if role == "trap" else 6 - _score(la)
             else:  # middle
                 s = rng.integers(3, 5)
             rows.append([rid, kind, pid, sid, role, exp, float(s)])
@@ -163,27 +164,28 @@ def ab_votes(model: AbModel, rng: np.random.Generator, order: int = 0) -> pd.Dat
     pairs = _pairs(systems)
     if order:
         pairs = pairs[::-1]
-    P = model.prompts
-    pfx = {pr: rng.normal(0, model.prompt_sd, P) for pr in pairs}
-    rows = []
-    for r in range(model.raters):
-        rfx = {pr: rng.normal(0, model.rater_sd) for pr in pairs}
-        for k in range(P):
-            x, y = pairs[(k + r) % len(pairs)]
-            d = model.system_means[y] - model.system_means[x]
-            c = float(
-                np.clip(
-                    np.rint(d + rfx[(x, y)] + pfx[(x, y)][k] + rng.normal(0, model.noise_sd)), -3, 3
-                )
-            )
-            if rng.random() < 0.5:  # y shown second: the answer is as presented
-                a, b, cm = x, y, c
-            else:
-                a, b, cm = y, x, -c
-            choice = "tie" if cm == 0 else ("b" if cm > 0 else "a")
-            rows.append([f"r{r:03d}", f"p{k:02d}", a, b, choice, cm])
+    P, R, K = model.prompts, model.raters, len(pairs)
+    pfx = rng.normal(0, model.prompt_sd, (K, P))  # per pair and prompt
+    rfx = rng.normal(0, model.rater_sd, (R, K))  # per rater and pair
+    r = np.repeat(np.arange(R), P)
+    k = np.tile(np.arange(P), R)
+    pair = (k + r) % K
+    d = np.array([model.system_means[y] - model.system_means[x] for x, y in pairs])[pair]
+    noise = rng.normal(0, model.noise_sd, R * P)
+    c = np.clip(np.rint(d + rfx[r, pair] + pfx[pair, k] + noise), -3, 3)
+    second = rng.random(R * P) < 0.5  # y shown second: the answer is as presented
+    xs = np.array([x for x, _ in pairs])[pair]
+    ys = np.array([y for _, y in pairs])[pair]
+    cm = np.where(second, c, -c)
     return pd.DataFrame(
-        rows, columns=["rater_id", "prompt_id", "system_a", "system_b", "choice", "cmos"]
+        {
+            "rater_id": [f"r{i:03d}" for i in r],
+            "prompt_id": [f"p{j:02d}" for j in k],
+            "system_a": np.where(second, xs, ys),
+            "system_b": np.where(second, ys, xs),
+            "choice": np.where(cm == 0, "tie", np.where(cm > 0, "b", "a")),
+            "cmos": cm.astype(float),
+        }
     )
 
 
@@ -222,16 +224,21 @@ def mushra_scores(model: MushraModel, rng: np.random.Generator) -> pd.DataFrame:
     system_id, role, score."""
     systems = list(model.system_means)
     mus = np.array([model.system_means[s] for s in systems])
-    pfx = rng.normal(0, model.prompt_sd, model.prompts)
-    rows = []
-    for r in range(model.raters):
-        rfx = rng.normal(0, model.rater_sd)
-        for k in range(model.prompts):
-            sc = np.clip(mus + rfx + pfx[k] + rng.normal(0, model.noise_sd, len(mus)), 0, 100)
-            for s, v in zip(systems, sc, strict=True):
-                rows.append([f"r{r:03d}", f"r{r:03d}-{k}", f"p{k:02d}", s, "item", float(v)])
+    R, P, S = model.raters, model.prompts, len(systems)
+    pfx = rng.normal(0, model.prompt_sd, P)
+    rfx = rng.normal(0, model.rater_sd, R)
+    noise = rng.normal(0, model.noise_sd, (R, P, S))
+    sc = np.clip(mus[None, None, :] + rfx[:, None, None] + pfx[None, :, None] + noise, 0, 100)
+    r, k, s = (a.ravel() for a in np.indices((R, P, S)))
     return pd.DataFrame(
-        rows, columns=["rater_id", "assignment_id", "prompt_id", "system_id", "role", "score"]
+        {
+            "rater_id": [f"r{i:03d}" for i in r],
+            "assignment_id": [f"r{i:03d}-{j}" for i, j in zip(r, k, strict=True)],
+            "prompt_id": [f"p{j:02d}" for j in k],
+            "system_id": np.array(systems)[s],
+            "role": "item",
+            "score": sc.ravel(),
+        }
     )
 
 

@@ -12,9 +12,8 @@
   const $ = (id) => document.getElementById(id);
   const S = (window.listenTest = { token: null, status: null, played: {}, marks: 0, errors: [], votes: [] });
   const CROWD_KEYS = ['PROLIFIC_PID', 'workerId', 'crowd_id', 'participant'];
-  const MOS = [[5, 'Excellent'], [4, 'Good'], [3, 'Fair'], [2, 'Poor'], [1, 'Bad']];
-  const CMOS = [[-3, 'A much better'], [-2, 'A better'], [-1, 'A slightly better'], [0, 'About the same'],
-    [1, 'B slightly better'], [2, 'B better'], [3, 'B much better']];
+  // every text a rater reads comes from the server (app/listening/texts.py): status.test.texts
+  const texts = () => (S.status && S.status.test && S.status.test.texts) || {};
 
   // The token and unsent answers live in localStorage so a reload resumes. Inside a page framed
   // by another site (huggingface.co frames a Space) a browser may refuse storage: the test then
@@ -37,7 +36,7 @@
   }
 
   function status(text, err) { const s = $('lt-status'); s.textContent = text || ''; s.className = 'lt-status' + (err ? ' err' : ''); }
-  function show(id) { for (const s of ['lt-consent', 'lt-headphones', 'lt-screenout', 'lt-familiar', 'lt-item', 'lt-done']) $(s).hidden = s !== id; }
+  function show(id) { for (const s of ['lt-consent', 'lt-questionnaire', 'lt-headphones', 'lt-screenout', 'lt-familiar', 'lt-item', 'lt-done']) $(s).hidden = s !== id; }
   function el(tag, text, cls) { const e = document.createElement(tag); if (text != null) e.textContent = String(text); if (cls) e.className = cls; return e; }
   function randId() { return (crypto.randomUUID ? crypto.randomUUID() : String(Math.random()).slice(2) + Date.now()).replace(/-/g, ''); }
 
@@ -161,18 +160,47 @@
 
   function render() {
     const st = S.status;
-    $('lt-progress').hidden = false;
+    // the counter runs only while rating: it counts the clips rated, not the screen's trials
+    $('lt-progress').hidden = st.stage !== 'item';
     $('lt-bar').max = st.total || 1; $('lt-bar').value = st.answered;
-    $('lt-count').textContent = Math.min(st.answered + (st.finished ? 0 : 1), st.total) + ' / ' + st.total;
+    $('lt-count').textContent = (texts().counter || 'Clip {n} of {total}')
+      .replace('{n}', String(Math.min(st.answered + 1, st.total))).replace('{total}', String(st.total));
     root.dataset.position = st.item ? st.item.position : 'done';
     root.dataset.stage = st.stage;
+    if (st.stage !== 'item' && st.stage !== 'familiarise') $('lt-hp-outcome').hidden = true;
     if (st.stage === 'consent') { $('lt-consent-text').textContent = st.test.consent; show('lt-consent'); return; }
-    if (st.stage === 'screened_out') { $('lt-progress').hidden = true; return screen.renderScreenout(st); }
+    if (st.stage === 'questionnaire') return renderQuestionnaire();
+    if (st.stage === 'screened_out') return screen.renderScreenout(st);
     if (st.stage === 'screen') return screen.renderScreen(st);
     if (st.stage === 'familiarise') return screen.renderFamiliar(st);
     if (st.finished) return renderDone();
     renderItem();
   }
+
+  // ---------------------------------------------------------------- questionnaire
+  function renderQuestionnaire() {
+    show('lt-questionnaire');
+    const q = texts().questionnaire || { intro: '', questions: [] };
+    $('lt-q-intro').textContent = q.intro;
+    const form = $('lt-q-form'); form.replaceChildren();
+    for (const item of q.questions) {
+      const fs = el('fieldset'); fs.append(el('legend', item.question));
+      for (const opt of item.options) {
+        const lab = el('label'); const r = el('input'); r.type = 'radio'; r.name = item.key; r.value = opt;
+        r.addEventListener('change', () => { $('lt-q-send').disabled = !q.questions.every((x) => form.querySelector('input[name="' + x.key + '"]:checked')); });
+        lab.append(r, ' ' + opt); fs.append(lab);
+      }
+      form.append(fs);
+    }
+    $('lt-q-send').disabled = true;
+  }
+  $('lt-q-send').addEventListener('click', async () => {
+    const answers = {};
+    for (const r of $('lt-q-form').querySelectorAll('input:checked')) answers[r.name] = r.value;
+    $('lt-q-send').disabled = true;
+    try { await api('questionnaire', { answers }); await refresh(); }
+    catch (e) { status(e.message, true); $('lt-q-send').disabled = false; }
+  });
 
   // the headphone screen, familiarisation and screen-out pages (screen.js)
   const screen = LLScreen.create({ api, base: API, token: () => S.token, player, show, refresh,
@@ -185,13 +213,13 @@
     show('lt-item');
     choice = null; S.marks = 0; $('lt-marks').textContent = '';
     if (S.mushra) { S.mushra.destroy(); S.mushra = null; }
-    const ins = {
-      mos: 'Listen to the whole clip, then rate its overall quality.',
-      ab: 'Listen to both A and B (at least 3 s each), then compare them.',
-      mushra: 'Press Play, then switch between the Reference and the numbered stimuli while it plays (they stay in step; Loop and the segment repeat a part). Rate each from 0 (Bad) to 100 (Excellent) against the reference; one of them is the reference itself. Move every slider.',
-      glitch: 'Listen to the whole clip and press G at every glitch you hear (click, gap, repeat…).',
-    };
-    $('lt-instructions').textContent = S.status.test.instructions || ins[kind] || '';
+    const tx = texts();
+    // the built-in instructions always; the researcher's own below them, never instead
+    $('lt-instructions').textContent = tx.instructions || '';
+    $('lt-admin-label').textContent = tx.admin_instructions_label || '';
+    $('lt-admin-text').textContent = tx.admin_instructions || '';
+    $('lt-admin-instructions').hidden = !tx.admin_instructions;
+    $('lt-question').textContent = (tx.scale && tx.scale.question) || '';
     // the prompt's text, when the test shows it: always as text, never as markup
     $('lt-text').textContent = typeof it.text === 'string' ? it.text : '';
     $('lt-text').hidden = typeof it.text !== 'string' || !it.text;
@@ -214,11 +242,13 @@
       slots.append(row);
     }
     const vote = $('lt-vote'); vote.replaceChildren();
-    const opts = kind === 'mos' ? MOS.map(([v, l]) => [v, v + ' ' + l])
-      : kind === 'ab' ? (S.status.test.ab_mode === 'forced' ? [['a', 'A is better'], ['b', 'B is better']] : CMOS.map(([v, l]) => [v, (v > 0 ? '+' : '') + v + ' ' + l]))
-        : [];
-    for (const [v, label] of opts) {
-      const b = el('button', label, 'lt-choice'); b.type = 'button'; b.dataset.value = String(v);
+    const labels = (tx.scale && tx.scale.labels) || [];
+    const forced = kind === 'ab' && S.status.test.ab_mode === 'forced';
+    vote.className = kind === 'mos' ? 'lt-mos' : kind === 'ab' && !forced ? 'lt-cmos' : '';
+    for (const [v, label] of kind === 'mos' || kind === 'ab' ? labels : []) {
+      const b = el('button', null, 'lt-choice'); b.type = 'button'; b.dataset.value = String(v);
+      if (kind === 'mos') b.append(el('b', v), el('small', label));   // number above its word
+      else b.textContent = forced ? label : (v > 0 ? '+' : '') + v + ' ' + label;
       b.addEventListener('click', () => { choice = v; for (const x of vote.children) x.classList.toggle('lt-on', x === b); refreshGate(); });
       vote.append(b);
     }

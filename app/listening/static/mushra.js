@@ -103,14 +103,17 @@
       const r = el('input'); r.type = 'range'; r.min = '0'; r.max = '100'; r.step = '1'; r.value = '50';
       r.className = 'lt-slider lt-unset'; r.dataset.slot = String(i); r.setAttribute('aria-label', 'Score of ' + it.labels[i] + ' (not rated yet)');
       const v = el('span', '–', 'lt-val');
+      const band = el('span', '', 'lt-mu-band-name');   // shown on narrow screens (no band row)
       const set = () => {
         S.values[i] = Number(r.value); r.classList.remove('lt-unset'); r.dataset.moved = '1';
         r.setAttribute('aria-label', 'Score of ' + it.labels[i]);
         v.textContent = r.value; opts.onChange();
+        const hit = BANDS.find(([lo]) => Number(r.value) >= lo);
+        band.textContent = hit ? hit[2] : '';
       };
       r.addEventListener('input', set); r.addEventListener('change', set);
       sliders.push(r);
-      row.append(b, r, v, el('span', '', 'lt-played'));
+      row.append(b, r, v, band, el('span', '', 'lt-played'));
       rows.append(row);
     }
     root.append(bar, scale, rows);

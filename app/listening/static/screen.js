@@ -6,10 +6,9 @@
 (function () {
   'use strict';
   const $ = (id) => document.getElementById(id);
-  const QUESTION = {
-    antiphase: 'Each trial plays three tones. Which tone was the quietest?',
-    huggins: 'Each trial plays three noises. One of them has a faint tone in it. Which one?',
-  };
+  // the texts come from the server with the status (app/listening/texts.py)
+  const txt = (st) => (st && st.test && st.test.texts) || {};
+  const fill = (tpl, hp) => String(tpl || '').replace('{correct}', String(hp.correct)).replace('{trials}', String(hp.trials));
 
   // ctx: {api(path, body), base, token(), player, show(id), refresh(), status(text, err), root}
   function create(ctx) {
@@ -38,8 +37,9 @@
     // ------------------------------------------------------------ headphone screen
     function renderScreen(st) {
       ctx.show('lt-headphones');
-      const sc = st.screen;
-      $('lt-hp-question').textContent = QUESTION[sc.kind] || QUESTION.antiphase;
+      const sc = st.screen, t = txt(st).screen || {};
+      $('lt-hp-intro').textContent = t.intro || '';
+      $('lt-hp-question').textContent = (t.questions || {})[sc.kind] || '';
       $('lt-hp-n').textContent = String(sc.answered + 1);
       $('lt-hp-of').textContent = String(sc.trials);
       $('lt-hp-play').disabled = playing;
@@ -63,8 +63,12 @@
       b.addEventListener('click', async () => {
         const st = ctx.current(); if (!st || !st.screen) return;
         for (const x of document.querySelectorAll('.lt-hp-answer')) x.disabled = true;
-        try { await ctx.api('screen/' + st.screen.next, { answer: Number(b.dataset.answer) }); }
+        let r = null;
+        try { r = await ctx.api('screen/' + st.screen.next, { answer: Number(b.dataset.answer) }); }
         catch (e) { ctx.status(e.message, true); }
+        if (r && r.done && r.passed) {   // the outcome, once: the screen is over
+          const o = $('lt-hp-outcome'); o.textContent = fill((txt(st).screen || {}).passed, r); o.hidden = false;
+        }
         await ctx.refresh();
       });
     }
@@ -84,6 +88,7 @@
     let heard = new Set();
     function renderFamiliar(st) {
       ctx.show('lt-familiar');
+      $('lt-fam-intro').textContent = txt(st).familiar_intro || '';
       const box = $('lt-fam-clips'); box.replaceChildren(); heard = new Set();
       st.familiar.clips.forEach((label, k) => {
         const b = document.createElement('button');
@@ -108,6 +113,8 @@
     // ------------------------------------------------------------ screen-out
     function renderScreenout(st) {
       ctx.show('lt-screenout');
+      const hp = st.headphone, t = txt(st).screen;
+      if (hp && t) $('lt-so-text').textContent = fill(t.failed, hp);
       $('lt-so-code').textContent = st.screenout_code || '';
       const url = st.redirect_url;
       if (url && /^https:\/\//.test(url)) {

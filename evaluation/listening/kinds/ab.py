@@ -152,22 +152,28 @@ class Ab(TestKind):
         return [
             (
                 "ab",
-                stats.ab_table(kept, n_boot=ctx.n_boot, seed=ctx.seed),
+                stats.ab_table(kept),
                 f"A/B per pair: preference share of x among decisive votes, CMOS = how much "
                 f"better y is, presentation order undone ({who})",
-                f"95% intervals: {ctx.boot}",
+                f"share of x among decisive votes (ties left out) and CMOS (ties count 0): "
+                f"{ctx.interval}; the share's interval is built on the logit scale "
+                f"({inference.SHARE_METHOD}); p_sign: exact two-sided sign test on decisive votes, taken "
+                "as independent",
+                f"{inference.INTERVAL_ASSUMES}; p_sign alone assumes independent votes",
             ),
             (
                 "ab_pairwise",
                 inference.sign_tests(stats.oriented_votes(kept)),
                 f"A/B: is one side preferred? ({who})",
                 inference.SIGN_METHOD,
+                inference.SIGN_ASSUMES,
             ),
             (
                 "order_bias",
                 pd.DataFrame([stats.order_bias(kept)]),
                 f"Share of decisive votes won by the clip played first ({who})",
-                "exact two-sided binomial test against 0.5, votes taken as independent",
+                "exact two-sided binomial test against 0.5",
+                "votes are independent (they are not: read it as a description)",
             ),
         ]
 

@@ -114,20 +114,19 @@ class Familiar:
 
 @dataclass(frozen=True)
 class ResultContext:
-    """How one test's results are computed: which raters are kept, the bootstrap and the
-    words every method line shares."""
+    """How one test's results are computed: which raters are kept, and the words every
+    method line shares."""
 
     keep: Callable[[pd.DataFrame], pd.DataFrame]
     screening: TestScreening
     mode: str
     who: str
-    boot: str
-    n_boot: int
-    seed: int
+    interval: str
+    """How every mean's interval is computed (:data:`evaluation.inference.INTERVAL_METHOD`)."""
 
 
-Table = tuple[str, "pd.DataFrame", str, str]
-"""A results table: ``(name, frame, title, method)``."""
+Table = tuple[str, "pd.DataFrame", str, str, str]
+"""A results table: ``(name, frame, title, method, what the method assumes)``."""
 
 
 class TestKind:
@@ -140,8 +139,14 @@ class TestKind:
     name = ""
     title = ""
     min_systems = 1
+    max_systems = 64
+    """The most systems a test of this kind takes (a rater hears as many as their items allow;
+    consecutive raters continue the cycle: :mod:`evaluation.listening.design`)."""
     needs_reference = False
     """A design names a reference system (MUSHRA); a natural recording is the default."""
+    partial_cycles = True
+    """May a rater hear fewer systems than the test has (consecutive raters continuing the
+    cycle)? Not MUSHRA: every screen holds every system."""
     show_text = False
     """Does the vote page show the prompt's text unless the test says otherwise?"""
     paired = False
@@ -156,6 +161,10 @@ class TestKind:
     def validate(self, d: Design) -> None:
         """What this kind asks of a design beyond :meth:`Design.validate`'s rules."""
 
+    def too_many_systems(self, d: Design) -> str:
+        """Why a design with more than :attr:`max_systems` systems is refused."""
+        return f"{len(d.systems)} systems; a {self.title} test takes at most {self.max_systems}"
+
     def units(self, d: Design) -> int:
         """How many design cells one item cycles through (systems, or pairs for A/B)."""
         return len(d.systems)
@@ -164,6 +173,8 @@ class TestKind:
         """Items per rater rounded down to a multiple of the cycle (at least one cycle)."""
         u = self.units(d)
         n = min(d.items_per_rater, len(d.prompts) * u)  # each (prompt, unit) at most once
+        if d.partial:  # fewer than one cycle: raters in a row continue it
+            return max(1, n)
         return max(u, n - n % u)
 
     def plan_items(

@@ -45,17 +45,30 @@ class Glitch(TestKind):
                 stats.glitch_marks(kept, SEAM_TOLERANCE_MS),
                 f"Glitch marks per system ({ctx.who})",
                 f"counts; a mark is at a seam within {SEAM_TOLERANCE_MS:g} ms of it",
+                "",
             )
         ]
         seams = stats.glitches_by_seam(kept, SEAM_TOLERANCE_MS)
+        if not seams.empty:  # one numbering everywhere: seam k is the start of chunk k
+            seams = seams.rename(columns=lambda k: int(k) + 1).rename_axis(columns="seam")
         if not seams.empty:
-            out.append(("glitches_by_seam", seams, "Seam-near marks per system and seam", "counts"))
+            out.append(
+                (
+                    "glitches_by_seam",
+                    seams,
+                    "Seam-near marks per system and seam (seam k: the start of chunk k, "
+                    "chunks numbered from 0, so seams from 1)",
+                    "counts",
+                    "",
+                )
+            )
         out.append(
             (
                 "glitch_agreement",
                 pd.DataFrame([stats.agreement(kept, data.findings)]),
                 "Rater marks vs automatic findings",
                 "one-to-one matching within 300 ms, closest first",
+                "",
             )
         )
         return out

@@ -66,10 +66,12 @@ class Mos(TestKind):
     def familiar(self, d: Design, f: Familiar) -> list[tuple[str, str | None]]:
         """The low anchor and the best clip there is (the gold "5", else a natural recording)."""
         p0 = d.prompts[0]
-        best = f.take("gold", GOLD, None) or (f.natural and f.take("item", f.natural, p0))
+        k = d.check_variants  # a variant the rater's own check items do not use, if any
+        fam = d.prompts[(f.seq + 3) % k] if k > 3 else None
+        best = f.take("gold", GOLD, fam) or (f.natural and f.take("item", f.natural, p0))
         turn = d.systems[f.seq % len(d.systems)]
         return [
-            ("The low end of the scale (Bad)", f.take("anchor", ANCHOR, None)),
+            ("The low end of the scale (Bad)", f.take("anchor", ANCHOR, fam)),
             ("The high end of the scale (Excellent)", best)
             if best
             else ("A clip from the test", f.take("item", turn, p0)),
@@ -105,20 +107,22 @@ class Mos(TestKind):
             return []
         played = stats.played_items(data.mos, ctx.screening.rules)
         kept = ctx.keep(played)
-        iv = dict(n_boot=ctx.n_boot, seed=ctx.seed, scale=inference.MOS_SCALE)
-        who, boot = ctx.who, ctx.boot
+        iv = dict(scale=inference.MOS_SCALE)
+        who, ci, assumes = ctx.who, ctx.interval, inference.INTERVAL_ASSUMES
         out: list[Table] = [
             (
                 "mos",
                 inference.interval_table(kept, ["system_id"], **iv),
                 f"MOS per system ({who})",
-                f"mean; 95% interval: {boot}",
+                f"item ratings that were played; {ci}",
+                assumes,
             ),
             (
                 "mos_all_raters",
                 inference.interval_table(played, ["system_id"], **iv),
                 "MOS per system, every rater (no screening)",
-                f"as mos: {boot}",
+                f"as mos: {ci}",
+                assumes,
             ),
             (
                 "mos_by_prompt",
@@ -126,7 +130,8 @@ class Mos(TestKind):
                     ["system_id", "prompt_id"], ignore_index=True
                 ),
                 f"MOS per system and prompt ({who})",
-                f"as mos, over raters: {boot}",
+                f"as mos, within one prompt (so over raters only): {ci}",
+                "raters are independent draws; the interval is for this prompt only",
             ),
         ]
         if kept["condition"].nunique() > 1:
@@ -135,7 +140,8 @@ class Mos(TestKind):
                     "mos_by_condition",
                     inference.interval_table(kept, ["system_id", "condition"], **iv),
                     f"MOS per system and condition ({who})",
-                    boot,
+                    ci,
+                    assumes,
                 )
             )
         out.append(
@@ -144,6 +150,7 @@ class Mos(TestKind):
                 inference.paired_tests(kept),
                 f"MOS: every pair of systems ({who})",
                 inference.PAIRED_METHOD,
+                inference.PAIRED_ASSUMES,
             )
         )
         return out

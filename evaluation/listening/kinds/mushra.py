@@ -36,13 +36,30 @@ if TYPE_CHECKING:
     from evaluation.listening.design import Design
     from evaluation.listening.screening import TestScreening
 
+MUSHRA_MAX_SIGNALS = 12
+"""ITU-R BS.1534-3 (p.8): at most 12 signals on one screen, the hidden reference and the
+anchors included."""
+
 
 class Mushra(TestKind):
     name = "mushra"
     title = "MUSHRA"
     min_systems = 2
+    max_systems = MUSHRA_MAX_SIGNALS - len(MUSHRA_ANCHORS)
+    """10: with the hidden reference (one of the systems) and the two anchors, a screen holds
+    at most BS.1534-3's 12 signals."""
     needs_reference = True
+    partial_cycles = False
     whole_delivery = True
+
+    def too_many_systems(self, d: Design) -> str:
+        n = len(d.systems)
+        return (
+            f"{n} systems would put {n + len(MUSHRA_ANCHORS)} signals on each MUSHRA screen (the "
+            f"systems, the reference among them as the hidden reference, and the 3.5 and 7 kHz "
+            f"anchors); ITU-R BS.1534-3 allows at most {MUSHRA_MAX_SIGNALS} per screen, so a "
+            f"MUSHRA test takes at most {self.max_systems} systems including the reference"
+        )
 
     def validate(self, d: Design) -> None:
         if d.reference is None and not d.legacy:
@@ -82,7 +99,10 @@ class Mushra(TestKind):
         """The reference and the low anchor."""
         p0 = d.prompts[0]
         low = f.take("anchor", ANCHOR_LOW, p0) or f.take("anchor", ANCHOR, p0)
-        return [("The reference", f.take("item", d.reference, p0)), ("Low anchor", low)]
+        return [
+            ("The reference: the best quality here", f.take("item", d.reference, p0)),
+            ("A clip of low quality: the bottom of the scale", low),
+        ]
 
     def read_vote(self, body: dict[str, Any], ctx: VoteContext) -> Vote:
         scores = body.get("scores")
@@ -130,22 +150,24 @@ class Mushra(TestKind):
         return [
             (
                 "mushra",
-                stats.mushra_table(kept, n_boot=ctx.n_boot, seed=ctx.seed),
+                stats.mushra_table(kept),
                 f"MUSHRA per condition ({who})",
-                "median with a distribution-free order-statistic 95% interval and quartiles "
-                f"(BS.1534-3); mean with 95% interval: {ctx.boot}",
+                f"{inference.MEDIAN_METHOD}, and quartiles (BS.1534-3); mean: {ctx.interval}",
+                inference.INTERVAL_ASSUMES,
             ),
             (
                 "mushra_pairwise",
                 inference.paired_tests(kept[kept["role"] == "item"]),
                 f"MUSHRA: every pair of systems ({who})",
                 inference.PAIRED_METHOD,
+                inference.PAIRED_ASSUMES,
             ),
             (
                 "mushra_screening",
                 stats.mushra_screening(data.mushra, ctx.screening.mushra),
                 "BS.1534-3 post-screening per rater",
                 screening_description(ctx.screening, self, ctx.mode),
+                "",
             ),
         ]
 
@@ -156,4 +178,4 @@ class Mushra(TestKind):
 
 KIND = Mushra()
 
-__all__ = ["KIND", "Mushra"]
+__all__ = ["KIND", "MUSHRA_MAX_SIGNALS", "Mushra"]

@@ -1,0 +1,256 @@
+"""The column dictionary of a test's export: every file, every column, what it holds.
+
+Why a module: ``study.json`` carries this dictionary, ``docs/listening-tests.md`` prints it,
+and a test reads every CSV of a finished study's export against it, so a column cannot be
+added without being explained. Times are UTC ISO 8601 unless they end in ``_ms``/``_s``
+(durations) or are Unix seconds (``fetched_at``, ``seen_at``).
+"""
+
+from __future__ import annotations
+
+COMMON = {
+    "test_id": "the test",
+    "rater_id": "the rater (random, 16 hex digits; the same rater across every file)",
+    "assignment_id": "one item of one rater's list (random, 24 hex digits)",
+    "take_id": "the stored audio of a stimulus (file <take_id>.wav in the store's audio folder)",
+    "system_id": "the system; pseudo systems: __anchor__ (MOS gold 1 / A/B check's bad side), "
+    "__anchor_low__ / __anchor_mid__ (MUSHRA 3.5 / 7 kHz anchors), __gold__, __trap__",
+    "prompt_id": "the prompt: the test id, a dash and the prompt's key",
+    "prompt_key": "the prompt's own key (p001… for typed prompts, the file stem for imported ones)",
+    "role": "item (rated, analysed), gold (check item with a known answer), trap (asks for a "
+    "given score), reference / anchor (MUSHRA hidden reference and anchors)",
+    "expected": "a check item's expected score (gold 1 or 5, trap 2; A/B check: -1 clean side "
+    "A, +1 clean side B)",
+    "condition": "as_streamed (recorded chunk timeline replayed), whole, or live",
+    "created_at": "when the row was written (server clock, UTC)",
+    "score": "the answer: MOS 1-5, MUSHRA 0-100",
+    "choice": "A/B: a, b or tie (as presented: a was played first / shown left)",
+    "cmos": "A/B CMOS answer -3..+3: how much better B is than A, as presented",
+    "slot": "the stimulus's place on the item (MUSHRA: the slider, 0-based; else 0; A/B: 0 A, 1 B)",
+    "kind": "the test kind (mos, ab, mushra, glitch) or, for a stimulus, item/anchor/gold/trap",
+    "n": "number of ratings",
+    "raters": "number of raters",
+    "prompts": "number of prompts",
+    "mean": "rating-weighted mean (every rating counts once)",
+    "sd": "standard deviation of the ratings (n - 1)",
+    "ci_low": "95% interval, lower bound (see methods.csv)",
+    "ci_high": "95% interval, upper bound",
+    "se": "standard error behind the interval (two-way cluster-robust)",
+    "df": "Student t degrees of freedom of the interval (Welch-Satterthwaite)",
+    "note": "why an interval is missing (too few ratings, no spread)",
+    "x": "first system of the pair (names sorted)",
+    "y": "second system of the pair",
+    "p": "two-sided p-value (3 significant digits)",
+    "p_holm": "Holm-adjusted p over every pair of the table",
+    "significant": "p_holm < 0.05",
+}
+
+_RAW = {
+    "stimuli": {
+        "stimulus_id": "the stimulus",
+        "source_take_id": "the take a derived stimulus (anchor, gold, trap) was made from",
+        "gain_db": "gain applied to reach the loudness target (0 when levels were kept)",
+        "loudness_lufs": "loudness before the gain (BS.1770, ears' power mean)",
+        "target_lufs": "the loudness target (empty when levels were kept)",
+        "meta": "JSON: output_lufs, ear_lufs, true_peak_dbtp, ceiling_dbtp, limited (the "
+        "true-peak ceiling capped the gain), origin, file and file_sha256 (imported), anchor, "
+        "lowpass_hz, instruction (trap)",
+    },
+    "test_raters": {
+        "token_hash": "not exported",
+        "seq": "order of joining (0-based)",
+        "crowd_id": "crowd platform id (PROLIFIC_PID, workerId, participant); not in --public",
+        "crowd_source": "which URL parameter carried crowd_id; not in --public",
+        "study_id": "Prolific STUDY_ID; not in --public",
+        "session_id": "Prolific SESSION_ID; not in --public",
+        "consent_at": "when the rater agreed",
+        "headphone": "JSON: the headphone screen's result (passed, correct, trials, per test, "
+        "answers)",
+        "headphone_pass": "1 passed, 0 failed, empty not done",
+        "completion_code": "the code shown at the end; not in --public",
+        "finished_at": "when the last item was answered",
+        "design_row": "the Latin-square row the rater got",
+        "seen_at": "last request (Unix seconds)",
+        "screened_out_at": "when a failed screen ended the session",
+        "screenout_code": "the screen-out code shown; not in --public",
+        "familiar": "JSON: when each familiarisation clip was first sent (Unix seconds)",
+        "familiarised_at": "when the rater pressed Continue after familiarisation",
+        "questionnaire": "JSON: the questionnaire's answers (device, headphone_type, "
+        "native_language, age_band), when the test asked it",
+    },
+    "assignments": {
+        "position": "place in the rater's list (0-based)",
+        "take_b_id": "A/B: side B's take",
+        "slots": "JSON list of the item's takes, in slot order",
+        "meta": "JSON: roles, conditions and systems per slot, prompt_id, swapped (A/B)",
+    },
+    "answers": {
+        "answer_id": "the answer (chosen by the page; re-sends are stored once)",
+        "payload": "JSON: the answer as given (score, cmos/choice, scores, marks)",
+    },
+    "play_events": {
+        "event_id": "the play event",
+        "played_ms": "playback the server accepted (capped by its own clock and what it sent)",
+        "duration_ms": "the stimulus's length",
+        "complete": "1 when played to 95% of its length",
+        "server_elapsed_ms": "time since the server began streaming this stimulus to the page",
+        "underruns": "stalls the player reported",
+        "stall_ms": "their total length",
+    },
+    "mos_ratings": {
+        "rating_id": "the rating (the answer's id)",
+        "played_ms": "playback accepted when the vote was given",
+    },
+    "ab_votes": {
+        "vote_id": "the vote (the answer's id)",
+        "item_key": "the two takes, sorted and joined with |",
+        "take_a": "side A's take (played first)",
+        "take_b": "side B's take",
+        "system_a": "side A's system",
+        "system_b": "side B's system",
+        "played_a_ms": "playback of A accepted",
+        "played_b_ms": "playback of B accepted",
+    },
+    "mushra_ratings": {"rating_id": "the rating (answer id and slot)"},
+    "glitch_reports": {
+        "report_id": "the mark",
+        "position_ms": "where in the stimulus the rater pressed G",
+        "boundary_index": "the nearest chunk boundary, 0-based (the store's numbering)",
+        "seam": "the nearest seam, numbered as everywhere else: seam k is the start of chunk k "
+        "(chunks from 0, so seams from 1); boundary_index + 1",
+        "boundary_ms": "where that seam is",
+        "distance_ms": "position_ms - boundary_ms",
+        "note": "free text (not used by the rater page)",
+    },
+    "screen_trials": {
+        "n": "trial number (0-based)",
+        "key": "JSON answer key: answer (0-2, the interval to pick), order (antiphase: the "
+        "tones' roles), noise_seed (Huggins)",
+        "duration_ms": "the trial's audio length",
+        "fetched_at": "when its audio was first sent (Unix seconds)",
+        "fetches": "how often it was played",
+        "answer": "the rater's pick (0-2; the first pick stands)",
+        "answered_at": "when",
+    },
+    "ratings": {
+        "played_ms": "MOS: playback the server accepted for the clip (the MOS table leaves out "
+        "an item played less than 95% of duration_s)",
+        "duration_s": "MOS: the clip's length in seconds",
+        "system_a": "A/B: side A's system",
+        "system_b": "A/B: side B's system",
+        "first_sound_at": "when the server began streaming the item's first stimulus",
+        "answered_at": "when the answer was stored",
+        "time_on_item_ms": "first sound to answer (the time spent on this item)",
+        "time_since_previous_ms": "previous answer (or consent) to this answer; for the first "
+        "item it includes the headphone screen and familiarisation",
+    },
+}
+
+_RESULTS = {
+    "raters": {
+        "seq": "order of joining",
+        "crowd_id": "crowd platform id; not in --public",
+        "answered": "items answered",
+        "finished": "answered every item",
+        "headphones": "headphone screen correct/trials, or not done",
+        "gold_failed": "MOS check items failed (anchor, gold)",
+        "trap_failed": "MOS traps failed",
+        "ab_check_failed": "A/B check pairs failed",
+        "variance": "variance of the rater's item scores",
+        "unplayed": "items played < 95%",
+        "ref_low": "MUSHRA screens with the hidden reference < 90",
+        "anchor_high": "MUSHRA screens with the mid anchor > 90",
+        "excluded": "left out of the results",
+        "reasons": "why",
+    },
+    "mos_pairwise": {
+        "diff_y_minus_x": "mean over raters of (rater's mean of y - rater's mean of x)",
+        "rank_biserial": "matched-pairs rank-biserial correlation (positive: y better)",
+    },
+    "ab": {
+        "n": "votes",
+        "x_wins": "votes for x",
+        "y_wins": "votes for y",
+        "ties": "tied votes",
+        "x_share": "share of decisive votes won by x",
+        "x_share_low": "its 95% interval, lower bound",
+        "x_share_high": "upper bound",
+        "p_sign": "sign test on decisive votes, votes taken as independent",
+        "cmos_n": "votes in the CMOS mean",
+        "cmos_y": "mean CMOS: how much better y is than x (ties count 0)",
+        "cmos_low": "its 95% interval, lower bound",
+        "cmos_high": "upper bound",
+    },
+    "ab_pairwise": {
+        "raters_x": "raters whose decisive votes mostly went to x",
+        "raters_y": "to y",
+        "rater_share_x": "raters_x / (raters_x + raters_y)",
+    },
+    "order_bias": {
+        "decisive": "decisive votes",
+        "first_share": "share won by the clip played first",
+    },
+    "mushra": {
+        "condition": "a system, hidden reference, or an anchor by its cutoff",
+        "median": "median score",
+        "median_low": "Woodruff 95% interval of the median, lower bound",
+        "median_high": "upper bound",
+        "q1": "first quartile",
+        "q3": "third quartile",
+    },
+    "mushra_screening": {
+        "items": "MUSHRA screens rated",
+        "ref_low": "screens with the hidden reference < 90",
+        "anchor_high": "screens with the mid anchor > 90",
+        "excluded": "BS.1534-3 post-screening excludes the rater",
+        "reasons": "why",
+    },
+    "glitch_marks": {
+        "marks": "glitch marks",
+        "at_seam": "marks within 300 ms of a seam",
+        "no_seam": "marks on a take with no seam (one chunk)",
+    },
+    "glitches_by_seam": {"system_id": "rows: systems; columns: seam 1, 2, … (counts)"},
+    "glitch_agreement": {
+        "marks": "rater marks",
+        "findings": "automatic findings on the marked takes",
+        "matched": "pairs within the tolerance, one to one",
+        "precision": "matched / findings",
+        "recall": "matched / marks",
+        "tolerance_ms": "matching tolerance",
+    },
+    "methods": {
+        "table": "the results table",
+        "title": "what it shows",
+        "method": "how its numbers were computed",
+        "assumes": "what that method assumes",
+    },
+}
+_RESULTS["mos_all_raters"] = _RESULTS["mos_by_prompt"] = _RESULTS["mos_by_condition"] = {}
+_RESULTS["mos"] = {}
+_RESULTS["mushra_pairwise"] = _RESULTS["mos_pairwise"]
+
+
+def _with_common(own: dict[str, str]) -> dict[str, str]:
+    return {**COMMON, **own}
+
+
+COLUMNS: dict[str, dict[str, str]] = {
+    **{f"raw/{name}.csv": _with_common(cols) for name, cols in _RAW.items()},
+    **{f"results/{name}.csv": _with_common(cols) for name, cols in _RESULTS.items()},
+}
+"""``{file in the export: {column: meaning}}`` (shared meanings from :data:`COMMON`)."""
+
+FILE_NOTES = {
+    "study.json": "the methods section as data: version, design, texts, playback, stimuli, "
+    "screening, raters' outcomes, analysis methods, this column dictionary",
+    "methods.md": "the same in prose, with the main results",
+    "test.json": "the test's stored row and configuration",
+    "raw/ratings.csv": "one row per rating (MOS score, A/B vote, MUSHRA slider) with its system, "
+    "prompt, role and timing: the table to re-run the analysis on",
+    "raw/*.csv": "the store's rows of this test, one file per table",
+    "results/*.csv": "the results tables of the Results tab (screened raters out)",
+}
+
+
+__all__ = ["COLUMNS", "COMMON", "FILE_NOTES"]
