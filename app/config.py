@@ -77,6 +77,11 @@ ENV: tuple[EnvVar, ...] = (
         "create their databases on (`.ci/run` starts one and sets it).",
     ),
     EnvVar(
+        "LISTENLAB_MATRIX_MODELS",
+        "unset (every seed model)",
+        "Tests only: a comma-separated subset of seed models for the conformance request matrix (development; CI runs all).",
+    ),
+    EnvVar(
         "LISTENLAB_CONFORMANCE_REQUIRED",
         "unset",
         "Tests only: `1` makes a missing conformance environment an error instead of a skip (CI).",

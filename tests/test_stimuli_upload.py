@@ -49,7 +49,10 @@ def assert_nothing_left(live) -> None:
     assert not (root / "stimuli").exists() or not any((root / "stimuli").iterdir())
     assert not (root / "uploads").exists() or not any((root / "uploads").iterdir())
     assert TestStore(live.state.store).list_tests() == []
-    assert live.state.store.audio_files() == []
+    store = live.state.store
+    audio = Path(store.root) / store.audio_rel
+    assert not audio.exists() or not any(p.is_file() for p in audio.rglob("*"))
+    assert store.sql.execute("SELECT count(*) FROM takes").fetchone()[0] == 0
 
 
 def test_only_the_admin_may_upload(live, client):

@@ -163,15 +163,15 @@ class TestStore:
         changed = [k for k, v in changes.items() if (cfg.get(k) or None) != (v or None)]
         if not changed:
             return []
-        with self.db.conn:
+        with self.db.transaction("test:" + test_id) as db:  # the changes and the config at once
             for k in changed:
-                self.db.execute(
+                db.execute(
                     "INSERT INTO test_changes (change_id, test_id, field, old_value, new_value, "
                     "changed_at) VALUES (?, ?, ?, ?, ?, ?)",
                     [uuid.uuid4().hex, test_id, k, cfg.get(k) or None, changes[k] or None, at],
                 )
                 cfg[k] = changes[k] or None
-            self.db.execute(
+            db.execute(
                 "UPDATE tests SET config = ?, updated_at = ? WHERE test_id = ?",
                 [json.dumps(cfg), at, test_id],
             )
