@@ -248,6 +248,7 @@ def replay(record: dict):
         record["text_chars"],
         sec_per_char=record["sec_per_char"],
         rate_prior=record["rate_prior"],
+        chunk_prior=record.get("chunk_prior"),
         done_s=record["done_s"],
     )
 
@@ -267,6 +268,7 @@ def take_row(page, query: str, first: bool) -> dict:
         "text_chars": r["chars"],
         "sec_per_char": learnt.get("sec_per_char"),
         "rate_prior": learnt.get("rate"),
+        "chunk_prior": learnt.get("chunk_s"),
         "done_s": round(r["done"] / 1000, 5),
     }
     share = FIRST_SHARE if first else LATER_SHARE
@@ -368,6 +370,54 @@ def summarise(runs: list[dict]) -> dict:
         max(abs(t["late_ms"] - t["replay_late_ms"]) for t in takes), 1
     )
     return out
+
+
+def replay_stored(block: dict) -> dict:
+    """The block's records replayed through the current Python twin (after a change of the
+    rule): each take's replay_* fields again, and the summaries. A record from before the
+    learnt chunk size gets the one its server had learnt from the run's earlier takes."""
+    from evaluation.playout import ideal_start_s
+
+    runs = {}
+    for name, rs in block["runs"].items():
+        runs[name] = []
+        for run in rs:
+            takes, seen = [], []
+            for i, t in enumerate([run["first"], *run["later"]]):
+                rec = dict(t["record"])
+                if "chunk_prior" not in rec:
+                    rec["chunk_prior"] = statistics.median(seen) if seen else None
+                if len(rec["durations_s"]) > 1:
+                    seen.append(max(rec["durations_s"][1:]))
+                sim = replay(rec)
+                ideal = ideal_start_s(rec["arrivals_s"], rec["durations_s"])
+                share = FIRST_SHARE if i == 0 else LATER_SHARE
+                row = dict(t, record=rec, replay_late_ms=sim.late_by_s * 1000)
+                row.update(
+                    replay_underruns=len(sim.underruns),
+                    replay_stall_ms=sim.stall_s * 1000,
+                    promise_ms=BASE_MS + share * ideal * 1000,
+                )
+                row["replay_ratio"] = row["replay_late_ms"] / row["promise_ms"]
+                takes.append(row)
+            runs[name].append(dict(run, first=takes[0], later=takes[1:]))
+    return dict(block, runs=runs, schedules={n: summarise(r) for n, r in runs.items()})
+
+
+def replay_table(block: dict) -> str:
+    """Per schedule: the Python twin on the stored records, late / promise median and worst."""
+    lines = [
+        "| schedule | first visit: late ÷ promise, median / worst (underruns) | later takes |",
+        "|---|---|---|",
+    ]
+    for name, s in block["schedules"].items():
+        f, lt = s["replay"]["first_visit"], s["replay"]["later_takes"]
+        cells = [
+            f"{x['ratio_median']:.2f} / {x['ratio_worst']:.2f} ({x['underruns_max']})" if x else "–"
+            for x in (f, lt)
+        ]
+        lines.append(f"| {name} | {cells[0]} | {cells[1]} |")
+    return "\n".join(lines)
 
 
 def ms_pair(late: float, promise: float) -> str:
@@ -484,6 +534,11 @@ def parse_args():
     ap.add_argument(
         "--table", action="store_true", help="print the docs' tables from the JSON and stop"
     )
+    ap.add_argument(
+        "--replay",
+        action="store_true",
+        help="replay the JSON's records through the current Python twin, print, and stop",
+    )
     ap.add_argument("--backend", default="piper?deterministic=1")
     ap.add_argument("--out", default=str(ROOT / "benchmarks/results/browser_latency.json"))
     ap.add_argument("--screenshot", default=str(ROOT / "assets/playground.png"))
@@ -572,6 +627,12 @@ def main() -> int:
     result = json.loads(out.read_text()) if out.exists() else {}
     if args.table:
         print(tables(result))
+        return 0
+    if args.replay:
+        for cond, block in result.get("start_rule", {}).items():
+            if isinstance(block, dict) and "runs" in block:
+                print(f"{cond} (replayed through the current rule)\n")
+                print(replay_table(replay_stored(block)) + "\n")
         return 0
     result.update(benchmark="browser_latency", backend=args.backend)
     result["machine"] = "2-core x86_64, headless Debian Chromium, loopback"

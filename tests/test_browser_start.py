@@ -64,7 +64,7 @@ def test_js_twin_makes_the_fixture_s_decisions(browser):
     got = page.evaluate(
         """(cases) => cases.map((c) => LLPlayer.simulate(c.arrivals_s, c.durations_s, {
             text_chars: c.text_chars, sec_per_char: c.sec_per_char, rate_prior: c.rate_prior,
-            done_s: c.done_s }))""",
+            chunk_prior: c.chunk_prior, done_s: c.done_s }))""",
         FIXTURE["cases"],
     )
     assert len(got) == len(FIXTURE["cases"]) >= 12
