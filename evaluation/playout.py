@@ -74,8 +74,10 @@ class Policy:
     whatever the average since the request (a freshly started voice's first chunk is slow)."""
     agree: float = 1.5
     """A first gap at most this times the learnt rate agrees with it (is not a catch-up)."""
-    rate_shrink_s: float = 0.1
-    """Without a learnt rate, a rate of 0 observed for this long (shrinks short-span rates)."""
+    rate_shrink_s: float = 0.0
+    """Without a learnt rate, a rate of 0 observed for this long (shrinks short-span rates). Off:
+    at 0.1 s it took ~2 % off a first visit's rate over a whole take, 0.2-0.4 s of lateness at
+    0.67x, and a short span is already bounded (``rate_cap``, ``first_gap_trust``)."""
     first_shrink_s: float = 1.0
     """Before a second arrival, without a learnt rate: the rate is the audio that arrived over
     (the time since the request + this)."""
@@ -262,12 +264,18 @@ def plan(
         # more audio than the text was worth: the voice is slower than assumed (on a first take,
         # the default), so plan for text_overrun x as much again instead of one chunk at a time
         remaining = max(chunk, policy.text_overrun * received)
-    first = min(chunk, remaining)
-    # predicted chunk j arrives at a_last + (its end - received) / rate; its term is linear in
-    # its offset, so the maximum is at the first or the last predicted chunk
-    t_first = a_last + first / rate - (received - pos_s)
-    t_last = a_last + remaining / rate - (received + remaining - first - pos_s)
-    pred = max(t_first, t_last) + policy.margin_s
+    # the chunks to come: `full` whole chunks from `received` on, then the rest (a stream cut
+    # in fixed sizes ends on a partial chunk). Predicted chunk j arrives at a_last + (its end -
+    # received) / rate; its term is linear in j over the whole chunks, so the maximum is at the
+    # first or the last whole chunk or at the rest. A total overestimated (the text margin)
+    # never moves a term earlier, so the start stays safe whenever the total is not short
+    full = max(0, math.ceil(remaining / chunk - 1e-9) - 1)
+    pred = a_last + remaining / rate - (received + full * chunk - pos_s)
+    if full:
+        t_first = a_last + chunk / rate - (received - pos_s)
+        t_full = a_last + full * chunk / rate - (received + (full - 1) * chunk - pos_s)
+        pred = max(pred, t_first, t_full)
+    pred += policy.margin_s
     return Plan(max(obs, pred), rate, chunk, remaining, how)
 
 

@@ -27,7 +27,7 @@
   // checked against tests/playout_timelines.json). Times are seconds since the request.
   const POLICY = Object.freeze({   // lead_s: audio starts this long after the decision
     margin_s: 0.06, rate_margin: 0.02, text_margin: 0.02, min_span_s: 0.05,
-    rate_pseudo_s: 0.5, rate_shrink_s: 0.1, rate_cap: 1.0, first_shrink_s: 1.0, first_gap_trust: 1.0, agree: 1.5,
+    rate_pseudo_s: 0.5, rate_shrink_s: 0.0, rate_cap: 1.0, first_shrink_s: 1.0, first_gap_trust: 1.0, agree: 1.5,
     default_sec_per_char: 0.058, text_overrun: 0.2, lead_s: 0.02, late_tol_s: 0.005,
   });
 
@@ -97,10 +97,15 @@
     const total = chars > 0 ? chars * spc * (1 + P.text_margin) : 2 * received;
     let remaining = Math.max(total - received, chunk);
     if (chars > 0 && received > total) remaining = Math.max(chunk, P.text_overrun * received);   // a slower voice: one stall
-    const first = Math.min(chunk, remaining);
-    const tFirst = aLast + first / rate - (received - pos);
-    const tLast = aLast + remaining / rate - (received + remaining - first - pos);
-    const pred = Math.max(tFirst, tLast) + P.margin_s;
+    // the chunks to come: `full` whole chunks, then the rest (a stream cut in fixed sizes ends
+    // on a partial chunk); linear over the whole ones, so the first, the last and the rest matter
+    const full = Math.max(0, Math.ceil(remaining / chunk - 1e-9) - 1);
+    let pred = aLast + remaining / rate - (received + full * chunk - pos);
+    if (full) {
+      pred = Math.max(pred, aLast + chunk / rate - (received - pos),
+        aLast + full * chunk / rate - (received + (full - 1) * chunk - pos));
+    }
+    pred += P.margin_s;
     return { start_at_s: Math.max(obs, pred), rate, chunk_s: chunk, remaining_s: remaining, reason: how };
   }
 
