@@ -8,16 +8,21 @@ path); its TTFA is measured in the handler, as the time to the backend's first c
 are fed by the same backend instance in the same run. Stalls are counted while the backend is
 faster than real time (Piper, and the Qwen3-TTS wire profile at 2x: 80 ms then 2 s chunks).
 
-Then, per chunk schedule of issue 14 (the CPU voice through wire profiles: Qwen3-TTS at 2x and
-0.67x real time, uniform 320 ms chunks at 0.67x, 50 ms jitter, a 1.4 s stall mid-stream), the
-start rule: click -> first sound, the ideal start (max over chunks of arrival - audio before it,
-from the player's own arrival record), late-by, underruns and stall ms. Each schedule gets a
-freshly started server (its own empty store; the backend loaded and warmed as ``listenlab
-serve`` does): its first take is the *first visit* (no learnt rate or length; target late by
-<= 50 ms + 15 % of the ideal start, <= 1 underrun), then the median of ``--loads`` fresh page
-loads with the history the first visit left (*later takes*; target 50 ms + 10 %, <= 1 underrun).
+Then, per chunk schedule (the CPU voice through wire profiles: Qwen3-TTS at 2x and 0.67x,
+uniform 320 ms chunks at 0.67x, 50 ms jitter at 2x, a 1.4 s stall at 2x, Fish Speech and
+CosyVoice3 at 0.67x; Piper plain), the start rule on ``--fresh-runs`` freshly started servers
+(each its own empty store; the backend loaded and warmed as ``listenlab serve`` does): the first
+take is the *first visit* (nothing learnt; promise: late by <= 50 ms + 15 % of the ideal start,
+<= 1 underrun), then ``--later`` fresh page loads with the history it left (*later takes*,
+their median per run; promise 50 ms + 10 %). The ideal start is taken from the arrival times
+the page itself recorded (max over chunks of arrival - audio before it); the planned one (the
+profile's schedule from the first arrival) is kept beside it. Every take's record is stored and
+replayed through the Python twin (``--replay`` replays a stored JSON through the current rule).
+``--busy 2`` runs ``stress -c 2`` meanwhile (both cores busy); ``--table`` prints the docs'
+table from the JSON.
 
-Run: ``.venv/bin/python benchmarks/browser_latency.py [--runs 10] [--loads 5] [--backend piper?deterministic=1]``
+Run: ``.venv/bin/python benchmarks/browser_latency.py [--runs 10] [--only-schedules]
+[--fresh-runs 5] [--later 2] [--busy 2] [--backend piper?deterministic=1]``
 Writes ``benchmarks/results/browser_latency.json`` and ``assets/playground.png``.
 """
 
