@@ -60,6 +60,28 @@ def test_fixture_policy_is_the_rule_s_policy():
     assert load()["policy"] == POLICY.to_dict()
 
 
+def test_the_docs_state_the_rule_s_numbers():
+    """docs/playground.md's start-rule section quotes the policy's numbers (a change of a
+    constant without the docs fails here)."""
+    docs = (FIXTURE.parent.parent / "docs/playground.md").read_text()
+    section = docs[docs.index("## The start rule") : docs.index("## Metrics card")]
+    p = POLICY
+    for text in (
+        f"{p.margin_s * 1000:.0f} ms on the predicted part",
+        f"rate taken {p.rate_margin * 100:.0f} % slower",
+        f"text {p.text_margin * 100:.0f} % longer",
+        f"chunks within {p.min_span_s * 1000:.0f} ms of the first",
+        f"worth {p.rate_pseudo_s} s of observation",
+        f"≤ {p.agree}× it",
+        f"(its arrival + {p.first_shrink_s:.0f} s)",
+        f"default {p.default_sec_per_char} s/char",
+        f"{p.text_overrun * 100:.0f} % of what",
+    ):
+        assert text in " ".join(section.split()), text
+    assert p.rate_cap == p.first_gap_trust == 1.0 and "never below real time" in section
+    assert p.rate_shrink_s == 0.0  # the docs describe no shrink of a measured rate
+
+
 @pytest.mark.parametrize("case", CASES, ids=[c["name"] for c in CASES])
 def test_decisions_match_the_fixture(case):
     got = run_case(case).to_dict()
