@@ -74,8 +74,10 @@ class Policy:
     whatever the average since the request (a freshly started voice's first chunk is slow)."""
     agree: float = 1.5
     """A first gap at most this times the learnt rate agrees with it (is not a catch-up)."""
-    rate_shrink_s: float = 0.1
-    """Without a learnt rate, a rate of 0 observed for this long (shrinks short-span rates)."""
+    rate_shrink_s: float = 0.0
+    """Without a learnt rate, a rate of 0 observed for this long (shrinks short-span rates). Off:
+    at 0.1 s it took ~2 % off a first visit's rate over a whole take, 0.2-0.4 s of lateness at
+    0.67x, and a short span is already bounded (``rate_cap``, ``first_gap_trust``)."""
     first_shrink_s: float = 1.0
     """Before a second arrival, without a learnt rate: the rate is the audio that arrived over
     (the time since the request + this)."""
@@ -158,6 +160,7 @@ def generation_rate(
     received: float,
     rate_prior: float | None,
     policy: Policy = POLICY,
+    chunk_prior: float | None = None,
 ) -> tuple[float, str]:
     """Audio seconds per second the stream delivers, as :func:`plan` relies on it (its margin
     taken off), and how it was found: ``measured``, ``learnt`` or ``first burst``."""
@@ -202,13 +205,15 @@ def generation_rate(
             rate = min(rate, cap if rate_prior else max(cap, policy.first_gap_trust))
         how = "measured"
     elif rate_prior:
-        rate = min(rate_prior, received / max(a_last, 1e-3))
+        rate = rate_prior if chunk_prior else min(rate_prior, received / max(a_last, 1e-3))
         how = "learnt"
     else:
-        # one burst and nothing learnt: its audio over the time since the request, as if
-        # first_shrink_s more had passed with nothing (a sentence-long first chunk that came
-        # fast is trusted; a short one gives a low rate, so the rule waits for the next chunk)
-        rate = received / (a_last + policy.first_shrink_s)
+        # one burst and nothing learnt. One chunk: the stream goes on at its average rate since
+        # the request (a server that generates as it goes cannot have been slower), so a first
+        # chunk that came faster than real time starts at once and a short one (Qwen3's 80 ms)
+        # waits for the next. Several chunks at once were held back somewhere (a proxy, a
+        # catch-up), so their average says little: taken as if first_shrink_s more had passed
+        rate = received / (a_last + (policy.first_shrink_s if n > 1 else 0.0))
         how = "first burst"
     rate = max(rate, 1e-3) / (1.0 + policy.rate_margin)
     return rate, how
@@ -223,6 +228,7 @@ def plan(
     text_chars: int = 0,
     sec_per_char: float | None = None,
     rate_prior: float | None = None,
+    chunk_prior: float | None = None,
     policy: Policy = POLICY,
 ) -> Plan:
     """When to start playing from audio position ``pos_s``, given the chunks that arrived."""
@@ -241,13 +247,14 @@ def plan(
         if off >= pos_s - 1e-9:
             obs = max(obs, arrivals_s[k] - (off - pos_s))
         off += durations_s[k]
-    rate, how = generation_rate(arrivals_s, durations_s, received, rate_prior, policy)
+    rate, how = generation_rate(arrivals_s, durations_s, received, rate_prior, policy, chunk_prior)
     # the size of the chunks to come (a burst counts as one chunk)
     chunk = durations_s[0]
     if n >= 2:
         chunk = 0.0
         for k in range(1, n):
             chunk = max(chunk, durations_s[k], rate * (arrivals_s[k] - arrivals_s[k - 1]))
+    chunk = max(chunk, chunk_prior or 0.0)
     # the audio still to come, from the text
     spc = sec_per_char or policy.default_sec_per_char
     # without a text, assume as much audio again as arrived so far (each stall doubles the buffer)
@@ -257,12 +264,18 @@ def plan(
         # more audio than the text was worth: the voice is slower than assumed (on a first take,
         # the default), so plan for text_overrun x as much again instead of one chunk at a time
         remaining = max(chunk, policy.text_overrun * received)
-    first = min(chunk, remaining)
-    # predicted chunk j arrives at a_last + (its end - received) / rate; its term is linear in
-    # its offset, so the maximum is at the first or the last predicted chunk
-    t_first = a_last + first / rate - (received - pos_s)
-    t_last = a_last + remaining / rate - (received + remaining - first - pos_s)
-    pred = max(t_first, t_last) + policy.margin_s
+    # the chunks to come: `full` whole chunks from `received` on, then the rest (a stream cut
+    # in fixed sizes ends on a partial chunk). Predicted chunk j arrives at a_last + (its end -
+    # received) / rate; its term is linear in j over the whole chunks, so the maximum is at the
+    # first or the last whole chunk or at the rest. A total overestimated (the text margin)
+    # never moves a term earlier, so the start stays safe whenever the total is not short
+    full = max(0, math.ceil(remaining / chunk - 1e-9) - 1)
+    pred = a_last + remaining / rate - (received + full * chunk - pos_s)
+    if full:
+        t_first = a_last + chunk / rate - (received - pos_s)
+        t_full = a_last + full * chunk / rate - (received + (full - 1) * chunk - pos_s)
+        pred = max(pred, t_first, t_full)
+    pred += policy.margin_s
     return Plan(max(obs, pred), rate, chunk, remaining, how)
 
 
@@ -273,6 +286,7 @@ def simulate(
     *,
     sec_per_char: float | None = None,
     rate_prior: float | None = None,
+    chunk_prior: float | None = None,
     done_s: float | None = None,
     policy: Policy = POLICY,
 ) -> PlayoutResult:
@@ -312,6 +326,7 @@ def simulate(
                 text_chars=text_chars,
                 sec_per_char=sec_per_char,
                 rate_prior=rate_prior,
+                chunk_prior=chunk_prior,
                 policy=policy,
             )
             s = max(t, p.start_at_s)
@@ -355,17 +370,20 @@ def _play(
 
 @dataclass(frozen=True)
 class Learnt:
-    """What past takes of one backend (system) say: seconds of audio per character of text and
-    the generation rate (audio seconds per second after the first chunk). None when unknown."""
+    """What past takes of one backend (system) say: seconds of audio per character of text, the
+    generation rate (audio seconds per second after the first chunk) and the size of the chunks
+    after the first (each take's largest). None when unknown."""
 
     sec_per_char: float | None
     rate: float | None
     takes: int
+    chunk_s: float | None = None
 
     def to_dict(self) -> dict[str, Any]:
         return {
             "sec_per_char": self.sec_per_char,
             "rate": self.rate,
+            "chunk_s": self.chunk_s,
             "takes": self.takes,
         }
 
@@ -402,15 +420,18 @@ def learn_from_takes(takes: Sequence[Any]) -> Learnt:
 
 
 def _summarise(takes: list[tuple[str, float, list[tuple[float, int]], int]]) -> Learnt:
-    """Medians of seconds per character and generation rate over
+    """Medians of seconds per character, generation rate and chunk size over
     ``(text, duration_s, [(arrival_ms, frames)], sample_rate)`` per take."""
     spc: list[float] = []
     rates: list[float] = []
+    sizes: list[float] = []
     for text, duration_s, chunks, sr in takes:
         if len(text) >= 8:
             spc.append(duration_s / len(text))
         if len(chunks) < 2 or not sr:
             continue
+        # the largest chunk after the first: what the next chunk may hold (80 ms, then 2 s)
+        sizes.append(max(f for _, f in chunks[1:]) / sr)
         span = (chunks[-1][0] - chunks[0][0]) / 1000.0
         if span >= POLICY.min_span_s:
             # audio seconds per second after the first chunk
@@ -419,4 +440,5 @@ def _summarise(takes: list[tuple[str, float, list[tuple[float, int]], int]]) -> 
         statistics.median(spc) if spc else None,
         statistics.median(rates) if rates else None,
         len(takes),
+        statistics.median(sizes) if sizes else None,
     )

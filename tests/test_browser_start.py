@@ -64,7 +64,7 @@ def test_js_twin_makes_the_fixture_s_decisions(browser):
     got = page.evaluate(
         """(cases) => cases.map((c) => LLPlayer.simulate(c.arrivals_s, c.durations_s, {
             text_chars: c.text_chars, sec_per_char: c.sec_per_char, rate_prior: c.rate_prior,
-            done_s: c.done_s }))""",
+            chunk_prior: c.chunk_prior, done_s: c.done_s }))""",
         FIXTURE["cases"],
     )
     assert len(got) == len(FIXTURE["cases"]) >= 12
@@ -100,6 +100,7 @@ def test_js_and_python_twins_agree_on_random_timelines(browser):
                 "text_chars": rng.choice([0, 20, 176, 600]),
                 "sec_per_char": rng.uniform(0.04, 0.09) if learnt else None,
                 "rate_prior": rng.choice([None, 0.5, 0.8, 2.0, 3.0]) if learnt else None,
+                "chunk_prior": rng.choice([None, 0.08, 0.32, 2.0]) if learnt else None,
             }
         )
     page = browser.new_page()
@@ -107,7 +108,8 @@ def test_js_and_python_twins_agree_on_random_timelines(browser):
     page.add_script_tag(content=player_core_js())
     got = page.evaluate(
         """(cases) => cases.map((c) => LLPlayer.simulate(c.arrivals_s, c.durations_s, {
-            text_chars: c.text_chars, sec_per_char: c.sec_per_char, rate_prior: c.rate_prior }))""",
+            text_chars: c.text_chars, sec_per_char: c.sec_per_char, rate_prior: c.rate_prior,
+            chunk_prior: c.chunk_prior }))""",
         cases,
     )
     for c, g in zip(cases, got, strict=True):
@@ -117,6 +119,7 @@ def test_js_and_python_twins_agree_on_random_timelines(browser):
             c["text_chars"],
             sec_per_char=c["sec_per_char"],
             rate_prior=c["rate_prior"],
+            chunk_prior=c["chunk_prior"],
         )
         assert g["decisions"] == pytest.approx(exp.decisions, abs=1e-9), c
         assert len(g["underruns"]) == len(exp.underruns), c
@@ -167,7 +170,12 @@ def test_live_first_visit_follows_the_rule_and_meets_the_promise(server, browser
     page = open_playground(browser, server.url)
     g = speak_record(page, backend, PARA)
     assert g["status"] == "ok"
-    assert g["start"]["learnt"] == {"sec_per_char": None, "rate": None, "takes": 0}
+    assert g["start"]["learnt"] == {
+        "sec_per_char": None,
+        "rate": None,
+        "chunk_s": None,
+        "takes": 0,
+    }
     sim = assert_follows_the_rule(page, g)  # on the record, whatever the machine's load
     assert len(sim.underruns) <= 1, sim.to_dict()
     record = json.dumps({"arrivals": g["arrivals"], "durations": g["durations"]})
@@ -212,6 +220,7 @@ def assert_follows_the_rule(page, g: dict):
         g["textChars"],
         sec_per_char=learnt["sec_per_char"],
         rate_prior=learnt["rate"],
+        chunk_prior=learnt["chunk_s"],
         done_s=g["doneMs"] / 1000,
     )
     decided = g["firstScheduledMs"] / 1000

@@ -159,7 +159,7 @@ def test_start_message_carries_the_assumption_and_the_learnt_priors(upstream):
         assert "assumed from the model-name table" in odd["assumed"]
         first = asyncio.run(_start_message(live, "piper"))
         assert first["assumed"] is None  # Piper states its format
-        assert first["learnt"] == {"sec_per_char": None, "rate": None, "takes": 0}
+        assert first["learnt"] == {"sec_per_char": None, "rate": None, "chunk_s": None, "takes": 0}
         # once a take of that backend is stored, the next start carries what it taught
         again = asyncio.run(_start_message(live, "piper"))
         assert again["learnt"]["takes"] >= 1

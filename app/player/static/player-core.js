@@ -27,7 +27,7 @@
   // checked against tests/playout_timelines.json). Times are seconds since the request.
   const POLICY = Object.freeze({   // lead_s: audio starts this long after the decision
     margin_s: 0.06, rate_margin: 0.02, text_margin: 0.02, min_span_s: 0.05,
-    rate_pseudo_s: 0.5, rate_shrink_s: 0.1, rate_cap: 1.0, first_shrink_s: 1.0, first_gap_trust: 1.0, agree: 1.5,
+    rate_pseudo_s: 0.5, rate_shrink_s: 0.0, rate_cap: 1.0, first_shrink_s: 1.0, first_gap_trust: 1.0, agree: 1.5,
     default_sec_per_char: 0.058, text_overrun: 0.2, lead_s: 0.02, late_tol_s: 0.005,
   });
 
@@ -83,23 +83,29 @@
         rate = Math.min(rate, o.rate_prior ? cap : Math.max(cap, P.first_gap_trust));   // nothing learnt: up to real time
       }
     }
-    else if (o.rate_prior) { rate = Math.min(o.rate_prior, received / Math.max(aLast, 1e-3)); how = 'learnt'; }
-    else { rate = received / (aLast + P.first_shrink_s); how = 'first burst'; }   // a short first chunk: a low rate
+    else if (o.rate_prior) { rate = o.chunk_prior ? o.rate_prior : Math.min(o.rate_prior, received / Math.max(aLast, 1e-3)); how = 'learnt'; }
+    else { rate = received / (aLast + (n > 1 ? P.first_shrink_s : 0)); how = 'first burst'; }   // one chunk: its average; a burst: held back
     rate = Math.max(rate, 1e-3) / (1 + P.rate_margin);
     let chunk = durationsS[0];
     if (n >= 2) {
       chunk = 0;
       for (let k = 1; k < n; k++) chunk = Math.max(chunk, durationsS[k], rate * (arrivalsS[k] - arrivalsS[k - 1]));
     }
+    chunk = Math.max(chunk, o.chunk_prior || 0);                         // the learnt chunk size
     const spc = o.sec_per_char || P.default_sec_per_char;
     const chars = o.text_chars || 0;
     const total = chars > 0 ? chars * spc * (1 + P.text_margin) : 2 * received;
     let remaining = Math.max(total - received, chunk);
     if (chars > 0 && received > total) remaining = Math.max(chunk, P.text_overrun * received);   // a slower voice: one stall
-    const first = Math.min(chunk, remaining);
-    const tFirst = aLast + first / rate - (received - pos);
-    const tLast = aLast + remaining / rate - (received + remaining - first - pos);
-    const pred = Math.max(tFirst, tLast) + P.margin_s;
+    // the chunks to come: `full` whole chunks, then the rest (a stream cut in fixed sizes ends
+    // on a partial chunk); linear over the whole ones, so the first, the last and the rest matter
+    const full = Math.max(0, Math.ceil(remaining / chunk - 1e-9) - 1);
+    let pred = aLast + remaining / rate - (received + full * chunk - pos);
+    if (full) {
+      pred = Math.max(pred, aLast + chunk / rate - (received - pos),
+        aLast + full * chunk / rate - (received + (full - 1) * chunk - pos));
+    }
+    pred += P.margin_s;
     return { start_at_s: Math.max(obs, pred), rate, chunk_s: chunk, remaining_s: remaining, reason: how };
   }
 
@@ -114,7 +120,7 @@
     const events = [...new Set(arr.concat([end]))].sort((x, y) => x - y);
     const offsets = []; let off = 0;
     for (const d of dur) { offsets.push(off); off += d; }
-    const popts = (pos, done) => ({ pos_s: pos, done, text_chars: o.text_chars || 0, sec_per_char: o.sec_per_char, rate_prior: o.rate_prior, policy: o.policy });
+    const popts = (pos, done) => ({ pos_s: pos, done, text_chars: o.text_chars || 0, sec_per_char: o.sec_per_char, rate_prior: o.rate_prior, chunk_prior: o.chunk_prior, policy: o.policy });
     const decide = (tFrom, pos) => {
       const cand = [tFrom].concat(events.filter((e) => e > tFrom));
       for (let i = 0; i < cand.length; i++) {
@@ -308,7 +314,7 @@
         const st = g.start || {}, learnt = st.learnt || {};
         const p = plan(g.chunks.map((c) => c.arrivalMs / 1000), g.chunks.map((c) => c.frames / g.sr), {
           pos_s: pos, done: g.done, text_chars: g.textChars,
-          sec_per_char: learnt.sec_per_char || null, rate_prior: learnt.rate || null,
+          sec_per_char: learnt.sec_per_char || null, rate_prior: learnt.rate || null, chunk_prior: learnt.chunk_s || null,
         });
         g.plan = p;
         if (g.plans.length < 2000) g.plans.push({ at_s: nowS, chunks: g.chunks.length, pos_s: pos, start_at_s: p.start_at_s, rate: p.rate, reason: p.reason });
