@@ -24,7 +24,7 @@ import pytest
 
 from app.arena.battles import Arena, Limits, RateLimited
 from app.player.blind import LoudnessMatch, Reframer, equal_frames
-from app.server import create_app
+from app.server import GRADIO_UPLOAD_LIMIT, create_app
 from app.store import Store
 from app.web.admin import AdminPolicy
 from app.web.outbox import Outbox
@@ -687,7 +687,8 @@ def test_gradio_upload_route_closed_where_no_component_needs_it(admin_app):
     # the admin designer's prompt file: admin only, and bounded
     r = httpx.post(admin_app.url + "admin/tests/gradio_api/upload", files=files, timeout=TIMEOUT)
     assert r.status_code == 403
-    big = {"files": ("a.txt", b"x" * (3 * 1024 * 1024), "text/plain")}
+    big = {"files": ("a.txt", b"x" * (GRADIO_UPLOAD_LIMIT + 1), "text/plain")}
+    assert GRADIO_UPLOAD_LIMIT == 10_747_904  # the number docs/security.md states
     r = httpx.post(
         admin_app.url + "admin/tests/gradio_api/upload", files=big, headers=ADMIN, timeout=TIMEOUT
     )

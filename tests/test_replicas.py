@@ -81,7 +81,7 @@ def test_two_replicas_one_killed_nothing_lost_or_doubled(pg_url, tmp_path):
         acked["pp-1"] += [answer(p1, 4) for _ in range(2)]
         p1.close()
         p1 = open_rater(browser, f"{b.url}/listen/{tid}?PROLIFIC_PID=pp-1")
-        assert p1.inner_text("#lt-count") == f"3 / {ITEMS}"
+        assert p1.inner_text("#lt-count") == f"Clip 3 of {ITEMS}"
         while p1.get_attribute("#lt-root", "data-position") != "done":
             acked["pp-1"].append(answer(p1, 5))
         # rater 2 (another origin: its own localStorage): one item on B; B dies (SIGKILL)
@@ -93,7 +93,7 @@ def test_two_replicas_one_killed_nothing_lost_or_doubled(pg_url, tmp_path):
         assert a.alive and not b.alive
         p2.close()
         p2 = open_rater(browser, f"{a2}/listen/{tid}?PROLIFIC_PID=pp-2")
-        assert p2.inner_text("#lt-count") == f"2 / {ITEMS}"
+        assert p2.inner_text("#lt-count") == f"Clip 2 of {ITEMS}"
         while p2.get_attribute("#lt-root", "data-position") != "done":
             acked["pp-2"].append(answer(p2, 3))
         assert p2.is_visible("#lt-done")
