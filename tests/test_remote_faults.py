@@ -18,7 +18,7 @@ import pytest
 import soundfile as sf
 
 from backends.base import SpeechRequest
-from backends.errors import BackendError, StreamTimeout, UnknownVoice
+from backends.errors import BackendError, InvalidRequest, StreamTimeout, UnknownVoice
 from backends.registry import load_backend
 from backends.vllm_omni.wire import SseParser, error_message, parse_wav_header
 from evaluation.takes import TakeFailed, record
@@ -362,6 +362,21 @@ async def test_health_and_capabilities(fault_server):
     dead = load_backend(f"vllm-omni+http://127.0.0.1:{free_port()}")
     assert not (await dead.health()).ok
     await dead.aclose()
+
+
+async def test_speed_goes_on_whole_files_and_is_refused_on_streams(fault_server):
+    """vLLM-Omni stretches speed on whole files only: ``synthesize()`` over HTTP sends it (a
+    non-streaming request), a stream of a model without native speed refuses it unsent."""
+    be = load_backend(spec(fault_server, "ok", mode="sse"))
+    audio = await be.synthesize(SpeechRequest(TEXT, speed=1.5))
+    assert len(audio.samples) > 0
+    sent = fault_server.server.config.app.state.faults.requests[-1]
+    assert sent["speed"] == 1.5 and not sent.get("stream")
+    n = len(fault_server.server.config.app.state.faults.requests)
+    with pytest.raises(InvalidRequest, match="cannot be streamed"):
+        await record(be, SpeechRequest(TEXT, speed=1.5))
+    assert len(fault_server.server.config.app.state.faults.requests) == n
+    await be.aclose()
 
 
 @pytest.mark.parametrize("mode", ["sse", "ws"])

@@ -21,9 +21,12 @@ import websockets
 from websockets.exceptions import InvalidStatus
 
 from app.api import create_api_app
+from app.api.clips import CORRUPT
 from app.server import create_app
 from app.web.admin import AdminPolicy
+from backends.audio import ClipError, decode_mono
 from tests.support.app_util import live_server, tmp_db
+from tests.support.fault_server import create_fault_app
 from tests.support.hardening_util import (
     HealthProbe,
     RssSampler,
@@ -34,7 +37,7 @@ from tests.support.hardening_util import (
     rss_kb,
     tone_wav,
 )
-from tests.support.remote_util import ROOT, cli, listenlab_process, serve_app
+from tests.support.remote_util import ROOT, ServerThread, cli, listenlab_process, serve_app
 
 ASSETS = ROOT / "assets"
 PW = "s3cret-admin"
@@ -91,20 +94,27 @@ def test_playlist_upload_never_reads_a_local_file(playground, tmp_path, kind):
     assert playground.state.library.list() == before
 
 
-def test_playlist_as_ref_audio_on_the_api(piper_det):
-    app = create_api_app(piper_det)
+def test_playlist_as_ref_audio_on_the_api(piper_det, clone_child):
     pl = hls_playlist(ROOT / "assets" / "reference_joe.wav")
-    with serve_app(app) as url:
-        r = httpx.post(
-            url + "/v1/audio/speech",
-            json={
-                "input": "Hi.",
-                "ref_audio": "data:audio/wav;base64," + base64.b64encode(pl).decode(),
-            },
-            timeout=30,
-        )
+    body = {
+        "input": "Hi.",
+        "ref_audio": "data:audio/wav;base64," + base64.b64encode(pl).decode(),
+        "ref_text": "The reference words.",
+    }
+    # A backend that cannot clone refuses any ref_audio for that first, before decoding it
+    # (vLLM-Omni 0.30's order), so the playlist never reaches the decoder there.
+    with serve_app(create_api_app(piper_det)) as url:
+        r = httpx.post(url + "/v1/audio/speech", json=body, timeout=30)
     assert r.status_code == 400
-    assert "playlist" in r.json()["error"]["message"]
+    assert "cannot clone voices" in r.json()["error"]["message"]
+    # A cloning backend decodes it: the bounded decoder refuses it as a playlist (its own
+    # words), and the API answers in vLLM's words for bytes that are not audio.
+    with pytest.raises(ClipError, match="playlist"):
+        decode_mono(pl, "ref_audio")
+    r = httpx.post(clone_child.url + "/v1/audio/speech", json=body, timeout=30, trust_env=False)
+    assert r.status_code == 400
+    assert r.json()["error"]["message"] == CORRUPT
+    assert httpx.get(clone_child.url + "/health", trust_env=False).status_code == 200
 
 
 # --------------------------------------------------------------------------- row 3: bombs
@@ -116,18 +126,32 @@ def api_child():
         yield c
 
 
+@pytest.fixture(scope="module")
+def clone_child():
+    """``listenlab api`` (a child process) over a backend that clones, so a ``ref_audio`` is
+    decoded by its bounded decoder: the remote backend pointed at the fault server, which serves
+    a Qwen3-TTS Base model (Piper cannot clone, and ``ref_audio`` to it is refused undecoded)."""
+    faults = ServerThread(create_fault_app()).start()
+    spec = f"vllm-omni+http://127.0.0.1:{faults.port}/ok?mode=sse&format=pcm"
+    try:
+        with listenlab_process("api", "--backend", spec, health="/health") as c:
+            yield c
+    finally:
+        faults.stop()
+
+
 @pytest.mark.parametrize("which", ["header", "lying"])
-def test_flac_bomb_refused_without_memory_or_health_stall(api_child, bombs, which):
+def test_flac_bomb_refused_without_memory_or_health_stall(clone_child, bombs, which):
     data = bombs[which]
     assert len(data) < 1_000_000  # ten minutes of audio in under a megabyte
     ref = "data:audio/flac;base64," + base64.b64encode(data).decode()
-    base = rss_kb(api_child.pid)
-    with RssSampler(api_child.pid) as rss, HealthProbe(api_child.url + "/health") as probe:
+    base = rss_kb(clone_child.pid)
+    with RssSampler(clone_child.pid) as rss, HealthProbe(clone_child.url + "/health") as probe:
         time.sleep(0.2)
         for _ in range(3):
             r = httpx.post(
-                api_child.url + "/v1/audio/speech",
-                json={"input": "Hello.", "ref_audio": ref},
+                clone_child.url + "/v1/audio/speech",
+                json={"input": "Hello.", "ref_audio": ref, "ref_text": "The reference words."},
                 timeout=60,
                 trust_env=False,
             )
@@ -505,13 +529,14 @@ def test_32_concurrent_api_streams_all_complete(api_child):
 # --------------------------------------------------------------------------- row 15: errors
 
 
-def test_clear_errors_not_reprs(api_child, playground):
-    def speech(ref: bytes) -> str:
+def test_clear_errors_not_reprs(api_child, clone_child, playground):
+    def speech(child, ref: bytes) -> str:
         r = httpx.post(
-            api_child.url + "/v1/audio/speech",
+            child.url + "/v1/audio/speech",
             json={
                 "input": "Hi.",
                 "ref_audio": "data:audio/wav;base64," + base64.b64encode(ref).decode(),
+                "ref_text": "The reference words.",
             },
             trust_env=False,
             timeout=30,
@@ -519,9 +544,16 @@ def test_clear_errors_not_reprs(api_child, playground):
         assert r.status_code == 400
         return r.json()["error"]["message"]
 
-    assert "empty (0 bytes)" in speech(b"")
-    garbage = speech(b"\x13\x37" * 500)
-    assert "not readable audio" in garbage and "object at 0x" not in garbage
+    # a backend that cannot clone says so, before decoding anything
+    refused = speech(api_child, b"")
+    assert "cannot clone voices" in refused and "object at 0x" not in refused
+    # a cloning backend decodes the clip: the decoder's words, or vLLM's for non-audio bytes
+    assert "empty (0 bytes)" in speech(clone_child, b"")
+    garbage = speech(clone_child, b"\x13\x37" * 500)
+    assert garbage == CORRUPT and "object at 0x" not in garbage
+    with pytest.raises(ClipError, match="not readable audio") as e:
+        decode_mono(b"\x13\x37" * 500, "ref_audio")
+    assert "object at 0x" not in str(e.value)
     with httpx.Client(base_url=playground.url, trust_env=False) as c:
         r = c.post(
             "ll/api/voices",

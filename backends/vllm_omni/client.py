@@ -475,15 +475,17 @@ class VllmOmniHttpBackend(Backend):
                 pass
         return speech_rules(self.upstream_model)
 
-    def _prepare(self, request: SpeechRequest) -> SpeechRequest:
+    def _prepare(self, request: SpeechRequest, *, whole: bool = False) -> SpeechRequest:
         request = request.validated()
         if request.voice is None and self.options.voice:
             request = replace(request, voice=self.options.voice)
-        self._check_rules(request)
+        self._check_rules(request, whole=whole)
         return request
 
-    def _check_rules(self, request: SpeechRequest) -> None:
-        """Never send what the served model refuses: each refusal names the field."""
+    def _check_rules(self, request: SpeechRequest, *, whole: bool = False) -> None:
+        """Never send what the served model refuses: each refusal names the field. ``whole``:
+        the request goes as one non-streaming HTTP request (:meth:`synthesize`), where
+        vLLM-Omni stretches speed itself."""
         rules = self.rules()
         model = self.upstream_model or "the served model"
         err = sample_rate_error(rules, self.options.sample_rate)
@@ -492,7 +494,7 @@ class VllmOmniHttpBackend(Backend):
                 f"sample_rate={self.options.sample_rate} cannot be asked of {model}: "
                 f"vLLM-Omni would answer {err!r}"
             )
-        streamed = self.options.mode != "ws" or self.options.format == "pcm"
+        streamed = not whole and (self.options.mode != "ws" or self.options.format == "pcm")
         facts = model_facts(self.upstream_model)
         native = self.options.speed_streaming or bool(facts and facts.speed_streaming)
         if streamed and request.speed != 1.0 and not native:
@@ -594,7 +596,8 @@ class VllmOmniHttpBackend(Backend):
         import httpx
         import soundfile as sf
 
-        request = self._prepare(request)
+        # over HTTP a whole file (speed allowed); mode=ws streams it (checked as a stream)
+        request = self._prepare(request, whole=self.options.mode != "ws")
         if self.options.mode == "ws":
             return await super().synthesize(request)
         body = {"input": request.text, **self._fields(request, HTTP_EXTRA)}
