@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import functools
 import hashlib
 import json
 import os
@@ -107,7 +108,13 @@ def listed_tests(name: str) -> list[dict]:
     return json.loads(out)["tests"]
 
 
-def create_test(url: str) -> str:
+def listed_tests_url(url: str) -> list:
+    r = httpx.get(url + "/ll/admin/tests", headers=ADMIN, timeout=30, trust_env=False)
+    return r.json()["tests"]
+
+
+def create_test(url: str, persistent: bool) -> str:
+    """Created open; on a store a restart loses, only after it is refused (409) and confirmed."""
     spec = {
         "name": "image study",
         "kind": "mos",
@@ -118,7 +125,16 @@ def create_test(url: str) -> str:
         "headphone_check": False,
         "familiarise": False,
     }
-    r = httpx.post(url + "/ll/admin/tests", json=spec, headers=ADMIN, timeout=300, trust_env=False)
+    post = functools.partial(
+        httpx.post, url + "/ll/admin/tests", headers=ADMIN, timeout=300, trust_env=False
+    )
+    if not persistent:
+        r = post(json=spec)
+        assert r.status_code == 409 and r.json()["reason"] == "not_persistent", r.text
+        assert "/home/user/data/listenlab.db" in r.json()["detail"]
+        assert listed_tests_url(url) == []  # refused before anything was made
+        spec["confirm_not_persistent"] = True
+    r = post(json=spec)
     assert r.status_code == 200, r.text
     return r.json()["test_id"]
 
@@ -139,7 +155,7 @@ def study(box: dict) -> str:
     """Speech in the Playground, a test made by the admin, one rater's vote; the test id."""
     done = asyncio.run(speak_ws(box["port"], "Hello from the built image."))
     assert done["type"] == "done" and done["frames"] == done["chunks"] >= 1, done
-    test_id = create_test(box["url"])
+    test_id = create_test(box["url"], box["health"]["storage"]["persistent"])
     assert asyncio.run(one_vote(box["url"], test_id)) == 200
     (row,) = listed_tests(box["name"])
     assert row["test_id"] == test_id and row["answers"] == 1 and row["raters"] == 1
