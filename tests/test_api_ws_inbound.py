@@ -55,8 +55,11 @@ def test_a_flood_during_a_generation_is_cut_off_with_a_clear_error():
         ws.send(json.dumps({"type": "input.text", "text": TEXT}))
         ws.send(json.dumps({"type": "input.done"}))
         filler = json.dumps({"type": "input.text", "text": "x" * 100_000})
-        for _ in range(6):  # 600 kB of messages while the paced generation runs
-            ws.send(filler)
+        try:
+            for _ in range(6):  # 600 kB of messages while the paced generation runs
+                ws.send(filler)
+        except ConnectionClosed:
+            pass  # cut off before the last one was sent (the server read faster): still checked
         texts, _, code = drain(ws)
         errors = [t for t in texts if t["type"] == "error"]
         assert errors, texts
