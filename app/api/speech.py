@@ -23,7 +23,7 @@ from app.api.checks import check_speech, native_speed
 from app.api.clips import ref_audio_wav
 from app.api.errors import ApiError, api_error, validation_error
 from app.api.output import StreamOutput, file_bytes
-from app.api.schemas import VALIDATION_TYPE, SpeechBody, body_errors, sanitize
+from app.api.schemas import VALIDATION_TYPE, SessionConfig, SpeechBody, body_errors, sanitize
 from app.api.state import (
     ApiState,
     ClientGone,
@@ -89,9 +89,15 @@ async def parse_body(http: Request, json_depth: int, schema=SpeechBody):
 
 
 def backend_request(
-    body: SpeechBody, view: RequestView, ref: bytes | None, rid: str, state: ApiState
+    body: SpeechBody | SessionConfig,
+    view: RequestView,
+    ref: bytes | None,
+    rid: str,
+    state: ApiState,
+    text: str | None = None,
 ) -> SpeechRequest:
-    """The ``SpeechRequest`` the backend gets: the fields as the checks left them. ``speed``
+    """The ``SpeechRequest`` the backend gets, from an HTTP body or a WebSocket session's
+    config (then ``text`` is the unit's): the fields as the checks left them. ``speed``
     reaches the backend only when the served model changes speed itself; otherwise the whole
     file is stretched afterwards, as vLLM-Omni does (:mod:`backends.vllm_omni.speed`)."""
     speed = (body.speed or 1.0) if native_speed(state) else 1.0
@@ -104,7 +110,8 @@ def backend_request(
         speed=speed,
         speaker_embedding=None,
     )
-    return speech_request(fields, body.input, ref_audio=ref, request_id=rid, backend=state.backend)
+    text = body.input if text is None else text
+    return speech_request(fields, text, ref_audio=ref, request_id=rid, backend=state.backend)
 
 
 def post_speed(body: SpeechBody, state: ApiState) -> float:

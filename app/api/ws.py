@@ -11,7 +11,7 @@ import contextlib
 import logging
 import re
 import uuid
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from typing import Any
 
 from fastapi import APIRouter, Depends, WebSocket
@@ -23,12 +23,12 @@ from app.api.errors import ApiError
 from app.api.limits import MAX_CONFIG_MESSAGE, MAX_TEXT_MESSAGE, WS_MESSAGE_OVERHEAD
 from app.api.output import StreamOutput, file_bytes
 from app.api.schemas import SessionConfig, sanitize
+from app.api.speech import backend_request
 from app.api.state import ApiState, ClientGone, Lease, RequestState, api_state
 from app.web.inputs import JsonTooDeep, loads_limited
 from backends.base import AudioChunk, SpeechRequest
 from backends.errors import BackendError, InvalidRequest, ListenlabError
 from backends.vllm_omni import wire
-from backends.vllm_omni.request import SpeechFields, speech_request
 
 NOMINAL_RATE = 24000
 """vLLM-Omni's ``audio.start`` rate when nothing better is known (``_PCM_SAMPLE_RATE``)."""
@@ -345,19 +345,7 @@ class WsSession:
             if self.ref is None or self.ref[0] is not cfg:
                 self.ref = (cfg, await ref_audio_wav(self.state, view.ref_audio))
             ref = self.ref[1]
-        speed = (cfg.speed or 1.0) if native_speed(self.state) else 1.0
-        fields = replace(
-            SpeechFields.of(cfg),
-            voice=view.voice,
-            language=view.language,
-            task_type=view.task_type,
-            ref_text=view.ref_text,
-            speed=speed,
-            speaker_embedding=None,
-        )
-        return speech_request(
-            fields, text, ref_audio=ref, request_id=rid, backend=self.state.backend
-        )
+        return backend_request(cfg, view, ref, rid, self.state, text=text)
 
     # -- one unit
 
