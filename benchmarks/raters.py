@@ -192,6 +192,7 @@ async def run_raters(reps: list[Replica], test_id: str, args) -> tuple[list[Sim]
 
 
 async def main_async(args) -> dict:
+    args.load_at_start = round(os.getloadavg()[0], 2)
     tmp = Path(tempfile.mkdtemp(prefix="ll-raters-"))
     with database(args.engine, tmp) as db:
         reps = [Replica(db, free_port(), tmp / f"replica{i}") for i in range(args.replicas)]
@@ -244,8 +245,9 @@ def summary(args, sims: list[Sim], counts: dict, gen_s: float, kill: dict) -> di
             else None
         ),
         "finished": sum(s.finished for s in sims),
+        "load_avg_1m_at_start": args.load_at_start,
         "load_avg_1m_at_end": round(os.getloadavg()[0], 2),
-        "machine": f"{platform.machine()}, {os.cpu_count()} cores (shared with other work)",
+        "machine": f"{platform.machine()}, {os.cpu_count()} cores",
     }
 
 

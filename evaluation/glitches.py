@@ -203,7 +203,8 @@ class Finding:
     time_s: float
     """Where in the take's audio (seconds from its start)."""
     boundary_index: int | None
-    """Nearest seam: index into ``Take.boundaries`` (seam k is where chunk k+1 starts)."""
+    """Nearest seam as a 0-based index into ``Take.boundaries`` (what the store keeps);
+    people read :attr:`seam`."""
     severity: float
     """How far past its threshold (1.0 = just at it)."""
     evidence: dict[str, Any] = field(default_factory=dict)
@@ -211,8 +212,14 @@ class Finding:
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
 
+    @property
+    def seam(self) -> int | None:
+        """The seam as numbered everywhere a person reads it: seam k is the start of chunk k
+        (chunks from 0, so seams from 1), i.e. ``boundary_index + 1``."""
+        return None if self.boundary_index is None else self.boundary_index + 1
+
     def __str__(self) -> str:
-        b = "-" if self.boundary_index is None else str(self.boundary_index)
+        b = "-" if self.seam is None else str(self.seam)
         ev = ", ".join(f"{k}={_fmt(v)}" for k, v in self.evidence.items())
         return (
             f"{self.time_s:8.3f}s  {self.kind:<10} seam {b:>3}  severity {self.severity:5.2f}  {ev}"

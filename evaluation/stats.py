@@ -772,7 +772,7 @@ def mushra_table(
 ) -> pd.DataFrame:
     """Per condition (system, ``hidden reference``, anchors): n, raters, the median with
     Woodruff's interval over raters and prompts and the quartiles (BS.1534-3 asks for median
-    and IQR), the mean with the two-way cluster-robust interval (clipped to 0-100)."""
+    and IQR), the mean with the two-way cluster-robust interval (on the logit of its place in 0-100)."""
     from evaluation.inference import MUSHRA_SCALE, clustered_mean, clustered_median
 
     cols = [

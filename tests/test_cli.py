@@ -209,7 +209,8 @@ def test_seams_are_numbered_from_one_in_analyze(tmp_path, capsys):
     from evaluation.takes import Take
 
     f = next(f for f in detect(Take.load(out)) if f.kind == "replay")
-    assert f.boundary_index == 0  # the DB keeps boundary indices from 0
+    assert f.boundary_index == 0 and f.seam == 1  # the DB keeps boundary indices from 0
+    assert re.search(r"replay\s+seam\s+1\s", str(f))  # the API prints what the CLI prints
 
 
 def test_report_labels_seams_like_the_playground():

@@ -52,18 +52,25 @@ def _grid(values: np.ndarray) -> pd.DataFrame:
 
 
 def _cgm_by_hand(df: pd.DataFrame) -> tuple[float, float]:
-    """Cameron-Gelbach-Miller's two-way variance of the mean and Satterthwaite's df, written
-    out with plain loops (what docs/statistics.md tells a reader to compute)."""
+    """The two-way variance of the mean and Satterthwaite's df, written out (what
+    docs/statistics.md tells a reader to compute): one-way terms with plain group sums, the
+    cell term from the residuals of a least-squares fit with a dummy per rater and prompt."""
     v = df["score"].to_numpy(dtype=float)
     n, m = len(v), v.mean()
     terms = []
-    for key in ("rater_id", ["rater_id", "prompt_id"], "prompt_id"):
+    for key in ("rater_id", "prompt_id"):
         sums = (df.assign(e=v - m).groupby(key)["e"].sum() ** 2).to_numpy()
         g = len(sums)
         terms.append((g / (g - 1) * sums.sum() / n**2, g - 1))
-    (vr, dr), (vc, dc), (vp, dp) = terms
+    x = pd.get_dummies(df[["rater_id", "prompt_id"]].astype(str), dtype=float).to_numpy()
+    fit, *_ = np.linalg.lstsq(x, v, rcond=None)
+    resid = df.assign(e=v - x @ fit).groupby(["rater_id", "prompt_id"])["e"].sum().to_numpy()
+    c = len(resid)
+    dfe = c - terms[0][1] - terms[1][1] - 1
+    (vr, dr), (vp, dp) = terms
+    vc = c / dfe * (resid**2).sum() / n**2
     var = vr + vp - vc
-    df_ = var**2 / sum(t**2 / d for t, d in ((vr, dr), (vp, dp), (vc, dc)))
+    df_ = var**2 / sum(t**2 / d for t, d in ((vr, dr), (vp, dp), (vc, dfe)))
     return var, df_
 
 
@@ -72,15 +79,11 @@ def test_rater_effects_only_give_the_rater_means_interval():
     rater = rng.normal(0, 1, 12)
     df = _grid(3 + rater[:, None] + np.zeros((12, 5)))  # prompts add nothing, no noise
     iv = clustered_mean(df)
-    # 12 rater clusters carry var_pop(rater) / 12 (times 12/11); prompts carry nothing; the
-    # 60 cells carry var_pop / 60 (times 60/59), subtracted
-    v = np.var(rater)
-    var = 12 / 11 * v / 12 - 60 / 59 * v / 60
-    dof = var**2 / ((12 / 11 * v / 12) ** 2 / 11 + (60 / 59 * v / 60) ** 2 / 59)
-    half = st.t.ppf(0.975, dof) * math.sqrt(var)
+    # no residual and no prompt term: V is the rater means' s^2 / 12, with their 11 df
+    lo, hi = st.t.interval(0.95, 11, rater.mean() + 3, st.sem(rater))
     assert iv.mean == pytest.approx(3 + rater.mean())
-    assert (iv.low, iv.high) == pytest.approx((iv.mean - half, iv.mean + half), rel=1e-9)
-    assert (iv.se, iv.df) == pytest.approx((math.sqrt(var), dof), rel=1e-9)
+    assert (iv.low, iv.high) == pytest.approx((lo, hi), rel=1e-9)
+    assert (iv.se, iv.df) == pytest.approx((st.sem(rater), 11), rel=1e-9)
     assert (iv.raters, iv.prompts, iv.n, iv.note) == (12, 5, 60, "")
 
 
@@ -92,9 +95,24 @@ def test_two_way_interval_equals_the_closed_form_written_out():
     df = df.sample(frac=0.8, random_state=1)  # unbalanced: some cells missing
     var, dof = _cgm_by_hand(df)
     iv = clustered_mean(df)
-    assert (iv.se**2, iv.df) == pytest.approx((var, dof), rel=1e-9)
+    assert (iv.se**2, iv.df) == pytest.approx((var, dof), rel=1e-7)
     half = st.t.ppf(0.975, dof) * math.sqrt(var)
-    assert (iv.low, iv.high) == pytest.approx((iv.mean - half, iv.mean + half), rel=1e-9)
+    assert (iv.low, iv.high) == pytest.approx((iv.mean - half, iv.mean + half), rel=1e-7)
+
+
+def test_balanced_two_way_variance_is_the_anova_estimator():
+    """Every rater rates every prompt once: V is exactly (MS_raters + MS_prompts - MS_resid)
+    / (R P), the unbiased moment estimator of var(mean) = s_r^2/R + s_p^2/P + s_e^2/(R P)."""
+    rng = np.random.default_rng(9)
+    y = 60 + rng.normal(0, 10, (11, 1)) + rng.normal(0, 6, (1, 8)) + rng.normal(0, 12, (11, 8))
+    R, P = y.shape
+    g = y.mean()
+    ms_r = P * ((y.mean(1) - g) ** 2).sum() / (R - 1)
+    ms_p = R * ((y.mean(0) - g) ** 2).sum() / (P - 1)
+    res = y - y.mean(1, keepdims=True) - y.mean(0, keepdims=True) + g
+    ms_e = (res**2).sum() / ((R - 1) * (P - 1))
+    iv = clustered_mean(_grid(y))
+    assert iv.se**2 == pytest.approx((ms_r + ms_p - ms_e) / (R * P), rel=1e-9)
 
 
 def test_without_clusters_it_is_the_textbook_t_interval():
@@ -136,7 +154,14 @@ def test_interval_clipped_never_zero_width_and_too_few():
     top = _grid(np.full((6, 4), 5.0))
     top.loc[0, "score"] = 4.0
     iv = clustered_mean(top, scale=MOS_SCALE)
-    assert iv.high == 5.0 and iv.low < iv.mean < 5.0  # clipped at the top of the scale
+    # on the logit of (mean - 1) / 4: asymmetric, longer away from the end, inside the scale
+    p = (iv.mean - 1) / 4
+    half = st.t.ppf(0.975, iv.df) * iv.se / 4 / (p * (1 - p))
+    want = [1 + 4 / (1 + math.exp(-(math.log(p / (1 - p)) + h))) for h in (-half, half)]
+    assert (iv.low, iv.high) == pytest.approx(want, rel=1e-12)
+    assert iv.low < iv.mean < iv.high < 5.0 and iv.mean - iv.low > iv.high - iv.mean
+    plain = clustered_mean(top)  # no scale: the symmetric interval, past the scale's end
+    assert plain.high > 5.0 and plain.high - plain.mean == pytest.approx(plain.mean - plain.low)
     flat = clustered_mean(_grid(np.full((6, 4), 3.0)))
     assert math.isnan(flat.low) and flat.note == f"{TOO_FEW} (no spread)"
     two = clustered_mean(_grid(np.array([[1.0, 5.0], [2.0, 4.0]])))

@@ -92,3 +92,15 @@ def test_statistics_page_states_the_grid_it_measured():
         assert f"{row['coverage']:.3f}" in page, stat
     assert "GRID_TABLE" not in page and "REGIMES_TABLE" not in page
     _ = pd  # the page's table is read as text
+
+
+def test_every_page_numbers_seams_the_same_way():
+    """One seam numbering everywhere a person reads it: each page that defines seam k says it
+    is the start of chunk k (seams from 1), and none keeps the old 0-based wording."""
+    pages = {p.name: p.read_text(encoding="utf-8") for p in (ROOT / "docs").glob("*.md")}
+    defining = [n for n, t in pages.items() if re.search(r"[Ss]eam k\*? is", t)]
+    assert {"detector.md", "listening-tests.md", "probe.md"} <= set(defining)
+    for name in defining:
+        text = re.sub(r"\s+", " ", pages[name])
+        assert re.search(r"[Ss]eam k\*? is (the start of|where) chunk k\b", text), name
+        assert "chunk k+1 starts" not in text, name

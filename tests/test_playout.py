@@ -369,7 +369,7 @@ def test_detector_and_probe_underruns_are_the_start_rule_s():
     assert len(exp.underruns) == 1 and exp.underruns[0][0] == pytest.approx(3.0)
     a = analyze(take)
     under = [f for f in a.findings if f.kind == "underrun"]
-    assert len(under) == 1 and under[0].boundary_index == 5  # seam 5: chunk 6 starts there
+    assert len(under) == 1 and under[0].seam == 6  # seam 6: chunk 6 starts there (boundary 5)
     assert under[0].time_s == pytest.approx(3.0)
     assert under[0].evidence["stall_ms"] == pytest.approx(exp.underruns[0][1] * 1000)
     assert under[0].evidence["player"] == "listenlab's player (start rule)"

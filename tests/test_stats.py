@@ -132,8 +132,11 @@ def test_ab_share_interval_sign_test_and_cmos_sign():
     # CMOS is "how much better B is than A as presented"; for y = b it flips when b was shown first
     cm = np.array([2, 1, 1, -1, 0, 3, -2], dtype=float)
     assert t["cmos_y"] == pytest.approx(cm.mean())
-    lo, hi = st.t.interval(0.95, 6, cm.mean(), st.sem(cm))
-    assert (t["cmos_low"], t["cmos_high"]) == pytest.approx((lo, hi), rel=1e-9)
+    # its interval, too, is on the logit of its place in the -3..+3 scale: q = (m + 3) / 6
+    q = (cm.mean() + 3) / 6
+    half = st.t.ppf(0.975, 6) * st.sem(cm) / 6 / (q * (1 - q))
+    want = [-3 + 6 * expit(math.log(q / (1 - q)) + h) for h in (-half, half)]
+    assert (t["cmos_low"], t["cmos_high"]) == pytest.approx(want, rel=1e-9)
     ob = order_bias(_votes())
     assert ob["decisive"] == 6 and ob["first_share"] == pytest.approx(4 / 6)
     m = preference_matrix(_votes())

@@ -118,18 +118,8 @@ def _run_analyze(args: argparse.Namespace) -> int:
         if not result.findings:
             print("no findings")
         for f in result.findings:
-            print(finding_line(f))
+            print(f)  # Finding.__str__: seams numbered from 1
     return 1 if (args.strict and result.findings) else 0
-
-
-def finding_line(f) -> str:
-    """One finding for the terminal, its seam numbered as in the Playground and the probe:
-    seam k is the start of chunk k (chunks from 0), i.e. the DB's boundary_index + 1."""
-    seam = "-" if f.boundary_index is None else str(f.boundary_index + 1)
-    ev = ", ".join(
-        f"{k}={v:.3g}" if isinstance(v, float) else f"{k}={v}" for k, v in f.evidence.items()
-    )
-    return f"{f.time_s:8.3f}s  {f.kind:<10} seam {seam:>3}  severity {f.severity:5.2f}  {ev}"
 
 
 def _tests_of(store, wanted: list[str] | None):
