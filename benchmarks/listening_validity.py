@@ -353,6 +353,10 @@ GRID_RATERS = (12, 30, 100)
 MUSHRA_PER_MOS = 20.0
 """One MOS point is about 20 MUSHRA points: the MUSHRA cells use 20x the sds (noise 12)."""
 GRID_STATS = ("mos", "cmos", "ab_share", "mushra_mean", "mushra_median")
+GRID_METHOD = " | ".join(
+    (inference.INTERVAL_METHOD, inference.MEDIAN_METHOD, inference.SHARE_METHOD)
+)
+"""The intervals a grid state was simulated with: a state of other intervals is not resumed."""
 CHUNK = 50
 """Simulated tests per cell between two saves of the state (a stopped run loses at most this)."""
 
@@ -634,7 +638,7 @@ def main() -> int:
     )
     ap.add_argument("--quick", action="store_true", help="fewer simulated tests, one service run")
     ap.add_argument("--sims", type=int, default=None, help="tests per statistic (regimes)")
-    ap.add_argument("--grid-sims", type=int, default=None, help="tests per grid cell (300)")
+    ap.add_argument("--grid-sims", type=int, default=None, help="tests per grid cell (1000)")
     ap.add_argument(
         "--grid-part",
         default="0/1",
@@ -667,8 +671,14 @@ def main() -> int:
     save = _writer(out, res)
     res["machine"] = f"{platform.machine()}, {os.cpu_count()} cores (shared with other work)"
     state = res.setdefault("grid_state", {})
+    if state.get("method") != GRID_METHOD:  # cells simulated with other intervals: start again
+        state.clear()
+        state["method"] = GRID_METHOD
     for other in args.merge:
-        for key, cell in _load(Path(other)).get("grid_state", {}).get("cells", {}).items():
+        theirs = _load(Path(other)).get("grid_state", {})
+        if theirs.get("method") != GRID_METHOD:
+            raise SystemExit(f"{other}: its grid was simulated with other intervals")
+        for key, cell in theirs.get("cells", {}).items():
             have = state.setdefault("cells", {}).get(key)
             if have is None or have["done"] < cell["done"]:
                 state["cells"][key] = cell
@@ -676,7 +686,7 @@ def main() -> int:
         res["grid"] = grid_summary(state)
     if args.part in ("all", "grid"):
         k, n = (int(x) for x in args.grid_part.split("/"))
-        sims = args.grid_sims or (40 if args.quick else 300)
+        sims = args.grid_sims or (40 if args.quick else 1000)
         res["grid_sims_per_cell"] = sims
         run_grid(state, sims, (k, n), lambda: (res.update(grid=grid_summary(state)), save()))
         res["grid"] = grid_summary(state)
