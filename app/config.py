@@ -87,6 +87,12 @@ ENV: tuple[EnvVar, ...] = (
         "Tests only: `1` makes a missing conformance environment an error instead of a skip (CI).",
     ),
     EnvVar(
+        "LISTENLAB_R_REQUIRED",
+        "unset",
+        "Tests only: `1` makes a missing `Rscript` (with lme4) an error instead of a skip for the "
+        "docs' R analysis (CI).",
+    ),
+    EnvVar(
         "LISTENLAB_CONFORMANCE_REUSE",
         "unset",
         "Tests only: a JSON file `{target: url}` of conformance servers already running, so a "
