@@ -669,7 +669,9 @@ def main() -> int:
             print("\n" + regimes_markdown(res))
         return 0
     save = _writer(out, res)
-    res["machine"] = f"{platform.machine()}, {os.cpu_count()} cores (shared with other work)"
+    res["machine"] = f"{platform.machine()}, {os.cpu_count()} cores"
+    res.pop("load_note", None)  # written by hand for an earlier run: the load is measured now
+    res[f"load_avg_1m_at_start_{args.part}"] = round(os.getloadavg()[0], 2)
     state = res.setdefault("grid_state", {})
     if state.get("method") != GRID_METHOD:  # cells simulated with other intervals: start again
         state.clear()
@@ -684,6 +686,7 @@ def main() -> int:
                 state["cells"][key] = cell
     if args.merge:
         res["grid"] = grid_summary(state)
+        res["grid_sims_per_cell"] = min(c["done"] for c in state["cells"].values())
     if args.part in ("all", "grid"):
         k, n = (int(x) for x in args.grid_part.split("/"))
         sims = args.grid_sims or (40 if args.quick else 1000)

@@ -29,21 +29,22 @@ MAX_NEW_TOKENS_RANGE = (1, 4096)
 ADAPTERS = "vllm_omni/entrypoints/openai/tts_adapters"
 """Where each model's request rules live in vLLM-Omni 0.30.0 (one adapter file per model)."""
 
-DEFAULT_LANGUAGES = frozenset(
-    {
-        "Auto",
-        "Chinese",
-        "English",
-        "Japanese",
-        "Korean",
-        "German",
-        "French",
-        "Russian",
-        "Portuguese",
-        "Spanish",
-        "Italian",
-    }
+QWEN3_LANGUAGES = (
+    "Auto",
+    "Chinese",
+    "English",
+    "Japanese",
+    "Korean",
+    "German",
+    "French",
+    "Russian",
+    "Portuguese",
+    "Spanish",
+    "Italian",
 )
+"""The official Qwen3-TTS languages in vLLM-Omni's order (the embedded engine lists them when
+the checkpoint does not name its own)."""
+DEFAULT_LANGUAGES = frozenset(QWEN3_LANGUAGES)
 """``tts_adapters/base.py`` ``DEFAULT_TTS_LANGUAGES``: the official Qwen3-TTS languages (its
 checkpoints' ``talker_config.codec_language_id`` plus ``Auto``)."""
 
@@ -307,6 +308,7 @@ def seed_model(adapter: str) -> ModelFacts:
 __all__ = [
     "CLONING_VARIANT",
     "DEFAULT_LANGUAGES",
+    "QWEN3_LANGUAGES",
     "GENERIC_RULES",
     "SpeechRules",
     "speech_rules",

@@ -32,7 +32,7 @@ from typing import Any
 
 from backends.base import Capabilities, SpeechRequest, Voice
 from backends.errors import InvalidRequest, UnknownVoice, Unsupported
-from backends.vllm_omni.model_table import seed_model
+from backends.vllm_omni.model_table import QWEN3_LANGUAGES, seed_model
 from backends.vllm_omni.models.base import (
     AdapterContext,
     ModelAdapter,
@@ -45,19 +45,7 @@ from backends.vllm_omni.models.base import (
 log = logging.getLogger(__name__)
 
 TASK_TYPES = ("CustomVoice", "VoiceDesign", "Base")
-LANGUAGES = (
-    "Auto",
-    "Chinese",
-    "English",
-    "Japanese",
-    "Korean",
-    "German",
-    "French",
-    "Russian",
-    "Portuguese",
-    "Spanish",
-    "Italian",
-)
+LANGUAGES = QWEN3_LANGUAGES
 SPEAKERS = ("aiden", "dylan", "eric", "ono_anna", "ryan", "serena", "sohee", "uncle_fu", "vivian")
 """The CustomVoice presets in vLLM-Omni's docs; the loaded checkpoint's own list wins."""
 DEFAULT_MAX_NEW_TOKENS = 2048
