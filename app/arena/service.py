@@ -378,9 +378,11 @@ class ArenaService:
                 )
                 return
         finally:
-            if status != "ok":
-                with contextlib.suppress(Exception):
+            if status != "ok":  # the stream's own error propagates; this one is only logged
+                try:
                     await asyncio.to_thread(self.arena.finish_stream, req.request_id, status)
+                except Exception:
+                    log.exception("arena: could not mark stream %s %s", req.request_id, status)
 
 
 # --------------------------------------------------------------------------- routes
