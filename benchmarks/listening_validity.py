@@ -145,11 +145,8 @@ def ab_part(sims: int, null_sims: int) -> dict:
             cm = o[(o["x"] == pr[0]) & (o["y"] == pr[1])]["cmos_y"].to_numpy(dtype=float)
             lo, hi = stats.t_interval(cm)
             naive_c.append(bool(lo <= t["cmos"] <= hi))
-    null = AbModel(system_means={"s1": 3.5, "s2": 3.5, "s3": 3.5})
-    any_sig, power = [], []
-    for i in range(null_sims):
-        v = ab_votes(null, np.random.default_rng([i, 12]), i % 2)
-        any_sig.append(bool(inference.sign_tests(stats.oriented_votes(v))["significant"].any()))
+    fwer = {psd: _sign_fwer(psd, 4 * null_sims) for psd in (0.0, model.prompt_sd)}
+    power = []
     for i in range(sims):
         a = ab_votes(model, np.random.default_rng([i, 13]), i % 2)
         power.append(float(inference.sign_tests(stats.oriented_votes(a))["significant"].mean()))
@@ -158,9 +155,26 @@ def ab_part(sims: int, null_sims: int) -> dict:
         "coverage_cmos": round(float(np.mean(cov_c)), 4),
         "coverage_cmos_naive_t_interval": round(float(np.mean(naive_c)), 4),
         "coverage_preference_share": round(float(np.mean(cov_s)), 4),
-        "fwer_sign_tests": round(float(np.mean(any_sig)), 4),
+        "null_tests_sign": 4 * null_sims,
+        "fwer_sign_tests": fwer[0.0],
+        "fwer_sign_tests_with_prompt_effects": fwer[model.prompt_sd],
+        "prompt_sd_on_pair_difference": model.prompt_sd,
         "power_0.5_apart": round(float(np.mean(power)), 3),
     }
+
+
+def _sign_fwer(prompt_sd: float, null_sims: int) -> dict[str, float]:
+    """The sign tests' family-wise rate with no true difference. With ``prompt_sd`` > 0 each
+    pair leans one way on some prompts and the other way on others, shared by every rater who
+    heard that prompt: the tests treat prompts as fixed, so this measures what that costs.
+    Cheap (about 4 ms a test), hence 4x the other null tests: the SE is what is in question."""
+    null = AbModel(system_means={"s1": 3.5, "s2": 3.5, "s3": 3.5}, prompt_sd=prompt_sd)
+    any_sig = []
+    for i in range(null_sims):
+        v = ab_votes(null, np.random.default_rng([i, 12]), i % 2)
+        any_sig.append(bool(inference.sign_tests(stats.oriented_votes(v))["significant"].any()))
+    f = float(np.mean(any_sig))
+    return {"fwer": round(f, 4), "mc_se": round(float(np.sqrt(f * (1 - f) / null_sims)), 4)}
 
 
 # --------------------------------------------------------------------------- MUSHRA
@@ -533,8 +547,15 @@ def regimes_markdown(res: dict) -> str:
         ),
         ("largest absolute bias of the screened MOS", f"{nat['max_abs_bias']:.3f}"),
         (
-            "family-wise false positives: MOS Wilcoxon / A/B sign / MUSHRA Wilcoxon",
-            f"{mp['fwer']:.3f} / {ab['fwer_sign_tests']:.3f} / {mu['fwer_wilcoxon']:.3f}",
+            "family-wise false positives: MOS Wilcoxon / MUSHRA Wilcoxon",
+            f"{mp['fwer']:.3f} / {mu['fwer_wilcoxon']:.3f}",
+        ),
+        (
+            f"family-wise false positives: A/B sign, with a prompt-by-pair effect of sd "
+            f"{ab['prompt_sd_on_pair_difference']:g} ({ab['null_tests_sign']} null tests each)",
+            f"{ab['fwer_sign_tests_with_prompt_effects']['fwer']:.3f} ± "
+            f"{ab['fwer_sign_tests_with_prompt_effects']['mc_se']:.3f} (without: "
+            f"{ab['fwer_sign_tests']['fwer']:.3f} ± {ab['fwer_sign_tests']['mc_se']:.3f})",
         ),
         (
             "power for 0.5 MOS apart: MOS Wilcoxon / A/B sign",
@@ -612,13 +633,12 @@ def checks(res: dict) -> dict[str, bool]:
         )
         out["honest excluded <= 1 in 30"] = mos["gold natural"]["honest_excluded_per_30"] <= 1
         out["|bias| <= 0.05"] = mos["gold natural"]["max_abs_bias"] <= 0.05
-        out["FWER <= 0.05"] = (
-            max(
-                res["mos_pairwise"]["fwer"],
-                res["ab"]["fwer_sign_tests"],
-                res["mushra"]["fwer_wilcoxon"],
-            )
-            <= 0.05
+        n = res["null_tests_per_fwer"]
+        se = float(np.sqrt(0.05 * 0.95 / n))  # the MC SE if the true rate were 0.05
+        sign = res["ab"]["fwer_sign_tests"]
+        out["FWER <= 0.05 within 2 MC SE, where the tests' assumptions hold"] = (
+            max(res["mos_pairwise"]["fwer"], res["mushra"]["fwer_wilcoxon"]) <= 0.05 + 2 * se
+            and sign["fwer"] <= 0.05 + 2 * sign["mc_se"]
         )
     if res.get("service"):
         out["service path = direct statistics"] = all(

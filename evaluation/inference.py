@@ -30,7 +30,8 @@ rater and prompt effects (none, medium, large) and panel sizes (12, 30, 100 rate
 * :func:`sign_tests` — exact two-sided sign tests (``scipy.stats.binomtest``) for A/B pairs on
   each rater's majority preference (one vote per rater, so a rater with many votes does not
   count as many independent raters), Holm-corrected. Tied votes, and raters whose decisive
-  votes split evenly, are left out.
+  votes split evenly, are left out. Prompts are taken as fixed (docs/statistics.md measures
+  what a prompt-by-pair effect costs).
 * :func:`holm` — Holm's step-down adjustment of a family of p-values.
 * :func:`round_p` — p-values to three significant digits (``3.2e-07``, never ``0.0``).
 
@@ -416,7 +417,10 @@ SIGN_METHOD = (
     "for the pair), Holm-corrected over all pairs; effect size: the share of raters preferring x"
 )
 SIGN_ASSUMES = (
-    "raters are independent of each other; a rater's votes count once, however many they gave"
+    "raters are independent of each other; a rater's votes count once, however many they "
+    "gave; prompts are not a random effect here: a preference that changes with the prompt "
+    "(shared by every rater who heard that prompt) makes the test reject a true null more "
+    "often than 5 %, and the share's interval, which allows for prompts, is then the one to read"
 )
 
 
