@@ -240,20 +240,7 @@ async def _whole_file(
         parts.append(out.pcm(chunk))
         st.chunks += 1
         chunk = await pull(http, stream)
-    state: ApiState = http.app.state.api
-    try:
-        data, _rate = await asyncio.to_thread(
-            file_bytes,
-            out.samples(parts),
-            out.rate,
-            post_speed(body, state),
-            body.sample_rate,
-            body.response_format,
-        )
-    except Exception as e:  # libsndfile refusing a rate, as it does on vLLM-Omni
-        raise ApiError(
-            sanitize(f"Speech generation failed: {e}"), 500, "InternalServerError"
-        ) from None
+    data = await encode_file(out, parts, body, http.app.state.api)
     return Response(
         data,
         media_type=wire.CONTENT_TYPES[body.response_format],
@@ -274,8 +261,15 @@ async def collect_file(state: ApiState, body: SpeechBody, req: SpeechRequest) ->
             await stream.aclose()
     if out.fmt is None:
         raise ApiError("No output generated from the model.")
+    return await encode_file(out, parts, body, state)
+
+
+async def encode_file(
+    out: StreamOutput, parts: list[bytes], body: SpeechBody, state: ApiState
+) -> bytes:
+    """The collected PCM as one ``body.response_format`` file, off the event loop."""
     try:
-        data, _ = await asyncio.to_thread(
+        data, _rate = await asyncio.to_thread(
             file_bytes,
             out.samples(parts),
             out.rate,
@@ -283,7 +277,7 @@ async def collect_file(state: ApiState, body: SpeechBody, req: SpeechRequest) ->
             body.sample_rate,
             body.response_format,
         )
-    except Exception as e:
+    except Exception as e:  # libsndfile refusing a rate, as it does on vLLM-Omni
         raise ApiError(sanitize(f"Speech generation failed: {e}"), 500) from None
     return data
 
