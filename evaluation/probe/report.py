@@ -1,7 +1,7 @@
 """The probe's outputs: ``probe.json`` and one self-contained ``probe.html`` with plots (the
 takes and findings go into a listenlab store, ``probe.db``, from :mod:`app.cli.probe`).
 
-Kept apart from :mod:`evaluation.probe` (which runs the layers and decides pass/fail) so the
+Kept apart from :mod:`evaluation.probe.run` (which runs the layers and decides pass/fail) so the
 checks and their presentation change independently, as :mod:`evaluation.report` does for the
 listening-test statistics.
 """
@@ -17,7 +17,7 @@ from typing import Any
 
 import numpy as np
 
-from evaluation.probe import ProbeResult, fmt_number
+from evaluation.probe.records import ProbeResult, fmt_number
 
 
 def _png(fig: Any) -> str:
