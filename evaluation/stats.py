@@ -30,14 +30,13 @@ and as the "naive" comparison of the validity benchmark.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 
 import evalica
 import numpy as np
 import pandas as pd
 from scipy import stats
-
-from evaluation.listening.kinds.base import ANCHOR_LOW, ANCHOR_MID
 
 # --------------------------------------------------------------------------- MOS
 
@@ -714,35 +713,38 @@ class MushraRules:
     """... on more than this share of items is excluded."""
 
 
-# The anchors' pseudo system ids come from the design (BS.1534-3 screens on the mid anchor).
-MID_ANCHOR, LOW_ANCHOR = ANCHOR_MID, ANCHOR_LOW
+def _anchor_label(system_id: object, anchors: Mapping[str, str]) -> str:
+    return anchors.get(system_id, "anchor") if isinstance(system_id, str) else "anchor"
 
 
-def _anchor_label(system_id: object) -> str:
-    if system_id == MID_ANCHOR:
-        return "mid anchor (7 kHz)"
-    if system_id == LOW_ANCHOR:
-        return "low anchor (3.5 kHz)"
-    return "anchor"
-
-
-def mushra_screening(ratings: pd.DataFrame, rules: MushraRules = MushraRules()) -> pd.DataFrame:
+def mushra_screening(
+    ratings: pd.DataFrame,
+    rules: MushraRules = MushraRules(),
+    *,
+    anchors: Mapping[str, str] | None = None,
+    screen_on: str | None = None,
+) -> pd.DataFrame:
     """One row per rater: items, hidden-reference and anchor misses, excluded, reasons.
 
-    The anchor rule uses the mid (7 kHz) anchor when the test has one, as BS.1534-3 says;
-    a test with a single anchor uses that one."""
+    The anchor rule uses the anchor ``screen_on`` (BS.1534-3: the mid, 7 kHz, anchor) when the
+    test has one; a test with a single anchor uses that one. ``anchors`` names each anchor's
+    pseudo system in the reasons (the MUSHRA kind's :data:`MUSHRA_ANCHOR_LABELS`; statistics
+    do not know a kind's pseudo systems)."""
+    labels = anchors or {}
     cols = ["rater_id", "items", "ref_low", "anchor_high", "excluded", "reasons"]
     if ratings.empty:
         return pd.DataFrame(columns=cols)
-    anchors = ratings[ratings["role"] == "anchor"]
-    if "system_id" in ratings and (anchors["system_id"] == MID_ANCHOR).any():
-        anchors = anchors[anchors["system_id"] == MID_ANCHOR]
-    which = _anchor_label(anchors["system_id"].iloc[0]) if len(anchors) else "anchor"
+    anchor_rows = ratings[ratings["role"] == "anchor"]
+    if screen_on and "system_id" in ratings and (anchor_rows["system_id"] == screen_on).any():
+        anchor_rows = anchor_rows[anchor_rows["system_id"] == screen_on]
+    which = (
+        _anchor_label(anchor_rows["system_id"].iloc[0], labels) if len(anchor_rows) else "anchor"
+    )
     rows = []
     for rater, g in ratings.groupby("rater_id", sort=True):
         items = g["assignment_id"].nunique()
         ref = g[g["role"] == "reference"]
-        anc = anchors[anchors["rater_id"] == rater]
+        anc = anchor_rows[anchor_rows["rater_id"] == rater]
         ref_low = int(ref.groupby("assignment_id")["score"].min().lt(rules.reference_min).sum())
         anc_high = int(anc.groupby("assignment_id")["score"].max().gt(rules.anchor_max).sum())
         reasons = []
@@ -754,13 +756,14 @@ def mushra_screening(ratings: pd.DataFrame, rules: MushraRules = MushraRules()) 
     return pd.DataFrame(rows, columns=cols)
 
 
-def mushra_conditions(ratings: pd.DataFrame) -> pd.Series:
+def mushra_conditions(ratings: pd.DataFrame, anchors: Mapping[str, str] | None = None) -> pd.Series:
     """The condition each MUSHRA rating belongs to: a system, ``hidden reference`` or an
-    anchor by its cutoff."""
+    anchor by its name in ``anchors`` (pseudo system -> label)."""
+    labels = anchors or {}
     return pd.Series(
         np.select(
             [ratings["role"] == "reference", ratings["role"] == "anchor"],
-            ["hidden reference", ratings["system_id"].map(_anchor_label)],
+            ["hidden reference", ratings["system_id"].map(lambda s: _anchor_label(s, labels))],
             default=ratings["system_id"].astype(str),
         ),
         index=ratings.index,
@@ -768,11 +771,16 @@ def mushra_conditions(ratings: pd.DataFrame) -> pd.Series:
 
 
 def mushra_table(
-    ratings: pd.DataFrame, by: str = "label", confidence: float = 0.95
+    ratings: pd.DataFrame,
+    by: str = "label",
+    confidence: float = 0.95,
+    *,
+    anchors: Mapping[str, str] | None = None,
 ) -> pd.DataFrame:
-    """Per condition (system, ``hidden reference``, anchors): n, raters, the median with
-    Woodruff's interval over raters and prompts and the quartiles (BS.1534-3 asks for median
-    and IQR), the mean with the two-way cluster-robust interval (on the logit of its place in 0-100)."""
+    """Per condition (system, ``hidden reference``, anchors named by ``anchors``): n, raters,
+    the median with Woodruff's interval over raters and prompts and the quartiles (BS.1534-3
+    asks for median and IQR), the mean with the two-way cluster-robust interval (on the logit
+    of its place in 0-100)."""
     from evaluation.inference import MUSHRA_SCALE, clustered_mean, clustered_median
 
     cols = [
@@ -793,7 +801,7 @@ def mushra_table(
         return pd.DataFrame(columns=cols)
     r = ratings.copy()
     if by not in r:
-        r[by] = mushra_conditions(r)
+        r[by] = mushra_conditions(r, anchors)
     rows = []
     for key, g in r.groupby(by, sort=True):
         v = g["score"].astype(float).to_numpy()

@@ -43,7 +43,8 @@ import uuid
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from app.listening.service import CLOCK_SLACK_MS, Listening
+from app.listening.rating import CLOCK_SLACK_MS
+from app.listening.service import Listening
 from app.player.blind import GENERIC_ERROR, BlindSession, CommonFormat, take_frames
 from app.player.session import HEADER, Session
 from app.store import GLITCH_KINDS, GlitchReport
