@@ -69,7 +69,7 @@ def test_mushra_screen_switches_seamlessly_loops_and_needs_every_slider(setup): 
     assert sorted(m["slot"] for m in stim) == [-1, 0, 1, 2, 3]
     assert {m.get("delivery") for m in stim} == {"whole"}
 
-    mu = "window.listenTest.mushra"
+    mu = "window.listenTest.view"
     page.click(".lt-play[data-slot='0']")
     page.wait_for_function(f"{mu}.position() > 0.6", timeout=20_000)
     page.click(".lt-play[data-slot='1']")
@@ -163,7 +163,7 @@ def test_glitch_hint_shows_in_a_glitch_test(setup):  # noqa: F811
     page.click(".lt-play[data-slot='0']")
     page.wait_for_function("(window.listenTest.player.positionMs() || 0) > 300", timeout=30_000)
     page.keyboard.press("g")
-    page.wait_for_function("window.listenTest.marks === 1", timeout=30_000)
+    page.wait_for_function("window.listenTest.view.marks === 1", timeout=30_000)
     n = live.state.store.db.execute(
         "SELECT count(*) FROM glitch_reports WHERE test_id=?", [tid]
     ).fetchone()[0]
