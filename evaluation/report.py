@@ -95,7 +95,7 @@ NUMERIC = (
     "score",
     "expected",
     "played_ms",
-    "cmos",
+    "cmos",  # the ab_votes column (the A/B answer), not the kind
     "position_ms",
     "boundary_index",
     "boundary_ms",
@@ -299,6 +299,7 @@ def listening_tables(tests: Sequence[TestData]) -> dict[str, pd.DataFrame]:
 
 
 # --------------------------------------------------------------------------- plots
+
 
 def interval_figure(df: pd.DataFrame, label: str, value: str, axis: Axis = MOS_AXIS):
     """Points with their 95 % intervals, one row per ``label``; the axis spans the kind's whole

@@ -286,6 +286,7 @@ def oriented_votes(votes: pd.DataFrame) -> pd.DataFrame:
         ["tie", "x"],
         default="y",
     )
+    # "cmos" is the ab_votes column (the A/B answer -3..+3), not the kind's name
     cm = v["cmos"].astype(float) if "cmos" in v else pd.Series(np.nan, index=v.index)
     v["cmos_y"] = np.where(swap, -cm, cm)
     v["first_won"] = np.where(ch == "tie", np.nan, (ch == "a").astype(float))
@@ -337,6 +338,7 @@ def ab_table(votes: pd.DataFrame, confidence: float = 0.95) -> pd.DataFrame:
         d = g[g["winner"] != "tie"].assign(_x=lambda f: (f["winner"] == "x").astype(float))
         share = clustered_share(d, "_x", confidence=confidence)
         cm = clustered_mean(g, "cmos_y", scale=CMOS_SCALE, confidence=confidence)
+        # the note names the column it explains (``cmos_y``'s interval), not the kind
         notes = [f"{k}: {iv.note}" for k, iv in (("share", share), ("cmos", cm)) if iv.note]
         rows.append(
             [

@@ -30,8 +30,6 @@ COMMON = {
     "condition": "as_streamed (recorded chunk timeline replayed), whole, or live",
     "created_at": "when the row was written (server clock, UTC)",
     "score": "the answer: MOS 1-5, MUSHRA 0-100",
-    "choice": "A/B: a, b or tie (as presented: a was played first / shown left)",
-    "cmos": "A/B CMOS answer -3..+3: how much better B is than A, as presented",
     "slot": "the stimulus's place on the item (MUSHRA: the slider, 0-based; else 0; A/B: 0 A, 1 B)",
     "kind": "the test kind ({kinds}) or, for a stimulus, item/anchor/gold/trap",
     "n": "number of ratings",
@@ -159,10 +157,18 @@ def _raw_order(f: str) -> int:
     return EXPORT_TABLES.index(name) if name in EXPORT_TABLES else len(EXPORT_TABLES)
 
 
+def shared() -> dict[str, str]:
+    """The shared meanings: the flow's (:data:`COMMON`) and the kinds' own shared columns."""
+    out = {**COMMON, "kind": COMMON["kind"].format(kinds=", ".join(NAMES))}
+    for kind in KINDS.values():
+        out.update(kind.shared_columns)
+    return out
+
+
 def columns() -> dict[str, dict[str, str]]:
     """``{file in the export: {column: meaning}}`` of the flow's files and every registered
-    kind's (shared meanings from :data:`COMMON`, said once for every file that has them)."""
-    common = {**COMMON, "kind": COMMON["kind"].format(kinds=", ".join(NAMES))}
+    kind's (shared meanings from :func:`shared`, said once for every file that has them)."""
+    common = shared()
     raw = {f"raw/{name}.csv": cols for name, cols in _RAW.items()}
     results = {"results/raters.csv": _RESULTS["raters"]}
     for kind in KINDS.values():
@@ -171,6 +177,7 @@ def columns() -> dict[str, dict[str, str]]:
     results["results/methods.csv"] = _RESULTS["methods"]
     files = {f: raw[f] for f in sorted(raw, key=_raw_order)} | results
     return {f: {**common, **cols} for f, cols in files.items()}
+
 
 FILE_NOTES = {
     "study.json": "the methods section as data: version, design, texts, playback, stimuli, "
@@ -187,16 +194,17 @@ FILE_NOTES = {
 def docs_markdown() -> str:
     """The "Column dictionary" section of ``docs/listening-tests.md``, as it must read (a test
     compares the page with this): the shared meanings, then each file's own columns."""
+    common = shared()
     out = [
         "Shared meanings (every file that has the column):",
         "",
         "| column | meaning |",
         "|---|---|",
-        *[f"| `{c}` | {m} |" for c, m in columns()["raw/stimuli.csv"].items() if c in COMMON],
+        *[f"| `{c}` | {m} |" for c, m in common.items()],
         "",
     ]
     for f, cols in columns().items():
-        own = {c: m for c, m in cols.items() if c not in COMMON or m != _common_meaning(c)}
+        own = {c: m for c, m in cols.items() if c not in common or m != common[c]}
         text = "; ".join(f"`{c}`: {m}" for c, m in own.items()) or (
             "the shared columns (an interval table: by…, n, raters, prompts, mean, sd, ci_low, "
             "ci_high, se, df, note)"
@@ -205,8 +213,4 @@ def docs_markdown() -> str:
     return "\n".join(out) + "\n"
 
 
-def _common_meaning(c: str) -> str:
-    return COMMON[c].format(kinds=", ".join(NAMES)) if c == "kind" else COMMON[c]
-
-
-__all__ = ["COMMON", "FILE_NOTES", "columns", "docs_markdown"]
+__all__ = ["COMMON", "FILE_NOTES", "columns", "docs_markdown", "shared"]

@@ -368,7 +368,7 @@ async def listen_glitch(room: RaterSockets, session: Session, msg: dict[str, Any
         )
         row = await asyncio.to_thread(svc.tests.glitch_report, w.id)
     except (ListenlabError, ValueError, TypeError) as e:
-        _err(session, msg, e, "glitch")
+        _err(session, msg, e, "glitch")  # which message failed (kept: the wire's value)
         return
     session.send(
         {

@@ -364,6 +364,10 @@ class TestKind:
     (``raw/<table>.csv`` of its answer table, ``results/<table>.csv`` of its tables); the
     shared meanings (:data:`app.listening.columns.COMMON`) need not be repeated."""
 
+    shared_columns: ClassVar[dict[str, str]] = {}
+    """Columns of this kind that several files share (A/B's ``choice`` and ``cmos`` are in its
+    vote table and in ``raw/ratings.csv``): said once, with the flow's shared meanings."""
+
     def export_raw(self, table: str, df: pd.DataFrame) -> pd.DataFrame:
         """A raw table as the export writes it (a kind may add derived columns)."""
         return df

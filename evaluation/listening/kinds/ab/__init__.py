@@ -126,6 +126,10 @@ class Ab(TestKind):
     main_table = "ab"
     pairwise_table = "ab_pairwise"
     columns = COLUMNS
+    shared_columns = {
+        "choice": "A/B: a, b or tie (as presented: a was played first / shown left)",
+        "cmos": "A/B CMOS answer -3..+3: how much better B is than A, as presented",
+    }
 
     def scale(self, mode: str) -> dict[str, Any]:
         if mode == FORCED:
