@@ -286,7 +286,7 @@ def oriented_votes(votes: pd.DataFrame) -> pd.DataFrame:
         ["tie", "x"],
         default="y",
     )
-    # "cmos" is the ab_votes column (the A/B answer -3..+3), not the kind's name
+    # cmos: the ab_votes column (the A/B answer -3..+3), not a kind
     cm = v["cmos"].astype(float) if "cmos" in v else pd.Series(np.nan, index=v.index)
     v["cmos_y"] = np.where(swap, -cm, cm)
     v["first_won"] = np.where(ch == "tie", np.nan, (ch == "a").astype(float))
