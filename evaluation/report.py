@@ -28,7 +28,7 @@ from typing import Protocol
 import numpy as np
 import pandas as pd
 
-from evaluation import stats
+from evaluation import marks, stats
 from evaluation.listening.data import TestData
 from evaluation.listening.kinds import AB, GLITCH, MOS
 from evaluation.listening.kinds.base import Axis
@@ -148,11 +148,11 @@ def compute_tables(
     out: dict[str, pd.DataFrame] = {"screening": screening}
     out.update(_rating_tables(usable, ab, opts))
     listened = _glitch_assignments(store)
-    out["glitch_rates"] = stats.glitch_rates(reports, takes, listened, opts.seam_tolerance_ms)
-    out["glitches_by_seam"] = stats.glitches_by_seam(reports, opts.seam_tolerance_ms)
+    out["glitch_rates"] = marks.glitch_rates(reports, takes, listened, opts.seam_tolerance_ms)
+    out["glitches_by_seam"] = marks.glitches_by_seam(reports, opts.seam_tolerance_ms)
     out.update(_findings_tables(findings))
     out["agreement"] = pd.DataFrame(
-        [stats.agreement(reports, findings, opts.agreement_tolerance_ms)]
+        [marks.agreement(reports, findings, opts.agreement_tolerance_ms)]
     )
     out["takes"] = _takes_table(takes, findings, reports)
     out.update(listening)

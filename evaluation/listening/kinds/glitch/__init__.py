@@ -96,7 +96,7 @@ class Glitch(TestKind):
         """Marks per system and per seam, and the marks against the automatic findings."""
         import pandas as pd
 
-        from evaluation import stats
+        from evaluation import marks
 
         reports = data.glitches
         if reports.empty:
@@ -108,13 +108,13 @@ class Glitch(TestKind):
         out: list[Table] = [
             (
                 "glitch_marks",
-                stats.glitch_marks(kept, SEAM_TOLERANCE_MS),
+                marks.glitch_marks(kept, SEAM_TOLERANCE_MS),
                 f"Glitch marks per system ({ctx.who})",
                 f"counts; a mark is at a seam within {SEAM_TOLERANCE_MS:g} ms of it",
                 "",
             )
         ]
-        seams = stats.glitches_by_seam(kept, SEAM_TOLERANCE_MS)
+        seams = marks.glitches_by_seam(kept, SEAM_TOLERANCE_MS)
         if not seams.empty:  # one numbering everywhere: seam k is the start of chunk k
             seams = seams.rename(columns=lambda k: int(k) + 1).rename_axis(columns="seam")
         if not seams.empty:
@@ -131,7 +131,7 @@ class Glitch(TestKind):
         out.append(
             (
                 "glitch_agreement",
-                pd.DataFrame([stats.agreement(kept, data.findings)]),
+                pd.DataFrame([marks.agreement(kept, data.findings)]),
                 "Rater marks vs automatic findings",
                 "one-to-one matching within 300 ms, closest first",
                 "",
