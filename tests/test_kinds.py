@@ -130,7 +130,8 @@ def test_an_unknown_kind_is_an_error_never_another_kinds_default(tmp_path):
         store.close()
 
 
-def test_the_app_refuses_to_start_over_a_test_of_an_unregistered_kind():
+def test_the_app_refuses_to_start_over_a_test_of_an_unregistered_kind(capsys):
+    from app.cli import main
     from app.server import create_app
     from tests.support.app_util import LISTENING_BACKENDS
 
@@ -149,6 +150,14 @@ def test_the_app_refuses_to_start_over_a_test_of_an_unregistered_kind():
         create_app(dict(LISTENING_BACKENDS), db, mount_ui=False)
     assert "1 stored test(s) of a kind this app does not have: g0ne ('gone')" in str(e.value)
     assert "Registered kinds: mos, ab, mushra, glitch" in str(e.value)
+    # what the message says to do: remove it (no export: its kind has no texts or results)
+    assert main(["test", "delete", "g0ne", "--db", str(db)]) == 2  # not without --yes
+    assert "give --yes" in capsys.readouterr().err
+    assert main(["test", "delete", "g0ne", "--db", str(db), "--yes"]) == 1
+    assert "not deleted: its export could not be made" in capsys.readouterr().err
+    assert main(["test", "delete", "g0ne", "--db", str(db), "--yes", "--no-export"]) == 0
+    assert "deleted test g0ne; no export" in capsys.readouterr().out
+    create_app(dict(LISTENING_BACKENDS), db, mount_ui=False)  # starts now
 
 
 # --------------------------------------------------------------------------- the toy, end to end
@@ -224,6 +233,14 @@ def test_a_toy_kind_runs_end_to_end(live, thumbs):
     head = z.read("results/toy.csv").decode().splitlines()[0].split(",")
     assert set(head) <= set(columns()["results/toy.csv"])
     assert json.loads(z.read("study.json"))["texts"]["scale"]["question"] == toy.QUESTION
+    # deleted from the command line, as the Tests tab does: an export is kept first
+    from app.cli import main
+
+    db = str(live.state.store.path)
+    assert main(["test", "delete", tid, "--db", db, "--yes"]) == 0
+    kept = sorted((Path(db).parent / "exports").glob(f"{tid}-*.zip"))
+    assert len(kept) == 1 and "results/toy.csv" in zipfile.ZipFile(kept[0]).namelist()
+    assert httpx.get(f"{live.url}ll/listen/{tid}/info").status_code == 404
 
 
 def test_the_kinds_page_script_is_served_from_its_folder_and_nothing_else(live, thumbs):
