@@ -44,7 +44,7 @@ COLUMNS = {
     },
     "results/glitch_marks.csv": {
         "marks": "glitch marks",
-        "at_seam": "marks within 300 ms of a seam",
+        "at_seam": f"marks within {SEAM_TOLERANCE_MS:g} ms of a seam",
         "no_seam": "marks on a take with no seam (one chunk)",
     },
     "results/glitches_by_seam.csv": {"system_id": "rows: systems; columns: seam 1, 2, … (counts)"},
