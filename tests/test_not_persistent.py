@@ -17,7 +17,8 @@ import pytest
 
 from app.cli import main
 from app.config import Storage, storage
-from app.listening.admin_ui import AdminPage, open_test
+from app.listening.admin.page import AdminPage
+from app.listening.admin.tests_tab import open_test
 from app.server import create_app
 from tests.support.app_util import live_server, tmp_db
 

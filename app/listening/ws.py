@@ -43,7 +43,8 @@ import uuid
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from app.listening.service import CLOCK_SLACK_MS, Listening
+from app.listening.rating import CLOCK_SLACK_MS
+from app.listening.service import Listening
 from app.player.blind import GENERIC_ERROR, BlindSession, CommonFormat, take_frames
 from app.player.session import HEADER, Session
 from app.store import GLITCH_KINDS, GlitchReport
@@ -367,7 +368,7 @@ async def listen_glitch(room: RaterSockets, session: Session, msg: dict[str, Any
         )
         row = await asyncio.to_thread(svc.tests.glitch_report, w.id)
     except (ListenlabError, ValueError, TypeError) as e:
-        _err(session, msg, e, "glitch")
+        _err(session, msg, e, "glitch")  # which message failed (kept: the wire's value)
         return
     session.send(
         {

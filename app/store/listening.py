@@ -679,6 +679,7 @@ class TestStore:
             ab_checks=self.ab_checks_frame(test_id),
             glitches=glitches,
             findings=self.findings_frame(glitches["take_id"]) if not glitches.empty else glitches,
+            answers=self.answers_frame(test_id),
             name=t["name"],
             status=t["status"],
         )

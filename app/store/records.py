@@ -15,8 +15,8 @@ from datetime import UTC, datetime
 from typing import Any
 
 from backends.errors import Conflict, ListenlabError, NotFound
+from evaluation.listening.kinds import KINDS as TEST_KINDS  # the one registry of test kinds
 
-TEST_KINDS = ("mos", "ab", "cmos", "glitch", "mushra")
 ROLES = ("item", "gold", "trap", "anchor", "reference")
 AB_CHOICES = ("a", "b", "tie")
 GLITCH_KINDS = ("click", "gap", "repeat", "wrong_voice", "cut_off", "other")

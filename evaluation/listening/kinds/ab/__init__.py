@@ -1,14 +1,18 @@
 """A/B (paired comparison, with its CMOS mode): two clips of one prompt, answered on the CMOS
 scale -3..+3 (B against A) or as a forced choice, screened with two check pairs.
 
-Why here: the pairs the design cycles through, the sides' balance, the check pairs (the
-degraded anchor against its clean source, once on each side), the "A"/"B" labels, the vote's
-``cmos``/``choice`` and the per-pair tables are one kind's business."""
+Why one folder: the pairs the design cycles through, the sides' balance, the check pairs (the
+degraded anchor against its clean source, once on each side), the "A"/"B" labels, the
+question and its answers (``page.js`` draws them), the vote's ``cmos``/``choice``, the
+planner's CMOS points (or share), the per-pair tables, their words and the export's columns
+are one kind's business."""
 
 from __future__ import annotations
 
+import math
 import random
 from collections.abc import Callable
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from backends.errors import InvalidRequest
@@ -16,10 +20,14 @@ from evaluation.listening.kinds.base import (
     AB_MIN_MS,
     ANCHOR,
     PLAYED_SHARE,
+    ROUNDING_VAR,
+    Axis,
     Familiar,
+    PlanModel,
     PlannedItem,
     ResultContext,
     Slot,
+    Spread,
     Table,
     TestKind,
     Vote,
@@ -37,8 +45,61 @@ if TYPE_CHECKING:
     from evaluation.listening.screening import TestScreening
 
 MODES = ("cmos", "forced")
-"""``cmos``: -3..+3, B against A; ``forced``: A or B."""
+"""``cmos``: -3..+3, B against A; ``forced``: A or B. The first is the default (every stored
+design carries it as ``ab_mode``, whatever its kind)."""
+CMOS, FORCED = MODES
 SIDES = "ABCDEFGH"
+CMOS_LABELS = [
+    [-3, "A much better"],
+    [-2, "A better"],
+    [-1, "A slightly better"],
+    [0, "About the same"],
+    [1, "B slightly better"],
+    [2, "B better"],
+    [3, "B much better"],
+]
+CMOS_QUESTION = "Compare the quality of B with the quality of A."
+FORCED_LABELS = [["a", "A is better"], ["b", "B is better"]]
+FORCED_QUESTION = "Which clip has the better quality?"
+CMOS_AXIS = Axis(-3.0, 3.0, "CMOS points", "CMOS")
+SHARE_AXIS = Axis(0.0, 1.0, "share", "preference share")
+
+COLUMNS = {
+    "raw/ab_votes.csv": {
+        "vote_id": "the vote (the answer's id)",
+        "item_key": "the two takes, sorted and joined with |",
+        "take_a": "side A's take (played first)",
+        "take_b": "side B's take",
+        "system_a": "side A's system",
+        "system_b": "side B's system",
+        "played_a_ms": "playback of A accepted",
+        "played_b_ms": "playback of B accepted",
+    },
+    "results/ab.csv": {
+        "n": "votes",
+        "x_wins": "votes for x",
+        "y_wins": "votes for y",
+        "ties": "tied votes",
+        "x_share": "share of decisive votes won by x",
+        "x_share_low": "its 95% interval, lower bound",
+        "x_share_high": "upper bound",
+        "p_sign": "sign test on decisive votes, votes taken as independent",
+        "cmos_n": "votes in the CMOS mean",
+        "cmos_y": "mean CMOS: how much better y is than x (ties count 0)",
+        "cmos_low": "its 95% interval, lower bound",
+        "cmos_high": "upper bound",
+    },
+    "results/ab_pairwise.csv": {
+        "raters_x": "raters whose decisive votes mostly went to x",
+        "raters_y": "to y",
+        "rater_share_x": "raters_x / (raters_x + raters_y)",
+    },
+    "results/order_bias.csv": {
+        "decisive": "decisive votes",
+        "first_share": "share won by the clip played first",
+    },
+}
+"""The A/B files of the export."""
 
 
 def checks(system: str) -> list[PlannedItem]:
@@ -56,9 +117,56 @@ def checks(system: str) -> list[PlannedItem]:
 class Ab(TestKind):
     name = "ab"
     title = "A/B"
+    folder = Path(__file__).parent
+    modes = MODES
     min_systems = 2
     show_text = True
     paired = True
+    instructions = "Listen to both A and B (at least 3 s of each), then compare them."
+    main_table = "ab"
+    pairwise_table = "ab_pairwise"
+    columns = COLUMNS
+    shared_columns = {
+        "choice": "A/B: a, b or tie (as presented: a was played first / shown left)",
+        "cmos": "A/B CMOS answer -3..+3: how much better B is than A, as presented",
+    }
+
+    def scale(self, mode: str) -> dict[str, Any]:
+        if mode == FORCED:
+            return {"question": FORCED_QUESTION, "labels": FORCED_LABELS}
+        return {"question": CMOS_QUESTION, "labels": CMOS_LABELS}
+
+    def plan_model(self, d: Design, spread: Spread) -> PlanModel:
+        """One pair's mean CMOS (each answer a difference of two ratings, rounded), or in the
+        forced mode its preference share: the sign of that difference, so near a share of 0.5
+        a rater's or a prompt's shift of one point moves the share by phi(0) / sd of the
+        difference (the delta method), and each vote adds a Bernoulli variance of 0.25."""
+        per_item = 1 / len(pairs(d.systems))
+        noise_var = 2 * spread.noise_sd**2
+        if d.ab_mode == FORCED:
+            g = 1 / math.sqrt(2 * math.pi * noise_var)
+            return PlanModel(
+                axis=SHARE_AXIS,
+                centre=0.5,
+                rater_var=(g * spread.rater_sd) ** 2,
+                prompt_var=(g * spread.prompt_sd) ** 2,
+                noise_var=0.25,
+                per_item=per_item,
+                difference=g * spread.difference,
+                cell="pair",
+                paired=True,
+            )
+        return PlanModel(
+            axis=CMOS_AXIS,
+            centre=0.0,
+            rater_var=spread.rater_sd**2,
+            prompt_var=spread.prompt_sd**2,
+            noise_var=noise_var + ROUNDING_VAR,
+            per_item=per_item,
+            difference=spread.difference,
+            cell="pair",
+            paired=True,
+        )
 
     def units(self, d: Design) -> int:
         return len(pairs(d.systems))
@@ -102,7 +210,7 @@ class Ab(TestKind):
         return [("Example A", f.take("item", a, p0)), ("Example B", f.take("item", b, p0))]
 
     def read_vote(self, body: dict[str, Any], ctx: VoteContext) -> Vote:
-        if ctx.ab_mode == "forced":
+        if ctx.mode == FORCED:
             choice = body.get("choice")
             if choice not in ("a", "b"):
                 raise InvalidRequest("choice must be 'a' or 'b'")
@@ -177,7 +285,7 @@ class Ab(TestKind):
             ),
         ]
 
-    def plot(self, tables: dict[str, pd.DataFrame]) -> tuple[pd.DataFrame, str, str, str] | None:
+    def plot(self, tables: dict[str, pd.DataFrame]) -> tuple[pd.DataFrame, str, str, Axis] | None:
         t = tables.get("ab")
         if not not_empty(t):
             return None
@@ -186,10 +294,45 @@ class Ab(TestKind):
             ab.rename(columns={"cmos_low": "ci_low", "cmos_high": "ci_high"}),
             "pair",
             "cmos_y",
-            "cmos",
+            CMOS_AXIS,
+        )
+
+    def summary(self, tables: dict[str, pd.DataFrame], titles: dict[str, str]) -> list[str]:
+        """Per pair: the share and the CMOS with their intervals, then the raters' sign tests."""
+        from evaluation.listening.summary import fmt, has, pair_lines, section
+
+        if not has(tables, "ab"):
+            return []
+        rows = [
+            f"- {x['x']} vs {x['y']}: n={int(x['n'])}, {x['x']} preferred "
+            f"{fmt(x['x_share'])} [{fmt(x['x_share_low'])}, {fmt(x['x_share_high'])}], "
+            f"CMOS {x['y']} vs {x['x']}: {fmt(x['cmos_y'])} "
+            f"[{fmt(x['cmos_low'])}, {fmt(x['cmos_high'])}]"
+            + (f" ({x['note']})" if x.get("note") else "")
+            for _, x in tables["ab"].iterrows()
+        ]
+        if has(tables, "ab_pairwise"):
+            rows += pair_lines(tables["ab_pairwise"], "A/B")
+        return [section(titles.get("ab", "A/B"), rows)]
+
+    def result_lines(self, tables: dict[str, pd.DataFrame]) -> list[str]:
+        from evaluation.listening.summary import has, holm_lines
+
+        return (
+            holm_lines(tables["ab_pairwise"], "ab_pairwise") if has(tables, "ab_pairwise") else []
         )
 
 
 KIND = Ab()
 
-__all__ = ["KIND", "MODES", "Ab", "checks"]
+__all__ = [
+    "CMOS",
+    "CMOS_LABELS",
+    "COLUMNS",
+    "FORCED",
+    "FORCED_LABELS",
+    "KIND",
+    "MODES",
+    "Ab",
+    "checks",
+]

@@ -1,23 +1,30 @@
 """MOS (ACR, ITU-T P.800/P.808): one clip, a score 1..5, screened with a low anchor, a gold
 "5" and a trap.
 
-Why here: the design's check items, the page's one "Play", the vote's score and the MOS tables
-(intervals per system, per prompt and condition, paired tests) are one kind's business."""
+Why one folder: the design's check items, the page's one "Play", the question and its five
+answers (``page.js`` draws them), the vote's score, the planner's MOS points, the MOS tables
+(intervals per system, per prompt and condition, paired tests), their words on the Results
+tab and the export's columns are one kind's business."""
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from evaluation.listening.kinds.base import (
     ANCHOR,
     GOLD,
     GOLD_EXPECTED,
+    ROUNDING_VAR,
     TRAP,
     TRAP_ANSWER,
+    Axis,
     Familiar,
+    PlanModel,
     PlannedItem,
     ResultContext,
     Slot,
+    Spread,
     Table,
     TestKind,
     Vote,
@@ -34,12 +41,59 @@ if TYPE_CHECKING:
     from evaluation.listening.screening import TestScreening
 
 LABELS = {5: "Excellent", 4: "Good", 3: "Fair", 2: "Poor", 1: "Bad"}
+QUESTION = "How good is the quality of the speech?"
+AXIS = Axis(1.0, 5.0, "MOS points", "MOS")
+
+COLUMNS = {
+    "raw/mos_ratings.csv": {
+        "rating_id": "the rating (the answer's id)",
+        "played_ms": "playback accepted when the vote was given",
+    },
+    "results/mos_pairwise.csv": {
+        "diff_y_minus_x": "mean over raters of (rater's mean of y - rater's mean of x)",
+        "rank_biserial": "matched-pairs rank-biserial correlation (positive: y better)",
+    },
+    "results/mos_all_raters.csv": {},
+    "results/mos_by_prompt.csv": {},
+    "results/mos_by_condition.csv": {},
+    "results/mos.csv": {},
+}
+"""The MOS files of the export (the interval tables' columns are the shared ones)."""
+
+
+def mos_table(ratings: pd.DataFrame, by: list[str]) -> pd.DataFrame:
+    """MOS per ``by`` (system; per test, prompt or condition too) with the two-way
+    cluster-robust interval on the logit of the mean's place in 1..5: the one MOS table, the
+    test's results and ``listenlab report`` both call it."""
+    from evaluation import inference
+
+    return inference.interval_table(ratings, by, scale=inference.MOS_SCALE)
 
 
 class Mos(TestKind):
     name = "mos"
     title = "MOS"
+    folder = Path(__file__).parent
     show_text = True
+    instructions = "Listen to the whole clip, then rate its overall quality."
+    main_table = "mos"
+    pairwise_table = "mos_pairwise"
+    columns = COLUMNS
+
+    def scale(self, mode: str) -> dict[str, Any]:
+        return {"question": QUESTION, "labels": [[v, w] for v, w in LABELS.items()]}
+
+    def plan_model(self, d: Design, spread: Spread) -> PlanModel:
+        """The MOS scale itself: the planning model's spread, plus rounding to whole scores."""
+        return PlanModel(
+            axis=AXIS,
+            centre=3.0,
+            rater_var=spread.rater_sd**2,
+            prompt_var=spread.prompt_sd**2,
+            noise_var=spread.noise_sd**2 + ROUNDING_VAR,
+            per_item=1 / len(d.systems),
+            difference=spread.difference,
+        )
 
     def checks(self, d: Design) -> list[PlannedItem]:
         if not d.screening:
@@ -107,26 +161,25 @@ class Mos(TestKind):
             return []
         played = stats.played_items(data.mos, ctx.screening.rules)
         kept = ctx.keep(played)
-        iv = dict(scale=inference.MOS_SCALE)
         who, ci, assumes = ctx.who, ctx.interval, inference.INTERVAL_ASSUMES
         out: list[Table] = [
             (
                 "mos",
-                inference.interval_table(kept, ["system_id"], **iv),
+                mos_table(kept, ["system_id"]),
                 f"MOS per system ({who})",
                 f"item ratings that were played; {ci}",
                 assumes,
             ),
             (
                 "mos_all_raters",
-                inference.interval_table(played, ["system_id"], **iv),
+                mos_table(played, ["system_id"]),
                 "MOS per system, every rater (no screening)",
                 f"as mos: {ci}",
                 assumes,
             ),
             (
                 "mos_by_prompt",
-                inference.interval_table(kept, ["system_id", "prompt_id"], **iv).sort_values(
+                mos_table(kept, ["system_id", "prompt_id"]).sort_values(
                     ["system_id", "prompt_id"], ignore_index=True
                 ),
                 f"MOS per system and prompt ({who})",
@@ -138,7 +191,7 @@ class Mos(TestKind):
             out.append(
                 (
                     "mos_by_condition",
-                    inference.interval_table(kept, ["system_id", "condition"], **iv),
+                    mos_table(kept, ["system_id", "condition"]),
                     f"MOS per system and condition ({who})",
                     ci,
                     assumes,
@@ -155,11 +208,43 @@ class Mos(TestKind):
         )
         return out
 
-    def plot(self, tables: dict[str, pd.DataFrame]) -> tuple[pd.DataFrame, str, str, str] | None:
+    def plot(self, tables: dict[str, pd.DataFrame]) -> tuple[pd.DataFrame, str, str, Axis] | None:
         t = tables.get("mos")
-        return (t, "system_id", "mean", "mos") if not_empty(t) else None
+        return (t, "system_id", "mean", AXIS) if not_empty(t) else None
+
+    def by_prompt(self, tables: dict[str, pd.DataFrame]) -> pd.DataFrame | None:
+        t = tables.get("mos_by_prompt")
+        return t if not_empty(t) else None
+
+    def summary(self, tables: dict[str, pd.DataFrame], titles: dict[str, str]) -> list[str]:
+        """MOS per system (screened, then every rater) and the pairwise tests."""
+        from evaluation.listening.summary import ci_line, has, pair_lines, section
+
+        blocks = []
+        for name, title in (
+            ("mos", titles.get("mos", "MOS")),
+            ("mos_all_raters", "MOS (all raters)"),
+        ):
+            if has(tables, name):
+                rows = [
+                    ci_line(f"MOS {x['system_id']}", x, "mean", "ci_low", "ci_high")
+                    for _, x in tables[name].iterrows()
+                ]
+                blocks.append(section(title, rows))
+        if has(tables, "mos_pairwise"):
+            t = tables["mos_pairwise"]
+            blocks.append(section(titles.get("mos_pairwise", "mos_pairwise"), pair_lines(t, "MOS")))
+        return blocks
+
+    def result_lines(self, tables: dict[str, pd.DataFrame]) -> list[str]:
+        from evaluation.listening.summary import has, holm_lines, mean_lines
+
+        out = mean_lines(tables["mos"], "MOS", "system_id") if has(tables, "mos") else []
+        if has(tables, "mos_pairwise"):
+            out += holm_lines(tables["mos_pairwise"], "mos_pairwise")
+        return out
 
 
 KIND = Mos()
 
-__all__ = ["KIND", "LABELS", "Mos"]
+__all__ = ["AXIS", "COLUMNS", "KIND", "LABELS", "QUESTION", "Mos", "mos_table"]

@@ -1,79 +1,42 @@
-// listenlab MUSHRA screen (window.LLMushra), as webMUSHRA does it: the reference and every
-// condition of one screen are fetched once, whole, over the page's own WebSocket (blind: one
-// format, equal frames, opaque stream ids), decoded into AudioBuffers of one length, and played
-// by one source per stimulus, all started together; choosing a stimulus only moves the gains
-// (a 5 ms ramp), so the playhead stays where it is. Loop on/off and a loop segment (from/to).
-// Sliders start unset; each must be moved. Play credit per slot = the time that slot was
-// audible, reported as play events on the same socket (the server caps each slot and their sum
-// by the wall time since the screen's audio was sent in full).
+// listenlab MUSHRA screen (window.LLKinds.mushra), as webMUSHRA does it: the reference and
+// every condition of one screen are fetched once, whole, over the page's one socket (the
+// player's collect(): blind, one format, equal frames, opaque stream ids), decoded into
+// AudioBuffers of one length, and played by one source per stimulus, all started together;
+// choosing a stimulus only moves the gains (a 5 ms ramp), so the playhead stays where it is.
+// Loop on/off and a loop segment (from/to). Sliders start unset; each must be moved; the five
+// bands are the server's (the kind's scale()). Play credit per slot = the time that slot was
+// audible, reported as play events on the same socket (the server caps each slot and their
+// sum by the wall time since the screen's audio was sent in full).
 (function () {
   'use strict';
-  if (window.LLMushra) return;
-  const HEADER_BYTES = 12;
   const RAMP_S = 0.005;
   const REPORT_EVERY_MS = 2000;
   const MAX_REPORTS = 50;   // per slot and screen (the server stores at most 60)
-  const BANDS = [[80, 100, 'Excellent'], [60, 80, 'Good'], [40, 60, 'Fair'], [20, 40, 'Poor'], [0, 20, 'Bad']];
-
-  let ws = null, wsReady = null, tokenSeq = 1;
-  const waiting = {};      // token -> {resolve, reject, start, frames: []}
-  let onMessage = () => {};
-
-  function socket() {
-    if (ws && ws.readyState <= 1) return wsReady;
-    const url = new URL('/ll/ws', location.href);
-    url.protocol = location.protocol === 'https:' ? 'wss:' : 'ws:';
-    ws = new WebSocket(url); ws.binaryType = 'arraybuffer';
-    wsReady = new Promise((res, rej) => { ws.onopen = () => res(ws); ws.onerror = () => rej(new Error('no connection to the server')); });
-    ws.onmessage = (ev) => {
-      if (typeof ev.data !== 'string') {
-        if (ev.data.byteLength < HEADER_BYTES) return;
-        const w = waiting[new DataView(ev.data).getUint32(0, true)];
-        if (w) w.frames.push(new Int16Array(ev.data.slice(HEADER_BYTES)));
-        return;
-      }
-      let m; try { m = JSON.parse(ev.data); } catch (e) { return; }
-      const w = m && m.token != null ? waiting[m.token] : null;
-      if (w) {
-        if (m.type === 'start') w.start = m;
-        else if (m.type === 'done') { delete waiting[m.token]; w.resolve(w); }
-        else if (m.type === 'error' || m.type === 'cancelled') { delete waiting[m.token]; w.reject(new Error(m.message || 'the audio could not be loaded')); }
-        return;
-      }
-      onMessage(m);
-    };
-    ws.onclose = () => { for (const k of Object.keys(waiting)) { waiting[k].reject(new Error('the connection to the server was lost')); delete waiting[k]; } };
-    return wsReady;
-  }
-  async function send(obj) { (await socket()).send(JSON.stringify(obj)); }
-
-  async function fetchWhole(base, slot) {
-    await socket();
-    const token = tokenSeq++;
-    const p = new Promise((resolve, reject) => { waiting[token] = { resolve, reject, start: null, frames: [] }; });
-    await send(Object.assign({ type: 'stimulus', token, slot, delivery: 'whole' }, base));
-    return p;
-  }
 
   function el(tag, text, cls) { const e = document.createElement(tag); if (text != null) e.textContent = String(text); if (cls) e.className = cls; return e; }
 
-  // opts: {root, refButton, test, token, item, onSaved(slot, ms), onChange(), onError(msg)}
-  function render(opts) {
-    const it = opts.item, n = it.slots;
-    const base = { test_id: opts.test, rater_token: opts.token, assignment_id: it.assignment_id };
+  // ctx: the rater page's (listen.js): item, scale, slots, player, testId, token, changed(), error(msg)
+  function render(ctx) {
+    const it = ctx.item, n = it.slots, BANDS = ctx.scale.bands || [];
+    const base = { test_id: ctx.testId, rater_token: ctx.token, assignment_id: it.assignment_id };
     const order = (it.has_reference ? [-1] : []).concat([...Array(n).keys()]);
+    const send = (obj) => ctx.player.send(obj);
+    const fetchWhole = (slot) => ctx.player.collect(Object.assign({ type: 'stimulus', slot, delivery: 'whole' }, base));
     const S = {
       loaded: false, playing: false, active: it.has_reference ? -1 : 0, loop: true, from: 0, to: 0, duration: 0,
       credit: {}, reported: {}, since: null, t0: 0, offset: 0, sources: {}, gains: {}, buffers: {}, log: [],
       values: Array(n).fill(null), timer: null, destroyed: false, ctx: null,
     };
-    onMessage = (m) => {
-      if (m.type === 'play_saved' && m.assignment_id === it.assignment_id) opts.onSaved(m.slot, m.played_ms || 0);
-      else if (m.type === 'listen_error') opts.onError(m.message);
-    };
 
     // ------------------------------------------------------------ the screen
-    const root = opts.root; root.replaceChildren();
+    const root = ctx.slots; root.replaceChildren();
+    let refButton = null;
+    if (it.has_reference) {   // the open reference: played like any slot, never gated or rated
+      const ref = el('div'); ref.id = 'lt-reference';
+      refButton = el('button', 'Reference'); refButton.type = 'button'; refButton.id = 'lt-ref';
+      ref.append(refButton);
+      root.append(ref);
+    }
     const bar = el('div', null, 'lt-mu-transport');
     const playBtn = el('button', 'Play', 'lt-mu-play'); playBtn.type = 'button'; playBtn.id = 'lt-mu-play'; playBtn.disabled = true;
     const stopBtn = el('button', 'Stop'); stopBtn.type = 'button'; stopBtn.id = 'lt-mu-stop';
@@ -107,7 +70,7 @@
       const set = () => {
         S.values[i] = Number(r.value); r.classList.remove('lt-unset'); r.dataset.moved = '1';
         r.setAttribute('aria-label', 'Score of ' + it.labels[i]);
-        v.textContent = r.value; opts.onChange();
+        v.textContent = r.value; ctx.changed();
         const hit = BANDS.find(([lo]) => Number(r.value) >= lo);
         band.textContent = hit ? hit[2] : '';
       };
@@ -117,14 +80,14 @@
       rows.append(row);
     }
     root.append(bar, scale, rows);
-    if (opts.refButton) opts.refButton.onclick = () => choose(-1);
+    if (refButton) refButton.onclick = () => choose(-1);
 
     // ------------------------------------------------------------ fetch once, decode
     (async () => {
       try {
         let fmt = null; const pcm = {};
         for (const slot of order) {
-          const w = await fetchWhole(base, slot);
+          const w = await fetchWhole(slot);
           fmt = fmt || w.start; pcm[slot] = w.frames;
           if (S.destroyed) return;
         }
@@ -147,7 +110,7 @@
         S.loaded = true; playBtn.disabled = false; msg.textContent = '';
         S.timer = setInterval(tick, 100);
         markActive();
-      } catch (e) { msg.textContent = ''; opts.onError(e.message); }
+      } catch (e) { msg.textContent = ''; ctx.error(e.message); }
     })();
 
     // ------------------------------------------------------------ the engine
@@ -216,7 +179,7 @@
     }
     function markActive() {
       for (const b of root.querySelectorAll('.lt-play')) b.classList.toggle('lt-on', Number(b.dataset.slot) === S.active);
-      if (opts.refButton) opts.refButton.classList.toggle('lt-on', S.active === -1);
+      if (refButton) refButton.classList.toggle('lt-on', S.active === -1);
     }
     function choose(slot) {
       if (!S.loaded) return;
@@ -243,9 +206,11 @@
       setSegment(a, b) { fromIn.value = String(a); toIn.value = String(b); fromIn.dispatchEvent(new Event('change')); },
       allSet: () => S.values.every((v) => v !== null),
       scores: () => S.values.slice(),
-      destroy() { halt(); clearInterval(S.timer); S.destroyed = true; if (S.ctx) S.ctx.close(); onMessage = () => {}; if (opts.refButton) opts.refButton.onclick = null; },
+      ready: () => S.values.every((v) => v !== null),
+      answer: () => ({ scores: S.values.slice() }),
+      destroy() { halt(); clearInterval(S.timer); S.destroyed = true; if (S.ctx) S.ctx.close(); if (refButton) refButton.onclick = null; },
     };
   }
 
-  window.LLMushra = { render, BANDS };
+  (window.LLKinds = window.LLKinds || {}).mushra = { render };
 })();
