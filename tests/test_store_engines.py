@@ -27,11 +27,11 @@ from app.store import (
     Store,
     StoreError,
     System,
+    open_store,
 )
 from app.store.copy import COPY_ORDER, digests
 from app.store.listening import TestStore
-from app.store.pg_schema import PG_BASELINE, PG_MIGRATIONS, PG_ONLY_TABLES
-from app.store.schema import SCHEMA_VERSION
+from app.store.schema import TABLES
 from app.web.ratelimit import LoginThrottle
 from backends.base import SpeechRequest
 from backends.errors import InvalidRequest
@@ -84,13 +84,14 @@ def _unique_indexes_pg(pg: PgStore, table: str) -> set[tuple[str, ...]]:
 def test_postgres_schema_is_sqlites(tmp_path, pg_url):
     """Same tables, same columns in the same order, the mapped types, the same NOT NULLs and
     the same unique keys: what a SQLite study holds fits, and "one vote per item" is the
-    same rule. A new SQLite migration without its PostgreSQL twin fails here."""
-    assert set(PG_MIGRATIONS) == set(range(PG_BASELINE, SCHEMA_VERSION + 1))
+    same rule (both rendered from the one declaration, app/store/schema.py)."""
     lite = Store.open(tmp_path / "lab.db")
-    pg = Store.open(pg_url, local_dir=tmp_path)
+    pg = open_store(pg_url, local_dir=tmp_path)
     con = lite.conn
     lite_tables = set(lite.sql.table_names())
-    assert lite_tables == set(pg.sql.table_names()) - set(PG_ONLY_TABLES)
+    pg_only = {t.name for t in TABLES if t.engines == ("postgresql",)}
+    assert pg_only == {"take_audio", "login_failures", "schema_version"}
+    assert lite_tables == set(pg.sql.table_names()) - pg_only
     assert lite_tables == set(COPY_ORDER)
     for t in sorted(lite_tables):
         info = con.execute(f'PRAGMA table_info("{t}")').fetchall()
@@ -157,7 +158,7 @@ def test_db_copy_sqlite_to_postgres_and_back(tmp_path, pg_url, takes):
     assert out.returncode == 0, out.stderr
     assert "every count and checksum matches" in out.stdout
     assert "mos_ratings" in out.stdout and "(take audio)" in out.stdout
-    with Store.open(pg_url, read_only=True, local_dir=tmp_path / "pg-local") as pg:
+    with open_store(pg_url, read_only=True, local_dir=tmp_path / "pg-local") as pg:
         assert [(c.table, c.rows, c.digest) for c in digests(pg)] == want
         assert np.array_equal(pg.load_take(takes[0].take_id).audio, takes[0].audio)
         assert pg.arena.setting("min_votes") == "5" and pg.arena.vote_count() == 1
@@ -183,12 +184,12 @@ def test_db_copy_refuses_a_full_destination_and_changes_nothing(tmp_path, pg_url
     src = tmp_path / "a.db"
     with Store.open(src) as s:
         _study(s, takes)
-    with Store.open(pg_url, local_dir=tmp_path) as pg:
+    with open_store(pg_url, local_dir=tmp_path) as pg:
         pg.add_system(System("other", "piper"))
     out = _copy(str(src), pg_url, tmp_path)
     assert out.returncode == 1
     assert "already holds rows (in systems)" in out.stderr
-    with Store.open(pg_url, read_only=True, local_dir=tmp_path) as pg:
+    with open_store(pg_url, read_only=True, local_dir=tmp_path) as pg:
         assert pg.frame("systems")["system_id"].tolist() == ["other"]
         assert pg.frame("takes").empty
 
@@ -211,7 +212,7 @@ def test_db_check_prints_counts_and_checksums(tmp_path, takes):
 def test_nul_in_text_is_a_clear_error_on_postgres(tmp_path, pg_url):
     """PostgreSQL cannot keep a NUL character in text (SQLite can): a hostile name is a clear
     400-class error and nothing is stored."""
-    with Store.open(pg_url, local_dir=tmp_path) as pg:
+    with open_store(pg_url, local_dir=tmp_path) as pg:
         with pytest.raises(InvalidRequest, match="NUL"):
             pg.add_system(System("evil\x00", "piper"))
         assert pg.frame("systems").empty
@@ -220,9 +221,9 @@ def test_nul_in_text_is_a_clear_error_on_postgres(tmp_path, pg_url):
 
 
 def test_read_only_postgres_refuses_writes(tmp_path, pg_url):
-    Store.open(pg_url, local_dir=tmp_path).close()
+    open_store(pg_url, local_dir=tmp_path).close()
     with (
-        Store.open(pg_url, read_only=True, local_dir=tmp_path) as ro,
+        open_store(pg_url, read_only=True, local_dir=tmp_path) as ro,
         pytest.raises(StoreError, match="opened read-only"),
     ):
         ro.add_system(System("x", "piper"))
@@ -236,11 +237,11 @@ def test_unreachable_server_and_bad_pool_size_are_clear(tmp_path):
             connect_timeout_s=1.5,
         )
     with pytest.raises(InvalidRequest, match="pool_size"):
-        Store.open("postgresql://u:secret@localhost/x?pool_size=0", local_dir=tmp_path)
+        open_store("postgresql://u:secret@localhost/x?pool_size=0", local_dir=tmp_path)
 
 
 def _replicas(url: str, tmp_path: Path, n: int = 2) -> list[PgStore]:
-    return [Store.open(url, local_dir=tmp_path / f"r{i}") for i in range(n)]
+    return [open_store(url, local_dir=tmp_path / f"r{i}") for i in range(n)]
 
 
 def test_concurrent_joins_on_two_replicas_get_distinct_rows(tmp_path, pg_url):
