@@ -23,8 +23,8 @@ from typing import TYPE_CHECKING, Any
 
 from app.store.records import StoreError
 from app.store.schema import (
-    BYTEWISE_TEXT,
     DATA_MIGRATIONS,
+    ENGINES_ALIKE,
     SCHEMA_VERSION,
     Column,
     Index,
@@ -91,7 +91,7 @@ def create_index_sql(t: Table, i: Index) -> str:
 
 def changes_at(version: int, engine: str) -> bool:
     """Whether ``version``'s migration does anything on ``engine``."""
-    if DATA_MIGRATIONS.get(version) or (version == BYTEWISE_TEXT and engine == "postgresql"):
+    if DATA_MIGRATIONS.get(version) or (version == ENGINES_ALIKE and engine == "postgresql"):
         return True
     return any(
         t.since == version or any(t.since_of(p) == version for p in (*t.columns, *t.indexes))
@@ -117,8 +117,9 @@ class Migration:
                     self.table_at(t, version)
             for stmt in DATA_MIGRATIONS.get(version, ()):
                 self.sql.execute(stmt)
-            if version == BYTEWISE_TEXT and self.engine == "postgresql":
+            if version == ENGINES_ALIKE and self.engine == "postgresql":
                 self.bytewise_text()
+                self.no_negative_zero()
 
     def table_at(self, t: Table, version: int) -> None:
         """Make ``t`` what ``version`` declares: create it, or add the columns it lacks."""
@@ -140,7 +141,7 @@ class Migration:
                 self.indexed.add(i.name)
 
     def bytewise_text(self) -> None:
-        """PostgreSQL stores made before :data:`BYTEWISE_TEXT` sort text by the server's
+        """PostgreSQL stores made before :data:`ENGINES_ALIKE` sort text by the server's
         locale: each declared TEXT column is given the byte order (its indexes are rebuilt)."""
         rows = self.sql.execute(
             "SELECT table_name, column_name FROM information_schema.columns "
@@ -155,6 +156,18 @@ class Migration:
                     f"ALTER TABLE {quoted(name)} ALTER COLUMN {quoted(col)} "
                     f"TYPE {SQL_TYPES['postgresql']['text']}"
                 )
+
+    def no_negative_zero(self) -> None:
+        """A PostgreSQL store made before :data:`ENGINES_ALIKE` may hold -0.0 where SQLite
+        would hold 0.0: each declared REAL column's negative zeros become 0.0 (one pass over
+        each table)."""
+        for t in tables_of(self.engine):
+            cols = [quoted(c.name) for c in t.columns if c.type == "real"]
+            if not cols or t.name not in self.existing:
+                continue
+            sets = ", ".join(f"{c} = CASE WHEN {c}::text = '-0' THEN 0 ELSE {c} END" for c in cols)
+            where = " OR ".join(f"{c}::text = '-0'" for c in cols)
+            self.sql.execute(f"UPDATE {quoted(t.name)} SET {sets} WHERE {where}")
 
 
 def read_version(sql: Any) -> int:

@@ -631,14 +631,14 @@ DATA_MIGRATIONS: dict[int, tuple[str, ...]] = {
 }
 """Statements a version runs on the rows it finds, after its tables and columns (both
 engines speak them)."""
-BYTEWISE_TEXT = 7
-"""The version from which PostgreSQL compares and sorts every TEXT column byte by byte
-(``COLLATE "C"``), as SQLite does: rows sort the same on both engines whatever the server's
-locale. SQLite has nothing to change at this version."""
+ENGINES_ALIKE = 7
+"""The version from which PostgreSQL keeps what SQLite keeps: every TEXT column compares and
+sorts byte by byte (``COLLATE "C"``), whatever the server's locale, and no REAL holds a
+negative zero (SQLite stores -0.0 as 0). SQLite has nothing to change at this version."""
 
 SCHEMA_VERSION = max(
     [
-        BYTEWISE_TEXT,
+        ENGINES_ALIKE,
         *DATA_MIGRATIONS,
         *(t.since for t in TABLES),
         *(t.since_of(p) for t in TABLES for p in (*t.columns, *t.indexes)),
@@ -688,7 +688,7 @@ def order_by(name: str, alias: str = "") -> str:
 
 
 __all__ = [
-    "BYTEWISE_TEXT",
+    "ENGINES_ALIKE",
     "DATA_MIGRATIONS",
     "ENGINES",
     "SCHEMA_VERSION",

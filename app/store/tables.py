@@ -40,11 +40,12 @@ def ab_item_key(take_a: str, take_b: str) -> str:
 
 
 EXISTING_KEYS = {
-    name: (BY_NAME[name].primary_key[0], BY_NAME[name].unique_keys[1])
-    for name in ("mos_ratings", "ab_votes", "assignments")
+    t.name: (t.primary_key[0], t.unique_keys[1])
+    for t in BY_NAME.values()
+    if len(t.primary_key) == 1 and len(t.unique_keys) > 1
 }
-"""Per table with a "one per rater per item" key: its id column and the key's columns (its
-unique index, from the declaration)."""
+"""Per table with an id and a second unique key (one vote per rater per item): the id column
+and the key's columns, from the declaration."""
 
 
 class Tables:
