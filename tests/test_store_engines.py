@@ -32,11 +32,13 @@ from app.store import (
 from app.store.copy import COPY_ORDER, digests
 from app.store.listening import TestStore
 from app.store.schema import TABLES
+from app.store.urls import masked
 from app.web.ratelimit import LoginThrottle
 from backends.base import SpeechRequest
 from backends.errors import InvalidRequest
 from evaluation.takes import record
 from tests.support.postgres import pg_cluster_fixture, pg_url_fixture  # noqa: F401
+from tests.support.replicas import Replica, free_port
 
 ROOT = Path(__file__).resolve().parents[1]
 PG_TYPES = {
@@ -340,3 +342,62 @@ def test_login_backoff_is_shared_by_replicas(tmp_path, pg_url):
     assert a.sql.execute("SELECT client FROM login_failures").fetchall() == [("new",)]
     a.close()
     b.close()
+
+
+@pytest.mark.parametrize(
+    ("url", "shown"),
+    [
+        ("postgresql://u:hunter2@db.example/lab", "postgresql://u:***@db.example/lab"),
+        (
+            "postgresql://u@db.example/lab?password=hunter2&sslmode=verify-full",
+            "postgresql://u@db.example/lab?password=***&sslmode=verify-full",
+        ),
+        (
+            "postgres://db.example/lab?sslpassword=hunter2&passfile=/home/u/.pgpass",
+            "postgres://db.example/lab?sslpassword=***&passfile=/home/u/.pgpass",
+        ),
+        (
+            "postgresql://u:hun%40ter2@h/lab?pass%77ord=hunter2&PASSWORD=hunter2",
+            "postgresql://u:***@h/lab?pass%77ord=***&PASSWORD=***",
+        ),
+        ("postgresql://u:hun@ter2@h/lab", "postgresql://u:***@h/lab"),
+        ("postgresql://u:hunter2@[::1/lab", "postgresql://***"),
+        ("data/lab.db", "data/lab.db"),
+    ],
+)
+def test_every_form_of_a_password_is_masked(url, shown):
+    """#38: the ``user:password@`` part and libpq's ``?password=`` / ``?sslpassword=``
+    (``passfile`` names a file: kept)."""
+    assert masked(url) == shown and "hunter" not in shown
+
+
+def _cli(*args: str, cwd: Path) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [sys.executable, "-m", "app.cli", *args],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env={"PATH": "/usr/bin:/bin", "LISTENLAB_DATA": str(cwd), "HOME": str(cwd)},
+    )
+
+
+def test_a_query_password_is_not_printed_by_serve_or_db_check(pg_cluster, pg_url, tmp_path):
+    """#38 item 6: ``serve``'s start-up line and ``db check``'s error show the URL with its
+    password as ``***``, in whichever place the URL carries it."""
+    secret = pg_url + "&password=hunter2&sslpassword=hunter3"
+    rep = Replica(secret, free_port(), tmp_path / "serve", ("joe=piper?deterministic=1",))
+    try:
+        rep.start().wait_up()
+    finally:
+        rep.kill()
+    out = (rep.data / "serve.out").read_text() + (rep.data / "serve.log").read_text()
+    (line,) = [ln for ln in out.splitlines() if ln.startswith("listenlab: store ")]
+    assert "password=***&sslpassword=***" in line and "hunter" not in out
+    empty = pg_cluster.new_database()  # no listenlab tables: a read-only command refuses it
+    try:
+        done = _cli("db", "check", empty + "&password=hunter2", cwd=tmp_path)
+    finally:
+        pg_cluster.drop_database(empty)
+    assert done.returncode == 1 and "has schema version 0" in done.stderr, done.stderr
+    assert "password=***" in done.stderr and "hunter" not in done.stdout + done.stderr
