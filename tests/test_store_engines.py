@@ -6,6 +6,7 @@ stores (two pools, as two replicas have) write at once. Real SQLite, real Postgr
 from __future__ import annotations
 
 import asyncio
+import math
 import sqlite3
 import subprocess
 import sys
@@ -401,3 +402,35 @@ def test_a_query_password_is_not_printed_by_serve_or_db_check(pg_cluster, pg_url
         pg_cluster.drop_database(empty)
     assert done.returncode == 1 and "has schema version 0" in done.stderr, done.stderr
     assert "password=***" in done.stderr and "hunter" not in done.stdout + done.stderr
+
+
+def test_a_negative_zero_copies_and_exports_as_zero_everywhere(pg_cluster, pg_url, tmp_path, takes):
+    """A gain of -0.0 (``round(-0.00001, 4)``) written on PostgreSQL is stored as SQLite stores
+    it, 0.0: the stimulus reads, exports and checksums the same on PostgreSQL, on SQLite after
+    ``db copy`` and on PostgreSQL again (SQLite's REAL columns cannot keep a zero's sign)."""
+    from app.store.copy import digests as checks
+    from app.store.listening import Stimulus
+
+    with open_store(pg_url, local_dir=tmp_path / "a") as pg:
+        pg.add_system(System("s", "piper"))
+        pg.save_take(takes[0], system_id="s")
+        tests = TestStore(pg)
+        tests.create_test("t1", "mos", "zero", {})
+        tests.add_stimulus(Stimulus("st1", "t1", takes[0].take_id, "item", gain_db=round(-1e-5, 4)))
+    lite = tmp_path / "lite" / "lab.db"
+    again = pg_cluster.new_database()
+    try:
+        from app.store import copy_store
+
+        copy_store(pg_url, lite, local_dir=tmp_path / "a")
+        copy_store(lite, again, local_dir=tmp_path / "b")
+        got = []
+        for target in (pg_url, lite, again):
+            with open_store(target, read_only=True, local_dir=tmp_path / "c") as s:
+                (gain,) = s.sql.execute("SELECT gain_db FROM stimuli").fetchone()
+                assert gain == 0.0 and math.copysign(1.0, gain) == 1.0, target
+                csv = TestStore(s).export_frame("stimuli", "t1").to_csv(index=False)
+                got.append((csv, [(c.table, c.rows, c.digest) for c in checks(s)]))
+        assert got[0] == got[1] == got[2]
+    finally:
+        pg_cluster.drop_database(again)
