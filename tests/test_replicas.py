@@ -97,7 +97,7 @@ def test_two_replicas_one_killed_nothing_lost_or_doubled(pg_url, tmp_path):
         while p2.get_attribute("#lt-root", "data-position") != "done":
             acked["pp-2"].append(answer(p2, 3))
         assert p2.is_visible("#lt-done")
-        b_audio = list((b.data / "pg_audio").glob("*.wav"))
+        b_audio = list((b.data / "pg_audio").rglob("*.wav"))  # <hash of take id>/<file>
 
     with open_store(pg_url, read_only=True, local_dir=tmp_path / "check") as store:
         tests = TestStore(store)
