@@ -30,7 +30,7 @@ from app.store import (
 from app.store.copy import COPY_ORDER
 from app.store.listening import EXPORT_TABLES, TestRow, TestStore
 from app.store.listening.tests import DELETE_ORDER
-from app.store.migrations import MIGRATIONS, changes_at
+from app.store.migrations import MIGRATIONS, SQL_TYPES, changes_at
 from app.store.schema import TABLES, TYPES, per_test_tables, table
 from tests.support.postgres import available, pg_cluster_fixture, pg_url_fixture  # noqa: F401
 
@@ -399,3 +399,27 @@ def test_a_negative_zero_reads_back_as_zero_on_both_engines(pg_url, tmp_path):
             s.arena.add_battle(BattleRecord("b1", "o", "t", "p", "x", "y", -0.0), "v", lambda w: 0)
             (ts,) = s.sql.execute("SELECT created_ts FROM arena_battles").fetchone()
             assert ts == 0.0 and math.copysign(1.0, ts) == 1.0, s.engine
+
+
+def test_the_store_docs_say_what_the_declaration_does():
+    """docs/statistics.md's store section names the version, every table, both engines' types
+    as rendered, and the pool's numbers; docs/architecture.md points at the declaration."""
+    from app.store.postgres import DEFAULT_POOL, MAX_POOL, POOL_TIMEOUT_S
+
+    page = (ROOT / "docs" / "statistics.md").read_text(encoding="utf-8")
+    store = page.split("## Statistics", 1)[0]
+    assert f"the schema is at version {SCHEMA_VERSION}." in store
+    for t in TABLES:
+        assert f"`{t.name}`" in store, t.name
+    pg = SQL_TYPES["postgresql"]
+    row = (
+        f"TEXT `{pg['text'].removeprefix('TEXT ')}`, {pg['integer']} for INTEGER, "
+        f"{pg['real']} for REAL, {pg['bytes']} for BLOB"
+    )
+    assert row in store
+    assert ", ".join(SQL_TYPES["sqlite"].values()) in store
+    assert f"at most {DEFAULT_POOL} (`?pool_size=N`, 1..{MAX_POOL})" in store
+    assert f"waits up to {POOL_TIMEOUT_S:g} s" in store
+    arch = (ROOT / "docs" / "architecture.md").read_text(encoding="utf-8")
+    assert "`Column(..., since=N)` in `app/store/schema.py`" in arch
+    assert "app/store/listening.py" not in arch + page
