@@ -221,6 +221,17 @@ def test_bad_votes_rejected(store, takes):
     assert store.frame("ab_votes").empty and store.frame("mos_ratings").empty
 
 
+def test_the_store_keeps_no_list_of_kinds(store):
+    """Which test kinds exist is the kinds' registry's to say (the designer asks it): the
+    store takes any kind's name, a new kind's too, and refuses only what is not a name."""
+    assert store.add_test(ListeningTest("toy1", "toy_kind")).created
+    assert store.frame("tests").set_index("test_id").loc["toy1", "kind"] == "toy_kind"
+    for bad in ("", "Toy", "<b>mos</b>", "mos ", "x" * 33):
+        with pytest.raises(InvalidRequest, match="kind"):
+            store.add_test(ListeningTest("bad", bad))
+    assert "bad" not in set(store.frame("tests")["test_id"])
+
+
 def test_assignment_role_flows_into_rating(store, takes):
     store.add_rater(Rater("r1", "Ann"))
     store.add_assignment(
