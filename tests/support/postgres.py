@@ -81,7 +81,8 @@ class Cluster:
     def new_database(self, prefix: str = "t", *, icu_locale: str | None = None) -> str:
         """A new empty database's URL (its name is random: tests never share one).
         ``icu_locale`` (e.g. ``en-US``) makes it sort text by that language's rules, as a
-        managed server's default database often does (this cluster's own is byte order)."""
+        managed server's default database often does (this cluster's own is byte order;
+        PostgreSQL 15 or later, as Debian 12 has)."""
         name = f"{prefix}_{uuid.uuid4().hex[:12]}"
         locale = ""
         if icu_locale:
