@@ -166,7 +166,7 @@ def build_state(
     ``backends`` maps a UI label to a Backend (or spec), or lists ``SPEC``/``LABEL=SPEC``.
     ``warm`` loads each voice now, so the first click does not pay for it.
     """
-    from app.store import Store
+    from app.store import open_store
     from backends.registry import load_backend
     from voices.library import VoiceLibrary
 
@@ -193,7 +193,7 @@ def build_state(
 
     # a postgresql:// URL stays a string (a Path would fold its "//"); its replica keeps the
     # audio it reads, its exports and its voices in the local data folder
-    store = Store.open(
+    store = open_store(
         db_path if is_postgres(db_path) else Path(db_path),
         journal_mode=journal_mode,
         local_dir=local_data_dir(),

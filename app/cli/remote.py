@@ -321,9 +321,9 @@ def run_export(args: argparse.Namespace) -> int:
         from app.config import resolve_db
         from app.listening.routes import export_zip
         from app.listening.service import Listening
-        from app.store import Store
+        from app.store import open_store
 
-        store = Store.open(args.db or resolve_db(), read_only=True)
+        store = open_store(args.db or resolve_db(), read_only=True)
         try:
             data = export_zip(Listening(store), args.test_id)
         finally:

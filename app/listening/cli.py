@@ -43,9 +43,9 @@ from evaluation.listening.kinds.ab import MODES as AB_MODES
 
 def _open_store(path: str | None, *, read_only: bool = False):
     from app.config import resolve_db
-    from app.store import Store
+    from app.store import open_store
 
-    return Store.open(path or resolve_db(), read_only=read_only)
+    return open_store(path or resolve_db(), read_only=read_only)
 
 
 def _system(arg: str, condition: str, voice: str | None) -> dict[str, Any]:
