@@ -222,14 +222,24 @@ def test_bad_votes_rejected(store, takes):
 
 
 def test_the_store_keeps_no_list_of_kinds(store):
-    """Which test kinds exist is the kinds' registry's to say (the designer asks it): the
-    store takes any kind's name, a new kind's too, and refuses only what is not a name."""
-    assert store.add_test(ListeningTest("toy1", "toy_kind")).created
-    assert store.frame("tests").set_index("test_id").loc["toy1", "kind"] == "toy_kind"
-    for bad in ("", "Toy", "<b>mos</b>", "mos ", "x" * 33):
+    """Which test kinds exist is the kinds' registry's to say: the store takes a kind
+    registered after it was opened, and refuses one the registry does not know (a stored test of
+    an unknown kind would stop the app at start), whatever its spelling."""
+    from evaluation.listening.kinds import register, unregister
+    from tests.fixtures.kinds import toy
+
+    with pytest.raises(InvalidRequest, match="test kind must be one of mos, ab, mushra, glitch"):
+        store.add_test(ListeningTest("toy0", "toy"))
+    kind = register(toy.KIND)
+    try:
+        assert store.add_test(ListeningTest("toy1", "toy")).created
+    finally:
+        unregister(kind.name)
+    assert store.frame("tests").set_index("test_id").loc["toy1", "kind"] == "toy"
+    for bad in ("", "Toy", "<b>mos</b>", "mos ", "cmos", "x" * 33, 7):
         with pytest.raises(InvalidRequest, match="kind"):
             store.add_test(ListeningTest("bad", bad))
-    assert "bad" not in set(store.frame("tests")["test_id"])
+    assert {"bad", "toy0"}.isdisjoint(store.frame("tests")["test_id"])
 
 
 def test_assignment_role_flows_into_rating(store, takes):
