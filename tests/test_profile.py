@@ -465,7 +465,11 @@ async def test_take_records_profile_format_and_arrivals(piper_det):
 @pytest.mark.parametrize(
     ("params", "message"),
     [
-        ({"profile": "nope"}, "unknown profile 'nope'; known profiles: qwen3-tts"),
+        (
+            {"profile": "nope"},
+            "unknown profile 'nope'; known profiles: cosyvoice3, fish-speech, moss-tts-nano, "
+            "qwen3-tts, voxcpm2, custom",
+        ),
         ({"profile": "custom", "rate": "100"}, "rate must be 8000..192000"),
         ({"profile": "custom", "channels": "0"}, "channels must be 1..8"),
         ({"profile": "custom", "pace": "-1"}, "pace must be >= 0"),

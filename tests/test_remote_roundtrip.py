@@ -68,8 +68,8 @@ async def test_remote_backend_reuses_one_client(api, direct):
         for _ in range(3):
             t = await record(be, SpeechRequest(TEXT))
             np.testing.assert_array_equal(t.audio, direct.audio)
-        client = be._http()
-        assert client is be._http()
+        client = be.server.http()
+        assert client is be.server.http()
         assert be.capabilities.sample_rate == 22050  # learnt from /v1/models (pcm has no header)
     finally:
         await be.aclose()

@@ -418,7 +418,8 @@ class Session:
     ) -> dict[str, Any]:
         """``learnt``: the start rule's priors for this backend (``evaluation.playout.learn``);
         ``assumed``: set when the rate/channels were not read from the stream (and from what),
-        taken from the first chunk's ``assumed_format`` (e.g. ``backends/vllm_omni/client.py``)."""
+        taken from the first chunk's ``assumed_format`` (e.g. the remote backend's,
+        ``backends/vllm_omni/remote/server.py``)."""
         return {
             "type": "start",
             "token": token,
