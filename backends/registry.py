@@ -198,7 +198,9 @@ def load_backend(spec: str | BackendSpec) -> Backend:
     wrappers = [w for t, w in _WRAPPERS.items() if t in parsed.params]
     consumed = set().union(*(c for _, c in wrappers)) if wrappers else set()
     engine_params = {k: v for k, v in parsed.params.items() if k not in consumed}
-    backend = cls.from_params({**_SPEC_DEFAULTS.get(parsed.key, {}), **engine_params}, parsed.target)
+    backend = cls.from_params(
+        {**_SPEC_DEFAULTS.get(parsed.key, {}), **engine_params}, parsed.target
+    )
     backend.spec = str(BackendSpec(parsed.name, parsed.target, engine_params).public())
     for factory, owned in wrappers:
         inner_spec = backend.spec

@@ -82,6 +82,9 @@ class Session:
     owner: str | None = None
     """Owner id of the browser session (``app.web.identity``): its takes and library voices."""
     admin: bool = False
+    rooms: dict[str, Any] = field(default_factory=dict)
+    """What another room keeps for this page, by room (the listening room's blind streams),
+    so no room writes into this object's attributes."""
     _cancelled: Take | None = None
     """The partial take of the generation being cancelled (one generation runs at a time)."""
 

@@ -30,7 +30,9 @@ CLONING_VARIANT = "-base"
 ending so takes ``ref_audio`` whatever its family."""
 
 
-def _discover() -> tuple[dict[str, ModelUnit], dict[str, type[ModelAdapter]]]:
+def discover() -> tuple[dict[str, ModelUnit], dict[str, type[ModelAdapter]]]:
+    """Import every module of this package: the units by name, and the embedded adapters of
+    those that have one. A module that is neither a helper nor a unit is an ImportError."""
     units: dict[str, ModelUnit] = {}
     adapters: dict[str, type[ModelAdapter]] = {}
     for info in sorted(pkgutil.iter_modules(__path__), key=lambda m: m.name):
@@ -50,7 +52,7 @@ def _discover() -> tuple[dict[str, ModelUnit], dict[str, type[ModelAdapter]]]:
     return units, adapters
 
 
-UNITS, ADAPTERS = _discover()
+UNITS, ADAPTERS = discover()
 """The model units by name, and the embedded adapters of those that have one."""
 MODELS: tuple[ModelUnit, ...] = (*UNITS.values(), *NAMED)
 """Every model known by name: the units, then the models known by name only."""
@@ -154,6 +156,7 @@ __all__ = [
     "ModelUnit",
     "adapter_class",
     "clones",
+    "discover",
     "infer_adapter",
     "known_adapters",
     "make_adapter",
