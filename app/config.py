@@ -290,7 +290,7 @@ def backend_spec_defaults(environ: dict[str, str] | None = None) -> dict[str, di
 def apply_backend_settings(environ: dict[str, str] | None = None) -> None:
     """Hand :func:`backend_spec_defaults` to the backend registry, once at start (the backends
     layer never reads the environment; ``listenlab``'s entry point calls this)."""
-    from backends.registry import set_spec_defaults
+    from backends.settings import set_spec_defaults
 
     set_spec_defaults(backend_spec_defaults(environ))
 

@@ -17,18 +17,18 @@ from __future__ import annotations
 import importlib
 import pkgutil
 import re
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import ClassVar
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
 from backends.base import Backend, Capabilities, Voice
 from backends.errors import InvalidRequest, UnknownBackend
+from backends.settings import spec_defaults
 
 _ENGINES: dict[str, type[Backend]] = {}
 _WRAPPERS: dict[str, tuple[Callable[[Backend, dict[str, str]], Backend], frozenset[str]]] = {}
 _DISCOVERED: list[bool] = []  # non-empty once every module of the package was imported
-_SPEC_DEFAULTS: dict[str, dict[str, str]] = {}
 _SPEC_RE = re.compile(
     r"^(?P<name>[a-z0-9][a-z0-9_-]*)(?:\+(?P<url>(?:https?|wss?)://[^?]*))?(?:\?(?P<query>.*))?$"
 )
@@ -48,18 +48,6 @@ def register_wrapper(
     ``consumes`` are the parameter names the wrapper owns; they are not passed to the engine.
     """
     _WRAPPERS[trigger] = (factory, frozenset(consumes) | {trigger})
-
-
-def set_spec_defaults(defaults: Mapping[str, Mapping[str, str]]) -> None:
-    """Parameters for every spec of an engine (by registry key, e.g. ``vllm-omni+http``) that
-    leaves them out; the spec's own win, and none of them is shown in ``describe()``.
-
-    Why: the backends layer never reads the environment. The app reads its settings once
-    (``app/config.py``: ``LISTENLAB_VLLM_API_KEY`` becomes the remote engine's ``api_key``)
-    and hands them in here at start; this replaces whatever was set before.
-    """
-    _SPEC_DEFAULTS.clear()
-    _SPEC_DEFAULTS.update({k: dict(v) for k, v in defaults.items()})
 
 
 class WrapperBackend(Backend):
@@ -123,7 +111,7 @@ def _discover() -> None:
     import backends
 
     for mod in pkgutil.iter_modules(backends.__path__):
-        if mod.name in {"base", "registry", "errors"} or mod.name.startswith("_"):
+        if mod.name in {"base", "registry", "errors", "settings"} or mod.name.startswith("_"):
             continue
         if mod.ispkg:
             for sub in ENGINE_PACKAGES.get(mod.name, ()):
@@ -198,9 +186,7 @@ def load_backend(spec: str | BackendSpec) -> Backend:
     wrappers = [w for t, w in _WRAPPERS.items() if t in parsed.params]
     consumed = set().union(*(c for _, c in wrappers)) if wrappers else set()
     engine_params = {k: v for k, v in parsed.params.items() if k not in consumed}
-    backend = cls.from_params(
-        {**_SPEC_DEFAULTS.get(parsed.key, {}), **engine_params}, parsed.target
-    )
+    backend = cls.from_params({**spec_defaults(parsed.key), **engine_params}, parsed.target)
     backend.spec = str(BackendSpec(parsed.name, parsed.target, engine_params).public())
     for factory, owned in wrappers:
         inner_spec = backend.spec

@@ -2,7 +2,7 @@
 
 Why alone: the backend, the server connection and every transport read them, and none of them
 may read the environment (``app/config.py`` does, and passes the API key in as a spec default:
-:func:`backends.registry.set_spec_defaults`).
+:func:`backends.settings.set_spec_defaults`).
 """
 
 from __future__ import annotations
