@@ -279,11 +279,29 @@ def storage(environ: dict[str, str] | None = None, db: str | None = None) -> Sto
     )
 
 
+def backend_spec_defaults(environ: dict[str, str] | None = None) -> dict[str, dict[str, str]]:
+    """Spec parameters the backends get from the environment, by engine: the remote vLLM-Omni
+    engine's ``api_key`` from ``$LISTENLAB_VLLM_API_KEY`` (a spec's own ``api_key`` wins)."""
+    env = environ if environ is not None else os.environ
+    key = env.get("LISTENLAB_VLLM_API_KEY")
+    return {"vllm-omni+http": {"api_key": key}} if key else {}
+
+
+def apply_backend_settings(environ: dict[str, str] | None = None) -> None:
+    """Hand :func:`backend_spec_defaults` to the backend registry, once at start (the backends
+    layer never reads the environment; ``listenlab``'s entry point calls this)."""
+    from backends.settings import set_spec_defaults
+
+    set_spec_defaults(backend_spec_defaults(environ))
+
+
 __all__ = [
     "DEFAULT_DB",
     "ENV",
     "EnvVar",
     "Storage",
+    "apply_backend_settings",
+    "backend_spec_defaults",
     "backends_from_env",
     "data_dir",
     "local_data_dir",

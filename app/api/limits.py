@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from backends.audio import MAX_CLIP_BYTES, REF_MAX_SECONDS, REF_MIN_SECONDS
-from backends.vllm_omni.model_table import MAX_NEW_TOKENS_RANGE
+from backends.vllm_omni.rules import MAX_NEW_TOKENS_RANGE
 
 MAX_INSTRUCTIONS = 500
 REF_MIN_S, REF_MAX_S = REF_MIN_SECONDS, REF_MAX_SECONDS

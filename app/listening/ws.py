@@ -68,7 +68,7 @@ class TooFast(TooMany):
 
 
 def _streams(session: Session) -> dict[tuple[str, int], dict[str, Any]]:
-    return session.__dict__.setdefault("_listening_streams", {})
+    return session.rooms.setdefault("listening", {})
 
 
 def _err(session: Session, msg: dict[str, Any], e: Exception, kind: str) -> None:

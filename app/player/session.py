@@ -82,6 +82,9 @@ class Session:
     owner: str | None = None
     """Owner id of the browser session (``app.web.identity``): its takes and library voices."""
     admin: bool = False
+    rooms: dict[str, Any] = field(default_factory=dict)
+    """What another room keeps for this page, by room (the listening room's blind streams),
+    so no room writes into this object's attributes."""
     _cancelled: Take | None = None
     """The partial take of the generation being cancelled (one generation runs at a time)."""
 
@@ -418,7 +421,8 @@ class Session:
     ) -> dict[str, Any]:
         """``learnt``: the start rule's priors for this backend (``evaluation.playout.learn``);
         ``assumed``: set when the rate/channels were not read from the stream (and from what),
-        taken from the first chunk's ``assumed_format`` (e.g. ``backends/vllm_omni/client.py``)."""
+        taken from the first chunk's ``assumed_format`` (e.g. the remote backend's,
+        ``backends/vllm_omni/remote/server.py``)."""
         return {
             "type": "start",
             "token": token,
