@@ -382,8 +382,21 @@ def limit_claims() -> list[tuple[str, str]]:
         f"{MAX_ITEMS} items; {lim.batch_chars:,} characters in all; {lim.batch_samples:,} "
         f"output samples in all (estimated at {BATCH_SECONDS_PER_CHAR} s a character"
     )
+    from app.config import HF_PARENT
+    from app.server import ADMIN_PAGES, ADMIN_PATHS
+
+    # an admin route as the page names it: a prefix with "…", a route and its subpaths once
+    admin_paths = [
+        f"`{p}…`" if p.endswith("/") else f"`{p}`"
+        for p in ADMIN_PATHS
+        if p.rstrip("/") == p or p.rstrip("/") not in ADMIN_PATHS
+    ]
+    admin_pages = ", ".join(f"`{p}`" for p in ADMIN_PAGES if not p.endswith("/"))
     return [
         ("security.md", batch),
+        ("security.md", f"frame-ancestors 'self' {HF_PARENT} https://$SPACE_HOST"),
+        ("security.md", f"admin route ({', '.join(admin_paths)})"),
+        ("security.md", f"opening an admin page ({admin_pages})"),
         ("api.md", f"`input` together at most {lim.batch_chars:,} characters"),
         ("api.md", f"at most {lim.batch_samples:,} samples"),
         ("api.md", f"estimated at {BATCH_SECONDS_PER_CHAR} s a character"),

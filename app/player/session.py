@@ -516,16 +516,30 @@ def _field_error(e: Exception) -> str:
     return text[:200] or type(e).__name__
 
 
+def new_session(ws: WebSocket, state: AppState) -> Session:
+    """The page's session: its owner, whether it is the admin, its outbox's stall time (from
+    the app's settings, read once)."""
+    from app.web.admin import policy as admin_policy
+    from app.web.identity import identity
+
+    web = getattr(ws.app.state, "web", None)
+    return Session(
+        ws,
+        state,
+        outbox=Outbox(stall_s=web.ws_stall_s) if web is not None else Outbox(),
+        owner=identity(ws).owner_id,
+        admin=admin_policy(ws).is_admin(ws),
+    )
+
+
 async def serve_session(ws: WebSocket, state: AppState) -> None:
     """One page's socket. A malformed message gets an ``error`` (no token, so it never ends a
     playing stream) and the socket stays open: binary frames, bad JSON, too deep or too big
     messages, wrong field types."""
-    from app.web.admin import policy as admin_policy
-    from app.web.identity import identity
     from app.web.inputs import loads_limited
 
     await ws.accept()
-    session = Session(ws, state, owner=identity(ws).owner_id, admin=admin_policy(ws).is_admin(ws))
+    session = new_session(ws, state)
     writer = asyncio.create_task(session.writer())
     closing: list[asyncio.Task] = []
 
