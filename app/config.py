@@ -245,8 +245,20 @@ class Storage:
     persistent: bool
     note: str
 
-    def public(self) -> dict[str, object]:
-        return {"persistent": self.persistent, "note": self.note}
+    def public(self, admin: bool = False) -> dict[str, object]:
+        """What ``/ll/health`` shows: the admin the whole note, anyone else whether the data
+        persists without where it is (a path tells a visitor about the server's disk)."""
+        if admin:
+            return {"persistent": self.persistent, "note": self.note}
+        note = PERSISTENT_NOTE if self.persistent else NOT_PERSISTENT_NOTE
+        return {"persistent": self.persistent, "note": note}
+
+
+PERSISTENT_NOTE = "the data is kept across restarts"
+NOT_PERSISTENT_NOTE = (
+    "the data is lost when the container restarts: no persistent storage is attached "
+    "(the admin sees where it goes)"
+)
 
 
 def shown_db(path: str) -> str:

@@ -26,6 +26,7 @@ from app.web.admin import AdminPolicy
 from app.web.errors import install_error_handler
 from app.web.guard import GuardConfig, GuardMiddleware, default_allowed_hosts
 from app.web.identity import IdentityMiddleware
+from app.web.inputs import JSON_BODY_BYTES
 from app.web.proxies import Proxies
 from app.web.slashes import add_slash_redirects
 from backends.base import Backend
@@ -36,8 +37,9 @@ UPLOAD_CHUNK_LIMIT = 16 * 1024 * 1024 + 64 * 1024
 
 log = logging.getLogger("listenlab.app")
 
-BODY_LIMIT_SMALL = 64 * 1024
-"""JSON routes under ``/ll/`` (rename, share, login): nothing legitimate is bigger."""
+BODY_LIMIT_SMALL = JSON_BODY_BYTES
+"""JSON routes under ``/ll/`` (rename, share, login, a test's spec): nothing legitimate is
+bigger."""
 BODY_LIMIT_DEFAULT = 1024 * 1024
 """Everything else (Gradio's own routes)."""
 WS_MAX_FRAME = 1024 * 1024

@@ -382,8 +382,9 @@ def limit_claims() -> list[tuple[str, str]]:
         f"{MAX_ITEMS} items; {lim.batch_chars:,} characters in all; {lim.batch_samples:,} "
         f"output samples in all (estimated at {BATCH_SECONDS_PER_CHAR} s a character"
     )
-    from app.config import HF_PARENT
+    from app.config import HF_PARENT, NOT_PERSISTENT_NOTE, PERSISTENT_NOTE
     from app.server import ADMIN_PAGES, ADMIN_PATHS
+    from app.web.inputs import JSON_BODY_BYTES, MAX_JSON_DEPTH
 
     # an admin route as the page names it: a prefix with "…", a route and its subpaths once
     admin_paths = [
@@ -397,6 +398,10 @@ def limit_claims() -> list[tuple[str, str]]:
         ("security.md", f"frame-ancestors 'self' {HF_PARENT} https://$SPACE_HOST"),
         ("security.md", f"admin route ({', '.join(admin_paths)})"),
         ("security.md", f"opening an admin page ({admin_pages})"),
+        ("security.md", f"`/ll/…` JSON {JSON_BODY_BYTES:,} bytes ({JSON_BODY_BYTES // 1024} KiB"),
+        ("security.md", f"nesting ≤ {MAX_JSON_DEPTH} levels"),
+        ("deploy.md", PERSISTENT_NOTE),
+        ("deploy.md", NOT_PERSISTENT_NOTE),
         ("api.md", f"`input` together at most {lim.batch_chars:,} characters"),
         ("api.md", f"at most {lim.batch_samples:,} samples"),
         ("api.md", f"estimated at {BATCH_SECONDS_PER_CHAR} s a character"),
