@@ -363,6 +363,11 @@ def upload_max_bytes(environ: Mapping[str, str] | None = None) -> int:
     return value
 
 
+def admin_password(environ: Mapping[str, str] | None = None) -> str | None:
+    """``$LISTENLAB_ADMIN_PASSWORD`` (None when unset or empty)."""
+    return (environ if environ is not None else os.environ).get(ENV_ADMIN_PASSWORD) or None
+
+
 def _positive_float(raw: str | None, default: float) -> float:
     try:
         return max(0.1, float(raw)) if raw not in (None, "") else default
@@ -390,6 +395,8 @@ class WebSettings:
     """``$OAUTH_CLIENT_ID``: set on a Space whose README has ``hf_oauth: true``."""
     hf_client_secret: str = ""
     ws_stall_s: float = WS_STALL_S
+    upload_max_bytes: int = UPLOAD_MAX_BYTES
+    """``$LISTENLAB_UPLOAD_MAX_BYTES``: the largest study ``.zip`` (and what it unpacks to)."""
 
     @classmethod
     def from_env(cls, environ: Mapping[str, str] | None = None) -> WebSettings:
@@ -401,11 +408,12 @@ class WebSettings:
             allowed_origins=tuple(split_list(env.get(ENV_ALLOWED_ORIGINS))),
             frame_ancestors=frame_ancestors(env),
             trusted_proxies=tuple(split_list(env.get(ENV_TRUSTED_PROXIES))),
-            admin_password=env.get(ENV_ADMIN_PASSWORD) or None,
+            admin_password=admin_password(env),
             secret_key=env.get(ENV_SECRET_KEY) or None,
             hf_client_id=env.get("OAUTH_CLIENT_ID", ""),
             hf_client_secret=env.get("OAUTH_CLIENT_SECRET", ""),
             ws_stall_s=_positive_float(env.get(ENV_WS_STALL_S), WS_STALL_S),
+            upload_max_bytes=upload_max_bytes(env),
         )
 
 
@@ -415,6 +423,7 @@ __all__ = [
     "EnvVar",
     "Storage",
     "WebSettings",
+    "admin_password",
     "frame_ancestors",
     "split_list",
     "upload_max_bytes",

@@ -39,7 +39,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import quote, urlsplit
 
-from app.config import ENV_ADMIN_PASSWORD, WebSettings
+from app.config import ENV_ADMIN_PASSWORD, admin_password
 from backends.errors import BackendError, InvalidRequest
 
 ENV_PASSWORD = ENV_ADMIN_PASSWORD
@@ -263,11 +263,10 @@ class Bar:
 # --------------------------------------------------------------------------- commands
 
 
-def client_of(args: argparse.Namespace, settings: WebSettings | None = None) -> Client:
-    """The server's client, with the admin password of ``settings`` (the environment's,
-    read once here)."""
-    web = settings if settings is not None else WebSettings.from_env()
-    return Client(args.server, web.admin_password, args.cacert)
+def client_of(args: argparse.Namespace) -> Client:
+    """The server's client, with the admin password (read once, here, from the environment
+    by :func:`app.config.admin_password`)."""
+    return Client(args.server, admin_password(), args.cacert)
 
 
 def run_upload(args: argparse.Namespace) -> int:
