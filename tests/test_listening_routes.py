@@ -182,7 +182,7 @@ def test_hostile_input_is_bounded_and_refused(live, mos_test):
         c = RaterClient(live.url, mos_test)
         r = await c.post("join", {"crowd_id": "<script>alert(1)</script>"})
         assert r.status_code == 400
-        big = b"{" + b" " * JSON_BODY_BYTES + b"}"  # one byte past the documented 64 KiB
+        big = b"{" + b" " * JSON_BODY_BYTES + b"}"  # just past the documented 64 KiB
         r = await c.http.post(f"/ll/listen/{mos_test}/join", content=big)
         assert r.status_code == 413
         r = await c.http.post(f"/ll/listen/{mos_test}/join", content=b"[1,2]")
