@@ -36,8 +36,10 @@ class DetectorConfig:
     """Search rate (block means); candidates are confirmed at the full rate."""
     replay_query_s: float = 0.6
     replay_min_query_s: float = 0.15
-    replay_min_ncc: float = 0.97
-    """Normalised correlation (at the search rate and again at the full rate) to call a repeat."""
+    replay_min_ncc: float = 0.99
+    """Normalised correlation at the full rate to call a repeat (and to follow it block by
+    block). A re-sent chunk is the same samples (1.0, whatever its gain); a deterministic voice
+    saying the same words twice in another context scored 0.98 (glitches/1 used 0.97)."""
     replay_coarse_ncc: float = 0.5
     """Threshold at the search rate for an envelope match to be confirmed at the full rate."""
     replay_envelope_ncc: float = 0.85
@@ -49,16 +51,22 @@ class DetectorConfig:
     """Texts that say clauses twice: a repeat whose source and copy sit at the two occurrences
     (mapped by the take's speaking rate) and that is no longer than this times the repeated
     words (+0.3 s) is the content. With a reference, so is a repeat the reference has."""
+    replay_min_level_db: float = -20.0
+    """The repeated audio's loudest 10 ms frame must be within this of the speech level: a repeat
+    of room noise or breath between words is not heard as a repeat."""
     replay_block_s: float = 0.1
     """Block length used to measure how long a repeat goes on."""
 
     # -- gap
     gap_min_s: float = 0.15
-    gap_long_s: float = 1.0
-    """A pause at a seam at least this long (divided by the request's speed when < 1) is a gap."""
-    gap_edge_db: float = -15.0
+    gap_long_s: float = 2.0
+    """A pause at a seam at least this long (divided by the request's speed when < 1) is a gap.
+    People pause over a second between sentences (P.501's talkers: 1.0 s and more); glitches/1
+    used 1.0 s."""
+    gap_edge_db: float = -10.0
     """'Abrupt' stop: the 20 ms before the silence are within this of the speech level (natural
-    pauses fade out: on Piper their last 20 ms sit 24 dB or more below it)."""
+    pauses fade out: on Piper their last 20 ms sit 24 dB or more below it; a human recording
+    gated to digital silence, 16.5 dB; glitches/1 used -15 dB)."""
     gap_extra_s: float = 0.25
     """With a reference: a seam pause this much longer than the aligned reference pause ..."""
     gap_extra_ratio: float = 1.0
@@ -101,6 +109,9 @@ class DetectorConfig:
     tail_abrupt_db: float = -30.0
     """Last 20 ms within this of speech level: the take stops mid-sound (every TTS voice ends
     in at least ~50 ms of silence; Piper: 60 ms or more)."""
+    tail_floor_db: float = 20.0
+    """... and this far above the take's background (10th percentile of its 10 ms frame levels):
+    a recording that ends in its own room noise or breath has not been cut."""
     duration_ratio: float = 1.6
     """Longer than this multiple of the reference: duplicated output."""
     duration_text_ratio: float = 1.5

@@ -6,7 +6,8 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 KINDS = ("click", "replay", "gap", "underrun", "truncation", "duration", "crosstalk")
-DETECTOR_VERSION = "glitches/1"
+DETECTOR_VERSION = "glitches/2"
+"""glitches/2: fewer false alarms on clean human speech (issue #39); glitches/1 before it."""
 
 
 @dataclass(frozen=True)

@@ -31,6 +31,8 @@ class Signal:
         ms = frame_energies(self.raw[: nf * self.hop].reshape(nf, self.hop), self.raw_scale)
         self.db = 10 * np.log10(ms + 1e-12)
         self.level = percentile(self.db, 95) if nf else -120.0
+        self.floor = percentile(self.db, 10) if nf else -120.0
+        """The take's background: the 10th percentile of its frame levels (dBFS)."""
         # silent: below the speech level + silence_rel_db, and always below the absolute floor
         self.thresh = max(self.level + cfg.silence_rel_db, cfg.silence_floor_db)
         self.silent = self.db < self.thresh

@@ -61,19 +61,23 @@ def find_length_faults(
             )
         elif dur > cfg.duration_text_ratio * pred and dur - pred >= cfg.duration_min_excess_s:
             out.append(Finding("duration", dur, end_b, dur / (cfg.duration_text_ratio * pred), ev))
-    # stops mid-speech: the last 20 ms are still near speech level
-    tail = max(1, int(round(0.02 / s.frame_s)))
-    if not cut and len(s.db) > tail:
-        t_db = float(np.mean(s.db[-tail:]))
-        if t_db >= s.level + cfg.tail_abrupt_db:
-            out.append(
-                Finding(
-                    "truncation",
-                    dur,
-                    end_b,
-                    float(10 ** ((t_db - s.level - cfg.tail_abrupt_db) / 20)),
-                    {"abrupt_end_db": t_db - s.level, "duration_s": dur},
-                )
-            )
+    if not cut:
+        out += _abrupt_end(s, cfg, end_b)
     del ref_take
     return out
+
+
+def _abrupt_end(s: Signal, cfg: DetectorConfig, end_b: int | None) -> list[Finding]:
+    """The take stops mid-sound: its last 20 ms are still near speech level, and well above the
+    take's own background (a recording that ends in its room noise or a breath has not been cut:
+    clean human references end 18-41 dB below their speech level, 0-11 dB above their background)."""
+    tail = max(1, int(round(0.02 / s.frame_s)))
+    if len(s.db) <= tail:
+        return []
+    t_db = float(np.mean(s.db[-tail:]))
+    if t_db < s.level + cfg.tail_abrupt_db or t_db < s.floor + cfg.tail_floor_db:
+        return []
+    ev = {"abrupt_end_db": t_db - s.level, "above_background_db": t_db - s.floor}
+    ev["duration_s"] = s.n / s.sr
+    sev = float(10 ** ((t_db - s.level - cfg.tail_abrupt_db) / 20))
+    return [Finding("truncation", s.n / s.sr, end_b, sev, ev)]

@@ -269,10 +269,16 @@ def _replay_scan(s: Signal, cfg: DetectorConfig, duration_s: float) -> list[Find
         skip_until = qs_ + length
         back = _walk_back(s, cfg, src, qs_)
         start, length, src = qs_ - back, length + back, src - back
+        peak = float(
+            s.db[start // s.hop : max(start // s.hop + 1, (start + length) // s.hop)].max()
+        )
+        if peak < s.level + cfg.replay_min_level_db:
+            continue  # a repeat of room noise or breath is not heard as a repeat
         t = start / s.sr
         bi, _ = nearest(bounds_s, t)
         evidence = {
             "ncc": float(best),
+            "peak_db": peak - s.level,
             "source_s": src / s.sr,
             "lag_s": lag / s.sr,
             "length_s": length / s.sr,
