@@ -52,8 +52,9 @@ class DetectorConfig:
     (mapped by the take's speaking rate) and that is no longer than this times the repeated
     words (+0.3 s) is the content. With a reference, so is a repeat the reference has."""
     replay_min_level_db: float = -20.0
-    """The repeated audio's loudest 10 ms frame must be within this of the speech level: a repeat
-    of room noise or breath between words is not heard as a repeat."""
+    """The loudest 10 ms frame of the repeated audio (and of the ``replay_block_s`` after it) must
+    be within this of the speech level: a repeat of room noise or breath between words is not
+    heard as a repeat."""
     replay_block_s: float = 0.1
     """Block length used to measure how long a repeat goes on."""
 

@@ -70,7 +70,8 @@ def find_length_faults(
 def _abrupt_end(s: Signal, cfg: DetectorConfig, end_b: int | None) -> list[Finding]:
     """The take stops mid-sound: its last 20 ms are still near speech level, and well above the
     take's own background (a recording that ends in its room noise or a breath has not been cut:
-    clean human references end 18-41 dB below their speech level, 0-11 dB above their background)."""
+    on the dev split, clean human recordings ended at most 9.3 dB above their background, streams
+    stopped mid-word at least 38.8 dB above it)."""
     tail = max(1, int(round(0.02 / s.frame_s)))
     if len(s.db) <= tail:
         return []

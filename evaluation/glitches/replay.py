@@ -269,9 +269,9 @@ def _replay_scan(s: Signal, cfg: DetectorConfig, duration_s: float) -> list[Find
         skip_until = qs_ + length
         back = _walk_back(s, cfg, src, qs_)
         start, length, src = qs_ - back, length + back, src - back
-        peak = float(
-            s.db[start // s.hop : max(start // s.hop + 1, (start + length) // s.hop)].max()
-        )
+        # the repeat and the block after it (a re-sent chunk may end in a word's first sound,
+        # too short to match block by block)
+        peak = float(s.db[start // s.hop : (start + length + blk) // s.hop + 1].max())
         if peak < s.level + cfg.replay_min_level_db:
             continue  # a repeat of room noise or breath is not heard as a repeat
         t = start / s.sr
