@@ -823,7 +823,30 @@ def markdown_tables(result: dict, split: str = "heldout") -> str:
         n = r["cases"]
         cells = " | ".join(pair(rb[d], r[d]) for d in ("easy", "medium", "hard", "easy+medium"))
         lines.append(f"| {cond} ({n['easy']}/{n['medium']}/{n['hard']}) | {cells} |")
-    return "\n".join(lines) + "\n"
+    return "\n".join(lines + ["", *_per_kind_table(result["accuracy"][split])]) + "\n"
+
+
+def _per_kind_table(acc: dict) -> list[str]:
+    """Recall per kind and difficulty in each condition (after), and precision."""
+
+    def num(v: float | None) -> str:
+        return "-" if v is None else f"{v:.2f}"
+
+    head = " | ".join(COND_NAMES[c] for c in CONDITIONS)
+    lines = [f"| recall, after (cases e/m/h) | {head} |", "|---|" + "---|" * len(CONDITIONS)]
+    for k in KINDS:
+        n = [max(acc[c]["per_kind"][k][d]["cases"] for c in CONDITIONS) for d in DIFFICULTIES]
+        cells = [
+            " / ".join(num(acc[c]["per_kind"][k][d]["recall"]) for d in DIFFICULTIES)
+            for c in CONDITIONS
+        ]
+        lines.append(f"| {k} ({n[0]}/{n[1]}/{n[2]}) | " + " | ".join(cells) + " |")
+    prec = [
+        f"{num(acc[c]['easy+medium']['precision'])} / {num(acc[c]['hard']['precision'])}"
+        for c in CONDITIONS
+    ]
+    lines.append("| precision, easy + medium / hard | " + " | ".join(prec) + " |")
+    return lines
 
 
 def main(argv: list[str] | None = None) -> int:
