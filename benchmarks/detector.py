@@ -815,14 +815,14 @@ def markdown_tables(result: dict, split: str = "heldout") -> str:
         lines.append(f"| {SOURCE_NAMES[src]}, {what} | {mins:.1f} | {pair(before, after)} |")
     lines += [
         "",
-        "| recall, before → after (cases e/m/h) | easy | medium | hard | easy + medium |",
+        "| CPU voice: recall, before → after (cases e/m/h) | easy | medium | hard | easy + medium |",
         "|---|---|---|---|---|",
     ]
     for cond, r in a["recall"].items():
         rb = b["recall"][cond]
         n = r["cases"]
         cells = " | ".join(pair(rb[d], r[d]) for d in ("easy", "medium", "hard", "easy+medium"))
-        lines.append(f"| {cond} ({n['easy']}/{n['medium']}/{n['hard']}) | {cells} |")
+        lines.append(f"| {COND_NAMES[cond]} ({n['easy']}/{n['medium']}/{n['hard']}) | {cells} |")
     return "\n".join(lines + ["", *_per_kind_table(result["accuracy"][split])]) + "\n"
 
 
@@ -833,7 +833,10 @@ def _per_kind_table(acc: dict) -> list[str]:
         return "-" if v is None else f"{v:.2f}"
 
     head = " | ".join(COND_NAMES[c] for c in CONDITIONS)
-    lines = [f"| recall, after (cases e/m/h) | {head} |", "|---|" + "---|" * len(CONDITIONS)]
+    lines = [
+        f"| recall per kind, after (cases e/m/h) | {head} |",
+        "|---|" + "---|" * len(CONDITIONS),
+    ]
     for k in KINDS:
         n = [max(acc[c]["per_kind"][k][d]["cases"] for c in CONDITIONS) for d in DIFFICULTIES]
         cells = [
