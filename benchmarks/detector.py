@@ -1,7 +1,8 @@
 """Glitch detector benchmark: a realistic, hard evaluation set with a fixed held-out split, and speed.
 
-    .venv/bin/python benchmarks/detector.py [--split heldout|dev|both] [--runs 5] [--load 2]
-                                            [--speed-only] [--out benchmarks/results/detector.json]
+    .venv/bin/python benchmarks/detector.py [--split heldout|dev|both] [--human DIR]
+                                            [--runs 5] [--load 2] [--no-speed | --speed-only]
+                                            [--cache renders.pkl] [--out benchmarks/results/detector.json]
 
 **The set.** Real Piper speech of :data:`BENCH_TEXTS` (incl. natural repetitions: "tick tock, tick
 tock", counting, "knock knock"). Each text is rendered twice as a *take*: by the deterministic
@@ -10,14 +11,25 @@ voice and by the default voice (noise on, so every rendering differs), and once 
 request to a real server would). Each take is streamed through every wire profile's real chunk
 schedule (Qwen3-TTS 80 ms then 2 s, Fish Speech 186 ms x 6 then 1.16 s, CosyVoice3 600 ms /
 1.2 s / 2.4 s, MOSS-TTS-Nano 80/160/320/640 ms, VoxCPM2 480 ms, and uniform 80 ms frames) at
-the profile's sample rate, with a jittered arrival timeline of a server at 1.5x real time.
+the profile's sample rate, with the arrival timeline of a server at 0.9x real time (each chunk
+150 ms + 0.9 x its start + up to 15 ms of jitter: never late, so clean takes do not stall).
 Every base take gives one clean case per profile (about 40 % of the set) and nine defect
 cases: each defect kind at three difficulties (``easy`` obvious, ``medium``, ``hard`` barely
 audible; see :func:`inject`), placed at a seam in speech with a seeded random generator.
 
-**The split is fixed** by a hash of each text (:func:`split_of`): about 40 % of the texts are
-*held out*. Thresholds were tuned on ``dev`` only; the README and the JSON report ``heldout``.
-Everything but the default voice's noise is seeded, so reruns differ only by that noise.
+**Clean human speech** (``--human``, :func:`human_cases`): ITU-T P.501's clean talkers and the
+P.835 set's clean condition from microsoft/P.808's ``p835_reference_conditions/`` folder (fetched,
+never committed), each as a bare file and through every profile's chunk schedule at four phases;
+only "audio + seams only" applies (no text, no independent rendering).
+
+**The split is fixed** by a hash of each text (:func:`split_of`) and of each human talker
+(:func:`human_split`): about 40 % are *held out*. Thresholds were tuned on ``dev`` only;
+docs/detector.md and the JSON report ``heldout``. Everything but the default voice's noise is
+seeded, so reruns differ only by that noise.
+
+**Before and after.** Every split and condition is scored twice in one run: with :data:`BEFORE`
+(glitches/1's settings, the detector before issue #39) and with the defaults; the JSON keeps both,
+and :func:`markdown_tables` prints the tables docs/detector.md shows (a test compares them).
 
 **Scoring.** Each case is analysed four ways: audio + seams only (``bare``), with the text,
 with the reference, and with both. A defect is *found* when a finding of its kind is within
