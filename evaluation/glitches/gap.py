@@ -93,18 +93,7 @@ def find_gaps(s: Signal, cfg: DetectorConfig, speed: float, ref: Signal | None) 
     ref_pauses = _pauses(ref) if ref is not None else None
     long_s = cfg.gap_long_s / min(1.0, max(speed, 0.25))
     edge = max(1, int(round(0.02 / s.frame_s)))
-    # the first pause each seam is in (+-1 frame), and the first seam in each pause
-    bf = s.boundaries / s.hop
-    j = np.searchsorted(pauses[:, 0] - 1, bf, side="right") - 1
-    hit = np.full(len(bf), -1, np.int64)
-    for d in (0, 1):  # the pause before may reach this seam too (when they are 1-2 frames apart)
-        jj = j - d
-        ok = (jj >= 0) & (bf <= pauses[np.maximum(jj, 0), 1] + 1)
-        hit[ok] = jj[ok]
-    pause_ids, first_seam = np.unique(hit, return_index=True)
-    for pi, k in zip(pause_ids.tolist(), first_seam.tolist(), strict=True):
-        if pi < 0:
-            continue
+    for pi, k in _first_seams(s, pauses):
         st, en, before = (int(v) for v in pauses[pi])
         length = (en - st) * s.frame_s
         t0 = st * s.frame_s
@@ -121,24 +110,12 @@ def find_gaps(s: Signal, cfg: DetectorConfig, speed: float, ref: Signal | None) 
         }
         flagged = abrupt or length >= long_s
         sev = max(length / long_s, length / cfg.gap_min_s if abrupt else 0.0)
-        speech_before = before * s.frame_s
-        if (
-            ref is not None
-            and ref_pauses is not None
-            and speech_before <= ref.active_s() + cfg.gap_align_tol_s
-        ):
-            # the reference's pause after the same amount of speech, or at the same time
-            if len(ref_pauses):
-                d1 = np.abs(ref_pauses[:, 2] * ref.frame_s - speech_before)
-                d2 = np.abs(ref_pauses[:, 0] * ref.frame_s - st * s.frame_s)
-                j = np.flatnonzero(np.minimum(d1, d2) <= cfg.gap_align_tol_s)
-            else:
-                j = np.zeros(0, np.int64)
-            ref_len = (
-                float(((ref_pauses[j, 1] - ref_pauses[j, 0]) * ref.frame_s).max())
-                if len(j)
-                else 0.0
-            )
+        ref_len = (
+            None
+            if ref is None or ref_pauses is None
+            else _reference_pause_s(ref, ref_pauses, before * s.frame_s, t0, cfg)
+        )
+        if ref_len is not None:
             extra = length - ref_len
             ev["reference_pause_s"] = ref_len
             if extra >= max(cfg.gap_extra_s, cfg.gap_extra_ratio * ref_len):
@@ -147,3 +124,33 @@ def find_gaps(s: Signal, cfg: DetectorConfig, speed: float, ref: Signal | None) 
         if flagged:
             out.append(Finding("gap", t0, k, float(sev), ev))
     return out
+
+
+def _first_seams(s: Signal, pauses: np.ndarray) -> list[tuple[int, int]]:
+    """``(pause, seam)``: each pause a seam falls in (+-1 frame), with the first such seam."""
+    bf = s.boundaries / s.hop
+    j = np.searchsorted(pauses[:, 0] - 1, bf, side="right") - 1
+    hit = np.full(len(bf), -1, np.int64)
+    for d in (0, 1):  # the pause before may reach this seam too (when they are 1-2 frames apart)
+        jj = j - d
+        ok = (jj >= 0) & (bf <= pauses[np.maximum(jj, 0), 1] + 1)
+        hit[ok] = jj[ok]
+    pause_ids, first_seam = np.unique(hit, return_index=True)
+    return [
+        (pi, k) for pi, k in zip(pause_ids.tolist(), first_seam.tolist(), strict=True) if pi >= 0
+    ]
+
+
+def _reference_pause_s(
+    ref: Signal, ref_pauses: np.ndarray, speech_before: float, t0: float, cfg: DetectorConfig
+) -> float | None:
+    """The longest reference pause after the same amount of speech or at the same time (0.0:
+    none there), or None when the reference has ended before this much speech."""
+    if speech_before > ref.active_s() + cfg.gap_align_tol_s:
+        return None
+    if not len(ref_pauses):
+        return 0.0
+    d1 = np.abs(ref_pauses[:, 2] * ref.frame_s - speech_before)
+    d2 = np.abs(ref_pauses[:, 0] * ref.frame_s - t0)
+    j = np.flatnonzero(np.minimum(d1, d2) <= cfg.gap_align_tol_s)
+    return float(((ref_pauses[j, 1] - ref_pauses[j, 0]) * ref.frame_s).max()) if len(j) else 0.0
