@@ -9,6 +9,7 @@ read anywhere in the package.
 from __future__ import annotations
 
 import os
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -183,6 +184,16 @@ ENV: tuple[EnvVar, ...] = (
         "unset (that model's GPU test skipped)",
         "Tests only: local weights of the Voxcpm2 seed model for its real embedded vLLM-Omni test (`pytest -m gpu`).",
     ),
+    EnvVar(
+        "GRADIO_SERVER_NAME",
+        "127.0.0.1",
+        "`listenlab serve`'s address when `--host` is not given (the image sets `0.0.0.0`).",
+    ),
+    EnvVar(
+        "GRADIO_SERVER_PORT",
+        "7860",
+        "`listenlab serve`'s port when `--port` is not given.",
+    ),
 )
 
 
@@ -279,11 +290,89 @@ def storage(environ: dict[str, str] | None = None, db: str | None = None) -> Sto
     )
 
 
+# --------------------------------------------------------------------------- the arena, serve
+
+
+def env_default(name: str) -> str:
+    """The default :data:`ENV` documents for ``name`` (one number for the code and the docs)."""
+    return next(v.default for v in ENV if v.name == name)
+
+
+def env_int(name: str, environ: Mapping[str, str] | None = None, *, floor: int = 0) -> int:
+    """``$name`` as a whole number of at least ``floor``; unset or not a number: its default."""
+    env = environ if environ is not None else os.environ
+    default = int(env_default(name))
+    try:
+        return max(floor, int(env.get(name, default)))
+    except ValueError:
+        return max(floor, default)
+
+
+@dataclass(frozen=True)
+class ArenaSettings:
+    """The arena's deployment knobs (``LISTENLAB_ARENA_*``), read once when the app is built
+    (:func:`app.arena.install`); each rate is at least 1, the threshold at least 0."""
+
+    battles_per_minute: int
+    global_battles_per_minute: int
+    votes_per_hour: int
+    votes_per_day: int
+    min_votes: int
+
+
+def arena_settings(environ: Mapping[str, str] | None = None) -> ArenaSettings:
+    """:class:`ArenaSettings` from the environment (``environ``: another mapping, for tests)."""
+    return ArenaSettings(
+        battles_per_minute=env_int("LISTENLAB_ARENA_BATTLES_PER_MIN", environ, floor=1),
+        global_battles_per_minute=env_int("LISTENLAB_ARENA_GLOBAL_PER_MIN", environ, floor=1),
+        votes_per_hour=env_int("LISTENLAB_ARENA_VOTES_PER_HOUR", environ, floor=1),
+        votes_per_day=env_int("LISTENLAB_ARENA_VOTES_PER_DAY", environ, floor=1),
+        min_votes=env_int("LISTENLAB_ARENA_MIN_VOTES", environ),
+    )
+
+
+@dataclass(frozen=True)
+class ServeSettings:
+    """What ``listenlab serve`` and ``listenlab api`` take from the environment besides their
+    flags: the address (Gradio's own variables, which the image and Spaces set), whether this
+    is a Hugging Face Space (``SPACE_HOST``, set by the platform) and the extra page origins."""
+
+    host: str
+    port: int
+    space_host: str | None
+    allowed_origins: tuple[str, ...]
+
+
+def serve_settings(environ: Mapping[str, str] | None = None) -> ServeSettings:
+    """:class:`ServeSettings` from the environment; a port that is not a number is refused."""
+    env = environ if environ is not None else os.environ
+    raw_port = env.get("GRADIO_SERVER_PORT") or env_default("GRADIO_SERVER_PORT")
+    try:
+        port = int(raw_port)
+    except ValueError:
+        raise InvalidRequest(
+            f"GRADIO_SERVER_PORT must be a port number, not {raw_port!r}"
+        ) from None
+    origins = env.get("LISTENLAB_ALLOWED_ORIGINS", "")
+    return ServeSettings(
+        host=env.get("GRADIO_SERVER_NAME") or env_default("GRADIO_SERVER_NAME"),
+        port=port,
+        space_host=env.get("SPACE_HOST") or None,
+        allowed_origins=tuple(o.strip() for o in origins.split(",") if o.strip()),
+    )
+
+
 __all__ = [
     "DEFAULT_DB",
     "ENV",
+    "ArenaSettings",
     "EnvVar",
+    "ServeSettings",
     "Storage",
+    "arena_settings",
+    "env_default",
+    "env_int",
+    "serve_settings",
     "backends_from_env",
     "data_dir",
     "local_data_dir",
