@@ -37,6 +37,24 @@ def browser():
         yield ctx
 
 
+def pytest_addoption(parser):
+    parser.addoption(
+        "--record-seconds",
+        nargs="?",
+        const=str(schedule.SECONDS),
+        default=None,
+        metavar="PATH",
+        help="write each test's and shared fixture's seconds in this run to PATH "
+        "(default tests/test_seconds.json: the record the schedule and the fast tier read)",
+    )
+
+
+def pytest_configure(config):
+    path = config.getoption("record_seconds")
+    if path:
+        config.pluginmanager.register(schedule.Recorder(config, path), "listenlab-record-seconds")
+
+
 @pytest.hookimpl(tryfirst=True)  # before pytest's own -m selection, which reads the marks
 def pytest_collection_modifyitems(config, items):
     """Mark the recorded slow tests ``slow``; on xdist workers, files longest first (xdist
@@ -44,7 +62,7 @@ def pytest_collection_modifyitems(config, items):
     Debian's Chromium. In CI its absence is an error, not a skip."""
     slow = pytest.mark.slow
     for item in items:
-        if schedule.is_slow(item.nodeid):
+        if schedule.is_slow(item.nodeid, getattr(item, "fixturenames", [])):
             item.add_marker(slow)
     if os.environ.get("PYTEST_XDIST_WORKER"):
         rank = {n: i for i, n in enumerate(schedule.longest_first([it.nodeid for it in items]))}

@@ -6,12 +6,15 @@ from __future__ import annotations
 
 import ast
 import functools
+import json
 import os
 import re
 import subprocess
 import sys
 from collections import defaultdict
 from pathlib import Path
+
+import pytest
 
 from tests.support import schedule as _schedule
 
@@ -33,24 +36,72 @@ def test_longest_first_keeps_units_whole_and_in_their_order():
     assert got == ["b::1", "b::2", "c::1", "d::1", "d::2", "d::3", "a::1", "a::2"]
 
 
-def test_slow_is_what_the_record_says(tmp_path):
-    secs = {"t.py::fast": _schedule.SLOW_S - 0.01, "t.py::slow": _schedule.SLOW_S}
-    assert not _schedule.is_slow("t.py::fast", secs)
-    assert _schedule.is_slow("t.py::slow", secs)
-    assert not _schedule.is_slow("t.py::new", secs)  # not recorded: fast until re-recorded
-    junit = tmp_path / "suite.xml"
-    junit.write_text(
-        '<testsuites><testsuite name="pytest">'
-        '<testcase classname="tests.test_a" name="test_x[1-a]" time="2.5" />'
-        '<testcase classname="tests.test_a.TestB" name="test_y" time="0.25" />'
-        '<testcase classname="tests.conformance.test_c" name="test_z" time="1" />'
-        "</testsuite></testsuites>"
-    )
-    assert _schedule.from_junit(junit) == {
-        "tests/conformance/test_c.py::test_z": 1.0,
-        "tests/test_a.py::TestB::test_y": 0.25,
-        "tests/test_a.py::test_x[1-a]": 2.5,
+def test_slow_is_what_the_record_says():
+    rec = {
+        "tests": {"t.py::fast": _schedule.SLOW_S - 0.01, "t.py::slow": _schedule.SLOW_S},
+        "fixtures": {
+            "t.py::server": 30.0,  # a module fixture: its tests are slow, whichever runs first
+            "t.py::TestA::db": 3.0,
+            "::voice": 0.5,  # a cheap session fixture: its tests are not slow for it
+            "u.py::server": 0.1,
+        },
     }
+    assert not _schedule.is_slow("t.py::fast", rec=rec)
+    assert _schedule.is_slow("t.py::slow", rec=rec)
+    assert not _schedule.is_slow("t.py::new", rec=rec)  # not recorded: fast until re-recorded
+    assert _schedule.is_slow("t.py::new", ["tmp_path", "server"], rec=rec)
+    assert not _schedule.is_slow("u.py::x", ["server", "voice"], rec=rec)
+    assert _schedule.is_slow("t.py::TestA::test_y[1]", ["db"], rec=rec)
+    assert not _schedule.is_slow("t.py::TestB::test_y", ["db"], rec=rec)
+    keys = _schedule.fixture_keys("tests/sub/test_x.py::TestA::test_y[a::b]", ["f"])
+    assert keys == [
+        "::f",
+        "tests::f",
+        "tests/sub::f",
+        "tests/sub/test_x.py::f",
+        "tests/sub/test_x.py::TestA::f",
+    ]
+
+
+@pytest.mark.parametrize("workers", ["0", "2"])
+def test_the_recorder_times_tests_and_shared_fixtures(tmp_path, workers):
+    """``--record-seconds``: a module fixture's setup is timed where it runs (an xdist worker)
+    and reaches the record with the test that caused it; each test's seconds are its setup,
+    call and teardown."""
+    out = tmp_path / "record.json"
+    (tmp_path / "conftest.py").write_text(
+        "from tests.support.schedule import Recorder\n"
+        "def pytest_configure(config):\n"
+        f"    config.pluginmanager.register(Recorder(config, {str(out)!r}), 'rec')\n"
+    )
+    (tmp_path / "test_m.py").write_text(
+        "import time, pytest\n"
+        "@pytest.fixture(scope='module')\n"
+        "def server():\n"
+        "    time.sleep(0.4)\n"
+        "    yield 1\n"
+        "def test_first(server, tmp_path):\n"
+        "    time.sleep(0.2)\n"
+        "def test_second(server):\n"
+        "    pass\n"
+    )
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("PYTEST_", "XDIST_"))}
+    env["PYTHONPATH"] = str(ROOT)
+    r = subprocess.run(
+        [sys.executable, "-m", "pytest", "-q", "-n", workers, "--dist", "loadfile"]
+        + ["-p", "no:cacheprovider"],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert r.returncode == 0, r.stdout[-2000:]
+    rec = json.loads(out.read_text())
+    assert rec["tests"]["test_m.py::test_first"] >= 0.6  # setup 0.4 + call 0.2
+    assert rec["tests"]["test_m.py::test_second"] < 0.4
+    assert 0.4 <= rec["fixtures"]["test_m.py::server"] < rec["tests"]["test_m.py::test_first"]
+    assert not any(k.endswith("::tmp_path") for k in rec["fixtures"])  # function scope: its test's
 
 
 def test_the_record_names_tests_that_exist():

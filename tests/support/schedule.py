@@ -9,23 +9,26 @@ tells xdist to hand files out in collection order. Only xdist's documented optio
 pytest's public hooks are used, so an xdist upgrade cannot break it silently.
 
 A test is *slow* (the fast tier leaves it out: ``pytest -m "not browser and not slow"``) when
-it is marked ``@pytest.mark.slow``, or when it took :data:`SLOW_S` seconds or more (setup,
-call and teardown) in the recorded run. The record is ``tests/test_seconds.json``; refresh it
-after adding, renaming or slowing tests::
+it is marked ``@pytest.mark.slow``, when it took :data:`SLOW_S` seconds or more (setup, call
+and teardown) in the recorded run, or when it needs a shared fixture (module, class, package
+or session scope: a server, Chromium, a corpus of takes) whose setup took :data:`SLOW_S` or
+more: that cost falls on whichever of the file's tests runs first. The record is
+``tests/test_seconds.json``; refresh it (a whole run) after adding, renaming or slowing tests::
 
-    .venv/bin/python -m pytest --junitxml=/tmp/suite.xml
-    .venv/bin/python -m tests.support.schedule /tmp/suite.xml
+    .venv/bin/python -m pytest --record-seconds
 """
 
 from __future__ import annotations
 
 import functools
 import json
-import sys
-import xml.etree.ElementTree as ET
+import os
+import time
 from collections import defaultdict
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
+
+import pytest
 
 TESTS = Path(__file__).resolve().parents[1]
 ROOT = TESTS.parent
@@ -45,17 +48,40 @@ def unit(nodeid: str) -> str:
 
 
 @functools.cache
-def recorded() -> dict[str, float]:
-    """Seconds per test id in the recorded run (empty when the record is missing)."""
+def record() -> dict[str, dict[str, float]]:
+    """The recorded run: ``tests`` (seconds per test id) and ``fixtures`` (setup seconds per
+    shared fixture, keyed ``<node id of its scope>::<name>``); empty when missing."""
     try:
-        return {str(k): float(v) for k, v in json.loads(SECONDS.read_text()).items()}
-    except (OSError, ValueError):
-        return {}
+        raw = json.loads(SECONDS.read_text())
+        return {k: {str(n): float(v) for n, v in raw.get(k, {}).items()} for k in KEYS}
+    except (OSError, ValueError, AttributeError):
+        return {k: {} for k in KEYS}
 
 
-def is_slow(nodeid: str, secs: dict[str, float] | None = None) -> bool:
-    """Whether the record says ``nodeid`` is slow (see the module docstring)."""
-    return (recorded() if secs is None else secs).get(nodeid, 0.0) >= SLOW_S
+KEYS = ("tests", "fixtures")
+
+
+def recorded() -> dict[str, float]:
+    """Seconds per test id in the recorded run."""
+    return record()["tests"]
+
+
+def fixture_keys(nodeid: str, names: list[str]) -> list[str]:
+    """The record's keys a test with these fixture names may have set up: each name at the
+    test's class, its file and the session (the scopes a shared fixture is cached at)."""
+    parts = nodeid.split("[", 1)[0].split("::")
+    folders = parts[0].split("/")[:-1]
+    scopes = ["/".join(folders[:i]) for i in range(1, len(folders) + 1)]  # package folders
+    scopes += ["::".join(parts[:i]) for i in range(1, len(parts))]  # file, class
+    return [f"{s}::{n}" for n in names for s in ["", *scopes]]
+
+
+def is_slow(nodeid: str, fixtures: list[str] = (), rec: dict | None = None) -> bool:
+    """Whether the record makes ``nodeid`` slow (see the module docstring)."""
+    rec = record() if rec is None else rec
+    if rec["tests"].get(nodeid, 0.0) >= SLOW_S:
+        return True
+    return any(rec["fixtures"].get(k, 0.0) >= SLOW_S for k in fixture_keys(nodeid, fixtures))
 
 
 def longest_first(
@@ -75,20 +101,53 @@ def longest_first(
     return [n for u in order for n in groups[u]]
 
 
-def from_junit(path: Path) -> dict[str, float]:
-    """Wall seconds per test id from a ``--junitxml`` report (setup + call + teardown), sorted
-    by id (a refresh then shows as a readable diff)."""
-    out: dict[str, float] = defaultdict(float)
-    for case in ET.parse(path).iter("testcase"):
-        parts = case.get("classname", "").split(".")
-        cls = ""
-        while parts and parts[-1][:1].isupper():  # TestA (or TestA.TestB) inside the module
-            cls = parts.pop() + "::" + cls
-        nodeid = "/".join(parts) + ".py::" + cls + case.get("name", "")
-        out[nodeid] += float(case.get("time") or 0)
-    return {k: round(v, 2) for k, v in sorted(out.items())}
+class Recorder:
+    """``--record-seconds [PATH]``: writes the record (:data:`SECONDS`) at the end of a run. Each test's
+    seconds come from its reports (setup, call, teardown: what the controller sees of every
+    worker); each shared fixture's setup is timed where it runs and sent with the setup
+    report of the test that caused it (``user_properties``, which xdist carries)."""
 
+    PROPERTY = "fixture_setup_s"
 
-if __name__ == "__main__":
-    SECONDS.write_text(json.dumps(from_junit(Path(sys.argv[1])), indent=0) + "\n")
-    print(f"wrote {SECONDS}")
+    def __init__(self, config: pytest.Config, path: str | Path = SECONDS):
+        self.config = config
+        self.path = Path(path)
+        self.tests: dict[str, float] = defaultdict(float)
+        self.fixtures: dict[str, float] = {}
+        self.pending: dict[str, float] = {}
+
+    @pytest.hookimpl(wrapper=True)
+    def pytest_fixture_setup(self, fixturedef, request) -> Iterator[None]:
+        t0 = time.perf_counter()
+        try:
+            return (yield)
+        finally:
+            if request.scope != "function":
+                key = f"{request.node.nodeid}::{request.fixturename}"
+                self.pending[key] = round(time.perf_counter() - t0, 2)
+
+    @pytest.hookimpl(wrapper=True)
+    def pytest_runtest_setup(self, item: pytest.Item) -> Iterator[None]:
+        try:
+            return (yield)
+        finally:
+            if self.pending:
+                item.user_properties.append((self.PROPERTY, dict(self.pending)))
+                self.pending.clear()
+
+    def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
+        self.tests[report.nodeid] += report.duration
+        for name, value in report.user_properties:
+            if name == self.PROPERTY:
+                for k, v in value.items():
+                    self.fixtures[k] = max(v, self.fixtures.get(k, 0.0))
+
+    def pytest_sessionfinish(self, session: pytest.Session) -> None:
+        if hasattr(self.config, "workerinput"):
+            return  # a worker: its reports reached the controller, which writes the record
+        out = {
+            "how": f"pytest --record-seconds, load average {os.getloadavg()[0]:.1f} at the end",
+            "tests": {k: round(v, 2) for k, v in sorted(self.tests.items())},
+            "fixtures": dict(sorted(self.fixtures.items())),
+        }
+        self.path.write_text(json.dumps(out, indent=0) + "\n")
