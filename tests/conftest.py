@@ -55,15 +55,17 @@ def pytest_configure(config):
         config.pluginmanager.register(schedule.Recorder(config, path), "listenlab-record-seconds")
 
 
-@pytest.hookimpl(tryfirst=True)  # before pytest's own -m selection, which reads the marks
+def pytest_itemcollected(item):
+    """The recorded slow tests are marked as they are collected, before ``-m`` selects."""
+    if schedule.is_slow(item.nodeid, getattr(item, "fixturenames", [])):
+        item.add_marker(pytest.mark.slow)
+
+
+@pytest.hookimpl(trylast=True)  # after ``-m`` and ``-k`` have deselected: order what runs
 def pytest_collection_modifyitems(config, items):
-    """Mark the recorded slow tests ``slow``; on xdist workers, files longest first (xdist
-    then hands them out in this order: ``--no-loadscope-reorder``). Browser tests need
-    Debian's Chromium. In CI its absence is an error, not a skip."""
-    slow = pytest.mark.slow
-    for item in items:
-        if schedule.is_slow(item.nodeid, getattr(item, "fixturenames", [])):
-            item.add_marker(slow)
+    """On xdist workers, files longest first (xdist hands them out in this order:
+    ``--no-loadscope-reorder``). Browser tests need Debian's Chromium. In CI its absence is
+    an error, not a skip."""
     if os.environ.get("PYTEST_XDIST_WORKER"):
         rank = {n: i for i, n in enumerate(schedule.longest_first([it.nodeid for it in items]))}
         items.sort(key=lambda it: rank[it.nodeid])
