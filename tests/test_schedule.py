@@ -42,7 +42,7 @@ def test_slow_is_what_the_record_says():
         "fixtures": {
             "t.py::server": 30.0,  # a module fixture: its tests are slow, whichever runs first
             "t.py::TestA::db": 3.0,
-            "::voice": 0.5,  # a cheap session fixture: its tests are not slow for it
+            "::voice": 9.0,  # a session fixture: once per worker, whichever tests run
             "u.py::server": 0.1,
         },
     }
@@ -55,7 +55,6 @@ def test_slow_is_what_the_record_says():
     assert not _schedule.is_slow("t.py::TestB::test_y", ["db"], rec=rec)
     keys = _schedule.fixture_keys("tests/sub/test_x.py::TestA::test_y[a::b]", ["f"])
     assert keys == [
-        "::f",
         "tests::f",
         "tests/sub::f",
         "tests/sub/test_x.py::f",

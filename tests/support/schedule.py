@@ -10,9 +10,9 @@ pytest's public hooks are used, so an xdist upgrade cannot break it silently.
 
 A test is *slow* (the fast tier leaves it out: ``pytest -m "not browser and not slow"``) when
 it is marked ``@pytest.mark.slow``, when it took :data:`SLOW_S` seconds or more (setup, call
-and teardown) in the recorded run, or when it needs a shared fixture (module, class, package
-or session scope: a server, Chromium, a corpus of takes) whose setup took :data:`SLOW_S` or
-more: that cost falls on whichever of the file's tests runs first. The record is
+and teardown) in the recorded run, or when it needs a shared fixture (module, class or package
+scope: a server, Chromium, a corpus of takes) whose setup took :data:`SLOW_S` or more: that
+cost falls on whichever of the file's tests runs first. The record is
 ``tests/test_seconds.json``; refresh it (a whole run) after adding, renaming or slowing tests::
 
     .venv/bin/python -m pytest --record-seconds
@@ -68,12 +68,14 @@ def recorded() -> dict[str, float]:
 
 def fixture_keys(nodeid: str, names: list[str]) -> list[str]:
     """The record's keys a test with these fixture names may have set up: each name at the
-    test's class, its file and the session (the scopes a shared fixture is cached at)."""
+    test's package folders, its file and its class (the scopes a shared fixture is cached at).
+    Not the session's: a session fixture (the CPU voice, the PostgreSQL cluster) is set up once
+    per worker whichever tests run, so it makes no test slow."""
     parts = nodeid.split("[", 1)[0].split("::")
     folders = parts[0].split("/")[:-1]
     scopes = ["/".join(folders[:i]) for i in range(1, len(folders) + 1)]  # package folders
     scopes += ["::".join(parts[:i]) for i in range(1, len(parts))]  # file, class
-    return [f"{s}::{n}" for n in names for s in ["", *scopes]]
+    return [f"{s}::{n}" for n in names for s in scopes]
 
 
 def is_slow(nodeid: str, fixtures: list[str] = (), rec: dict | None = None) -> bool:
