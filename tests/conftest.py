@@ -10,6 +10,7 @@ run are marked ``slow``; ``pytest -m "not browser and not slow"`` is the fast ti
 
 from __future__ import annotations
 
+import contextlib
 import os
 
 import pytest
@@ -48,17 +49,36 @@ def pytest_addoption(parser):
         "(default tests/test_seconds.json: the record the schedule and the fast tier read)",
     )
 
+    parser.addoption(
+        "--fast",
+        action="store_true",
+        help=f'the fast tier: -m "{schedule.TIER}", and the files the record found no such '
+        "test in are not imported",
+    )
+
 
 def pytest_configure(config):
     path = config.getoption("record_seconds")
     if path:
         config.pluginmanager.register(schedule.Recorder(config, path), "listenlab-record-seconds")
+    m = config.option.markexpr
+    if config.getoption("fast") and schedule.TIER not in m:  # xdist workers get it already set
+        config.option.markexpr = f"({m}) and {schedule.TIER}" if m else schedule.TIER
+
+
+def pytest_ignore_collect(collection_path, config):
+    """``--fast``: a test file with nothing to run in the fast tier is not even imported."""
+    if config.getoption("fast") and collection_path.suffix == ".py":
+        with contextlib.suppress(ValueError):  # a path outside the repository: not ours
+            rel = collection_path.relative_to(config.rootpath).as_posix()
+            if schedule.fast_tier_skips(rel):
+                return True
+    return None
 
 
 def pytest_itemcollected(item):
     """The recorded slow tests are marked as they are collected, before ``-m`` selects."""
-    if schedule.is_slow(item.nodeid, getattr(item, "fixturenames", [])):
-        item.add_marker(pytest.mark.slow)
+    schedule.mark_if_slow(item)
 
 
 @pytest.hookimpl(trylast=True)  # after ``-m`` and ``-k`` have deselected: order what runs

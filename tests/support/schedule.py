@@ -20,6 +20,7 @@ cost falls on whichever of the file's tests runs first. The record is
 
 from __future__ import annotations
 
+import ast
 import functools
 import json
 import os
@@ -48,14 +49,16 @@ def unit(nodeid: str) -> str:
 
 
 @functools.cache
-def record() -> dict[str, dict[str, float]]:
-    """The recorded run: ``tests`` (seconds per test id) and ``fixtures`` (setup seconds per
-    shared fixture, keyed ``<node id of its scope>::<name>``); empty when missing."""
+def record() -> dict:
+    """The recorded run: ``tests`` (seconds per test id), ``fixtures`` (setup seconds per
+    shared fixture, keyed ``<node id of its scope>::<name>``) and ``fast_files`` (the files
+    that held a fast-tier test); empty when missing."""
     try:
         raw = json.loads(SECONDS.read_text())
-        return {k: {str(n): float(v) for n, v in raw.get(k, {}).items()} for k in KEYS}
+        rec = {k: {str(n): float(v) for n, v in raw.get(k, {}).items()} for k in KEYS}
+        return {**rec, "fast_files": list(raw.get("fast_files", []))}
     except (OSError, ValueError, AttributeError):
-        return {k: {} for k in KEYS}
+        return {"tests": {}, "fixtures": {}, "fast_files": []}
 
 
 KEYS = ("tests", "fixtures")
@@ -104,18 +107,23 @@ def longest_first(
 
 
 class Recorder:
-    """``--record-seconds [PATH]``: writes the record (:data:`SECONDS`) at the end of a run. Each test's
-    seconds come from its reports (setup, call, teardown: what the controller sees of every
-    worker); each shared fixture's setup is timed where it runs and sent with the setup
-    report of the test that caused it (``user_properties``, which xdist carries)."""
+    """``--record-seconds [PATH]``: writes the record (:data:`SECONDS`) at the end of a run.
 
-    PROPERTY = "fixture_setup_s"
+    Each test's seconds come from its reports (setup, call, teardown: what the controller sees
+    of every worker). What only the process that runs a test knows travels with its setup
+    report (``user_properties``, which xdist carries): each shared fixture's setup seconds,
+    timed where it ran, and the test's fixture names and ``browser``/``slow`` marks, from which
+    the controller works out which files hold a fast-tier test (``fast_files``)."""
+
+    FIXTURES = "fixture_setup_s"
+    ITEM = "fixtures_and_marks"
 
     def __init__(self, config: pytest.Config, path: str | Path = SECONDS):
         self.config = config
         self.path = Path(path)
         self.tests: dict[str, float] = defaultdict(float)
         self.fixtures: dict[str, float] = {}
+        self.items: dict[str, tuple[list[str], list[str]]] = {}
         self.pending: dict[str, float] = {}
 
     @pytest.hookimpl(wrapper=True)
@@ -133,23 +141,89 @@ class Recorder:
         try:
             return (yield)
         finally:
+            marks = {m.name for m in item.iter_markers()} & set(TIER_MARKS)
+            if item.stash.get(SLOW_BY_RULE, False):
+                marks.discard("slow")  # the last record's verdict: this run's record decides
+            marks = sorted(marks)
+            item.user_properties.append(
+                (self.ITEM, [list(getattr(item, "fixturenames", [])), marks])
+            )
             if self.pending:
-                item.user_properties.append((self.PROPERTY, dict(self.pending)))
+                item.user_properties.append((self.FIXTURES, dict(self.pending)))
                 self.pending.clear()
 
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
         self.tests[report.nodeid] += report.duration
         for name, value in report.user_properties:
-            if name == self.PROPERTY:
+            if name == self.FIXTURES:
                 for k, v in value.items():
                     self.fixtures[k] = max(v, self.fixtures.get(k, 0.0))
+            elif name == self.ITEM:
+                self.items[report.nodeid] = (value[0], value[1])
 
     def pytest_sessionfinish(self, session: pytest.Session) -> None:
         if hasattr(self.config, "workerinput"):
             return  # a worker: its reports reached the controller, which writes the record
-        out = {
-            "how": f"pytest --record-seconds, load average {os.getloadavg()[0]:.1f} at the end",
+        rec = {
             "tests": {k: round(v, 2) for k, v in sorted(self.tests.items())},
             "fixtures": dict(sorted(self.fixtures.items())),
         }
+        fast = {
+            unit(n)
+            for n, (names, marks) in self.items.items()
+            if not marks and not is_slow(n, names, rec)
+        }
+        out = {
+            "how": f"pytest --record-seconds, load average {os.getloadavg()[0]:.1f} at the end",
+            **rec,
+            "fast_files": sorted(fast),
+        }
         self.path.write_text(json.dumps(out, indent=0) + "\n")
+
+
+# --------------------------------------------------------------------------- the fast tier
+
+TIER_MARKS = ("browser", "slow")
+SLOW_BY_RULE = pytest.StashKey[bool]()
+"""Set on an item the record (not its source) marks ``slow``."""
+
+
+def mark_if_slow(item: pytest.Item) -> None:
+    """Mark ``item`` slow when the record says so (an explicit mark stays as it is)."""
+    if item.get_closest_marker("slow") is None and is_slow(
+        item.nodeid, getattr(item, "fixturenames", [])
+    ):
+        item.add_marker(pytest.mark.slow)
+        item.stash[SLOW_BY_RULE] = True
+
+
+TIER = "not browser and not slow"
+"""The fast tier's selection (``-m``); ``--fast`` is it, without importing files it skips."""
+
+
+def defined_tests(path: Path) -> set[str]:
+    """Test names a file defines (``test_x``, ``TestA::test_y``), read without importing it."""
+    out = set()
+    for node in ast.parse(path.read_text(encoding="utf-8")).body:
+        if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
+            if node.name.startswith("test"):
+                out.add(node.name)
+        elif isinstance(node, ast.ClassDef) and node.name.startswith("Test"):
+            out |= {
+                f"{node.name}::{f.name}"
+                for f in node.body
+                if isinstance(f, ast.FunctionDef | ast.AsyncFunctionDef)
+                and f.name.startswith("test")
+            }
+    return out
+
+
+def fast_tier_skips(file: str, rec: dict | None = None) -> bool:
+    """Whether ``--fast`` need not import ``file`` (a path from the root): the record ran it,
+    found no fast-tier test in it, and it defines no test the record lacks (a new test there
+    is collected, and runs if it is fast)."""
+    rec = record() if rec is None else rec
+    recorded = {n.split("[", 1)[0].split("::", 1)[1] for n in rec["tests"] if unit(n) == file}
+    if not recorded or file in rec.get("fast_files", ()):
+        return False
+    return defined_tests(ROOT / file) <= recorded
