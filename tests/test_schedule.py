@@ -101,6 +101,7 @@ def test_the_recorder_times_tests_and_shared_fixtures(tmp_path, workers):
     assert rec["tests"]["test_m.py::test_second"] < 0.4
     assert 0.4 <= rec["fixtures"]["test_m.py::server"] < rec["tests"]["test_m.py::test_first"]
     assert not any(k.endswith("::tmp_path") for k in rec["fixtures"])  # function scope: its test's
+    assert rec["fast_files"] == ["test_m.py"]  # test_second: fast, and its fixture took < 2 s
 
 
 def test_the_record_names_tests_that_exist():
@@ -123,26 +124,54 @@ def test_the_scheduler_uses_only_xdists_documented_options():
         assert "pytest_xdist_make_scheduler" not in text or p.name == "test_schedule.py", p
 
 
-def test_the_fast_tier_leaves_out_slow_and_browser_tests():
-    """``-m "not browser and not slow"`` selects by the record's rule, marks applied before
-    pytest's own selection."""
+def collect(*args: str) -> set[str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith(("PYTEST_", "XDIST_"))}
-    files = ["tests/test_schedule.py", "tests/test_browser_arena.py"]
     r = subprocess.run(
         [sys.executable, "-m", "pytest", "-n", "0", "-p", "no:cacheprovider", "--collect-only"]
-        + ["-q", "-m", "not browser and not slow", *files],
+        + ["-q", *args],
         cwd=ROOT,
         env=env,
         capture_output=True,
         text=True,
         timeout=300,
     )
-    assert r.returncode == 0, r.stdout[-2000:]
-    picked = {ln for ln in r.stdout.splitlines() if "::" in ln}
+    assert r.returncode in (0, 5), r.stdout[-2000:]  # 5: nothing collected
+    return {ln for ln in r.stdout.splitlines() if "::" in ln}
+
+
+def test_the_fast_tier_leaves_out_slow_and_browser_tests():
+    """``-m "not browser and not slow"`` selects by the record's rule (marks applied before
+    pytest's own selection); ``--fast`` selects the same tests without importing the files
+    that hold none of them."""
+    files = ["tests/test_schedule.py", "tests/test_browser_arena.py", "tests/test_web.py"]
+    assert not _schedule.fast_tier_skips(files[0])
+    assert _schedule.fast_tier_skips(files[1]) and _schedule.fast_tier_skips(files[2])
+    picked = collect("-m", _schedule.TIER, *files)
     assert picked and all(ln.startswith("tests/test_schedule.py::") for ln in picked)
-    slow_here = {n for n in _schedule.recorded() if n.startswith("tests/test_schedule.py::")}
+    slow_here = {n for n in _schedule.recorded() if n.startswith(files[0] + "::")}
     slow_here = {n for n in slow_here if _schedule.is_slow(n)}
     assert slow_here and not (picked & slow_here), slow_here
+    assert collect("--fast", *files) == picked
+    assert collect("--fast", "-m", "not slow", files[1]) == set()  # --fast narrows any -m
+
+
+def test_fast_skips_a_file_only_when_the_record_knows_all_its_tests(tmp_path):
+    rec = {
+        "tests": {"tests/t.py::test_a": 9.0, "tests/t.py::TestB::test_c[1]": 9.0},
+        "fixtures": {},
+        "fast_files": ["tests/u.py"],
+    }
+    (tmp_path / "tests").mkdir()
+    t = tmp_path / "tests" / "t.py"
+    t.write_text("def test_a(): pass\nclass TestB:\n    def test_c(self): pass\n")
+    assert _schedule.defined_tests(t) == {"test_a", "TestB::test_c"}
+    assert _schedule.fast_tier_skips("tests/t.py", rec, tmp_path)  # all slow, all recorded
+    t.write_text(t.read_text() + "async def test_new(): pass\n")
+    assert not _schedule.fast_tier_skips("tests/t.py", rec, tmp_path)  # a test it lacks
+    (tmp_path / "tests" / "u.py").write_text("def test_x(): pass\n")
+    rec["tests"]["tests/u.py::test_x"] = 9.0
+    assert not _schedule.fast_tier_skips("tests/u.py", rec, tmp_path)  # it held a fast test
+    assert not _schedule.fast_tier_skips("tests/v.py", rec, tmp_path)  # never recorded
 
 
 def test_each_file_runs_whole_on_one_worker():

@@ -218,7 +218,7 @@ def defined_tests(path: Path) -> set[str]:
     return out
 
 
-def fast_tier_skips(file: str, rec: dict | None = None) -> bool:
+def fast_tier_skips(file: str, rec: dict | None = None, root: Path = ROOT) -> bool:
     """Whether ``--fast`` need not import ``file`` (a path from the root): the record ran it,
     found no fast-tier test in it, and it defines no test the record lacks (a new test there
     is collected, and runs if it is fast)."""
@@ -226,4 +226,4 @@ def fast_tier_skips(file: str, rec: dict | None = None) -> bool:
     recorded = {n.split("[", 1)[0].split("::", 1)[1] for n in rec["tests"] if unit(n) == file}
     if not recorded or file in rec.get("fast_files", ()):
         return False
-    return defined_tests(ROOT / file) <= recorded
+    return defined_tests(root / file) <= recorded
