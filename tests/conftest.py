@@ -5,7 +5,8 @@ pytest-xdist workers with ``--dist loadfile``: a whole test file per worker (a f
 fixtures, its servers and its Chromium start once), longest first (see
 :mod:`tests.support.schedule`). Timing tests assert on what was recorded, so they hold beside
 other workers' tests as on a loaded CI machine. Tests that took 2 s or more in the recorded
-run are marked ``slow``; ``pytest -m "not browser and not slow"`` is the fast tier.
+run are marked ``slow``; ``pytest -m "not browser and not slow"`` is the fast tier, and
+``--fast`` runs it without importing the files that hold none of its tests.
 """
 
 from __future__ import annotations
