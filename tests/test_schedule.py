@@ -116,8 +116,10 @@ def test_the_scheduler_uses_only_xdists_documented_options():
     ``--dist loadfile --no-loadscope-reorder`` and the workers' own collection order."""
     import tomllib
 
-    opts = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["pytest"]["ini_options"]
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text())
+    opts = project["tool"]["pytest"]["ini_options"]
     assert opts["addopts"].split()[-3:] == ["--dist", "loadfile", "--no-loadscope-reorder"]
+    assert "pytest-xdist>=3.8" in project["project"]["optional-dependencies"]["test"]  # the option
     for p in (ROOT / "tests").rglob("*.py"):
         text = p.read_text()
         assert "xdist.scheduler" not in text or p.name == "test_schedule.py", p
