@@ -192,6 +192,16 @@ ENV: tuple[EnvVar, ...] = (
         "`https://huggingface.co,https://me-study.hf.space`; `none` for no other site); the "
         "page's own origin always may (`Content-Security-Policy: frame-ancestors`).",
     ),
+    EnvVar(
+        "GRADIO_SERVER_NAME",
+        "127.0.0.1",
+        "`listenlab serve`'s address when `--host` is not given (the image sets `0.0.0.0`).",
+    ),
+    EnvVar(
+        "GRADIO_SERVER_PORT",
+        "7860",
+        "`listenlab serve`'s port when `--port` is not given.",
+    ),
 )
 
 
@@ -433,10 +443,91 @@ class WebSettings:
         )
 
 
+# --------------------------------------------------------------------------- the arena, serve
+
+
+def env_default(name: str) -> str:
+    """The default :data:`ENV` documents for ``name`` (one number for the code and the docs)."""
+    return next(v.default for v in ENV if v.name == name)
+
+
+def env_int(name: str, environ: Mapping[str, str] | None = None, *, floor: int = 0) -> int:
+    """``$name`` as a whole number of at least ``floor``; unset or not a number: its default."""
+    env = environ if environ is not None else os.environ
+    default = int(env_default(name))
+    try:
+        return max(floor, int(env.get(name, default)))
+    except ValueError:
+        return max(floor, default)
+
+
+@dataclass(frozen=True)
+class ArenaSettings:
+    """The arena's deployment knobs (``LISTENLAB_ARENA_*``), read once when the app is built
+    (:func:`app.arena.install`); each rate is at least 1, the threshold at least 0."""
+
+    battles_per_minute: int
+    global_battles_per_minute: int
+    votes_per_hour: int
+    votes_per_day: int
+    min_votes: int
+
+
+def arena_settings(environ: Mapping[str, str] | None = None) -> ArenaSettings:
+    """:class:`ArenaSettings` from the environment (``environ``: another mapping, for tests)."""
+    return ArenaSettings(
+        battles_per_minute=env_int("LISTENLAB_ARENA_BATTLES_PER_MIN", environ, floor=1),
+        global_battles_per_minute=env_int("LISTENLAB_ARENA_GLOBAL_PER_MIN", environ, floor=1),
+        votes_per_hour=env_int("LISTENLAB_ARENA_VOTES_PER_HOUR", environ, floor=1),
+        votes_per_day=env_int("LISTENLAB_ARENA_VOTES_PER_DAY", environ, floor=1),
+        min_votes=env_int("LISTENLAB_ARENA_MIN_VOTES", environ),
+    )
+
+
+@dataclass(frozen=True)
+class ServeSettings:
+    """What ``listenlab serve`` and ``listenlab api`` take from the environment besides their
+    flags: the address (Gradio's own variables, which the image and Spaces set) and the web's
+    settings (:class:`WebSettings`: whether this is a Space, the extra page origins), each
+    variable read once, in one place."""
+
+    host: str
+    port: int
+    web: WebSettings
+
+    @property
+    def space_host(self) -> str | None:
+        """``$SPACE_HOST`` (set by the platform on a Hugging Face Space), or None."""
+        return self.web.space_host or None
+
+    @property
+    def allowed_origins(self) -> tuple[str, ...]:
+        return self.web.allowed_origins
+
+
+def serve_settings(environ: Mapping[str, str] | None = None) -> ServeSettings:
+    """:class:`ServeSettings` from the environment; a port that is not a number is refused."""
+    env = environ if environ is not None else os.environ
+    raw_port = env.get("GRADIO_SERVER_PORT") or env_default("GRADIO_SERVER_PORT")
+    try:
+        port = int(raw_port)
+    except ValueError:
+        raise InvalidRequest(
+            f"GRADIO_SERVER_PORT must be a port number, not {raw_port!r}"
+        ) from None
+    return ServeSettings(
+        host=env.get("GRADIO_SERVER_NAME") or env_default("GRADIO_SERVER_NAME"),
+        port=port,
+        web=WebSettings.from_env(env),
+    )
+
+
 __all__ = [
     "DEFAULT_DB",
     "ENV",
+    "ArenaSettings",
     "EnvVar",
+    "ServeSettings",
     "Storage",
     "apply_backend_settings",
     "backend_spec_defaults",
@@ -445,6 +536,10 @@ __all__ = [
     "frame_ancestors",
     "split_list",
     "upload_max_bytes",
+    "arena_settings",
+    "env_default",
+    "env_int",
+    "serve_settings",
     "backends_from_env",
     "data_dir",
     "local_data_dir",

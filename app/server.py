@@ -123,7 +123,7 @@ def create_app(
     origins that may open ``/ll/ws`` (default ``$LISTENLAB_ALLOWED_ORIGINS``); ``storage``:
     whether the store outlives the container (:func:`app.config.storage`; default: persistent).
     """
-    from app.arena.service import install as install_arena
+    from app.arena import install as install_arena
     from app.listening import mount as mount_listening
     from app.listening.upload import router as upload_router
     from app.player.page import STATIC as PLAYER_STATIC
