@@ -68,21 +68,25 @@ def p835(folder: Path, cache: Path) -> dict:
     runs = {}
     for label, names in (("default", None), ("dnsmos_p835", "dnsmos_p835")):
         for attempt in ("first", "cached"):
-            t0 = time.perf_counter()
+            t0, c0 = time.perf_counter(), time.process_time()
             cols, rows = score_files(files, metrics=names, cache_dir=cache)
-            wall = time.perf_counter() - t0
+            wall, cpu = time.perf_counter() - t0, time.process_time() - c0
             audio_s = sum(r.seconds for r in rows)
             runs[f"{label}_{attempt}"] = {
                 "wall_s": round(wall, 2),
+                "cpu_s": round(cpu, 2),
                 "x_real_time": round(audio_s / wall, 2),
+                "load_avg_after": os.getloadavg(),
             }
             print(
-                f"P.835 {label} ({attempt}): {wall:.1f} s for {audio_s:.0f} s of audio = {audio_s / wall:.2f}x real time",
+                f"P.835 {label} ({attempt}): {wall:.1f} s wall, {cpu:.1f} s CPU for "
+                f"{audio_s:.0f} s of audio = {audio_s / wall:.2f}x real time",
                 file=sys.stderr,
             )
             if attempt == "first":
                 values = {c: [r.values.get(c) for r in rows] for c in cols}
                 crowd = crowd.assign(**{c: v for c, v in values.items() if c in MOS_COLUMNS})
+    out["per_metric"] = per_metric(files)
     out["audio_s"] = round(audio_s, 1)
     out["runs"] = runs
     per_cond = crowd.groupby("condition_num")[
@@ -97,6 +101,28 @@ def p835(folder: Path, cache: Path) -> dict:
         if c in crowd
     }
     out["per_condition"] = per_cond.round(3).reset_index().to_dict(orient="records")
+    return out
+
+
+def per_metric(files: list[Path]) -> dict:
+    """Each default metric alone on the clips, no cache: CPU and wall seconds, x real time."""
+    from evaluation.metrics import read_file
+
+    items = [Item(read_file(f)) for f in files]
+    audio_s = sum(i.audio.seconds for i in items)
+    out = {}
+    for m in build(DEFAULT):
+        m.score(items[0])  # load the model outside the timing
+        t0, c0 = time.perf_counter(), time.process_time()
+        score_items(items, [m])
+        wall, cpu = time.perf_counter() - t0, time.process_time() - c0
+        out[m.info.name] = {
+            "wall_s": round(wall, 2),
+            "cpu_s": round(cpu, 2),
+            "x_real_time": round(audio_s / wall, 2),
+            "x_real_time_per_cpu_s": round(audio_s / cpu, 2),
+        }
+        print(f"{m.info.name}: {out[m.info.name]}", file=sys.stderr)
     return out
 
 

@@ -42,6 +42,13 @@ def add_cli(sub: argparse._SubParsersAction) -> None:
         metavar="NAME=FOLDER",
         help="a hub metric's model folder, e.g. whisper=/models/whisper-large-v3 (repeatable)",
     )
+    p.add_argument(
+        "--threads",
+        type=int,
+        default=1,
+        metavar="N",
+        help="torch threads for the models (default %(default)s: fastest on a shared machine)",
+    )
     p.add_argument("--quiet", action="store_true", help="no progress bar on stderr")
     p.set_defaults(func=_run_metrics)
 
@@ -80,6 +87,8 @@ def _run_metrics(args: argparse.Namespace) -> int:
     from backends.errors import InvalidRequest
     from evaluation.metrics import HubConfig, score_files, write_csv
 
+    if args.threads < 1:
+        raise InvalidRequest(f"--threads {args.threads}: at least 1")
     paths = {}
     for spec in args.model:
         name, sep, folder = spec.partition("=")
@@ -96,6 +105,7 @@ def _run_metrics(args: argparse.Namespace) -> int:
         cache_dir=args.cache,
         hub=hub,
         progress=None if args.quiet else _progress(start),
+        threads=args.threads,
     )
     write_csv(args.csv, cols, rows)
     failed = [r for r in rows if r.seconds is None]

@@ -50,6 +50,7 @@ def session(path: Path) -> Any:
 
     opts = ort.SessionOptions()
     opts.log_severity_level = 3
+    opts.intra_op_num_threads = opts.inter_op_num_threads = 1  # small models: one thread each
     return ort.InferenceSession(str(path), opts, providers=["CPUExecutionProvider"])
 
 

@@ -18,7 +18,7 @@ from evaluation.metrics.audio import AUDIO_SUFFIXES, read_file
 from evaluation.metrics.base import Audio, Item, Value
 from evaluation.metrics.hub import HubConfig
 from evaluation.metrics.registry import ALL_INFO, build, parse
-from evaluation.metrics.run import ItemResult, Progress, score_items
+from evaluation.metrics.run import THREADS, ItemResult, Progress, score_items
 
 MAX_TEXTS_BYTES = 16 * 1024 * 1024
 """Largest ``--texts`` CSV read."""
@@ -98,13 +98,15 @@ def score_files(
     cache_dir: str | Path | None = None,
     hub: HubConfig | None = None,
     progress: Progress | None = None,
+    threads: int | None = THREADS,
 ) -> tuple[list[str], list[Row]]:
     """Score audio files; returns the score columns (in order) and one :class:`Row` per file.
 
     ``texts`` (a dict or an ``id,text`` CSV) gives each file, by stem, its input text;
     ``reference_voice`` is the clip similarity is measured against; ``metrics`` a list or a
     comma-separated string (default: :data:`evaluation.metrics.registry.DEFAULT`, plus the
-    word check with texts and speaker similarity with a reference voice). A file that cannot be
+    word check with texts and speaker similarity with a reference voice); ``threads`` is
+    torch's thread count (:data:`evaluation.metrics.run.THREADS`). A file that cannot be
     read gets a row with ``error`` set; an unknown metric, a missing file or a missing model
     raises before anything is scored."""
     files = collect(paths)
@@ -128,7 +130,7 @@ def score_files(
         item = Item(audio, text_of.get(f.stem), ref, None, str(f))
         items.append(item)
         by_item[id(item)] = f
-    results = score_items(items, ms, cache_dir, progress)
+    results = score_items(items, ms, cache_dir, progress, threads)
     by_path = {by_item[id(it)]: r for it, r in zip(items, results, strict=True)}
     return columns(names), rows_of(files, by_path, bad)
 

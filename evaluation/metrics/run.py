@@ -52,16 +52,35 @@ def score_one(metric: Metric, item: Item, cache: ScoreCache | None) -> Score:
     return s
 
 
+THREADS = 1
+"""torch's threads while scoring. One: on a shared 2-core machine two OpenMP threads spin
+against other processes and DistillMOS took 3.6x the CPU time and half the speed of one
+thread (benchmarks/metrics.py); one thread alone is well past real time."""
+
+
+def set_threads(threads: int | None) -> None:
+    """torch's intra-op threads for the models (None leaves torch's own setting)."""
+    import importlib.util
+
+    if threads is not None and importlib.util.find_spec("torch") is not None:
+        import torch
+
+        torch.set_num_threads(threads)
+
+
 def score_items(
     items: Sequence[Item],
     metrics: Iterable[Metric],
     cache: ScoreCache | str | Path | None = None,
     progress: Progress | None = None,
+    threads: int | None = THREADS,
 ) -> list[ItemResult]:
     """Every metric on every item. An item missing a metric's input (text, reference) gets
     that metric in ``skipped``; a metric that fails on an item gets its message in ``errors``
-    (a missing model fails the same way on every item, so it is raised instead)."""
+    (a missing model fails the same way on every item, so it is raised instead). ``threads``
+    sets torch's thread count for the process (see :data:`THREADS`)."""
     metrics = list(metrics)
+    set_threads(threads)
     if cache is not None and not isinstance(cache, ScoreCache):
         cache = ScoreCache(cache)
     for m in metrics:  # a missing package or model fails before any scoring
@@ -86,4 +105,4 @@ def score_items(
     return out
 
 
-__all__ = ["ItemResult", "Progress", "score_items", "score_one"]
+__all__ = ["THREADS", "ItemResult", "Progress", "score_items", "score_one", "set_threads"]
