@@ -29,14 +29,14 @@ ARG LISTENLAB_METRICS=auto
 # Built as root in a throwaway stage, so the image keeps no source tree, build/ or egg-info.
 FROM ${LISTENLAB_BASE_IMAGE} AS wheel
 ARG LISTENLAB_METRICS
-# gcc (and Python's headers where the base lacks them): two [metrics] packages (webrtcvad,
+# g++ (and Python's headers where the base lacks them): two [metrics] packages (webrtcvad,
 # pyworld) are source-only on PyPI; their wheels are built here, not in the image.
 # hadolint ignore=DL3008,SC2046
 RUN if ! python3 -m pip --version >/dev/null 2>&1; then \
         apt-get update && apt-get install -y --no-install-recommends python3 python3-pip \
         && rm -rf /var/lib/apt/lists/*; fi \
     && if [ "$LISTENLAB_METRICS" != 0 ] && [ ! -e /usr/local/cuda ]; then \
-        apt-get update && apt-get install -y --no-install-recommends gcc libc6-dev \
+        apt-get update && apt-get install -y --no-install-recommends g++ libc6-dev \
           $(python3 -c 'import os, sysconfig; print("" if os.path.exists(sysconfig.get_paths()["include"] + "/Python.h") else "python3-dev")') \
         && rm -rf /var/lib/apt/lists/*; fi
 COPY pyproject.toml README.md /src/
