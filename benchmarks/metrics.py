@@ -43,6 +43,8 @@ SEES = {  # the change that counts as "seen" (beyond take-to-take noise on clean
     "dnsmos_p808": 0.3,
     "speaker_sim": 0.05,
     "sphinx_wer": 0.1,
+    "sphinx_deletions": 0.5,
+    "speech_s": 0.15,
     "longest_pause_s": 0.1,
     "pauses": 0.5,
     "f0_median_hz": 15.0,
