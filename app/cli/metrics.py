@@ -57,11 +57,10 @@ def _progress(start: float):
     def show(done: int, total: int, name: str) -> None:
         width = 30
         filled = int(width * done / total)
-        rate = done / max(time.perf_counter() - start, 1e-9)
+        elapsed = time.perf_counter() - start
         tail = name if len(name) <= 40 else "..." + name[-37:]
         sys.stderr.write(
-            f"\r[{'#' * filled}{'.' * (width - filled)}] {done}/{total} "
-            f"{rate:.1f} files/s  {tail:<40}"
+            f"\r[{'#' * filled}{'.' * (width - filled)}] {done}/{total} {elapsed:.0f} s  {tail:<40}"
         )
         if done == total:
             sys.stderr.write("\n")
