@@ -39,7 +39,7 @@ class ScoreCache:
     """Scores in ``folder`` (created on first write)."""
 
     def __init__(self, folder: str | Path):
-        self.folder = Path(folder)
+        self.folder = Path(folder).expanduser()
 
     def path(self, metric: Metric, key: str) -> Path:
         info = metric.info
