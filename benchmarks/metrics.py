@@ -36,6 +36,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from evaluation.metrics import Item, build, from_samples, score_files, score_items  # noqa: E402
 from evaluation.metrics.registry import DEFAULT  # noqa: E402
+from evaluation.metrics.run import THREADS  # noqa: E402
 
 MOS_COLUMNS = ["predicted_mos", "dnsmos_p808", "dnsmos_ovrl"]
 SEES = {  # the change that counts as "seen" (beyond take-to-take noise on clean takes)
@@ -255,7 +256,7 @@ def main() -> int:
             "cpus": os.cpu_count(),
             "python": platform.python_version(),
             "torch": torch.__version__,
-            "torch_threads": torch.get_num_threads(),
+            "torch_threads": THREADS,
             "load_avg_at_start": os.getloadavg(),
             "note": "shared 2-core machine: other jobs ran during the measurement",
         },
