@@ -17,7 +17,7 @@
 #
 # Machine scores (`listenlab metrics`, docs/metrics.md): on a CPU base the [metrics] extra is
 # installed with the CPU build of torch 2.13.0 (from LISTENLAB_TORCH_INDEX, PyTorch's CPU index;
-# or from a folder of wheels mounted at build time, LISTENLAB_TORCH_WHEELS). It adds about 1.1 GB.
+# or from a folder of wheels mounted at build time, LISTENLAB_TORCH_WHEELS). It adds 1.4 GB.
 # LISTENLAB_METRICS: auto (default: installed when that torch can be had, else the build log
 # says so and the image has no metrics), 1 (required: the build fails without it) or 0 (never).
 # On a CUDA base the extra is not installed (vLLM-Omni brings its own torch).
