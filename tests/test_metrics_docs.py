@@ -72,3 +72,25 @@ def test_the_documented_offline_message_is_the_one_printed():
     with pytest.raises(ModelUnavailable) as e:
         WhisperWer(HubConfig()).folder()
     assert f"listenlab metrics: error: {e.value}" in DOC
+
+
+def test_the_documented_numbers_are_the_benchmarks():
+    """The correlation and speed tables in docs/metrics.md are the ones in
+    benchmarks/results/metrics.json (re-render both together after a new run)."""
+    import json
+
+    res = json.loads(
+        (Path(__file__).resolve().parents[1] / "benchmarks/results/metrics.json").read_text()
+    )
+    p835 = res["p835"]
+    for c, r in p835["correlation"].items():
+        pf, pc = r["per_file"], r["per_condition"]
+        row = f"| `{c}` | {pf['pearson']:.3f} | {pf['spearman']:.3f} | {pc['pearson']:.3f} | {pc['spearman']:.3f} |"
+        assert row in DOC, row
+    first = p835["runs"]["default_first"]
+    row = f"| default set, first run | {first['wall_s']:.1f} s | {first['cpu_s']:.1f} s | {first['x_real_time']:.2f} |"
+    assert row in DOC, row
+    assert (
+        f"peak resident memory of the whole benchmark process was {res['peak_rss_mib']:.0f} MiB"
+        in DOC
+    )
