@@ -54,8 +54,8 @@ def score_one(metric: Metric, item: Item, cache: ScoreCache | None) -> Score:
 
 THREADS = 1
 """torch's threads while scoring. One: on a shared 2-core machine two OpenMP threads spin
-against other processes and DistillMOS took 3.6x the CPU time and half the speed of one
-thread (benchmarks/metrics.py); one thread alone is well past real time."""
+against other processes (DistillMOS on 10 P.835 clips: 10.6 CPU seconds and 42 s with two
+threads, 2.9 and 21 s with one; docs/metrics.md); one thread alone is well past real time."""
 
 
 def set_threads(threads: int | None) -> None:
