@@ -11,8 +11,10 @@
    known way (noise at 20/10/0 dB SNR, one 100 ms gap, a 50 ms gap every 0.5 s, one click, a
    click every 0.5 s, a 300 ms replay, a dropped word, a different voice): the mean change of
    each column against the clean take, and which damage no metric sees.
-3. **Speed.** x real time of the default set on 2 cores (first run), of a second run on the
-   same cache, per-metric seconds, peak RSS. The machine is shared: the load at start is
+3. **Speed.** x real time of the default set on 2 cores (first run; ``listenlab metrics``'
+   default of two worker processes, one torch thread each), of a second run on the same
+   cache, per-metric seconds on one process, peak RSS (of this process; a worker holds its
+   own copy of the models). The machine is shared: the load at start is
    recorded.
 
     python benchmarks/metrics.py --p835 /path/to/p835_reference_conditions
@@ -35,6 +37,7 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from evaluation.metrics import Item, build, from_samples, score_files, score_items  # noqa: E402
+from evaluation.metrics.parallel import WORKERS  # noqa: E402
 from evaluation.metrics.registry import DEFAULT  # noqa: E402
 from evaluation.metrics.run import THREADS  # noqa: E402
 
@@ -72,7 +75,7 @@ def p835(folder: Path, cache: Path) -> dict:
     for label, names in (("default", None), ("dnsmos_p835", "dnsmos_p835")):
         for attempt in ("first", "cached"):
             t0, c0 = time.perf_counter(), time.process_time()
-            cols, rows = score_files(files, metrics=names, cache_dir=cache)
+            cols, rows = score_files(files, metrics=names, cache_dir=cache, workers=WORKERS)
             wall, cpu = time.perf_counter() - t0, time.process_time() - c0
             audio_s = sum(r.seconds for r in rows)
             runs[f"{label}_{attempt}"] = {
@@ -257,6 +260,7 @@ def main() -> int:
             "python": platform.python_version(),
             "torch": torch.__version__,
             "torch_threads": THREADS,
+            "workers": WORKERS,
             "load_avg_at_start": os.getloadavg(),
             "note": "shared 2-core machine: other jobs ran during the measurement",
         },

@@ -49,6 +49,14 @@ def add_cli(sub: argparse._SubParsersAction) -> None:
         metavar="N",
         help="torch threads for the models (default %(default)s: fastest on a shared machine)",
     )
+    p.add_argument(
+        "--workers",
+        type=int,
+        default=None,
+        metavar="N",
+        help="processes that score, each with every model (default: 2 on a machine with 2 or "
+        "more cores, else 1)",
+    )
     p.add_argument("--quiet", action="store_true", help="no progress bar on stderr")
     p.set_defaults(func=_run_metrics)
 
@@ -85,9 +93,10 @@ def _run_metrics(args: argparse.Namespace) -> int:
         return _list_metrics()
     from backends.errors import InvalidRequest
     from evaluation.metrics import HubConfig, score_files, write_csv
+    from evaluation.metrics.parallel import WORKERS
 
-    if args.threads < 1:
-        raise InvalidRequest(f"--threads {args.threads}: at least 1")
+    if args.threads < 1 or (args.workers is not None and args.workers < 1):
+        raise InvalidRequest("--threads and --workers: at least 1")
     paths = {}
     for spec in args.model:
         name, sep, folder = spec.partition("=")
@@ -105,6 +114,7 @@ def _run_metrics(args: argparse.Namespace) -> int:
         hub=hub,
         progress=None if args.quiet else _progress(start),
         threads=args.threads,
+        workers=WORKERS if args.workers is None else args.workers,
     )
     write_csv(args.csv, cols, rows)
     failed = [r for r in rows if r.seconds is None]

@@ -99,6 +99,7 @@ def score_files(
     hub: HubConfig | None = None,
     progress: Progress | None = None,
     threads: int | None = THREADS,
+    workers: int = 1,
 ) -> tuple[list[str], list[Row]]:
     """Score audio files; returns the score columns (in order) and one :class:`Row` per file.
 
@@ -106,7 +107,8 @@ def score_files(
     ``reference_voice`` is the clip similarity is measured against; ``metrics`` a list or a
     comma-separated string (default: :data:`evaluation.metrics.registry.DEFAULT`, plus the
     word check with texts and speaker similarity with a reference voice); ``threads`` is
-    torch's thread count (:data:`evaluation.metrics.run.THREADS`). A file that cannot be
+    torch's thread count (:data:`evaluation.metrics.run.THREADS`) and ``workers`` the processes
+    that score (:mod:`evaluation.metrics.parallel`). A file that cannot be
     read gets a row with ``error`` set; an unknown metric, a missing file or a missing model
     raises before anything is scored."""
     files = collect(paths)
@@ -130,7 +132,12 @@ def score_files(
         item = Item(audio, text_of.get(f.stem), ref, None, str(f))
         items.append(item)
         by_item[id(item)] = f
-    results = score_items(items, ms, cache_dir, progress, threads)
+    if workers > 1 and len(items) > 1:
+        from evaluation.metrics.parallel import score_parallel
+
+        results = score_parallel(items, names, hub, cache_dir, progress, threads, workers)
+    else:
+        results = score_items(items, ms, cache_dir, progress, threads)
     by_path = {by_item[id(it)]: r for it, r in zip(items, results, strict=True)}
     return columns(names), rows_of(files, by_path, bad)
 
