@@ -180,7 +180,8 @@ def read_rows(path: Path) -> list[dict[str, str]]:
 def test_cli_writes_one_row_per_file_with_every_column(tmp_path, takes, capsys):
     """``listenlab metrics FOLDER --texts --reference-voice --cache``: a row per audio file
     (not the .txt), the default columns plus WER/CER and speaker similarity, progress on
-    stderr; a second run answers from the cache with the same numbers."""
+    stderr, scored by two worker processes (the default on 2 cores); a second run in this
+    process answers from the cache with the same numbers."""
     write_corpus(tmp_path / "takes", takes)
     texts = tmp_path / "texts.csv"
     texts.write_text(f'id,text\nfull,"{FULL}"\ndropped,"{FULL}"\nnoisy,"{FULL}"\n')
@@ -217,8 +218,8 @@ def test_cli_writes_one_row_per_file_with_every_column(tmp_path, takes, capsys):
     assert float(by["full"]["speaker_sim"]) > 0.85
     assert len(list(cache.rglob("*.json"))) == 3 * 6  # 3 files x 6 metrics
 
-    again = tmp_path / "again.csv"
-    assert main([*args[:3], str(again), *args[4:]]) == 0
+    again = tmp_path / "again.csv"  # in this process (the first run used two workers)
+    assert main([*args[:3], str(again), *args[4:], "--workers", "1"]) == 0
     assert read_rows(again) == rows
 
 
