@@ -54,8 +54,8 @@ def add_cli(sub: argparse._SubParsersAction) -> None:
         type=int,
         default=None,
         metavar="N",
-        help="processes that score, each with every model (default: 2 on a machine with 2 or "
-        "more cores, else 1)",
+        help="processes that score, each with its own models (default 1; 2 pays off on long "
+        "batches on an idle 2-core machine; at most 2)",
     )
     p.add_argument("--quiet", action="store_true", help="no progress bar on stderr")
     p.set_defaults(func=_run_metrics)

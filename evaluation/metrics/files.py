@@ -15,7 +15,7 @@ from pathlib import Path
 
 from backends.errors import InvalidRequest, ListenlabError, NotFound
 from evaluation.metrics.audio import AUDIO_SUFFIXES, read_file
-from evaluation.metrics.base import Audio, Item, Value
+from evaluation.metrics.base import Audio, Item, Metric, Value
 from evaluation.metrics.hub import HubConfig
 from evaluation.metrics.registry import ALL_INFO, build, parse
 from evaluation.metrics.run import THREADS, ItemResult, Progress, score_items
@@ -89,6 +89,44 @@ def rows_of(paths: list[Path], results: dict[Path, ItemResult], bad: dict[Path, 
     return rows
 
 
+def score_all(
+    items: list[Item],
+    ms: list[Metric],
+    names: list[str],
+    hub: HubConfig | None,
+    cache_dir: str | Path | None,
+    progress: Progress | None,
+    threads: int | None,
+    workers: int,
+) -> list[ItemResult]:
+    """In this process, or items not fully in the cache on ``workers`` processes (a cached
+    item never waits for a worker to start)."""
+    if workers <= 1 or len(items) <= 1:
+        return score_items(items, ms, cache_dir, progress, threads)
+    from evaluation.metrics.cache import ScoreCache
+    from evaluation.metrics.parallel import score_parallel
+
+    cache = None if cache_dir is None else ScoreCache(cache_dir)
+    todo = [
+        i
+        for i, it in enumerate(items)
+        if cache is None
+        or any(cache.get(m, it) is None for m in ms if all(it.has(n) for n in m.info.needs))
+    ]
+    done = set(range(len(items))) - set(todo)
+    out: dict[int, ItemResult] = {}
+    if done:
+        for i, r in zip(
+            sorted(done), score_items([items[i] for i in sorted(done)], ms, cache), strict=True
+        ):
+            out[i] = r
+    rest = score_parallel(
+        [items[i] for i in todo], names, hub, cache_dir, progress, threads, workers
+    )
+    out.update(zip(todo, rest, strict=True))
+    return [out[i] for i in range(len(items))]
+
+
 def score_files(
     paths: Iterable[str | Path],
     *,
@@ -132,12 +170,7 @@ def score_files(
         item = Item(audio, text_of.get(f.stem), ref, None, str(f))
         items.append(item)
         by_item[id(item)] = f
-    if workers > 1 and len(items) > 1:
-        from evaluation.metrics.parallel import score_parallel
-
-        results = score_parallel(items, names, hub, cache_dir, progress, threads, workers)
-    else:
-        results = score_items(items, ms, cache_dir, progress, threads)
+    results = score_all(items, ms, names, hub, cache_dir, progress, threads, workers)
     by_path = {by_item[id(it)]: r for it, r in zip(items, results, strict=True)}
     return columns(names), rows_of(files, by_path, bad)
 

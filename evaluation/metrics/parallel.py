@@ -19,9 +19,11 @@ from evaluation.metrics.base import Item
 from evaluation.metrics.hub import HubConfig
 from evaluation.metrics.run import ItemResult, Progress, score_items
 
-WORKERS = min(2, os.cpu_count() or 1)
-"""Default processes: both cores of a 2-core machine, never more than two (each holds every
-model: about 0.5 GB)."""
+WORKERS = 1
+"""Default processes. One: starting a worker costs its imports and model loads (tens of
+seconds on a loaded machine), which a batch of a few minutes of audio does not win back;
+``--workers 2`` pays off on long batches on an otherwise idle 2-core machine."""
+MAX_WORKERS = min(2, os.cpu_count() or 1)
 
 _STATE: dict[str, Any] = {}
 
@@ -55,7 +57,7 @@ def score_parallel(
 
     from evaluation.metrics.registry import build
 
-    workers = max(1, min(workers, len(items)))
+    workers = max(1, min(workers, len(items), MAX_WORKERS))
     if workers == 1:
         return score_items(items, build(names, hub), cache, progress, threads)
     out = []
@@ -72,4 +74,4 @@ def score_parallel(
     return out
 
 
-__all__ = ["WORKERS", "score_parallel"]
+__all__ = ["MAX_WORKERS", "WORKERS", "score_parallel"]
