@@ -350,3 +350,29 @@ def test_the_hub_tier_fails_fast_and_clearly_offline(tmp_path, takes, metric, ex
     assert says in proc.stderr, proc.stderr
     assert "listenlab never downloads" in proc.stderr
     assert not (tmp_path / "o.csv").exists()
+
+
+def test_the_distillmos_loader_gives_the_packages_numbers(takes, metrics, monkeypatch):
+    """The package's own network class and listenlab's loader agree on real takes (clean and
+    noisy). ``distillmos.sqa`` imports torchaudio at its top but its network never calls it;
+    where torchaudio cannot import (beside the CPU torch: the reason for the loader) an empty
+    module stands in for it during this import only, and the comparison runs the package's
+    real network code."""
+    import types
+
+    import torch
+
+    from evaluation.metrics.audio import at_rate
+
+    try:
+        import torchaudio  # noqa: F401
+    except (ImportError, OSError):
+        monkeypatch.setitem(sys.modules, "torchaudio", types.ModuleType("torchaudio"))
+    from distillmos.sqa import ConvTransformerSQAModel
+
+    ref = ConvTransformerSQAModel().eval()
+    for a in (takes["full"], from_samples(noisy(takes["full"].samples, 10), takes["full"].rate)):
+        with torch.inference_mode():
+            want = float(ref(torch.from_numpy(at_rate(a))[None]))
+        got = metrics["distillmos"].score(Item(a))["predicted_mos"]
+        assert abs(got - want) < 1e-3, (got, want)

@@ -7,7 +7,7 @@ transformer head), so it is built here, the same layers with the same names as
 ``distillmos/sqa.py`` 0.9.1 (MIT, Microsoft), the head taken from ``xls_r_sqa`` (which imports
 no torchaudio), and the checkpoint loaded from the ``distillmos`` wheel with
 ``weights_only=True``. Audio reaches it already mono at 16 kHz (:mod:`evaluation.metrics.audio`).
-A test checks this loader against the package's own class where torchaudio imports.
+``tests/test_metrics.py`` compares it with the package's own network class on real takes.
 
 The model scores 7.68 s crops (shorter audio is zero-padded; longer audio is cut into crops
 at most 1 s apart and the crop scores averaged), each crop peak-normalised first.
