@@ -19,7 +19,9 @@ would send it:
   request, unless the inner voice's first audio comes later than chunk 0 is due: then it counts
   from that first audio, so the gaps between chunks do not depend on the machine's load.
 
-Use it on any spec: ``piper?profile=qwen3-tts``, ``piper?deterministic=1&profile=custom&rate=48000
+The profiles are derived from the model units (``backends/vllm_omni/models/<model>.py``: rate,
+channels, chunk schedule and where each was read), one per unit with a schedule, plus
+``custom``. Use it on any spec: ``piper?profile=qwen3-tts``, ``piper?deterministic=1&profile=custom&rate=48000
 &channels=2&first_frames=1&chunk_frames=25&frame_hz=12.5&pace=0.67``. Every profile records
 where each of its numbers came from (``source``) and what was assumed (``assumptions``).
 """
@@ -39,9 +41,7 @@ import numpy as np
 from backends.base import AudioChunk, Backend, Capabilities, Health, SpeechRequest, Voice
 from backends.errors import BackendError, InvalidRequest
 from backends.registry import WrapperBackend, register_wrapper
-from backends.vllm_omni.model_table import seed_model
-
-VLLM_OMNI = "vllm-project/vllm-omni"
+from backends.vllm_omni.models import UNITS, ModelUnit
 
 # --------------------------------------------------------------------------- profile types
 
@@ -175,168 +175,53 @@ class WireProfile:
 
 # --------------------------------------------------------------------------- the table
 
-_COMMON_ASSUMPTION = (
+COMMON_ASSUMPTION = (
     "Pace 2x real time (the speed of the fast server in streaming-anchor.md), no jitter, no "
     "stalls, no prefill latency: all four are knobs. Each chunk carries exactly its codec "
     "frames' worth of audio (a decoder with left context returns only the new frames)."
 )
 
-# Each seed model's id, rate and channels come from the one model table (their sources are
-# there); the chunk schedules below are the profiles' own.
-_QWEN3, _FISH, _COSY, _MOSS, _VOXCPM2 = (
-    seed_model(a) for a in ("qwen3_tts", "fish_speech", "cosyvoice3", "moss_tts_nano", "voxcpm2")
+
+def unit_profile(unit: ModelUnit) -> WireProfile:
+    """The wire profile of a model unit: its rate, channels and chunk schedule, and their
+    sources, as the unit's module states them (nothing here is per model)."""
+    schedule = unit.schedule
+    if schedule is None:
+        raise InvalidRequest(f"model {unit.name!r} has no chunk schedule, so no wire profile")
+    sources = [unit.source_text("sample_rate", "channels")]
+    sources += [str(s) for s in schedule.sources]
+    return WireProfile(
+        name=unit.profile,
+        model=unit.checkpoint,
+        sample_rate=unit.sample_rate,
+        channels=unit.channels,
+        frame_hz=schedule.frame_hz,
+        first_frames=schedule.first_frames,
+        chunk_frames=schedule.chunk_frames,
+        source=f"backends/vllm_omni/models/{unit.name}.py, read from " + "; ".join(sources),
+        assumptions=" ".join(x for x in (schedule.assumptions, COMMON_ASSUMPTION) if x),
+    )
+
+
+CUSTOM = WireProfile(
+    name="custom",
+    model="listenlab/custom-profile",
+    sample_rate=24000,
+    channels=1,
+    frame_hz=12.5,
+    first_frames=(25,),
+    chunk_frames=25,
+    source=(
+        "Defaults: the 'uniform 25-frame chunks' schedule of streaming-anchor.md at "
+        "vLLM-Omni's default 24 kHz mono."
+    ),
+    assumptions="Everything is meant to be overridden by knobs. " + COMMON_ASSUMPTION,
 )
 
 PROFILES: dict[str, WireProfile] = {
-    p.name: p
-    for p in (
-        WireProfile(
-            name=_QWEN3.profile,
-            model=_QWEN3.model,
-            sample_rate=_QWEN3.sample_rate,
-            channels=_QWEN3.channels,
-            frame_hz=12.5,
-            first_frames=(1,),
-            chunk_frames=25,
-            source=(
-                f"{VLLM_OMNI} vllm_omni/deploy/qwen3_tts.yaml (@0c9ed271): async_chunk: true, "
-                "initial_codec_chunk_frames: 1 ('Emit only the first audio chunk early, then "
-                "return to codec_chunk_frames'), codec_chunk_frames: 25, "
-                "codec_left_context_frames: 72. "
-                "vllm_omni/model_executor/stage_input_processors/qwen3_tts.py (@04254201) "
-                "talker2code2wav_async_chunk: one initial chunk, then adjusted % 25 == 0 "
-                "('return to the normal codec chunk size'); the last chunk is the remainder. "
-                "chunk_size_utils.py AdaptiveChunkController: FRAME_DURATION_MS = 80 (12.5 Hz). "
-                "24 kHz mono: reference vllm-omni-speech-api.md section 6 (speech_api.md, "
-                "qwen3_tts.py)."
-            ),
-            assumptions=(
-                "Without initial_codec_chunk_frames the server picks a dynamic first chunk "
-                "(2..16 frames by load, chunk_size_utils.compute_dynamic_initial_chunk_size) "
-                "and an opt-in codec_chunk_ramp [4,4,8,16,25] exists; the profile uses the "
-                "shipped deploy value 1. " + _COMMON_ASSUMPTION
-            ),
-        ),
-        WireProfile(
-            name=_FISH.profile,
-            model=_FISH.model,
-            sample_rate=_FISH.sample_rate,
-            channels=_FISH.channels,
-            frame_hz=44100 / 2048,
-            first_frames=(4,) * 6,
-            chunk_frames=25,
-            source=(
-                f"{VLLM_OMNI} vllm_omni/deploy/fish_qwen3_omni.yaml (@249c18ef, 'Fish Speech S2 "
-                "Pro deploy'): codec_chunk_frames: 25, initial_codec_chunk_frames: 4, "
-                "codec_left_context_frames: 25, '~21 Hz codec; 25 frames ~ 1.16s of audio'. "
-                "vllm_omni/model_executor/stage_input_processors/fish_speech.py (@0febbd59) "
-                "slow_ar_to_dac_decoder_async_chunk: while length <= codec_chunk_frames it "
-                "emits initial-size chunks, covering (25 // 4) * 4 = 24 frames as six 4-frame "
-                "chunks, then 25-frame chunks. 44.1 kHz mono: vllm-omni-speech-api.md section 6."
-            ),
-            assumptions=(
-                "Frame rate 44100/2048 = 21.53 Hz (a DAC hop of 2048 samples), consistent with "
-                "the yaml's '~21 Hz' and '25 frames ~ 1.16 s' but not stated as a number. Newer "
-                "high-concurrency deploys add fish_speech_single_initial_chunk (one 4-frame "
-                "chunk) and backlog-adaptive 50-frame chunks; not modelled. " + _COMMON_ASSUMPTION
-            ),
-        ),
-        WireProfile(
-            name=_COSY.profile,
-            model=_COSY.model,
-            sample_rate=_COSY.sample_rate,
-            channels=_COSY.channels,
-            frame_hz=25.0,
-            first_frames=(15, 30),
-            chunk_frames=60,
-            source=(
-                f"{VLLM_OMNI} 0.30.0 (checked against the installed package): "
-                "vllm_omni/deploy/cosyvoice3.yaml: async_chunk: true, codec_chunk_frames: 15, no "
-                "initial_codec_chunk_frames (older revisions, e.g. @0253d205, had 5). "
-                "vllm_omni/model_executor/stage_input_processors/cosyvoice3.py "
-                "talker2code2wav_async_chunk: the first hop is codec_chunk_frames (+ padding "
-                "of the reference prompt to a multiple of 15), then the hop is doubled after "
-                "every emit (codec_stream_scale_factor 2) up to "
-                "codec_max_chunk_frames = 4 x 15 = 60: hops 15, 30, 60, 60, ... 24 kHz mono and "
-                "25 speech tokens per second: vllm_omni/transformers_utils/configs/cosyvoice3.py "
-                "CosyVoice3Config (0.30.0): sample_rate 24000, token_frame_rate 25, "
-                "token_mel_ratio 2."
-            ),
-            assumptions=(
-                "960 samples per token (token_mel_ratio 2 x a 480-sample mel hop). "
-                "The first chunk assumes a reference prompt whose token count is already a "
-                "multiple of 15 (prompt padding 0; real clips add 0-14 tokens to chunk 0). "
-                "HiFT's overlap cache can move seams by a few ms. " + _COMMON_ASSUMPTION
-            ),
-        ),
-        WireProfile(
-            name=_MOSS.profile,
-            model=_MOSS.model,
-            sample_rate=_MOSS.sample_rate,
-            channels=_MOSS.channels,
-            frame_hz=12.5,
-            first_frames=(1, 2, 4),
-            chunk_frames=8,
-            source=(
-                f"{VLLM_OMNI} 0.30.0 (checked against the installed package): "
-                "vllm_omni/model_executor/models/moss_tts_nano/modeling_moss_tts_nano.py "
-                "_to_mono_1d downmixes the audio tokenizer's (channels, samples) waveform to "
-                "mono before serving ('The MOSS audio tokenizer is configured for stereo ... "
-                "multi-channel audio down to mono via mean'); audio_tokenizer_sample_rate "
-                "48000. vllm_omni/deploy/moss_tts_nano.yaml: async_chunk: false, single stage; "
-                "pipeline.py: 'one audio chunk yielded per forward' from upstream "
-                "inference_stream(). Upstream MossTTSNanoForCausalLM."
-                "_resolve_stream_decode_frame_budget: 1, 2, 4 then 8 frames as the stream's lead "
-                "grows; OpenMOSS/MOSS-TTS-Nano moss_tts_nano_runtime.py: 'one decode frame "
-                "(about 80 ms audio)'."
-            ),
-            assumptions=(
-                "Mono, as the served code sends it. The repository's older moss_tts_nano/"
-                "gradio_demo.py assumes 2-channel interleaved PCM; that demo is wrong for "
-                "0.30.0 (use channels=2 to test a stereo client path). The schedule is not "
-                "documented in vLLM-Omni; the profile takes the upstream budget for a server "
-                "that keeps ahead (1, 2, 4, then 8 frames at 12.5 Hz). " + _COMMON_ASSUMPTION
-            ),
-        ),
-        WireProfile(
-            name=_VOXCPM2.profile,
-            model=_VOXCPM2.model,
-            sample_rate=_VOXCPM2.sample_rate,
-            channels=_VOXCPM2.channels,
-            frame_hz=6.25,
-            first_frames=(3,),
-            chunk_frames=3,
-            source=(
-                f"{VLLM_OMNI} vllm_omni/deploy/voxcpm2.yaml (@20f42a89): async_chunk: false, "
-                "voxcpm2_runtime_config audio_emit_every: 1, vae_decode_every: 3. "
-                "vllm_omni/model_executor/models/voxcpm2/model_state.py: audio buffer capacity "
-                "= patch_size x audio_vae.decode_chunk_size x vae_decode_every x "
-                "audio_emit_every, i.e. one emit = 3 patches. voxcpm2_talker.py: 'AudioVAE -> "
-                "48kHz waveform'. 48 kHz mono: vllm-omni-speech-api.md section 6."
-            ),
-            assumptions=(
-                "One patch = 160 ms (6.25 Hz: patch size 4 over a 25 Hz latent, as VoxCPM 1.5 "
-                "documents; VoxCPM2's patch size 4 per llama.cpp-omni's README) - not stated in "
-                "vLLM-Omni's files read. A first chunk of the same 3 patches is assumed (no "
-                "separate first-chunk setting was found). " + _COMMON_ASSUMPTION
-            ),
-        ),
-        WireProfile(
-            name="custom",
-            model="listenlab/custom-profile",
-            sample_rate=24000,
-            channels=1,
-            frame_hz=12.5,
-            first_frames=(25,),
-            chunk_frames=25,
-            source=(
-                "Defaults: the 'uniform 25-frame chunks' schedule of streaming-anchor.md at "
-                "vLLM-Omni's default 24 kHz mono."
-            ),
-            assumptions="Everything is meant to be overridden by knobs. " + _COMMON_ASSUMPTION,
-        ),
-    )
+    p.name: p for p in (*(unit_profile(u) for u in UNITS.values() if u.schedule), CUSTOM)
 }
+"""One profile per model unit with a chunk schedule, then ``custom``."""
 
 
 # --------------------------------------------------------------------------- knobs

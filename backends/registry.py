@@ -24,6 +24,7 @@ from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
 from backends.base import Backend, Capabilities, Voice
 from backends.errors import InvalidRequest, UnknownBackend
+from backends.settings import spec_defaults
 
 _ENGINES: dict[str, type[Backend]] = {}
 _WRAPPERS: dict[str, tuple[Callable[[Backend, dict[str, str]], Backend], frozenset[str]]] = {}
@@ -101,7 +102,7 @@ class WrapperBackend(Backend):
         await self.inner.aclose()
 
 
-ENGINE_PACKAGES = {"vllm_omni": ("embedded", "client")}
+ENGINE_PACKAGES = {"vllm_omni": ("embedded", "remote.backend")}
 """Engine rooms that are packages: the modules in them that register an engine (the rest of a
 package, e.g. vLLM-Omni's per-model adapters and wire formats, are helpers of an engine)."""
 
@@ -110,7 +111,7 @@ def _discover() -> None:
     import backends
 
     for mod in pkgutil.iter_modules(backends.__path__):
-        if mod.name in {"base", "registry", "errors"} or mod.name.startswith("_"):
+        if mod.name in {"base", "registry", "errors", "settings"} or mod.name.startswith("_"):
             continue
         if mod.ispkg:
             for sub in ENGINE_PACKAGES.get(mod.name, ()):
@@ -185,7 +186,7 @@ def load_backend(spec: str | BackendSpec) -> Backend:
     wrappers = [w for t, w in _WRAPPERS.items() if t in parsed.params]
     consumed = set().union(*(c for _, c in wrappers)) if wrappers else set()
     engine_params = {k: v for k, v in parsed.params.items() if k not in consumed}
-    backend = cls.from_params(engine_params, parsed.target)
+    backend = cls.from_params({**spec_defaults(parsed.key), **engine_params}, parsed.target)
     backend.spec = str(BackendSpec(parsed.name, parsed.target, engine_params).public())
     for factory, owned in wrappers:
         inner_spec = backend.spec

@@ -44,7 +44,7 @@ def main() -> int:
     for spec in SYSTEMS:
         r = probe_sync(spec, concurrency=levels, log=lambda m: print(m, file=sys.stderr))
         if args.html_dir:
-            from evaluation.probe_report import write_outputs
+            from evaluation.probe.report import write_outputs
 
             write_outputs(r, Path(args.html_dir) / spec.replace("?", "_").replace("=", "-"))
         rows = {}

@@ -132,10 +132,10 @@ class Sim:
 def stored_counts(db: str, test_id: str, local: Path) -> dict[str, int]:
     """What the store kept of the test: answers, MOS rows, raters' duplicate ratings of one
     take, assignments (read through the store, read-only)."""
-    from app.store import Store
+    from app.store import open_store
     from app.store.listening import TestStore
 
-    with Store.open(db, read_only=True, local_dir=local) as store:
+    with open_store(db, read_only=True, local_dir=local) as store:
         tests = TestStore(store)
         mos = store.mos_frame(test_id)
         per_take = mos.groupby(["rater_id", "take_id"]).size() if not mos.empty else mos

@@ -9,7 +9,10 @@ tables and the computed ones as CSV files.
 
 Why the caller hands the rows over: ``evaluation`` is analysis only and never imports ``app``
 (where the store lives). Each test's tables, its screening among them, are
-:func:`evaluation.listening.results.test_results`'s: computed once, stacked here.
+:func:`evaluation.listening.results.test_results`'s: computed once, stacked here. The
+store-wide MOS table is the MOS kind's one :func:`~evaluation.listening.kinds.mos.mos_table`
+over every test's ratings, and the A/B tables the A/B kind's statistics; a table named after
+a kind (``mos``, ``ab``) is named by that kind (its ``main_table``).
 """
 
 from __future__ import annotations
@@ -25,9 +28,16 @@ from typing import Protocol
 import numpy as np
 import pandas as pd
 
-from evaluation import stats
+from evaluation import marks, stats
 from evaluation.listening.data import TestData
-from evaluation.listening.kinds import GLITCH
+from evaluation.listening.kinds import AB, GLITCH, MOS
+from evaluation.listening.kinds.base import Axis
+from evaluation.listening.kinds.mos import AXIS as MOS_AXIS
+from evaluation.listening.kinds.mos import mos_table
+
+MOS_TABLE, AB_TABLE = MOS.main_table, AB.main_table
+"""The store-wide tables of the MOS and A/B kinds: named as each test's own (``mos``, ``ab``)."""
+MOS_BY_PROMPT = f"{MOS_TABLE}_by_prompt"
 
 
 class ReportSource(Protocol):
@@ -85,7 +95,7 @@ NUMERIC = (
     "score",
     "expected",
     "played_ms",
-    "cmos",
+    "cmos",  # the ab_votes column (the A/B answer), not the kind
     "position_ms",
     "boundary_index",
     "boundary_ms",
@@ -138,11 +148,11 @@ def compute_tables(
     out: dict[str, pd.DataFrame] = {"screening": screening}
     out.update(_rating_tables(usable, ab, opts))
     listened = _glitch_assignments(store)
-    out["glitch_rates"] = stats.glitch_rates(reports, takes, listened, opts.seam_tolerance_ms)
-    out["glitches_by_seam"] = stats.glitches_by_seam(reports, opts.seam_tolerance_ms)
+    out["glitch_rates"] = marks.glitch_rates(reports, takes, listened, opts.seam_tolerance_ms)
+    out["glitches_by_seam"] = marks.glitches_by_seam(reports, opts.seam_tolerance_ms)
     out.update(_findings_tables(findings))
     out["agreement"] = pd.DataFrame(
-        [stats.agreement(reports, findings, opts.agreement_tolerance_ms)]
+        [marks.agreement(reports, findings, opts.agreement_tolerance_ms)]
     )
     out["takes"] = _takes_table(takes, findings, reports)
     out.update(listening)
@@ -167,18 +177,16 @@ def _per_test(df: pd.DataFrame, fn, pool: bool) -> pd.DataFrame:
 
 def _rating_tables(usable: pd.DataFrame, ab: pd.DataFrame, opts: ReportOptions):
     """MOS, A/B, first-position bias and Bradley–Terry, per test (or pooled: ``opts.pool``)."""
-    from evaluation.inference import MOS_SCALE, interval_table
-
     by = ["system_id"] if opts.pool else ["test_id", "system_id"]
-    mt = interval_table(usable, by, scale=MOS_SCALE)
+    mt = mos_table(usable, by)
     if not usable.empty:
         z = stats.mos_table(stats.add_z_scores(usable), by=by, score="z")[[*by, "mean"]]
         mt = mt.merge(z.rename(columns={"mean": "mean_z"}), on=by, how="left")
     n_tests = ab["test_id"].nunique() if "test_id" in ab and not ab.empty else 0
     return {
-        "mos": mt,
-        "mos_by_prompt": interval_table(usable, [*by, "prompt_id"], scale=MOS_SCALE),
-        "ab": _per_test(ab, stats.ab_table, opts.pool),
+        MOS_TABLE: mt,
+        MOS_BY_PROMPT: mos_table(usable, [*by, "prompt_id"]),
+        AB_TABLE: _per_test(ab, stats.ab_table, opts.pool),
         "preference_matrix": stats.preference_matrix(ab)
         if opts.pool or n_tests <= 1
         else pd.DataFrame(),
@@ -292,23 +300,17 @@ def listening_tables(tests: Sequence[TestData]) -> dict[str, pd.DataFrame]:
 
 # --------------------------------------------------------------------------- plots
 
-SCALES = {
-    "mos": (1.0, 5.0, "MOS"),
-    "mushra": (0.0, 100.0, "MUSHRA score"),
-    "cmos": (-3.0, 3.0, "CMOS"),
-}
 
-
-def interval_figure(df: pd.DataFrame, label: str, value: str, scale: str = "mos"):
-    """Points with their 95 % intervals, one row per ``label``; the axis spans the whole scale
-    from its bottom (a MOS axis starting at 3 makes a 0.2 gap look like a chasm). Rows whose
-    interval could not be computed are drawn hollow."""
+def interval_figure(df: pd.DataFrame, label: str, value: str, axis: Axis = MOS_AXIS):
+    """Points with their 95 % intervals, one row per ``label``; the axis spans the kind's whole
+    scale from its bottom (a MOS axis starting at 3 makes a 0.2 gap look like a chasm). Rows
+    whose interval could not be computed are drawn hollow."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    low, high, name = SCALES[scale]
+    low, high, name = axis.low, axis.high, axis.label
     m = df.iloc[::-1]
     fig, ax = plt.subplots(figsize=(6, 0.6 + 0.4 * len(m)))
     ys = m[label].astype(str).tolist()
@@ -341,11 +343,11 @@ def _plots(t: dict[str, pd.DataFrame]) -> dict[str, str]:
     import matplotlib.pyplot as plt
 
     out: dict[str, str] = {}
-    mos = t["mos"]
+    mos = t[MOS_TABLE]
     if not mos.empty:
         if "test_id" in mos:  # per test: a system's name alone is not a row
             mos = mos.assign(system_id=mos["test_id"].astype(str) + ": " + mos["system_id"])
-        out["mos"] = _png(interval_figure(mos, "system_id", "mean", scale="mos"))
+        out[MOS_TABLE] = _png(interval_figure(mos, "system_id", "mean", MOS_AXIS))
     pm = t["preference_matrix"]
     if not pm.empty:
         fig, ax = plt.subplots(figsize=(1.5 + 0.7 * len(pm), 1.2 + 0.6 * len(pm)))
@@ -359,7 +361,7 @@ def _plots(t: dict[str, pd.DataFrame]) -> dict[str, str]:
                     ax.text(j, i, f"{v:.2f}", ha="center", va="center", fontsize=8)
         ax.set_title("share of decisive votes won by row vs column")
         fig.colorbar(im, ax=ax, shrink=0.8)
-        out["ab"] = _png(fig)
+        out[AB_TABLE] = _png(fig)
     lb = t["leaderboard"]
     if not lb.empty and "test_id" in lb:
         lb = lb.assign(system=lb["test_id"].astype(str) + ": " + lb["system"].astype(str))
@@ -444,14 +446,17 @@ def render_html(
         (
             f"MOS per system, {per} (screened raters out, by each test's rule; 95% two-way "
             "cluster-robust interval over raters and prompts; mean_z = per-rater z-scores)",
-            img("mos") + _table(t["mos"]),
+            img(MOS_TABLE) + _table(t[MOS_TABLE]),
         ),
-        (f"MOS per system × prompt, {per}", _table(t["mos_by_prompt"])),
+        (f"MOS per system × prompt, {per}", _table(t[MOS_BY_PROMPT])),
         (
             f"A/B preference, {per} (x vs y; share of decisive votes for x and CMOS = how much "
             "better y is, presentation order corrected, with two-way cluster-robust intervals; "
             "vote-level sign test)",
-            img("ab") + _table(t["ab"]) + "<h3>First-position bias</h3>" + _table(t["order_bias"]),
+            img(AB_TABLE)
+            + _table(t[AB_TABLE])
+            + "<h3>First-position bias</h3>"
+            + _table(t["order_bias"]),
         ),
         (
             f"Bradley–Terry leaderboard, {per} (sorted by the lower bound; 95% bootstrap over "
@@ -535,7 +540,7 @@ def _safe_frame(df: pd.DataFrame, index: bool) -> pd.DataFrame:
     return df
 
 
-POOLABLE = ("mos", "mos_by_prompt", "ab", "preference_matrix", "order_bias", "leaderboard")
+POOLABLE = (MOS_TABLE, MOS_BY_PROMPT, AB_TABLE, "preference_matrix", "order_bias", "leaderboard")
 """The store-wide tables that are per test by default and pooled with ``pool``."""
 
 

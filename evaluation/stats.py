@@ -16,8 +16,6 @@ and returns a DataFrame, so a notebook, the report and the tests all use the sam
   resample voters (all of a voter's votes together; votes only when there is no voter
   column), sorted by the lower bound, with a minimum-votes threshold; rank = 1 + the listed
   systems significantly stronger (Holm).
-* :func:`glitch_rates`, :func:`glitches_by_seam`, :func:`glitch_marks` — rater glitch reports
-  per minute of audio and per chunk seam, per system (a mark on a one-chunk take has no seam).
 * :func:`mushra_screening`, :func:`mushra_table` — BS.1534-3 post-screening (mid anchor) and
   per-condition medians (Woodruff intervals over raters and prompts), quartiles and clustered
   means.
@@ -25,19 +23,19 @@ and returns a DataFrame, so a notebook, the report and the tests all use the sam
 Intervals and pairwise tests that account for raters and prompts are in
 :mod:`evaluation.inference`; :func:`mos_table` (a plain t interval) stays for single-rater data
 and as the "naive" comparison of the validity benchmark.
-* :func:`agreement` — rater marks vs automatic findings, matched within a tolerance.
+
+Rater glitch marks (per minute, per seam, against the findings) are :mod:`evaluation.marks`'.
 """
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 
 import evalica
 import numpy as np
 import pandas as pd
 from scipy import stats
-
-from evaluation.listening.kinds.base import ANCHOR_LOW, ANCHOR_MID
 
 # --------------------------------------------------------------------------- MOS
 
@@ -287,6 +285,7 @@ def oriented_votes(votes: pd.DataFrame) -> pd.DataFrame:
         ["tie", "x"],
         default="y",
     )
+    # cmos: the ab_votes column (the A/B answer -3..+3), not a kind
     cm = v["cmos"].astype(float) if "cmos" in v else pd.Series(np.nan, index=v.index)
     v["cmos_y"] = np.where(swap, -cm, cm)
     v["first_won"] = np.where(ch == "tie", np.nan, (ch == "a").astype(float))
@@ -338,6 +337,7 @@ def ab_table(votes: pd.DataFrame, confidence: float = 0.95) -> pd.DataFrame:
         d = g[g["winner"] != "tie"].assign(_x=lambda f: (f["winner"] == "x").astype(float))
         share = clustered_share(d, "_x", confidence=confidence)
         cm = clustered_mean(g, "cmos_y", scale=CMOS_SCALE, confidence=confidence)
+        # the note names the column it explains (``cmos_y``'s interval), not the kind
         notes = [f"{k}: {iv.note}" for k, iv in (("share", share), ("cmos", cm)) if iv.note]
         rows.append(
             [
@@ -539,150 +539,12 @@ def _significantly_better(
     return out
 
 
-# --------------------------------------------------------------------------- glitch reports
-
-
-def glitch_rates(
-    reports: pd.DataFrame,
-    takes: pd.DataFrame,
-    listened: pd.DataFrame | None = None,
-    seam_tolerance_ms: float = 300.0,
-) -> pd.DataFrame:
-    """Per system: reports, minutes of audio listened, reports per minute, seams listened,
-    reports within ``seam_tolerance_ms`` of a seam, and those per seam.
-
-    ``listened`` has one row per (rater_id, take_id) that was played for glitch marking (e.g.
-    the glitch-test assignments); without it every take counts as listened to once.
-    """
-    cols = ["system_id", "reports", "minutes", "per_minute", "seams", "at_seam", "per_seam"]
-    if takes.empty:
-        return pd.DataFrame(columns=cols)
-    t = takes.set_index("take_id")
-    if listened is None or listened.empty:
-        lst = pd.DataFrame({"take_id": t.index})
-    else:
-        lst = listened[["take_id"]]
-    lst = lst.join(t[["system_id", "duration_s", "chunk_count"]], on="take_id")
-    agg = lst.groupby("system_id").agg(
-        minutes=("duration_s", lambda s: s.sum() / 60), chunks=("chunk_count", "sum")
-    )
-    agg["seams"] = (
-        lst.assign(seams=(lst["chunk_count"] - 1).clip(lower=0)).groupby("system_id")["seams"].sum()
-    )
-    r = reports.copy()
-    if "system_id" not in r and not r.empty:
-        r = r.join(t[["system_id"]], on="take_id")
-    counts = r.groupby("system_id").size() if not r.empty else pd.Series(dtype=int)
-    near = r[r["distance_ms"].abs() <= seam_tolerance_ms] if not r.empty else r
-    at = near.groupby("system_id").size() if not near.empty else pd.Series(dtype=int)
-    out = agg.assign(
-        reports=counts.reindex(agg.index).fillna(0).astype(int),
-        at_seam=at.reindex(agg.index).fillna(0).astype(int),
-    )
-    out["per_minute"] = out["reports"] / out["minutes"].replace(0, np.nan)
-    out["per_seam"] = out["at_seam"] / out["seams"].replace(0, np.nan)
-    return out.reset_index()[cols]
-
-
-def glitches_by_seam(reports: pd.DataFrame, seam_tolerance_ms: float = 300.0) -> pd.DataFrame:
-    """Counts of seam-near reports per system × boundary index (rows: systems).
-
-    A mark on a one-chunk take has no seam (``boundary_index`` and ``distance_ms`` NULL): it is
-    left out here and counted by :func:`glitch_marks`."""
-    if reports.empty:
-        return pd.DataFrame()
-    dist = pd.to_numeric(reports["distance_ms"], errors="coerce")
-    bidx = pd.to_numeric(reports["boundary_index"], errors="coerce")
-    near = reports[(dist.abs() <= seam_tolerance_ms) & bidx.notna()]
-    if near.empty:
-        return pd.DataFrame()
-    return (
-        near.assign(boundary_index=bidx[near.index].astype(int))
-        .pivot_table(
-            index="system_id",
-            columns="boundary_index",
-            values="report_id",
-            aggfunc="count",
-            fill_value=0,
-        )
-        .sort_index(axis=1)
-    )
-
-
-def glitch_marks(reports: pd.DataFrame, seam_tolerance_ms: float = 300.0) -> pd.DataFrame:
-    """Per system: marks, raters who marked, marks within ``seam_tolerance_ms`` of a seam, and
-    marks on takes with no seam at all."""
-    cols = ["system_id", "marks", "raters", "at_seam", "no_seam"]
-    if reports.empty:
-        return pd.DataFrame(columns=cols)
-    dist = pd.to_numeric(reports["distance_ms"], errors="coerce")
-    r = reports.assign(_at=dist.abs() <= seam_tolerance_ms, _none=dist.isna())
-    g = r.groupby("system_id", dropna=False)
-    out = pd.DataFrame(
-        {
-            "marks": g.size(),
-            "raters": g["rater_id"].nunique(),
-            "at_seam": g["_at"].sum().astype(int),
-            "no_seam": g["_none"].sum().astype(int),
-        }
-    )
-    return out.reset_index()[cols]
-
-
-def agreement(
-    reports: pd.DataFrame, findings: pd.DataFrame, tolerance_ms: float = 300.0
-) -> dict[str, float]:
-    """Rater glitch marks vs automatic findings on the takes raters marked.
-
-    Each finding matches at most one mark (and vice versa) within ``tolerance_ms``, closest
-    first. precision = matched findings / findings; recall = matched marks / marks.
-    """
-    marks = (
-        reports[["take_id", "position_ms"]]
-        if not reports.empty
-        else pd.DataFrame(columns=["take_id", "position_ms"])
-    )
-    takes = set(marks["take_id"])
-    f = findings[findings["take_id"].isin(takes)] if not findings.empty else findings
-    matched = 0
-    for tid in takes:
-        m = np.sort(marks.loc[marks["take_id"] == tid, "position_ms"].to_numpy(dtype=float))
-        a = (
-            np.sort(f.loc[f["take_id"] == tid, "time_s"].to_numpy(dtype=float) * 1000)
-            if len(f)
-            else np.zeros(0)
-        )
-        if not len(m) or not len(a):
-            continue
-        d = np.abs(m[:, None] - a[None, :])
-        pairs = sorted(zip(*np.nonzero(d <= tolerance_ms), strict=True), key=lambda ij: d[ij])
-        used_m, used_a = set(), set()
-        for i, j in pairs:
-            if i not in used_m and j not in used_a:
-                used_m.add(i)
-                used_a.add(j)
-        matched += len(used_m)
-    nm, nf = len(marks), len(f)
-    return {
-        "marks": nm,
-        "findings": nf,
-        "matched": matched,
-        "precision": matched / nf if nf else float("nan"),
-        "recall": matched / nm if nm else float("nan"),
-        "tolerance_ms": tolerance_ms,
-    }
-
-
 __all__ = [
     "MushraRules",
     "ScreeningRules",
     "ab_table",
     "add_z_scores",
-    "agreement",
     "bt_leaderboard",
-    "glitch_rates",
-    "glitch_marks",
-    "glitches_by_seam",
     "mos_table",
     "mushra_conditions",
     "mushra_screening",
@@ -714,35 +576,38 @@ class MushraRules:
     """... on more than this share of items is excluded."""
 
 
-# The anchors' pseudo system ids come from the design (BS.1534-3 screens on the mid anchor).
-MID_ANCHOR, LOW_ANCHOR = ANCHOR_MID, ANCHOR_LOW
+def _anchor_label(system_id: object, anchors: Mapping[str, str]) -> str:
+    return anchors.get(system_id, "anchor") if isinstance(system_id, str) else "anchor"
 
 
-def _anchor_label(system_id: object) -> str:
-    if system_id == MID_ANCHOR:
-        return "mid anchor (7 kHz)"
-    if system_id == LOW_ANCHOR:
-        return "low anchor (3.5 kHz)"
-    return "anchor"
-
-
-def mushra_screening(ratings: pd.DataFrame, rules: MushraRules = MushraRules()) -> pd.DataFrame:
+def mushra_screening(
+    ratings: pd.DataFrame,
+    rules: MushraRules = MushraRules(),
+    *,
+    anchors: Mapping[str, str] | None = None,
+    screen_on: str | None = None,
+) -> pd.DataFrame:
     """One row per rater: items, hidden-reference and anchor misses, excluded, reasons.
 
-    The anchor rule uses the mid (7 kHz) anchor when the test has one, as BS.1534-3 says;
-    a test with a single anchor uses that one."""
+    The anchor rule uses the anchor ``screen_on`` (BS.1534-3: the mid, 7 kHz, anchor) when the
+    test has one; a test with a single anchor uses that one. ``anchors`` names each anchor's
+    pseudo system in the reasons (the MUSHRA kind's :data:`MUSHRA_ANCHOR_LABELS`; statistics
+    do not know a kind's pseudo systems)."""
+    labels = anchors or {}
     cols = ["rater_id", "items", "ref_low", "anchor_high", "excluded", "reasons"]
     if ratings.empty:
         return pd.DataFrame(columns=cols)
-    anchors = ratings[ratings["role"] == "anchor"]
-    if "system_id" in ratings and (anchors["system_id"] == MID_ANCHOR).any():
-        anchors = anchors[anchors["system_id"] == MID_ANCHOR]
-    which = _anchor_label(anchors["system_id"].iloc[0]) if len(anchors) else "anchor"
+    anchor_rows = ratings[ratings["role"] == "anchor"]
+    if screen_on and "system_id" in ratings and (anchor_rows["system_id"] == screen_on).any():
+        anchor_rows = anchor_rows[anchor_rows["system_id"] == screen_on]
+    which = (
+        _anchor_label(anchor_rows["system_id"].iloc[0], labels) if len(anchor_rows) else "anchor"
+    )
     rows = []
     for rater, g in ratings.groupby("rater_id", sort=True):
         items = g["assignment_id"].nunique()
         ref = g[g["role"] == "reference"]
-        anc = anchors[anchors["rater_id"] == rater]
+        anc = anchor_rows[anchor_rows["rater_id"] == rater]
         ref_low = int(ref.groupby("assignment_id")["score"].min().lt(rules.reference_min).sum())
         anc_high = int(anc.groupby("assignment_id")["score"].max().gt(rules.anchor_max).sum())
         reasons = []
@@ -754,13 +619,14 @@ def mushra_screening(ratings: pd.DataFrame, rules: MushraRules = MushraRules()) 
     return pd.DataFrame(rows, columns=cols)
 
 
-def mushra_conditions(ratings: pd.DataFrame) -> pd.Series:
+def mushra_conditions(ratings: pd.DataFrame, anchors: Mapping[str, str] | None = None) -> pd.Series:
     """The condition each MUSHRA rating belongs to: a system, ``hidden reference`` or an
-    anchor by its cutoff."""
+    anchor by its name in ``anchors`` (pseudo system -> label)."""
+    labels = anchors or {}
     return pd.Series(
         np.select(
             [ratings["role"] == "reference", ratings["role"] == "anchor"],
-            ["hidden reference", ratings["system_id"].map(_anchor_label)],
+            ["hidden reference", ratings["system_id"].map(lambda s: _anchor_label(s, labels))],
             default=ratings["system_id"].astype(str),
         ),
         index=ratings.index,
@@ -768,11 +634,16 @@ def mushra_conditions(ratings: pd.DataFrame) -> pd.Series:
 
 
 def mushra_table(
-    ratings: pd.DataFrame, by: str = "label", confidence: float = 0.95
+    ratings: pd.DataFrame,
+    by: str = "label",
+    confidence: float = 0.95,
+    *,
+    anchors: Mapping[str, str] | None = None,
 ) -> pd.DataFrame:
-    """Per condition (system, ``hidden reference``, anchors): n, raters, the median with
-    Woodruff's interval over raters and prompts and the quartiles (BS.1534-3 asks for median
-    and IQR), the mean with the two-way cluster-robust interval (on the logit of its place in 0-100)."""
+    """Per condition (system, ``hidden reference``, anchors named by ``anchors``): n, raters,
+    the median with Woodruff's interval over raters and prompts and the quartiles (BS.1534-3
+    asks for median and IQR), the mean with the two-way cluster-robust interval (on the logit
+    of its place in 0-100)."""
     from evaluation.inference import MUSHRA_SCALE, clustered_mean, clustered_median
 
     cols = [
@@ -793,7 +664,7 @@ def mushra_table(
         return pd.DataFrame(columns=cols)
     r = ratings.copy()
     if by not in r:
-        r[by] = mushra_conditions(r)
+        r[by] = mushra_conditions(r, anchors)
     rows = []
     for key, g in r.groupby(by, sort=True):
         v = g["score"].astype(float).to_numpy()

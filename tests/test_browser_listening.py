@@ -235,7 +235,7 @@ def test_ab_and_mushra_pages(setup):
     assert page.locator(".lt-slider").count() == 4
     page.wait_for_selector("#lt-mu-play:not([disabled])", timeout=60_000)  # fetched, decoded
     page.click("#lt-ref")  # the open reference plays but does not unlock the vote
-    page.wait_for_function("window.listenTest.mushra.position() > 1.0", timeout=60_000)
+    page.wait_for_function("window.listenTest.view.position() > 1.0", timeout=60_000)
     assert page.is_disabled("#lt-submit")
     play_all_and_wait(page, 4)
     st = page.evaluate("window.listenTest.status")

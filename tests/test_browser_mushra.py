@@ -1,8 +1,9 @@
-"""The MUSHRA screen (mushra.js) in headless Debian Chromium, on the real server and Piper voice.
+"""The MUSHRA screen (the MUSHRA kind's page.js) in headless Debian Chromium, on the real server
+and Piper voice.
 
-A rater's screen is fetched once (every stimulus whole, over the page's WebSocket), decoded, and
-played by one source per stimulus in step: switching moves only the gains, so the playhead stays;
-Loop with a segment repeats only that segment. Sliders start unset and each must be moved; the
+A rater's screen is fetched once (every stimulus whole, over the page's one WebSocket: the
+player's), decoded, and played by one source per stimulus in step: switching moves only the
+gains, so the playhead stays; Loop with a segment repeats only that segment. Sliders start unset and each must be moved; the
 scale shows its five bands; the vote lands in SQLite with the scores moved to. Assertions read
 what the page's player recorded (its switch log and playhead), not the wall clock.
 """
@@ -41,8 +42,10 @@ def test_mushra_screen_switches_seamlessly_loops_and_needs_every_slider(setup): 
     tid = mushra_test(live)
     page = browser.new_page()
     sent: list[dict] = []
+    sockets: list[str] = []
 
     def on_ws(ws):
+        sockets.append(ws.url)
         ws.on("framesent", lambda f: sent.append(json.loads(f)) if isinstance(f, str) else None)
 
     page.on("websocket", on_ws)
@@ -68,8 +71,9 @@ def test_mushra_screen_switches_seamlessly_loops_and_needs_every_slider(setup): 
     stim = [m for m in sent if m.get("type") == "stimulus"]
     assert sorted(m["slot"] for m in stim) == [-1, 0, 1, 2, 3]
     assert {m.get("delivery") for m in stim} == {"whole"}
+    assert len(sockets) == 1  # the page's one socket (the player's): no second one for MUSHRA
 
-    mu = "window.listenTest.mushra"
+    mu = "window.listenTest.view"
     page.click(".lt-play[data-slot='0']")
     page.wait_for_function(f"{mu}.position() > 0.6", timeout=20_000)
     page.click(".lt-play[data-slot='1']")
@@ -163,7 +167,7 @@ def test_glitch_hint_shows_in_a_glitch_test(setup):  # noqa: F811
     page.click(".lt-play[data-slot='0']")
     page.wait_for_function("(window.listenTest.player.positionMs() || 0) > 300", timeout=30_000)
     page.keyboard.press("g")
-    page.wait_for_function("window.listenTest.marks === 1", timeout=30_000)
+    page.wait_for_function("window.listenTest.view.marks === 1", timeout=30_000)
     n = live.state.store.db.execute(
         "SELECT count(*) FROM glitch_reports WHERE test_id=?", [tid]
     ).fetchone()[0]

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import pytest
 
-from app.listening.texts import INSTRUCTIONS
+from evaluation.listening.kinds import KINDS
 from tests.support.app_util import (
     chromium,
     create_test,
@@ -75,7 +75,7 @@ def test_mos_page_fits_counts_clips_and_reports_the_screen(live, sized):
     # the counter counts the clips to rate: 2 items and the 2 check items (they look alike)
     assert page.is_visible("#lt-progress") and page.inner_text("#lt-count") == "Clip 1 of 4"
     # the built-in instructions, and the researcher's below them
-    assert page.inner_text("#lt-instructions") == INSTRUCTIONS["mos"]
+    assert page.inner_text("#lt-instructions") == KINDS["mos"].instructions
     assert OWN in page.inner_text("#lt-admin-instructions")
     # the MOS scale on one row, inside the screen, each button with its number and word
     boxes = [_box(page, f".lt-choice[data-value='{v}']") for v in (5, 4, 3, 2, 1)]
@@ -122,7 +122,7 @@ def test_mushra_page_on_a_phone_has_usable_sliders_and_submit_in_view(live, size
     page.click("#lt-fam-continue")
     page.wait_for_selector("#lt-item:not([hidden])", timeout=30_000)
     # the built-in MUSHRA explanation stays; the researcher's text comes in addition
-    assert page.inner_text("#lt-instructions") == INSTRUCTIONS["mushra"]
+    assert page.inner_text("#lt-instructions") == KINDS["mushra"].instructions
     assert "Move every slider" in page.inner_text("#lt-instructions")
     assert OWN in page.inner_text("#lt-admin-instructions")
     sliders = page.locator(".lt-slider")

@@ -24,6 +24,7 @@ from evaluation.inference import (
     round_p,
     sign_tests,
 )
+from evaluation.listening.kinds.base import MUSHRA_ANCHOR_LABELS, MUSHRA_SCREEN_ANCHOR
 from evaluation.stats import (
     bt_leaderboard,
     mushra_screening,
@@ -278,13 +279,20 @@ def test_mushra_screens_on_the_mid_anchor_and_labels_both():
                 (rater, a, "item", "s1", 60.0 + k),
             ]
     df = pd.DataFrame(rows, columns=["rater_id", "assignment_id", "role", "system_id", "score"])
-    scr = mushra_screening(df).set_index("rater_id")
+    # the statistic knows no kind's pseudo systems: the MUSHRA kind names its anchors
+    scr = mushra_screening(
+        df, anchors=MUSHRA_ANCHOR_LABELS, screen_on=MUSHRA_SCREEN_ANCHOR
+    ).set_index("rater_id")
     # a low anchor rated 95 is odd but not BS.1534-3's rule; the mid anchor above 90 is
     assert not scr.loc["ok", "excluded"]
     assert scr.loc["deaf_to_7k", "excluded"] and scr.loc["deaf_to_7k", "anchor_high"] == 4
     assert "mid anchor (7 kHz) > 90 on 4/4 items" in scr.loc["deaf_to_7k", "reasons"]
-    t = mushra_table(df[df["rater_id"] == "ok"]).set_index("condition")
+    t = mushra_table(df[df["rater_id"] == "ok"], anchors=MUSHRA_ANCHOR_LABELS).set_index(
+        "condition"
+    )
     assert set(t.index) == {"hidden reference", "low anchor (3.5 kHz)", "mid anchor (7 kHz)", "s1"}
+    plain = mushra_table(df[df["rater_id"] == "ok"]).set_index("condition")
+    assert set(plain.index) == {"hidden reference", "anchor", "s1"}
     assert (t.loc["s1", "q1"], t.loc["s1", "median"], t.loc["s1", "q3"]) == (60.75, 61.5, 62.25)
     assert t.loc["s1", "note"] == TOO_FEW  # one rater: no interval over raters
 

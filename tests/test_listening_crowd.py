@@ -13,7 +13,8 @@ import re
 import httpx
 import pytest
 
-from app.listening.admin_ui import AdminPage, crowd_values, duplicate_test, save_crowd
+from app.listening.admin.page import AdminPage
+from app.listening.admin.tests_tab import crowd_values, duplicate_test, save_crowd
 from tests.support.app_util import create_test, listening_app, live_server
 from tests.support.rater import RaterClient
 

@@ -120,13 +120,20 @@ def test_the_export_holds_the_methods_section(finished):
     assert [p["text"] for p in d["prompts"]] == TWO_PROMPTS
     assert [p["prompt_key"] for p in d["prompts"]] == ["p001", "p002"]
     t = st["texts"]
-    from app.listening.service import DEFAULT_CONSENT
-    from app.listening.texts import INSTRUCTIONS as BUILT_IN
-    from app.listening.texts import MOS_LABELS
+    from app.listening.flow import DEFAULT_CONSENT
+    from evaluation.listening.kinds import KINDS
 
     assert t["consent"] == DEFAULT_CONSENT and t["consent_is_default"] is True
-    assert t["instructions"] == BUILT_IN["mos"] and t["admin_instructions"] == INSTRUCTIONS
-    assert t["scale"]["labels"] == MOS_LABELS
+    assert (
+        t["instructions"] == KINDS["mos"].instructions and t["admin_instructions"] == INSTRUCTIONS
+    )
+    assert t["scale"]["labels"] == [
+        [5, "Excellent"],
+        [4, "Good"],
+        [3, "Fair"],
+        [2, "Poor"],
+        [1, "Bad"],
+    ]
     assert "one attempt" in t["screen"]["intro"] and t["screen"]["questions"]["antiphase"]
     assert [q["key"] for q in t["questionnaire"]["questions"]] == [
         "device",
@@ -181,7 +188,9 @@ def test_the_export_holds_the_methods_section(finished):
 
 
 def test_every_exported_column_is_in_the_dictionary(finished):
-    from app.listening.columns import COLUMNS
+    from app.listening.columns import columns
+
+    COLUMNS = columns()
 
     lv, tid, *_ = finished
     files = _zip(lv, tid)

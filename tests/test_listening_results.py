@@ -137,7 +137,7 @@ def test_dropout_and_straight_liner_leave_results_working(live):
 
     # the admin Results tab: summary with exclusions and methods, a plot on the whole scale,
     # only the MOS tables
-    from app.listening.admin_ui import results_view
+    from app.listening.admin.results_tab import results_view
     from app.store.listening import TestStore
     from evaluation.listening.results import test_results
 
@@ -228,7 +228,7 @@ def test_glitch_mark_on_a_one_chunk_take(live):
 def test_results_say_why_a_table_is_empty():
     """Every rater excluded (a MUSHRA slip on few screens): the summary says so and what to
     tick, instead of an empty plot and no table."""
-    from app.listening.admin_ui import empty_reason, results_view, summary_markdown
+    from app.listening.admin.results_tab import empty_reason, results_view, summary_markdown
 
     raters = pd.DataFrame(
         {

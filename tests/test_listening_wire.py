@@ -229,12 +229,12 @@ def test_config_reveals_no_rate_of_a_system_under_test(live, mos):
     assert tid not in cfg
     page = httpx.get(live.url + f"listen/{tid}").text
     assert "api/config" not in page
-    for js in (
-        "ll/listening/static/listen.js",
-        "ll/listening/static/mushra.js",
-        "ll/static/player-core.js",
-    ):
-        assert "api/config" not in httpx.get(live.url + js).text
+    from evaluation.listening.kinds import NAMES
+
+    scripts = ["ll/listening/static/listen.js", "ll/static/player-core.js"]
+    for js in scripts + [f"ll/listening/kinds/{k}/page.js" for k in NAMES]:
+        r = httpx.get(live.url + js)
+        assert r.status_code == 200 and "api/config" not in r.text, js
 
 
 def test_a_stopped_stream_earns_no_completion(live):

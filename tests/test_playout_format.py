@@ -97,7 +97,7 @@ def test_wav_requested_raw_pcm_received_says_so(upstream, fault, mode):
 
 
 def test_not_wav_message_names_other_formats():
-    from backends.vllm_omni.client import not_wav_message
+    from backends.vllm_omni.wire import not_wav_message
 
     assert "sent MP3 although WAV" in not_wav_message(b"ID3\x04\x00")
     assert "sent FLAC although WAV" in not_wav_message(b"fLaC\x00\x00")

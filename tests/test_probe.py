@@ -22,7 +22,7 @@ from evaluation.probe import (
     load_prompts,
     probe_sync,
 )
-from evaluation.probe_report import render_html
+from evaluation.probe.report import render_html
 from tests.support.faulty import FaultyBackend
 
 TH = Thresholds(max_stall_ms=10000)

@@ -13,6 +13,7 @@ import asyncio
 import random
 import time
 from collections.abc import AsyncIterator
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -465,7 +466,11 @@ async def test_take_records_profile_format_and_arrivals(piper_det):
 @pytest.mark.parametrize(
     ("params", "message"),
     [
-        ({"profile": "nope"}, "unknown profile 'nope'; known profiles: qwen3-tts"),
+        (
+            {"profile": "nope"},
+            "unknown profile 'nope'; known profiles: cosyvoice3, fish-speech, moss-tts-nano, "
+            "qwen3-tts, voxcpm2, custom",
+        ),
         ({"profile": "custom", "rate": "100"}, "rate must be 8000..192000"),
         ({"profile": "custom", "channels": "0"}, "channels must be 1..8"),
         ({"profile": "custom", "pace": "-1"}, "pace must be >= 0"),
@@ -487,3 +492,36 @@ def test_spec_errors_through_the_registry():
         load_backend("piper?profile=qwen4")
     with pytest.raises(InvalidRequest, match="wrapper"):
         ProfileBackend.from_params({})
+
+
+def test_the_docs_table_and_sources_are_the_units():
+    """docs/profiles.md's table gives each profile's real rate, channels and schedule, and
+    names every line of vLLM-Omni each unit cites for them."""
+    from backends.vllm_omni.models import UNITS
+
+    docs = (Path(__file__).resolve().parents[1] / "docs" / "profiles.md").read_text()
+    rows = {
+        cells[0].strip("`"): cells
+        for line in docs.splitlines()
+        if line.startswith("| `")
+        and len(cells := [c.strip() for c in line.strip("|").split("|")]) == 8
+    }
+    assert list(rows) == list(PROFILES)
+    for name, p in PROFILES.items():
+        cells = rows[name]
+        assert cells[1] == ("anything" if name == "custom" else p.model)
+        assert cells[2] == f"{p.sample_rate} Hz" and cells[3].split()[0] == str(p.channels)
+        assert cells[4].startswith(f"{p.frame_hz:g} Hz" if name != "fish-speech" else "21.53 Hz")
+        first = p.first_frames
+        assert (
+            cells[5].startswith(f"{first[0]} frame")
+            or cells[5].startswith(f"{first[0]} patches")
+            or cells[5].startswith(", ".join(map(str, first)))
+            or (len(set(first)) == 1 and cells[5].startswith(f"six of {first[0]}"))
+        ), cells[5]
+        assert cells[6].startswith(f"{p.chunk_frames} ")
+    for unit in UNITS.values():
+        assert rows[unit.profile][7] == str(unit.schedule.async_chunk).lower()
+        cited = [*unit.sources["sample_rate"], *unit.sources["channels"], *unit.schedule.sources]
+        for s in cited:
+            assert s.assumed or f"`{s.path}:{s.line}`" in docs, (unit.name, s.path, s.line)

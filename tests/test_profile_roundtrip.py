@@ -29,7 +29,7 @@ import backends.profile  # noqa: F401  (registers the wrapper)
 from backends.base import SpeechRequest
 from backends.profile import PROFILES, ProfileBackend, profile_from_params
 from backends.registry import load_backend
-from backends.vllm_omni.model_table import speech_rules
+from backends.vllm_omni.models import speech_rules
 from backends.vllm_omni.wire import ref_audio_url
 from evaluation.takes import record
 

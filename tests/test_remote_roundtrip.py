@@ -10,12 +10,15 @@ from __future__ import annotations
 import asyncio
 import io
 import json
+import os
 import subprocess
 import sys
 
 import numpy as np
 import pytest
 import soundfile as sf
+from fastapi import FastAPI, Request
+from fastapi.responses import JSONResponse
 
 from app.api import create_api_app
 from backends.base import SpeechRequest
@@ -68,8 +71,8 @@ async def test_remote_backend_reuses_one_client(api, direct):
         for _ in range(3):
             t = await record(be, SpeechRequest(TEXT))
             np.testing.assert_array_equal(t.audio, direct.audio)
-        client = be._http()
-        assert client is be._http()
+        client = be.server.http()
+        assert client is be.server.http()
         assert be.capabilities.sample_rate == 22050  # learnt from /v1/models (pcm has no header)
     finally:
         await be.aclose()
@@ -164,6 +167,32 @@ def test_listenlab_say_cli_reports_a_cut_stream(tmp_path):
     assert r.returncode == 1
     assert "the connection was cut mid-stream" in r.stderr
     assert not out.exists() and (tmp_path / "cut.partial.wav").exists()
+
+
+def test_listenlab_say_signs_with_the_key_from_the_environment(tmp_path):
+    """``LISTENLAB_VLLM_API_KEY`` is read by app/config.py at start and reaches the server as
+    Bearer (the backends never read the environment); the key is never printed."""
+    seen: list[str] = []
+    app = FastAPI()
+
+    @app.post("/v1/audio/speech")
+    async def speech(request: Request):
+        seen.append(request.headers.get("authorization", ""))
+        return JSONResponse({"error": {"message": "no such key", "code": 401}}, status_code=401)
+
+    with serve_app(app) as url:
+        r = subprocess.run(
+            [sys.executable, "-m", "app.cli", "say", "hello", "--backend", f"vllm-omni+{url}"]
+            + ["-o", str(tmp_path / "x.wav")],
+            cwd=ROOT,
+            capture_output=True,
+            text=True,
+            timeout=60,
+            env={**os.environ, "LISTENLAB_VLLM_API_KEY": "sk-from-env"},
+        )
+    assert r.returncode == 1 and "no such key" in r.stderr
+    assert seen == ["Bearer sk-from-env"]
+    assert "sk-from-env" not in r.stdout + r.stderr
 
 
 @pytest.fixture(scope="module")

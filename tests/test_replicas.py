@@ -12,7 +12,7 @@ from __future__ import annotations
 import httpx
 import pytest
 
-from app.store import Store
+from app.store import open_store
 from app.store.listening import TestStore
 from tests.support.app_util import chromium
 from tests.support.postgres import pg_cluster_fixture, pg_url_fixture  # noqa: F401
@@ -97,9 +97,9 @@ def test_two_replicas_one_killed_nothing_lost_or_doubled(pg_url, tmp_path):
         while p2.get_attribute("#lt-root", "data-position") != "done":
             acked["pp-2"].append(answer(p2, 3))
         assert p2.is_visible("#lt-done")
-        b_audio = list((b.data / "pg_audio").glob("*.wav"))
+        b_audio = list((b.data / "pg_audio").rglob("*.wav"))  # <hash of take id>/<file>
 
-    with Store.open(pg_url, read_only=True, local_dir=tmp_path / "check") as store:
+    with open_store(pg_url, read_only=True, local_dir=tmp_path / "check") as store:
         tests = TestStore(store)
         raters = tests.raters_frame(tid).set_index("crowd_id")
         assert sorted(raters.index) == ["pp-1", "pp-2"]  # one rater each, across replicas

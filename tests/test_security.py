@@ -425,13 +425,22 @@ async def test_no_secret_in_any_public_json(piper_det):
     assert "Bearer sk-TOPSECRET" in seen  # ... and the key did reach the server
 
 
-def test_server_key_from_the_environment(monkeypatch):
+def test_server_key_from_the_environment():
+    """app/config.py reads the key once and hands it to every remote spec (the backends layer
+    never reads the environment); a spec's own key wins."""
+    from app.config import apply_backend_settings
     from backends.registry import load_backend
 
-    monkeypatch.setenv("LISTENLAB_VLLM_API_KEY", "sk-env")
-    b = load_backend("vllm-omni+http://127.0.0.1:9/ok")
-    assert b._auth_headers() == {"Authorization": "Bearer sk-env"}
-    assert "sk-env" not in b.describe()
+    apply_backend_settings({"LISTENLAB_VLLM_API_KEY": "sk-env"})
+    try:
+        b = load_backend("vllm-omni+http://127.0.0.1:9/ok")
+        assert b.auth_headers() == {"Authorization": "Bearer sk-env"}
+        assert "sk-env" not in b.describe()
+        own = load_backend("vllm-omni+http://127.0.0.1:9/ok?api_key=sk-spec")
+        assert own.auth_headers() == {"Authorization": "Bearer sk-spec"}
+    finally:
+        apply_backend_settings({})
+    assert load_backend("vllm-omni+http://127.0.0.1:9/ok").auth_headers() == {}
 
 
 # --------------------------------------------------------------------------- row 10: store

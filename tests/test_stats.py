@@ -9,14 +9,12 @@ import pandas as pd
 import pytest
 from scipy import stats as st
 
+from evaluation.marks import agreement, glitch_rates, glitches_by_seam
 from evaluation.stats import (
     ScreeningRules,
     ab_table,
     add_z_scores,
-    agreement,
     bt_leaderboard,
-    glitch_rates,
-    glitches_by_seam,
     mos_table,
     order_bias,
     preference_matrix,

@@ -32,6 +32,7 @@ from app.store import (
     TakeStore,
     UnknownItem,
     nearest_boundary,
+    open_store,
 )
 from backends.base import SpeechRequest
 from backends.errors import InvalidRequest
@@ -62,7 +63,7 @@ def takes(piper_det):
 
 @pytest.fixture
 def store(db_target, tmp_path, takes):
-    s = Store.open(db_target, local_dir=tmp_path / "local")
+    s = open_store(db_target, local_dir=tmp_path / "local")
     s.add_system(System("piper", "piper?deterministic=1", voice="joe", params={"speed": 1.0}))
     s.add_system(System("piper-fast", "piper?deterministic=1&speed=1.3", voice="joe"))
     s.add_prompt(Prompt("p1", TEXT))
@@ -75,7 +76,7 @@ def store(db_target, tmp_path, takes):
 
 
 def test_schema_created_and_versioned(db_target, tmp_path):
-    s = Store.open(db_target, local_dir=tmp_path)
+    s = open_store(db_target, local_dir=tmp_path)
     assert s.schema_version == SCHEMA_VERSION
     names = set(s.sql.table_names())
     for t in [
@@ -103,16 +104,16 @@ def test_sqlite_journal_and_busy_timeout(tmp_path):
 
 
 def test_newer_schema_is_refused(db_target, tmp_path):
-    s = Store.open(db_target, local_dir=tmp_path)
+    s = open_store(db_target, local_dir=tmp_path)
     if s.engine == "sqlite":
         s.db.execute(f"PRAGMA user_version = {SCHEMA_VERSION + 1}")
     else:
         s.sql.execute("UPDATE schema_version SET version = ?", [SCHEMA_VERSION + 1])
     s.close()
     with pytest.raises(StoreError, match="upgrade listenlab"):
-        Store.open(db_target, local_dir=tmp_path)
+        open_store(db_target, local_dir=tmp_path)
     with pytest.raises(StoreError, match="upgrade listenlab"):
-        Store.open(db_target, local_dir=tmp_path, read_only=True)
+        open_store(db_target, local_dir=tmp_path, read_only=True)
 
 
 def test_journal_mode_configurable(tmp_path):
@@ -170,13 +171,13 @@ def test_survives_reopen_and_move(store, takes, tmp_path):
 def test_survives_reopen_from_another_replica(pg_url, takes, tmp_path):
     """PostgreSQL: a second process with its own empty local folder (another replica, another
     machine) sees the rating and plays the take's audio from the database."""
-    a = Store.open(pg_url, local_dir=tmp_path / "replica-a")
+    a = open_store(pg_url, local_dir=tmp_path / "replica-a")
     a.add_system(System("piper", "piper"))
     a.save_take(takes[0], system_id="piper")
     a.add_test(ListeningTest("mos1", "mos"))
     a.add_mos_rating(MosRating("v1", "mos1", "r1", takes[0].take_id, 4, played_ms=3000))
     a.close()
-    b = Store.open(pg_url, local_dir=tmp_path / "replica-b")
+    b = open_store(pg_url, local_dir=tmp_path / "replica-b")
     assert b.frame("mos_ratings")["score"].tolist() == [4.0]
     assert not (tmp_path / "replica-b" / "pg_audio").exists()
     assert np.array_equal(b.load_take(takes[0].take_id).audio, takes[0].audio)
@@ -220,6 +221,27 @@ def test_bad_votes_rejected(store, takes):
     assert store.frame("ab_votes").empty and store.frame("mos_ratings").empty
 
 
+def test_the_store_keeps_no_list_of_kinds(store):
+    """Which test kinds exist is the kinds' registry's to say: the store takes a kind
+    registered after it was opened, and refuses one the registry does not know (a stored test of
+    an unknown kind would stop the app at start), whatever its spelling."""
+    from evaluation.listening.kinds import register, unregister
+    from tests.fixtures.kinds import toy
+
+    with pytest.raises(InvalidRequest, match="test kind must be one of mos, ab, mushra, glitch"):
+        store.add_test(ListeningTest("toy0", "toy"))
+    kind = register(toy.KIND)
+    try:
+        assert store.add_test(ListeningTest("toy1", "toy")).created
+    finally:
+        unregister(kind.name)
+    assert store.frame("tests").set_index("test_id").loc["toy1", "kind"] == "toy"
+    for bad in ("", "Toy", "<b>mos</b>", "mos ", "cmos", "x" * 33, 7):
+        with pytest.raises(InvalidRequest, match="kind"):
+            store.add_test(ListeningTest("bad", bad))
+    assert {"bad", "toy0"}.isdisjoint(store.frame("tests")["test_id"])
+
+
 def test_assignment_role_flows_into_rating(store, takes):
     store.add_rater(Rater("r1", "Ann"))
     store.add_assignment(
@@ -237,7 +259,7 @@ def test_assignment_role_flows_into_rating(store, takes):
 def test_twenty_threads_lose_nothing_duplicate_nothing(request, tmp_path, takes, journal_mode):
     """20 writers at once, each re-sending every vote twice; every vote lands exactly once."""
     if journal_mode == "postgresql":
-        store = Store.open(request.getfixturevalue("pg_url"), local_dir=tmp_path)
+        store = open_store(request.getfixturevalue("pg_url"), local_dir=tmp_path)
     else:
         store = Store.open(tmp_path / "lab.db", journal_mode=journal_mode)
     store.add_system(System("piper", "piper?deterministic=1"))
@@ -290,8 +312,8 @@ def test_twenty_threads_lose_nothing_duplicate_nothing(request, tmp_path, takes,
 
 WRITER = """
 import sys
-from app.store import Store, MosRating
-s = Store.open(sys.argv[1], local_dir=sys.argv[5])
+from app.store import open_store, MosRating
+s = open_store(sys.argv[1], local_dir=sys.argv[5])
 me, a, b = sys.argv[2:5]
 for i in range(60):
     for rep in range(2):  # every vote is sent twice
@@ -416,7 +438,7 @@ def _members(proto) -> dict[str, inspect.Signature | None]:
 def test_each_engine_implements_the_engine_neutral_interface(db_target, tmp_path, proto, of):
     """Everything app.store.interface names (what a second engine must implement) is on
     each engine's store, with the same parameters, so the interface is a true description."""
-    s = Store.open(db_target, local_dir=tmp_path)
+    s = open_store(db_target, local_dir=tmp_path)
     impl = of(s)
     assert isinstance(impl, proto)
     members = _members(proto)

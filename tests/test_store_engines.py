@@ -6,6 +6,7 @@ stores (two pools, as two replicas have) write at once. Real SQLite, real Postgr
 from __future__ import annotations
 
 import asyncio
+import math
 import sqlite3
 import subprocess
 import sys
@@ -27,16 +28,18 @@ from app.store import (
     Store,
     StoreError,
     System,
+    open_store,
 )
 from app.store.copy import COPY_ORDER, digests
 from app.store.listening import TestStore
-from app.store.pg_schema import PG_BASELINE, PG_MIGRATIONS, PG_ONLY_TABLES
-from app.store.schema import SCHEMA_VERSION
+from app.store.schema import TABLES
+from app.store.urls import masked
 from app.web.ratelimit import LoginThrottle
 from backends.base import SpeechRequest
 from backends.errors import InvalidRequest
 from evaluation.takes import record
 from tests.support.postgres import pg_cluster_fixture, pg_url_fixture  # noqa: F401
+from tests.support.replicas import Replica, free_port
 
 ROOT = Path(__file__).resolve().parents[1]
 PG_TYPES = {
@@ -84,13 +87,14 @@ def _unique_indexes_pg(pg: PgStore, table: str) -> set[tuple[str, ...]]:
 def test_postgres_schema_is_sqlites(tmp_path, pg_url):
     """Same tables, same columns in the same order, the mapped types, the same NOT NULLs and
     the same unique keys: what a SQLite study holds fits, and "one vote per item" is the
-    same rule. A new SQLite migration without its PostgreSQL twin fails here."""
-    assert set(PG_MIGRATIONS) == set(range(PG_BASELINE, SCHEMA_VERSION + 1))
+    same rule (both rendered from the one declaration, app/store/schema.py)."""
     lite = Store.open(tmp_path / "lab.db")
-    pg = Store.open(pg_url, local_dir=tmp_path)
+    pg = open_store(pg_url, local_dir=tmp_path)
     con = lite.conn
     lite_tables = set(lite.sql.table_names())
-    assert lite_tables == set(pg.sql.table_names()) - set(PG_ONLY_TABLES)
+    pg_only = {t.name for t in TABLES if t.engines == ("postgresql",)}
+    assert pg_only == {"take_audio", "login_failures", "schema_version"}
+    assert lite_tables == set(pg.sql.table_names()) - pg_only
     assert lite_tables == set(COPY_ORDER)
     for t in sorted(lite_tables):
         info = con.execute(f'PRAGMA table_info("{t}")').fetchall()
@@ -157,7 +161,7 @@ def test_db_copy_sqlite_to_postgres_and_back(tmp_path, pg_url, takes):
     assert out.returncode == 0, out.stderr
     assert "every count and checksum matches" in out.stdout
     assert "mos_ratings" in out.stdout and "(take audio)" in out.stdout
-    with Store.open(pg_url, read_only=True, local_dir=tmp_path / "pg-local") as pg:
+    with open_store(pg_url, read_only=True, local_dir=tmp_path / "pg-local") as pg:
         assert [(c.table, c.rows, c.digest) for c in digests(pg)] == want
         assert np.array_equal(pg.load_take(takes[0].take_id).audio, takes[0].audio)
         assert pg.arena.setting("min_votes") == "5" and pg.arena.vote_count() == 1
@@ -183,12 +187,12 @@ def test_db_copy_refuses_a_full_destination_and_changes_nothing(tmp_path, pg_url
     src = tmp_path / "a.db"
     with Store.open(src) as s:
         _study(s, takes)
-    with Store.open(pg_url, local_dir=tmp_path) as pg:
+    with open_store(pg_url, local_dir=tmp_path) as pg:
         pg.add_system(System("other", "piper"))
     out = _copy(str(src), pg_url, tmp_path)
     assert out.returncode == 1
     assert "already holds rows (in systems)" in out.stderr
-    with Store.open(pg_url, read_only=True, local_dir=tmp_path) as pg:
+    with open_store(pg_url, read_only=True, local_dir=tmp_path) as pg:
         assert pg.frame("systems")["system_id"].tolist() == ["other"]
         assert pg.frame("takes").empty
 
@@ -211,7 +215,7 @@ def test_db_check_prints_counts_and_checksums(tmp_path, takes):
 def test_nul_in_text_is_a_clear_error_on_postgres(tmp_path, pg_url):
     """PostgreSQL cannot keep a NUL character in text (SQLite can): a hostile name is a clear
     400-class error and nothing is stored."""
-    with Store.open(pg_url, local_dir=tmp_path) as pg:
+    with open_store(pg_url, local_dir=tmp_path) as pg:
         with pytest.raises(InvalidRequest, match="NUL"):
             pg.add_system(System("evil\x00", "piper"))
         assert pg.frame("systems").empty
@@ -220,9 +224,9 @@ def test_nul_in_text_is_a_clear_error_on_postgres(tmp_path, pg_url):
 
 
 def test_read_only_postgres_refuses_writes(tmp_path, pg_url):
-    Store.open(pg_url, local_dir=tmp_path).close()
+    open_store(pg_url, local_dir=tmp_path).close()
     with (
-        Store.open(pg_url, read_only=True, local_dir=tmp_path) as ro,
+        open_store(pg_url, read_only=True, local_dir=tmp_path) as ro,
         pytest.raises(StoreError, match="opened read-only"),
     ):
         ro.add_system(System("x", "piper"))
@@ -236,11 +240,11 @@ def test_unreachable_server_and_bad_pool_size_are_clear(tmp_path):
             connect_timeout_s=1.5,
         )
     with pytest.raises(InvalidRequest, match="pool_size"):
-        Store.open("postgresql://u:secret@localhost/x?pool_size=0", local_dir=tmp_path)
+        open_store("postgresql://u:secret@localhost/x?pool_size=0", local_dir=tmp_path)
 
 
 def _replicas(url: str, tmp_path: Path, n: int = 2) -> list[PgStore]:
-    return [Store.open(url, local_dir=tmp_path / f"r{i}") for i in range(n)]
+    return [open_store(url, local_dir=tmp_path / f"r{i}") for i in range(n)]
 
 
 def test_concurrent_joins_on_two_replicas_get_distinct_rows(tmp_path, pg_url):
@@ -339,3 +343,94 @@ def test_login_backoff_is_shared_by_replicas(tmp_path, pg_url):
     assert a.sql.execute("SELECT client FROM login_failures").fetchall() == [("new",)]
     a.close()
     b.close()
+
+
+@pytest.mark.parametrize(
+    ("url", "shown"),
+    [
+        ("postgresql://u:hunter2@db.example/lab", "postgresql://u:***@db.example/lab"),
+        (
+            "postgresql://u@db.example/lab?password=hunter2&sslmode=verify-full",
+            "postgresql://u@db.example/lab?password=***&sslmode=verify-full",
+        ),
+        (
+            "postgres://db.example/lab?sslpassword=hunter2&passfile=/home/u/.pgpass",
+            "postgres://db.example/lab?sslpassword=***&passfile=/home/u/.pgpass",
+        ),
+        (
+            "postgresql://u:hun%40ter2@h/lab?pass%77ord=hunter2&PASSWORD=hunter2",
+            "postgresql://u:***@h/lab?pass%77ord=***&PASSWORD=***",
+        ),
+        ("postgresql://u:hun@ter2@h/lab", "postgresql://u:***@h/lab"),
+        ("postgresql://u:hunter2@[::1/lab", "postgresql://***"),
+        ("data/lab.db", "data/lab.db"),
+    ],
+)
+def test_every_form_of_a_password_is_masked(url, shown):
+    """#38: the ``user:password@`` part and libpq's ``?password=`` / ``?sslpassword=``
+    (``passfile`` names a file: kept)."""
+    assert masked(url) == shown and "hunter" not in shown
+
+
+def _cli(*args: str, cwd: Path) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [sys.executable, "-m", "app.cli", *args],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env={"PATH": "/usr/bin:/bin", "LISTENLAB_DATA": str(cwd), "HOME": str(cwd)},
+    )
+
+
+def test_a_query_password_is_not_printed_by_serve_or_db_check(pg_cluster, pg_url, tmp_path):
+    """#38 item 6: ``serve``'s start-up line and ``db check``'s error show the URL with its
+    password as ``***``, in whichever place the URL carries it."""
+    secret = pg_url + "&password=hunter2&sslpassword=hunter3"
+    rep = Replica(secret, free_port(), tmp_path / "serve", ("joe=piper?deterministic=1",))
+    try:
+        rep.start().wait_up()
+    finally:
+        rep.kill()
+    out = (rep.data / "serve.out").read_text() + (rep.data / "serve.log").read_text()
+    (line,) = [ln for ln in out.splitlines() if ln.startswith("listenlab: store ")]
+    assert "password=***&sslpassword=***" in line and "hunter" not in out
+    empty = pg_cluster.new_database()  # no listenlab tables: a read-only command refuses it
+    try:
+        done = _cli("db", "check", empty + "&password=hunter2", cwd=tmp_path)
+    finally:
+        pg_cluster.drop_database(empty)
+    assert done.returncode == 1 and "has schema version 0" in done.stderr, done.stderr
+    assert "password=***" in done.stderr and "hunter" not in done.stdout + done.stderr
+
+
+def test_a_negative_zero_copies_and_exports_as_zero_everywhere(pg_cluster, pg_url, tmp_path, takes):
+    """A gain of -0.0 (``round(-0.00001, 4)``) written on PostgreSQL is stored as SQLite stores
+    it, 0.0: the stimulus reads, exports and checksums the same on PostgreSQL, on SQLite after
+    ``db copy`` and on PostgreSQL again (SQLite's REAL columns cannot keep a zero's sign)."""
+    from app.store.copy import digests as checks
+    from app.store.listening import Stimulus
+
+    with open_store(pg_url, local_dir=tmp_path / "a") as pg:
+        pg.add_system(System("s", "piper"))
+        pg.save_take(takes[0], system_id="s")
+        tests = TestStore(pg)
+        tests.create_test("t1", "mos", "zero", {})
+        tests.add_stimulus(Stimulus("st1", "t1", takes[0].take_id, "item", gain_db=round(-1e-5, 4)))
+    lite = tmp_path / "lite" / "lab.db"
+    again = pg_cluster.new_database()
+    try:
+        from app.store import copy_store
+
+        copy_store(pg_url, lite, local_dir=tmp_path / "a")
+        copy_store(lite, again, local_dir=tmp_path / "b")
+        got = []
+        for target in (pg_url, lite, again):
+            with open_store(target, read_only=True, local_dir=tmp_path / "c") as s:
+                (gain,) = s.sql.execute("SELECT gain_db FROM stimuli").fetchone()
+                assert gain == 0.0 and math.copysign(1.0, gain) == 1.0, target
+                csv = TestStore(s).export_frame("stimuli", "t1").to_csv(index=False)
+                got.append((csv, [(c.table, c.rows, c.digest) for c in checks(s)]))
+        assert got[0] == got[1] == got[2]
+    finally:
+        pg_cluster.drop_database(again)

@@ -20,14 +20,15 @@ from backends.errors import BackendError, InvalidRequest
 from backends.profile import PROFILES
 from backends.registry import load_backend
 from backends.vllm_omni import wire
-from backends.vllm_omni.model_table import (
+from backends.vllm_omni.models import (
     MODELS,
-    SEED_MODELS,
+    UNITS,
+    adapter_class,
     clones,
-    model_facts,
+    model_unit,
+    speech_rules,
     table_format,
 )
-from backends.vllm_omni.models import adapter_class
 from backends.vllm_omni.request import (
     HTTP_EXTRA,
     WS_EXTRA,
@@ -313,19 +314,28 @@ def test_the_table_keeps_every_rate_the_remote_backend_knew(key, rate, channels)
     assert table_format(f"Org/{key.upper()}-1B") == (rate, channels)
 
 
-def test_every_seed_model_is_one_row_that_adapters_profiles_and_the_client_read():
-    assert sorted(SEED_MODELS) == sorted(RATES)
-    for name, facts in SEED_MODELS.items():
-        assert facts.sample_rate == RATES[name]  # the stand-in engine's own rate
-        assert adapter_class(name).facts is facts
-        profile = PROFILES[facts.profile]
-        assert (profile.model, profile.sample_rate, profile.channels) == (
-            facts.model,
-            facts.sample_rate,
-            facts.channels,
+def test_every_model_unit_is_what_adapters_profiles_and_the_client_read():
+    """One module per model: its embedded adapter, its wire profile and the lookups by served
+    name all hold the unit's own values (nothing is copied)."""
+    assert sorted(UNITS) == sorted(RATES)
+    for name, unit in UNITS.items():
+        assert unit.sample_rate == RATES[name]  # the stand-in engine's own rate
+        assert adapter_class(name).unit is unit and adapter_class(name).name == name
+        p = PROFILES[unit.profile]
+        assert (p.model, p.sample_rate, p.channels) == (
+            unit.checkpoint,
+            unit.sample_rate,
+            unit.channels,
         )
-        assert model_facts(facts.model) is facts
-        assert facts.source and facts.title
+        s = unit.schedule
+        assert (p.frame_hz, p.first_frames, p.chunk_frames) == (
+            s.frame_hz,
+            s.first_frames,
+            s.chunk_frames,
+        )
+        assert model_unit(unit.checkpoint) is unit
+        assert speech_rules(unit.checkpoint) is unit.rules
+        assert unit.title and p.source and p.assumptions
 
 
 def test_cloning_from_the_model_name():
@@ -333,4 +343,15 @@ def test_cloning_from_the_model_name():
     assert not clones("Qwen/Qwen3-TTS-12Hz-1.7B-CustomVoice")
     assert clones("fishaudio/s2-pro") and clones("OpenMOSS-Team/MOSS-TTS-Nano")
     assert not clones("piper") and not clones(None)
-    assert [m.key for m in MODELS if m.speed_streaming] == ["indextts-2.5"]
+    assert [m.name for m in MODELS if m.speed_streaming] == ["indextts-2.5"]
+
+
+def test_the_longest_key_wins_and_no_key_is_claimed_twice():
+    keys = [k for m in MODELS for k in m.keys]
+    assert len(keys) == len(set(keys)), sorted(k for k in keys if keys.count(k) > 1)
+    assert model_unit("OpenMOSS-Team/MOSS-TTS-Nano").name == "moss_tts_nano"
+    assert model_unit("OpenMOSS-Team/MOSS-TTS-Local-Transformer").name == "moss-tts-local"
+    assert model_unit("OpenMOSS-Team/MOSS-TTS").name == "moss-tts"
+    assert model_unit("IndexTeam/IndexTTS-2.5").name == "indextts-2.5"
+    assert model_unit("/models/fish-speech-s2-pro").name == "fish_speech"
+    assert model_unit("tts-1") is None and model_unit(None) is None

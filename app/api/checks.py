@@ -3,7 +3,7 @@
 Why one module: ``POST /v1/audio/speech``, its batch and the WebSocket session each refuse the
 same requests as vLLM-Omni 0.30.0's ``create_speech``, ``create_speech_batch`` and
 ``_prepare_speech_generation``. The checks themselves are the served model's rules
-(:mod:`backends.vllm_omni.rules`, from the one model table); this module supplies what they
+(:mod:`backends.vllm_omni.rules`, read from the model's module); this module supplies what they
 read (the backend's voices, the uploads) and adds the refusals that are listenlab's own, each
 listed with its reason in docs/api.md ("Where listenlab api answers differently").
 """
@@ -15,7 +15,7 @@ from typing import Any
 
 from app.api.errors import ApiError
 from app.api.state import ApiState
-from backends.vllm_omni.model_table import model_facts, speech_rules
+from backends.vllm_omni.models import model_unit, speech_rules
 from backends.vllm_omni.rules import (
     RequestView,
     RuleContext,
@@ -60,8 +60,8 @@ async def rule_context(state: ApiState) -> RuleContext:
 
 def native_speed(state: ApiState) -> bool:
     """The served model changes speed itself (IndexTTS-2.5), so streams may ask for it."""
-    facts = model_facts(state.served_model)
-    return bool(facts and facts.speed_streaming)
+    model = model_unit(state.served_model)
+    return bool(model and model.speed_streaming)
 
 
 def refuse(message: str | None) -> None:

@@ -15,7 +15,7 @@ from fastapi.responses import JSONResponse, Response
 
 from app.api.metrics import CONTENT_TYPE
 from app.api.state import ApiState, api_state
-from backends.vllm_omni.model_table import speech_rules
+from backends.vllm_omni.models import speech_rules
 
 VLLM_VERSION = "0.30.0"
 """The vLLM (and vLLM-Omni) release whose speech API ``listenlab api`` serves."""

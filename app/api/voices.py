@@ -113,7 +113,7 @@ def embedding_values(state: ApiState, raw: str) -> list[float]:
     import math
 
     from app.api.checks import RuleContext
-    from backends.vllm_omni.model_table import speech_rules
+    from backends.vllm_omni.models import speech_rules
     from backends.vllm_omni.rules import embedding_dim
 
     try:

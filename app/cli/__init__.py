@@ -101,7 +101,10 @@ def build_parser(command: str | None = EVERY) -> argparse.ArgumentParser:
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else list(argv)
     args = build_parser(_command(argv)).parse_args(argv)
+    from app.config import apply_backend_settings
     from backends.errors import ListenlabError
+
+    apply_backend_settings()  # the environment's backend settings, read once
 
     try:
         return int(args.func(args) or 0)

@@ -46,8 +46,7 @@ def _print_table(rows: list[tuple[str, ...]]) -> None:
 
 def _run_copy(args: argparse.Namespace) -> int:
     from app.config import local_data_dir
-    from app.store import masked
-    from app.store.copy import copy_store
+    from app.store import copy_store, masked
 
     pairs = copy_store(args.source, args.dest, local_dir=local_data_dir())
     rows = [("table", "rows", "copied", "checksum")]
@@ -63,10 +62,10 @@ def _run_copy(args: argparse.Namespace) -> int:
 
 def _run_check(args: argparse.Namespace) -> int:
     from app.config import local_data_dir, resolve_db
-    from app.store import Store
+    from app.store import open_store
     from app.store.copy import digests
 
-    with Store.open(args.db or resolve_db(), read_only=True, local_dir=local_data_dir()) as s:
+    with open_store(args.db or resolve_db(), read_only=True, local_dir=local_data_dir()) as s:
         checks = digests(s)
         print(f"{s.location} ({s.engine}, schema version {s.schema_version})")
     _print_table(

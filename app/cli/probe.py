@@ -1,7 +1,7 @@
 """``listenlab probe``: vLLM-Omni's validation pyramid against one backend
 (:func:`evaluation.probe.probe`), its verdict printed and its outputs written.
 
-``-o DIR`` writes ``probe.json`` and ``probe.html`` (:mod:`evaluation.probe_report`) and
+``-o DIR`` writes ``probe.json`` and ``probe.html`` (:mod:`evaluation.probe.report`) and
 ``probe.db``: every take with its findings in a listenlab store, for ``listenlab analyze`` or a
 notebook. The store is written here, not in ``evaluation``: analysis never opens a database.
 """
@@ -53,7 +53,7 @@ def save_to_store(result: ProbeResult, store: Any, system_id: str | None = None)
 def write_probe(result: ProbeResult, out_dir: str | Path) -> dict[str, Path]:
     """``probe.json``, ``probe.html`` and ``probe.db`` in ``out_dir``."""
     from app.store import Store
-    from evaluation.probe_report import write_outputs
+    from evaluation.probe.report import write_outputs
 
     paths = write_outputs(result, out_dir)
     paths["db"] = Path(out_dir) / "probe.db"

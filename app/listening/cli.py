@@ -10,6 +10,10 @@
   test's rows (:meth:`TestStore.test_data`); ``--json`` gives the same JSON as
   ``GET /ll/admin/tests/ID/results``.
 * ``listenlab test open|close ID`` is :meth:`TestStore.set_status`.
+* ``listenlab test delete ID --yes`` is the Tests tab's Delete: an export zip is kept in the
+  store's ``exports/`` folder first (when the test's kind is still registered), then
+  :meth:`TestStore.delete`. It is how a test of a kind the app no longer has is removed (the
+  server refuses to start over one).
 
 The module imports only the standard library and the test kinds' names at the top: each
 command imports what it uses when it runs, so ``listenlab test list`` loads the store and not
@@ -33,14 +37,15 @@ from typing import Any
 
 from backends.errors import InvalidRequest
 from evaluation.listening.kinds import NAMES as DESIGN_KINDS
+from evaluation.listening.kinds import default_kind
 from evaluation.listening.kinds.ab import MODES as AB_MODES
 
 
 def _open_store(path: str | None, *, read_only: bool = False):
     from app.config import resolve_db
-    from app.store import Store
+    from app.store import open_store
 
-    return Store.open(path or resolve_db(), read_only=read_only)
+    return open_store(path or resolve_db(), read_only=read_only)
 
 
 def _system(arg: str, condition: str, voice: str | None) -> dict[str, Any]:
@@ -293,6 +298,52 @@ def _run_status(args: argparse.Namespace) -> int:
     return 0
 
 
+def _run_delete(args: argparse.Namespace) -> int:
+    if not args.yes:
+        print(
+            "not deleted: give --yes (the test and every answer in it are removed)", file=sys.stderr
+        )
+        return 2
+    store = _open_store(args.db)
+    try:
+        tests = _tests(store)
+        tests.require_test(args.test_id)
+        kept = None
+        if not args.no_export:
+            kept = _keep_export(tests, args.test_id, Path(store.root) / "exports")
+            if kept is None:
+                return 1
+        tests.delete(args.test_id)
+    finally:
+        store.close()
+    print(
+        f"deleted test {args.test_id}; "
+        + (f"its export is kept at {kept}" if kept else "no export")
+    )
+    return 0
+
+
+def _keep_export(tests: Any, test_id: str, folder: Path) -> Path | None:
+    """The test's export zip in ``folder`` (as the Tests tab keeps one), or None (and why, on
+    stderr) when it cannot be made: a test of a kind no longer registered has no texts or
+    results to write."""
+    from app.listening.export import export_zip
+
+    try:
+        data = export_zip(tests, test_id)
+    except Exception as e:  # noqa: BLE001 - said, and nothing is deleted
+        print(
+            f"not deleted: its export could not be made ({type(e).__name__}: {e}); "
+            "delete it without one with --no-export",
+            file=sys.stderr,
+        )
+        return None
+    folder.mkdir(parents=True, exist_ok=True)
+    out = folder / f"{test_id}-{int(time.time())}.zip"
+    out.write_bytes(data)
+    return out
+
+
 def _confirm_flag(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--confirm-not-persistent",
@@ -309,7 +360,7 @@ def _flag(p: argparse.ArgumentParser, name: str, help_: str) -> None:
 def add_cli(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser(
         "test",
-        help="listening tests: create (with stimuli), list, results, open, close",
+        help="listening tests: create (with stimuli), list, results, open, close, delete",
         description="Listening tests from the command line: the same functions as the admin "
         "designer (/admin/tests) and its JSON routes.",
     )
@@ -354,7 +405,7 @@ def _add_create(tsub: argparse._SubParsersAction, db_help: str) -> None:
     c.add_argument("--gold-text", help="the gold clip's text (shown like a prompt's)")
     c.add_argument("--target-lufs", type=float, help="loudness target (default -23 LUFS)")
     c.add_argument("--ceiling-dbtp", type=float, help="true-peak ceiling (default -1 dBTP)")
-    c.add_argument("--type", choices=DESIGN_KINDS, help="test type (default mos)")
+    c.add_argument("--type", choices=DESIGN_KINDS, help=f"test type (default {default_kind()})")
     c.add_argument(
         "--system",
         action="append",
@@ -471,6 +522,15 @@ def _add_others(tsub: argparse._SubParsersAction, db_help: str) -> None:
         if verb == "open":
             _confirm_flag(s)
         s.set_defaults(func=_run_status)
+
+    d = tsub.add_parser("delete", help="delete a test (an export zip is kept in exports/)")
+    d.add_argument("test_id", metavar="ID")
+    d.add_argument("--db", help=db_help)
+    d.add_argument("--yes", action="store_true", help="yes, delete it and every answer in it")
+    d.add_argument(
+        "--no-export", action="store_true", help="delete without keeping an export zip first"
+    )
+    d.set_defaults(func=_run_delete)
 
 
 __all__ = ["add_cli", "spec_from_args"]

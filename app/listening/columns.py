@@ -1,12 +1,18 @@
 """The column dictionary of a test's export: every file, every column, what it holds.
 
-Why a module: ``study.json`` carries this dictionary, ``docs/listening-tests.md`` prints it,
-and a test reads every CSV of a finished study's export against it, so a column cannot be
-added without being explained. Times are UTC ISO 8601 unless they end in ``_ms``/``_s``
-(durations) or are Unix seconds (``fetched_at``, ``seen_at``).
+Why a module: ``study.json`` carries this dictionary, ``docs/listening-tests.md`` prints it
+(:func:`docs_markdown` writes that section; a test compares the two), and a test reads every
+CSV of a finished study's export against it, so a column cannot be added without being
+explained. The files of the rater flow are declared here; each test kind declares its own
+(:attr:`TestKind.columns`: its answer table and its results tables), and :func:`columns`
+joins them. Times are UTC ISO 8601 unless they end in ``_ms``/``_s`` (durations) or are Unix
+seconds (``fetched_at``, ``seen_at``).
 """
 
 from __future__ import annotations
+
+from app.store.listening import EXPORT_TABLES
+from evaluation.listening.kinds import KINDS, NAMES
 
 COMMON = {
     "test_id": "the test",
@@ -24,10 +30,8 @@ COMMON = {
     "condition": "as_streamed (recorded chunk timeline replayed), whole, or live",
     "created_at": "when the row was written (server clock, UTC)",
     "score": "the answer: MOS 1-5, MUSHRA 0-100",
-    "choice": "A/B: a, b or tie (as presented: a was played first / shown left)",
-    "cmos": "A/B CMOS answer -3..+3: how much better B is than A, as presented",
     "slot": "the stimulus's place on the item (MUSHRA: the slider, 0-based; else 0; A/B: 0 A, 1 B)",
-    "kind": "the test kind (mos, ab, mushra, glitch) or, for a stimulus, item/anchor/gold/trap",
+    "kind": "the test kind ({kinds}) or, for a stimulus, item/anchor/gold/trap",
     "n": "number of ratings",
     "raters": "number of raters",
     "prompts": "number of prompts",
@@ -97,31 +101,6 @@ _RAW = {
         "underruns": "stalls the player reported",
         "stall_ms": "their total length",
     },
-    "mos_ratings": {
-        "rating_id": "the rating (the answer's id)",
-        "played_ms": "playback accepted when the vote was given",
-    },
-    "ab_votes": {
-        "vote_id": "the vote (the answer's id)",
-        "item_key": "the two takes, sorted and joined with |",
-        "take_a": "side A's take (played first)",
-        "take_b": "side B's take",
-        "system_a": "side A's system",
-        "system_b": "side B's system",
-        "played_a_ms": "playback of A accepted",
-        "played_b_ms": "playback of B accepted",
-    },
-    "mushra_ratings": {"rating_id": "the rating (answer id and slot)"},
-    "glitch_reports": {
-        "report_id": "the mark",
-        "position_ms": "where in the stimulus the rater pressed G",
-        "boundary_index": "the nearest chunk boundary, 0-based (the store's numbering)",
-        "seam": "the nearest seam, numbered as everywhere else: seam k is the start of chunk k "
-        "(chunks from 0, so seams from 1); boundary_index + 1",
-        "boundary_ms": "where that seam is",
-        "distance_ms": "position_ms - boundary_ms",
-        "note": "free text (not used by the rater page)",
-    },
     "screen_trials": {
         "n": "trial number (0-based)",
         "key": "JSON answer key: answer (0-2, the interval to pick), order (antiphase: the "
@@ -163,62 +142,6 @@ _RESULTS = {
         "excluded": "left out of the results",
         "reasons": "why",
     },
-    "mos_pairwise": {
-        "diff_y_minus_x": "mean over raters of (rater's mean of y - rater's mean of x)",
-        "rank_biserial": "matched-pairs rank-biserial correlation (positive: y better)",
-    },
-    "ab": {
-        "n": "votes",
-        "x_wins": "votes for x",
-        "y_wins": "votes for y",
-        "ties": "tied votes",
-        "x_share": "share of decisive votes won by x",
-        "x_share_low": "its 95% interval, lower bound",
-        "x_share_high": "upper bound",
-        "p_sign": "sign test on decisive votes, votes taken as independent",
-        "cmos_n": "votes in the CMOS mean",
-        "cmos_y": "mean CMOS: how much better y is than x (ties count 0)",
-        "cmos_low": "its 95% interval, lower bound",
-        "cmos_high": "upper bound",
-    },
-    "ab_pairwise": {
-        "raters_x": "raters whose decisive votes mostly went to x",
-        "raters_y": "to y",
-        "rater_share_x": "raters_x / (raters_x + raters_y)",
-    },
-    "order_bias": {
-        "decisive": "decisive votes",
-        "first_share": "share won by the clip played first",
-    },
-    "mushra": {
-        "condition": "a system, hidden reference, or an anchor by its cutoff",
-        "median": "median score",
-        "median_low": "Woodruff 95% interval of the median, lower bound",
-        "median_high": "upper bound",
-        "q1": "first quartile",
-        "q3": "third quartile",
-    },
-    "mushra_screening": {
-        "items": "MUSHRA screens rated",
-        "ref_low": "screens with the hidden reference < 90",
-        "anchor_high": "screens with the mid anchor > 90",
-        "excluded": "BS.1534-3 post-screening excludes the rater",
-        "reasons": "why",
-    },
-    "glitch_marks": {
-        "marks": "glitch marks",
-        "at_seam": "marks within 300 ms of a seam",
-        "no_seam": "marks on a take with no seam (one chunk)",
-    },
-    "glitches_by_seam": {"system_id": "rows: systems; columns: seam 1, 2, … (counts)"},
-    "glitch_agreement": {
-        "marks": "rater marks",
-        "findings": "automatic findings on the marked takes",
-        "matched": "pairs within the tolerance, one to one",
-        "precision": "matched / findings",
-        "recall": "matched / marks",
-        "tolerance_ms": "matching tolerance",
-    },
     "methods": {
         "table": "the results table",
         "title": "what it shows",
@@ -226,20 +149,35 @@ _RESULTS = {
         "assumes": "what that method assumes",
     },
 }
-_RESULTS["mos_all_raters"] = _RESULTS["mos_by_prompt"] = _RESULTS["mos_by_condition"] = {}
-_RESULTS["mos"] = {}
-_RESULTS["mushra_pairwise"] = _RESULTS["mos_pairwise"]
 
 
-def _with_common(own: dict[str, str]) -> dict[str, str]:
-    return {**COMMON, **own}
+def _raw_order(f: str) -> int:
+    """Raw files in the store's export order (``raw/ratings.csv``, made here, last)."""
+    name = f.removeprefix("raw/").removesuffix(".csv")
+    return EXPORT_TABLES.index(name) if name in EXPORT_TABLES else len(EXPORT_TABLES)
 
 
-COLUMNS: dict[str, dict[str, str]] = {
-    **{f"raw/{name}.csv": _with_common(cols) for name, cols in _RAW.items()},
-    **{f"results/{name}.csv": _with_common(cols) for name, cols in _RESULTS.items()},
-}
-"""``{file in the export: {column: meaning}}`` (shared meanings from :data:`COMMON`)."""
+def shared() -> dict[str, str]:
+    """The shared meanings: the flow's (:data:`COMMON`) and the kinds' own shared columns."""
+    out = {**COMMON, "kind": COMMON["kind"].format(kinds=", ".join(NAMES))}
+    for kind in KINDS.values():
+        out.update(kind.shared_columns)
+    return out
+
+
+def columns() -> dict[str, dict[str, str]]:
+    """``{file in the export: {column: meaning}}`` of the flow's files and every registered
+    kind's (shared meanings from :func:`shared`, said once for every file that has them)."""
+    common = shared()
+    raw = {f"raw/{name}.csv": cols for name, cols in _RAW.items()}
+    results = {"results/raters.csv": _RESULTS["raters"]}
+    for kind in KINDS.values():
+        for f, cols in kind.columns.items():
+            (raw if f.startswith("raw/") else results)[f] = cols
+    results["results/methods.csv"] = _RESULTS["methods"]
+    files = {f: raw[f] for f in sorted(raw, key=_raw_order)} | results
+    return {f: {**common, **cols} for f, cols in files.items()}
+
 
 FILE_NOTES = {
     "study.json": "the methods section as data: version, design, texts, playback, stimuli, "
@@ -253,4 +191,26 @@ FILE_NOTES = {
 }
 
 
-__all__ = ["COLUMNS", "COMMON", "FILE_NOTES"]
+def docs_markdown() -> str:
+    """The "Column dictionary" section of ``docs/listening-tests.md``, as it must read (a test
+    compares the page with this): the shared meanings, then each file's own columns."""
+    common = shared()
+    out = [
+        "Shared meanings (every file that has the column):",
+        "",
+        "| column | meaning |",
+        "|---|---|",
+        *[f"| `{c}` | {m} |" for c, m in common.items()],
+        "",
+    ]
+    for f, cols in columns().items():
+        own = {c: m for c, m in cols.items() if c not in common or m != common[c]}
+        text = "; ".join(f"`{c}`: {m}" for c, m in own.items()) or (
+            "the shared columns (an interval table: by…, n, raters, prompts, mean, sd, ci_low, "
+            "ci_high, se, df, note)"
+        )
+        out.append(f"- **`{f}`**: {text}")
+    return "\n".join(out) + "\n"
+
+
+__all__ = ["COMMON", "FILE_NOTES", "columns", "docs_markdown", "shared"]

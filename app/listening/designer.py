@@ -19,9 +19,9 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
+from app.listening.flow import DEFAULT_TITLE
 from app.listening.imported import ImportedSet, read_audio, scan, unpack_zip
 from app.listening.persistence import CONFIRM_FIELD, check_may_open
-from app.listening.service import DEFAULT_TITLE
 from app.listening.stimuli import (
     CEILING_DBTP,
     CONDITIONS,
@@ -37,7 +37,7 @@ from app.store.listening import TestStore
 from backends.base import Backend
 from backends.errors import InvalidRequest
 from evaluation.listening.design import CHECK_VARIANTS, Design
-from evaluation.listening.kinds import TestKind, kind_of
+from evaluation.listening.kinds import TestKind, default_kind, kind_of
 from evaluation.listening.screening import MODES
 
 MAX_PROMPTS = 200
@@ -100,7 +100,8 @@ class TestSpec:
     """Prompt texts (empty when ``stimuli`` brings the prompts)."""
     items_per_rater: int
     reference: str | None = None
-    ab_mode: str = "cmos"
+    ab_mode: str = Design.ab_mode
+    """A/B's answer mode (:data:`evaluation.listening.kinds.ab.MODES`; the first by default)."""
     screening: bool = True
     """Check items (MOS: low anchor, gold, trap; A/B: check pairs)."""
     headphone_check: bool = True
@@ -172,7 +173,7 @@ class TestSpec:
         try:
             return cls(
                 name=str(d.get("name") or "Listening test")[:120],
-                kind=str(d.get("kind", "mos")),
+                kind=str(d.get("kind", default_kind())),
                 systems=[
                     SystemSpec(
                         name=str(s["name"]),
@@ -186,7 +187,7 @@ class TestSpec:
                 prompts=prompts,
                 items_per_rater=int(d.get("items_per_rater", 10)),
                 reference=d.get("reference") or None,
-                ab_mode=str(d.get("ab_mode", "cmos")),
+                ab_mode=str(d.get("ab_mode", Design.ab_mode)),
                 screening=bool(d.get("screening", True)),
                 headphone_check=bool(d.get("headphone_check", True)),
                 screen=str(d["screen"]) if d.get("screen") else None,
@@ -500,7 +501,8 @@ class RaterPreview:
 
 def preview(tests: TestStore, test_id: str) -> RaterPreview:
     """The rater's view of ``test_id`` for the admin (the first prompt's item of each system)."""
-    from app.listening.service import DEFAULT_CONSENT, public_title, show_text
+    from app.listening.flow import DEFAULT_CONSENT, public_title
+    from app.listening.rating import show_text
 
     t = tests.require_test(test_id)
     cfg = t["config"]

@@ -20,11 +20,12 @@ import zipfile
 from importlib import metadata
 from typing import TYPE_CHECKING, Any
 
-from app.listening.columns import COLUMNS, FILE_NOTES
-from app.listening.service import consent_text, public_title
+from app.listening.columns import FILE_NOTES, columns
+from app.listening.flow import consent_text, public_title
 from app.listening.texts import rater_texts
 from app.store.listening import EXPORT_TABLES, TestStore
 from evaluation.listening.design import Design, checks_per_rater, full_balance_raters, rows
+from evaluation.listening.kinds import KINDS
 from evaluation.listening.results import test_results
 from evaluation.listening.screening import PASS, TRIALS, TestScreening, screen_mode
 from evaluation.report import safe_csv
@@ -123,7 +124,7 @@ def _design(test: dict[str, Any], tests: TestStore) -> dict[str, Any]:
 
 
 def _screening(test: dict[str, Any], scr: TestScreening) -> dict[str, Any]:
-    from app.listening.service import MAX_SCREEN_FETCHES
+    from app.listening.screening import MAX_SCREEN_FETCHES
 
     mode = screen_mode(test["config"])
     r, m = scr.rules, scr.mushra
@@ -210,7 +211,7 @@ def study(
             {**c, **({"old_value": None, "new_value": None} if public else {})}
             for c in tests.changes(test_id)
         ],
-        "columns": COLUMNS,
+        "columns": columns(),
         "files": FILE_NOTES,
     }
 
@@ -224,8 +225,8 @@ def export_files(tests: TestStore, test_id: str, *, public: bool = False) -> dic
     files: dict[str, str] = {}
     for table in EXPORT_TABLES:
         df = _public_frame(tests.export_frame(table, test_id), public)
-        if table == "glitch_reports":  # one seam numbering everywhere: seam = index + 1
-            df.insert(df.columns.get_loc("boundary_index") + 1, "seam", df["boundary_index"] + 1)
+        for kind in KINDS.values():  # a kind may add derived columns to its own table
+            df = kind.export_raw(table, df)
         files[f"raw/{table}.csv"] = safe_csv(df)
     files["raw/ratings.csv"] = safe_csv(tests.ratings_frame(test_id))
     tables = test_results(tests.test_data(test_id))

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from evaluation.inference import format_p
+from evaluation.listening.kinds import KINDS
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -105,23 +105,8 @@ def _raters(st: dict[str, Any]) -> list[str]:
 
 def _results(tables: dict[str, pd.DataFrame]) -> list[str]:
     out = ["## Results", ""]
-    for name, label, col in (("mos", "MOS", "system_id"), ("mushra", "MUSHRA", "condition")):
-        t = tables.get(name)
-        if t is None or t.empty:
-            continue
-        for _, x in t.iterrows():
-            iv = (
-                f"[{x['ci_low']:.2f}, {x['ci_high']:.2f}]"
-                if x["ci_low"] == x["ci_low"]
-                else f"({x['note']})"
-            )
-            out.append(f"- {label} {x[col]}: {x['mean']:.2f} {iv}, n = {int(x['n'])}")
-    for name in ("mos_pairwise", "mushra_pairwise", "ab_pairwise"):
-        t = tables.get(name)
-        if t is None or t.empty:
-            continue
-        for _, x in t.iterrows():
-            out.append(f"- {name}: {x['x']} vs {x['y']}, Holm p = {format_p(x['p_holm'])}")
+    for kind in KINDS.values():  # each kind words its own tables (only the test's has any)
+        out += kind.result_lines(tables)
     m = tables.get("methods")
     if m is not None and not m.empty:
         out += ["", "## Analysis", ""]

@@ -3,7 +3,8 @@
 Rater (no admin rights; the rater token travels in the ``X-Rater-Token`` header, never in a
 URL that could leak through a referrer or a log):
 
-* ``GET /listen/{test_id}`` — the rater page (the one player + ``listen.js``).
+* ``GET /listen/{test_id}`` — the rater page (the one player, ``listen.js`` and the test kind's
+  ``page.js``, served from the kind's folder at ``/ll/listening/kinds/{kind}/page.js``).
 * ``POST /ll/listen/{test_id}/join`` {crowd_id?, source?} -> {token}
 * ``GET /ll/listen/{test_id}/status`` -> progress, consent, headphone check, next item
 * ``POST /ll/listen/{test_id}/consent``
@@ -43,12 +44,14 @@ from app.listening.jsonable import clean_json, frames_json
 from app.listening.persistence import CONFIRM_FIELD, check_may_open
 from app.listening.service import Listening, check_id
 from app.web.admin import login_page, policy, require_admin
+from app.web.inputs import JSON_BODY_BYTES, json_object
 from backends.errors import InvalidRequest, NotFound
+from evaluation.listening.kinds import KINDS
 from evaluation.listening.results import test_results
 
 STATIC = Path(__file__).parent / "static"
-STATIC_FILES = {"listen.js", "listen.css", "screen.js", "mushra.js"}
-MAX_BODY = 16_384
+STATIC_FILES = {"listen.js", "listen.css", "screen.js"}
+MAX_BODY = JSON_BODY_BYTES
 
 
 class BodyTooLarge(InvalidRequest):
@@ -73,20 +76,22 @@ async def json_body(request: Request) -> dict[str, Any]:
         raw += part
         if len(raw) > MAX_BODY:
             raise BodyTooLarge(f"request body over {MAX_BODY} bytes")
-    if not raw:
-        return {}
-    try:
-        d = json.loads(raw)
-    except ValueError:
-        raise InvalidRequest("the body must be JSON") from None
-    if not isinstance(d, dict):
-        raise InvalidRequest("the body must be a JSON object")
-    return d
+    return json_object(raw)  # bounded nesting: 2,500 brackets are a 400, not a 500
 
 
-def rater_page(test_id: str) -> str:
+def kind_script_url(kind: str) -> str:
+    """Where the rater page loads a kind's answer script (served from the kind's folder)."""
+    return f"/ll/listening/kinds/{kind}/page.js"
+
+
+def rater_page(test_id: str, kind: str | None) -> str:
+    """The rater page of a test, with its kind's script (none for an unknown test: the page
+    then says what ``/info`` answers)."""
     html_ = (STATIC / "listen.html").read_text(encoding="utf-8")
-    return html_.replace("__TEST_ID__", json.dumps(test_id)[1:-1])
+    script = f'<script src="{kind_script_url(kind)}"></script>' if kind in KINDS else ""
+    return html_.replace("__TEST_ID__", json.dumps(test_id)[1:-1]).replace(
+        "__KIND_SCRIPT__", script
+    )
 
 
 def wav(data: bytes) -> Response:
@@ -104,12 +109,14 @@ admin_router = APIRouter(dependencies=[Depends(require_admin)])
 
 
 @router.get("/listen/{test_id}", response_class=HTMLResponse)
-async def listen_page(test_id: str) -> HTMLResponse:
+async def listen_page(test_id: str, svc: Listening = Svc) -> HTMLResponse:
     try:
         check_id(test_id, "test id")
     except InvalidRequest as e:
         raise NotFound(str(e)) from None
-    return HTMLResponse(rater_page(test_id), headers={"Cache-Control": "no-store"})
+    t = await asyncio.to_thread(svc.tests.get_test, test_id)
+    page = rater_page(test_id, t["kind"] if t else None)
+    return HTMLResponse(page, headers={"Cache-Control": "no-store"})
 
 
 @router.get("/ll/listening/static/{name}")
@@ -118,6 +125,17 @@ async def listen_static(name: str) -> Response:
         raise NotFound("no such file")
     media = "text/javascript" if name.endswith(".js") else "text/css"
     return Response((STATIC / name).read_text(encoding="utf-8"), media_type=media)
+
+
+@router.get("/ll/listening/kinds/{kind}/{name}")
+async def kind_static(kind: str, name: str) -> Response:
+    """A file of a kind's folder that the kind lists in ``static_files`` (its ``page.js``);
+    nothing else of the folder is served."""
+    k = KINDS.get(kind)
+    if k is None or k.folder is None or name not in k.static_files:
+        raise NotFound("no such file")
+    media = "text/javascript" if name.endswith(".js") else "text/css"
+    return Response((k.folder / name).read_text(encoding="utf-8"), media_type=media)
 
 
 @router.get("/ll/listen/{test_id}/info")

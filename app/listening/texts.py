@@ -1,55 +1,25 @@
-"""Every text a rater reads, in one place: the page shows these and the export prints them.
+"""Every text a rater reads, in one dictionary: the page shows these and the export prints them.
 
 Why here and not in the page's script: a methods section must quote what raters saw, word for
 word. The rater page receives these texts with its status (``status()["test"]["texts"]``)
 and puts them on the page with ``textContent``; the export's ``study.json`` and
-``methods.md`` print the same dictionary (:func:`rater_texts`). A test's own texts (title,
-consent, the admin's instructions) are added to the built-in ones, never in their place.
+``methods.md`` print the same dictionary (:func:`rater_texts`). The words of the answer (the
+built-in instructions, the question, the answers) are the test kind's
+(:attr:`TestKind.instructions`, :meth:`TestKind.scale`); the rest are the flow's, here. A
+test's own texts (title, consent, the admin's instructions) are added to the built-in ones,
+never in their place.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
+from evaluation.listening.design import Design
+from evaluation.listening.kinds import kind_of
 from evaluation.listening.screening import PASS, TRIALS
 
-INSTRUCTIONS = {
-    "mos": "Listen to the whole clip, then rate its overall quality.",
-    "ab": "Listen to both A and B (at least 3 s of each), then compare them.",
-    "mushra": (
-        "Press Play, then switch between the Reference and the numbered clips while it plays "
-        "(they stay in step; Loop repeats the part between the two times). Rate each clip "
-        "from 0 (Bad) to 100 (Excellent) against the reference; one of them is the reference "
-        "itself. Move every slider before you submit."
-    ),
-    "glitch": "Listen to the whole clip and press G at every glitch you hear (click, gap, repeat…).",
-}
-"""The built-in instructions of each kind, shown above every item."""
 ADMIN_INSTRUCTIONS_LABEL = "From the researcher:"
 """Shown before the test's own instructions (they follow the built-in ones)."""
-
-MOS_LABELS = [[5, "Excellent"], [4, "Good"], [3, "Fair"], [2, "Poor"], [1, "Bad"]]
-MOS_QUESTION = "How good is the quality of the speech?"
-CMOS_LABELS = [
-    [-3, "A much better"],
-    [-2, "A better"],
-    [-1, "A slightly better"],
-    [0, "About the same"],
-    [1, "B slightly better"],
-    [2, "B better"],
-    [3, "B much better"],
-]
-CMOS_QUESTION = "Compare the quality of B with the quality of A."
-FORCED_LABELS = [["a", "A is better"], ["b", "B is better"]]
-FORCED_QUESTION = "Which clip has the better quality?"
-MUSHRA_BANDS = [
-    [80, 100, "Excellent"],
-    [60, 80, "Good"],
-    [40, 60, "Fair"],
-    [20, 40, "Poor"],
-    [0, 20, "Bad"],
-]
-MUSHRA_QUESTION = "Rate each clip from 0 to 100 against the reference."
 
 SCREEN_QUESTION = {
     "antiphase": "Each trial plays three tones. Which tone was the quietest?",
@@ -101,28 +71,16 @@ panel's language and age): multiple choice only, so nothing free-form is stored.
 QUESTIONNAIRE_INTRO = "A few questions about you and how you listen (this is part of the study)."
 
 
-def scale(kind: str, ab_mode: str = "cmos") -> dict[str, Any]:
-    """The question and the answer labels of one kind, as the page shows them."""
-    if kind == "mos":
-        return {"question": MOS_QUESTION, "labels": MOS_LABELS}
-    if kind == "ab" and ab_mode == "forced":
-        return {"question": FORCED_QUESTION, "labels": FORCED_LABELS}
-    if kind == "ab":
-        return {"question": CMOS_QUESTION, "labels": CMOS_LABELS}
-    if kind == "mushra":
-        return {"question": MUSHRA_QUESTION, "bands": MUSHRA_BANDS}
-    return {"question": "Press G (or the Glitch button) at every glitch.", "labels": []}
-
-
 def rater_texts(kind: str, config: dict[str, Any], consent: str) -> dict[str, Any]:
     """Every text a rater of this test reads, by place (the page's and the export's)."""
     mode = config.get("screening") or "antiphase"
+    k = kind_of(kind)
     return {
         "consent": consent,
-        "instructions": INSTRUCTIONS.get(kind, ""),
+        "instructions": k.instructions,
         "admin_instructions": config.get("instructions") or "",
         "admin_instructions_label": ADMIN_INSTRUCTIONS_LABEL,
-        "scale": scale(kind, (config.get("design") or {}).get("ab_mode", "cmos")),
+        "scale": k.scale(answer_mode(config)),
         "screen": {
             "intro": SCREEN_INTRO,
             "questions": {k: v for k, v in SCREEN_QUESTION.items() if mode in (k, "both")},
@@ -142,16 +100,17 @@ def rater_texts(kind: str, config: dict[str, Any], consent: str) -> dict[str, An
     }
 
 
+def answer_mode(config: dict[str, Any]) -> str:
+    """The test's answer mode (A/B: ``cmos`` or ``forced``), the design's default if unset."""
+    d = config.get("design") or {}
+    return str(d.get("ab_mode") or Design.ab_mode)
+
+
 __all__ = [
     "ADMIN_INSTRUCTIONS_LABEL",
-    "CMOS_LABELS",
     "COUNTER",
-    "FORCED_LABELS",
-    "INSTRUCTIONS",
-    "MOS_LABELS",
-    "MUSHRA_BANDS",
     "QUESTIONNAIRE",
     "SCREEN_QUESTION",
+    "answer_mode",
     "rater_texts",
-    "scale",
 ]

@@ -43,7 +43,8 @@ import uuid
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from app.listening.service import CLOCK_SLACK_MS, Listening
+from app.listening.rating import CLOCK_SLACK_MS
+from app.listening.service import Listening
 from app.player.blind import GENERIC_ERROR, BlindSession, CommonFormat, take_frames
 from app.player.session import HEADER, Session
 from app.store import GLITCH_KINDS, GlitchReport
@@ -67,7 +68,7 @@ class TooFast(TooMany):
 
 
 def _streams(session: Session) -> dict[tuple[str, int], dict[str, Any]]:
-    return session.__dict__.setdefault("_listening_streams", {})
+    return session.rooms.setdefault("listening", {})
 
 
 def _err(session: Session, msg: dict[str, Any], e: Exception, kind: str) -> None:
@@ -367,7 +368,7 @@ async def listen_glitch(room: RaterSockets, session: Session, msg: dict[str, Any
         )
         row = await asyncio.to_thread(svc.tests.glitch_report, w.id)
     except (ListenlabError, ValueError, TypeError) as e:
-        _err(session, msg, e, "glitch")
+        _err(session, msg, e, "glitch")  # which message failed (kept: the wire's value)
         return
     session.send(
         {

@@ -82,6 +82,9 @@ class Session:
     owner: str | None = None
     """Owner id of the browser session (``app.web.identity``): its takes and library voices."""
     admin: bool = False
+    rooms: dict[str, Any] = field(default_factory=dict)
+    """What another room keeps for this page, by room (the listening room's blind streams),
+    so no room writes into this object's attributes."""
     _cancelled: Take | None = None
     """The partial take of the generation being cancelled (one generation runs at a time)."""
 
@@ -290,58 +293,32 @@ class Session:
         """Queue for ``entry``, stream (or fetch whole) ``req`` to the page, save the take.
 
         The page learns only the take id, never the backend: handlers for blind tests call this
-        with a system the server chose.
+        with a system the server chose. A Stop (this task cancelled) is always answered with
+        ``cancelled``, wherever it lands: in the queue, during the stream, or between the last
+        frame and ``done`` (the take is then saved whole, with the marks sent for it).
         """
-
-        def queued(pos: int) -> None:
-            self.send({"type": "queued", "token": token, "position": pos})
-
-        take: Take | None = None
-        status_msg: dict[str, Any]
         self._cancelled = None
         self.mine.add(req.request_id)
         if self.current and self.current.token == token:
             self.current.take_id = req.request_id
-        learnt = await self._learnt(entry.label)
-        async with entry.gate.slot(queued):
-            self.send({"type": "generating", "token": token, "take_id": req.request_id})
-            try:
-                if mode == "whole":
-                    take = await self._whole(entry.backend, req, token, learnt)
-                else:
-                    take = await self._stream(entry.backend, req, token, learnt)
-                status_msg = {"type": "done", "token": token, "status": "ok"}
-            except TakeFailed as e:
-                take = e.take
-                status_msg = {
-                    "type": "error",
-                    "token": token,
-                    "status": "error",
-                    "message": f"the stream failed: {e}",
-                    "partial": bool(take.chunks),
-                }
-            except InvalidRequest as e:
-                self.send({"type": "error", "token": token, "message": str(e), "partial": False})
-                return
-            except asyncio.CancelledError:
-                take = self._cancelled
-                if take is not None and take.chunks:
-                    await self._save(entry, take)
-                self.send({"type": "cancelled", "token": token, "take_id": req.request_id})
-                raise
-            except Exception as e:  # engine bug: never present it as success
-                log.exception("generation failed")
-                self.send(
-                    {
-                        "type": "error",
-                        "token": token,
-                        "message": f"backend error: {e}",
-                        "partial": False,
-                    }
-                )
-                return
+        cancelled = {"type": "cancelled", "token": token, "take_id": req.request_id}
+        try:
+            outcome = await self._generate(token, entry, req, mode)
+        except asyncio.CancelledError:
+            take = self._cancelled
+            if take is not None and take.chunks:
+                await self._save_whatever(entry, take)
+            self.send(cancelled)
+            raise
+        if outcome is None:  # refused or failed: the page has its error already
+            return
+        take, status_msg = outcome
         if take is not None and take.chunks:
-            await self._save(entry, take)
+            try:
+                await self._save_whatever(entry, take)
+            except asyncio.CancelledError:
+                self.send(cancelled)  # a Stop after the last frame: saved, and answered
+                raise
         for m in self.pending.pop(req.request_id, []):  # no audio, so nothing to attach them to
             self.send(
                 {
@@ -354,6 +331,51 @@ class Session:
         self.send(status_msg)
         if take is not None and take.chunks:
             asyncio.create_task(self._findings(take, token))
+
+    async def _generate(
+        self, token: int, entry: BackendEntry, req: SpeechRequest, mode: str
+    ) -> tuple[Take | None, dict[str, Any]] | None:
+        """The take and the status to send once it is saved; None when the page was already
+        told why there is none. A Stop propagates (:meth:`run` answers it)."""
+
+        def queued(pos: int) -> None:
+            self.send({"type": "queued", "token": token, "position": pos})
+
+        learnt = await self._learnt(entry.label)
+        async with entry.gate.slot(queued):
+            self.send({"type": "generating", "token": token, "take_id": req.request_id})
+            try:
+                if mode == "whole":
+                    take = await self._whole(entry.backend, req, token, learnt)
+                else:
+                    take = await self._stream(entry.backend, req, token, learnt)
+                return take, {"type": "done", "token": token, "status": "ok"}
+            except TakeFailed as e:
+                return e.take, {
+                    "type": "error",
+                    "token": token,
+                    "status": "error",
+                    "message": f"the stream failed: {e}",
+                    "partial": bool(e.take.chunks),
+                }
+            except InvalidRequest as e:
+                self.send({"type": "error", "token": token, "message": str(e), "partial": False})
+                return None
+            except Exception as e:  # engine bug: never present it as success (a Stop passes)
+                log.exception("generation failed")
+                msg = f"backend error: {e}"
+                self.send({"type": "error", "token": token, "message": msg, "partial": False})
+                return None
+
+    async def _save_whatever(self, entry: BackendEntry, take: Take) -> None:
+        """:meth:`_save` to the end even if a Stop lands meanwhile (a take cut in its save
+        would lose its row and the marks waiting for it); the Stop is re-raised after."""
+        task = asyncio.ensure_future(self._save(entry, take))
+        try:
+            await asyncio.shield(task)
+        except asyncio.CancelledError:
+            await task
+            raise
 
     async def _learnt(self, label: str) -> dict[str, Any] | None:
         """Chars -> seconds and generation rate learnt from this backend's past takes."""
@@ -418,7 +440,8 @@ class Session:
     ) -> dict[str, Any]:
         """``learnt``: the start rule's priors for this backend (``evaluation.playout.learn``);
         ``assumed``: set when the rate/channels were not read from the stream (and from what),
-        taken from the first chunk's ``assumed_format`` (e.g. ``backends/vllm_omni/client.py``)."""
+        taken from the first chunk's ``assumed_format`` (e.g. the remote backend's,
+        ``backends/vllm_omni/remote/server.py``)."""
         return {
             "type": "start",
             "token": token,
@@ -516,16 +539,30 @@ def _field_error(e: Exception) -> str:
     return text[:200] or type(e).__name__
 
 
+def new_session(ws: WebSocket, state: AppState) -> Session:
+    """The page's session: its owner, whether it is the admin, its outbox's stall time (from
+    the app's settings, read once)."""
+    from app.web.admin import policy as admin_policy
+    from app.web.identity import identity
+
+    web = getattr(ws.app.state, "web", None)
+    return Session(
+        ws,
+        state,
+        outbox=Outbox(stall_s=web.ws_stall_s) if web is not None else Outbox(),
+        owner=identity(ws).owner_id,
+        admin=admin_policy(ws).is_admin(ws),
+    )
+
+
 async def serve_session(ws: WebSocket, state: AppState) -> None:
     """One page's socket. A malformed message gets an ``error`` (no token, so it never ends a
     playing stream) and the socket stays open: binary frames, bad JSON, too deep or too big
     messages, wrong field types."""
-    from app.web.admin import policy as admin_policy
-    from app.web.identity import identity
     from app.web.inputs import loads_limited
 
     await ws.accept()
-    session = Session(ws, state, owner=identity(ws).owner_id, admin=admin_policy(ws).is_admin(ws))
+    session = new_session(ws, state)
     writer = asyncio.create_task(session.writer())
     closing: list[asyncio.Task] = []
 

@@ -3,22 +3,29 @@
 Why one facade: the app imports what it stores from here (``from app.store import Store,
 System, ...``) and never learns which module, or which engine, keeps it. The rooms inside:
 
-* :mod:`app.store.connection`: per-thread connections, the journal mode and its open-lock;
-* :mod:`app.store.schema`: every table as numbered migrations (the arena's since version 4);
+* :mod:`app.store.schema`: every table declared once, for both engines (columns, keys,
+  indexes, the version that added each, the order rows are read in); the list of tables, the
+  copy, export and delete orders are read from it;
+* :mod:`app.store.migrations`: the declaration rendered for an engine, and the migrations
+  from any earlier version, the same steps on SQLite and PostgreSQL;
+* :mod:`app.store.connection`: per-thread SQLite connections, the journal mode and its
+  open-lock;
 * :mod:`app.store.records`: the typed records and errors that cross the store's edge;
 * :mod:`app.store.takes`, :mod:`app.store.ratings`, :mod:`app.store.arena`: the tables;
 * :mod:`app.store.sql`: the runner every table module writes through, on either engine;
-* :mod:`app.store.interface`: the engine-neutral contract; :mod:`app.store.sqlite`: SQLite's;
-  :mod:`app.store.postgres` (with :mod:`app.store.pg_schema`): PostgreSQL's, for replicas
-  (``Store.open("postgresql://…")`` returns it);
+* :mod:`app.store.interface`: the engine-neutral contract; :mod:`app.store.sqlite`: SQLite's
+  ``Store`` (files only); :mod:`app.store.postgres`: PostgreSQL's ``PgStore``, for replicas;
+* :mod:`app.store.engines`: :func:`open_store` (the engine a path or URL names) and
+  :func:`copy_store`; :mod:`app.store.copy`: the engine-neutral copy and checksums;
+  :mod:`app.store.urls`: which engine a ``--db`` value names, and its secrets masked;
 * :mod:`app.store.listening`: the listening-test tables, on top of a store (imported from
   there: it brings the listening room's stimuli with it).
 
 Usage (every ``add_*`` is idempotent on the client-supplied id)::
 
-    from app.store import Store, System, Prompt, MosRating
+    from app.store import open_store, System, Prompt, MosRating
 
-    store = Store.open("data/listenlab.db", journal_mode="wal")   # "delete" on network storage
+    store = open_store("data/listenlab.db", journal_mode="wal")   # or "postgresql://…"
     store.add_system(System("piper-joe", backend="piper?deterministic=1", voice="joe"))
     store.add_prompt(Prompt("p1", text="Hello there."))
     take_id = store.save_take(take, system_id="piper-joe", prompt_id="p1")  # writes audio/<id>.wav
@@ -34,8 +41,10 @@ from app.store.connection import (
     existing_journal_mode,
     journal_mode_for,
 )
+from app.store.engines import copy_store, open_store
 from app.store.interface import ArenaStore, RatingStore, StoreEngine, TakeStore
-from app.store.postgres import PgStore, is_postgres, masked
+from app.store.migrations import MIGRATIONS
+from app.store.postgres import PgStore
 from app.store.records import (
     AB_CHOICES,
     GLITCH_KINDS,
@@ -63,8 +72,9 @@ from app.store.records import (
     new_id,
     now_iso,
 )
-from app.store.schema import MIGRATIONS, SCHEMA_VERSION
+from app.store.schema import SCHEMA_VERSION
 from app.store.sqlite import Store
+from app.store.urls import is_postgres, masked
 
 __all__ = [
     "AB_CHOICES",
@@ -99,6 +109,7 @@ __all__ = [
     "TakeTimeline",
     "UnknownItem",
     "Written",
+    "copy_store",
     "existing_journal_mode",
     "is_postgres",
     "journal_mode_for",
@@ -106,4 +117,5 @@ __all__ = [
     "nearest_boundary",
     "new_id",
     "now_iso",
+    "open_store",
 ]

@@ -14,6 +14,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from app.store.records import ArenaStream, ArenaVote, BattleRecord, BattleWindow, now_iso
+from app.store.schema import order_by
 from app.store.sql import ConstraintFailed
 from app.store.tables import Tables
 
@@ -257,7 +258,8 @@ class ArenaTables(Tables):
         """Per voter: votes, first and last vote (what the admin looks at to drop one)."""
         return self.read_frame(
             "SELECT voter, count(*) AS votes, min(created_at) AS first_vote, "
-            "max(created_at) AS last_vote FROM arena_votes GROUP BY voter ORDER BY votes DESC"
+            "max(created_at) AS last_vote FROM arena_votes GROUP BY voter "
+            "ORDER BY votes DESC, voter NULLS FIRST"
         )
 
     def votes_frame(self) -> pd.DataFrame:
@@ -265,7 +267,7 @@ class ArenaTables(Tables):
         ``both_bad``), text_source, decision_ms, created_at, voter (its hash)."""
         return self.read_frame(
             "SELECT battle_id, system_a, system_b, choice, text_source, decision_ms, created_at, "
-            "voter FROM arena_votes ORDER BY voted_ts"
+            f"voter FROM arena_votes {order_by('arena_votes')}"
         )
 
     def vote_count(self) -> int:

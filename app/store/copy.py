@@ -6,7 +6,8 @@ an audio file would still count right. Each table's checksum is a SHA-256 over i
 canonical form (numbers as numbers whichever engine stored them, order-free), and the audio's
 over every take's id and the SHA-256 of its bytes, so the same study gives the same digests
 on either engine (:func:`digests`). The copy is one transaction on the destination: a failure
-leaves it as empty as it was.
+leaves it as empty as it was. This module knows neither engine: opening the two stores is
+:func:`app.store.engines.copy_store`'s.
 """
 
 from __future__ import annotations
@@ -17,36 +18,12 @@ from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 from typing import Any
 
-from app.store.pg_schema import PG_ONLY_TABLES
 from app.store.records import StoreError
+from app.store.schema import TABLES, order_by
 
-COPY_ORDER = (
-    "systems",
-    "prompts",
-    "takes",
-    "chunks",
-    "underruns",
-    "auto_findings",
-    "raters",
-    "tests",
-    "assignments",
-    "stimuli",
-    "test_raters",
-    "test_changes",
-    "screen_trials",
-    "play_events",
-    "answers",
-    "mos_ratings",
-    "ab_votes",
-    "mushra_ratings",
-    "glitch_reports",
-    "arena_battles",
-    "arena_streams",
-    "arena_votes",
-    "arena_meta",
-    "arena_dropped_voters",
-)
-"""Every table both engines keep, parents before the rows that reference them."""
+COPY_ORDER = tuple(t.name for t in TABLES if t.study)
+"""Every table of a study, parents before the rows that reference them (the declaration's
+order, :data:`app.store.schema.TABLES`)."""
 AUDIO = "(take audio)"
 """The name the audio's line has in a digest table."""
 MAX_AUDIO_BYTES = 512 * 1024 * 1024
@@ -61,7 +38,7 @@ class TableCheck:
 
 def study_tables(store: Any) -> list[str]:
     """The store's tables that make a study (without either engine's own bookkeeping)."""
-    have = set(store.sql.table_names()) - set(PG_ONLY_TABLES)
+    have = set(store.sql.table_names()) - {t.name for t in TABLES if not t.study}
     unknown = sorted(have - set(COPY_ORDER))
     if unknown:
         raise StoreError(f"tables this listenlab does not know how to copy: {unknown}")
@@ -69,7 +46,8 @@ def study_tables(store: Any) -> list[str]:
 
 
 def canonical(v: Any) -> Any:
-    """One form per value whichever engine stored it (SQLite may keep 4.0 as 4)."""
+    """One form per value whichever engine stored it (SQLite may keep 4.0 as 4, and keeps no
+    negative zero: -0.0 is 0)."""
     if isinstance(v, bool):
         return int(v)
     if isinstance(v, float) and v.is_integer() and abs(v) < 2**53:
@@ -150,11 +128,13 @@ def copy_rows(src: Any, dst: Any) -> None:
             if set(cols) != set(dst.sql.columns(t)):
                 raise StoreError(f"table {t}: the two stores' columns differ")
             names = ", ".join(f'"{c}"' for c in cols)
-            rows = src.sql.execute(f'SELECT {names} FROM "{t}"').fetchall()
+            rows = src.sql.execute(f'SELECT {names} FROM "{t}" {order_by(t)}').fetchall()
             if rows:
                 marks = ", ".join("?" for _ in cols)
                 sql.executemany(f'INSERT INTO "{t}" ({names}) VALUES ({marks})', rows)
-        for take_id, rel in src.sql.execute("SELECT take_id, audio_path FROM takes").fetchall():
+        for take_id, rel in src.sql.execute(
+            "SELECT take_id, audio_path FROM takes ORDER BY take_id"
+        ).fetchall():
             put_audio(dst, take_id, rel, take_audio(src, take_id, rel))
 
 
@@ -173,32 +153,11 @@ def put_audio(dst: Any, take_id: str, rel: str, data: bytes) -> None:
     tmp.replace(path)
 
 
-def copy_store(
-    source: str | Path, dest: str | Path, *, local_dir: Path | None = None
-) -> list[tuple[TableCheck, TableCheck]]:
-    """Copy ``source`` into the new or empty ``dest`` and read both back: per table (and the
-    audio), the source's and the destination's rows and checksum. Raises :class:`StoreError`
-    when any differ."""
-    from app.store.sqlite import Store
-
-    with Store.open(source, read_only=True, local_dir=local_dir) as src:
-        with Store.open(dest, local_dir=local_dir) as dst:
-            copy_rows(src, dst)
-        before = digests(src)
-    with Store.open(dest, read_only=True, local_dir=local_dir) as dst:
-        after = {c.table: c for c in digests(dst)}
-    pairs = [(b, after.get(b.table, TableCheck(b.table, 0, ""))) for b in before]
-    bad = [b.table for b, a in pairs if (b.rows, b.digest) != (a.rows, a.digest)]
-    if bad:
-        raise StoreError(f"the copy differs from its source in: {', '.join(bad)}")
-    return pairs
-
-
 __all__ = [
     "AUDIO",
     "COPY_ORDER",
     "TableCheck",
-    "copy_store",
+    "copy_rows",
     "digests",
     "safe_audio_path",
     "study_tables",

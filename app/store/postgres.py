@@ -3,7 +3,7 @@ share one study.
 
 Why PostgreSQL beside SQLite: a Space without paid storage loses a SQLite file on every
 restart, and one process is one point of failure. ``--db postgresql://…`` (or
-``LISTENLAB_DB``) puts the same tables (:mod:`app.store.pg_schema`) on a server that outlives
+``LISTENLAB_DB``) puts the same tables (:mod:`app.store.schema`) on a server that outlives
 the app and that several replicas write at once. What differs from SQLite, and where:
 
 * Connections come from a pool (``psycopg_pool``, :data:`DEFAULT_POOL` per replica, or the
@@ -22,20 +22,21 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
+import re
 import threading
 from collections.abc import Iterator, Sequence
 from functools import lru_cache
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 from typing import TYPE_CHECKING, Any
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
 from app.store.arena import ArenaTables
-from app.store.pg_schema import PG_BASELINE, PG_MIGRATIONS, baseline
+from app.store.migrations import check_version, migrate, read_version
 from app.store.ratings import RatingTables
 from app.store.records import StoreError
-from app.store.schema import SCHEMA_VERSION
 from app.store.sql import ConstraintFailed, Rows
 from app.store.takes import AUDIO_FORMATS, TakeTables
+from app.store.urls import is_postgres, masked
 from backends.errors import InvalidRequest
 
 if TYPE_CHECKING:
@@ -44,7 +45,6 @@ if TYPE_CHECKING:
 
     from evaluation.takes import Take
 
-SCHEMES = ("postgresql://", "postgres://")
 DEFAULT_POOL = 10
 """Connections one replica opens at most (``?pool_size=N`` in the URL changes it)."""
 MAX_POOL = 100
@@ -52,22 +52,10 @@ POOL_TIMEOUT_S = 30.0
 """How long a request waits for a free connection before it fails (503-like StoreError)."""
 MAX_TAKE_AUDIO_BYTES = 512 * 1024 * 1024
 """A stored take's audio larger than this is refused on read (the DB is not trusted blindly)."""
+SAFE_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,199}")
+"""A stored file name this replica writes as it is (anything else: ``audio.<format>``)."""
 OWN_URL_PARAMS = ("pool_size",)
 """URL query parameters that are listenlab's, not libpq's (removed before connecting)."""
-
-
-def is_postgres(target: str | Path) -> bool:
-    """Whether a ``--db`` value names a PostgreSQL server rather than a SQLite file."""
-    return isinstance(target, str) and target.startswith(SCHEMES)
-
-
-def masked(url: str) -> str:
-    """The URL with its password replaced by ``***`` (what banners and errors show)."""
-    parts = urlsplit(url)
-    if parts.password is None:
-        return url
-    netloc = parts.netloc.replace(":" + parts.password + "@", ":***@", 1)
-    return urlunsplit(parts._replace(netloc=netloc))
 
 
 def split_url(url: str) -> tuple[str, int]:
@@ -109,6 +97,13 @@ def constraint_of(e: Exception) -> ConstraintFailed:
         if isinstance(e, cls):
             return ConstraintFailed(kind, str(e).splitlines()[0])
     return ConstraintFailed("other", str(e).splitlines()[0])
+
+
+def bound(params: Sequence[Any]) -> list[Any]:
+    """A statement's values, a negative zero written as 0.0: SQLite's REAL columns cannot keep
+    the sign of a zero (it stores 0.0 and -0.0 as the integer 0), so neither engine keeps it
+    and one study reads, exports and copies the same on both."""
+    return [0.0 if isinstance(v, float) and v == 0.0 else v for v in params]
 
 
 def _configure(read_only: bool):
@@ -167,7 +162,7 @@ class PgRunner:
         import psycopg
 
         try:
-            cur = conn.execute(to_pg(sql), list(params))
+            cur = conn.execute(to_pg(sql), bound(params))
         except psycopg.errors.IntegrityError as e:
             raise constraint_of(e) from None
         except psycopg.errors.ReadOnlySqlTransaction:
@@ -207,7 +202,7 @@ class PgRunner:
         with self._conn() as conn:
             try:
                 with conn.cursor() as cur:
-                    cur.executemany(to_pg(sql), [list(r) for r in rows])
+                    cur.executemany(to_pg(sql), [bound(r) for r in rows])
             except psycopg.errors.IntegrityError as e:
                 raise constraint_of(e) from None
 
@@ -344,74 +339,46 @@ class PgStore(TakeTables, RatingTables):
     def sql(self) -> PgRunner:
         return self.runner
 
-    # -- schema
+    # -- schema (app.store.migrations: the same declaration and steps as SQLite's)
 
     @property
     def schema_version(self) -> int:
-        if "schema_version" not in self.sql.table_names():
-            return 0
-        r = self.sql.execute("SELECT max(version) FROM schema_version").fetchone()
-        return int(r[0] or 0)
+        return read_version(self.sql)
 
     def check_version(self) -> None:
-        v = self.schema_version
-        if v > SCHEMA_VERSION:
-            raise StoreError(
-                f"{self.location} has schema version {v}; this listenlab knows up to "
-                f"{SCHEMA_VERSION}: upgrade listenlab"
-            )
-        if v < SCHEMA_VERSION:
-            raise StoreError(
-                f"{self.location} has schema version {v} (this listenlab writes "
-                f"{SCHEMA_VERSION}); a read-only command does not migrate it: start "
-                "`listenlab serve` on it once (or open it read-write) to upgrade it"
-            )
+        check_version(self.sql, self.location)
 
     def migrate(self) -> None:
-        """Bring the database to :data:`SCHEMA_VERSION` in one transaction; replicas starting
-        together take turns (an advisory lock), so exactly one of them creates the tables."""
-        with self.sql.transaction("listenlab:migrate") as sql:
-            sql.execute("CREATE TABLE IF NOT EXISTS schema_version (version BIGINT NOT NULL)")
-            v = int(
-                sql.execute("SELECT coalesce(max(version), 0) FROM schema_version").fetchone()[0]
-            )
-            if v > SCHEMA_VERSION:
-                raise StoreError(
-                    f"{self.location} has schema version {v}; this listenlab knows up to "
-                    f"{SCHEMA_VERSION}: upgrade listenlab"
-                )
-            if v == 0:
-                for stmt in baseline():
-                    sql.execute(stmt)
-                v = PG_BASELINE
-            for version in range(v + 1, SCHEMA_VERSION + 1):
-                for stmt in PG_MIGRATIONS[version]:
-                    sql.execute(stmt)
-            if v != SCHEMA_VERSION or not sql.execute("SELECT 1 FROM schema_version").fetchone():
-                sql.execute("DELETE FROM schema_version")
-                sql.execute("INSERT INTO schema_version (version) VALUES (?)", [SCHEMA_VERSION])
+        """Bring the database to this listenlab's version in one transaction; replicas
+        starting together take turns (an advisory lock), so exactly one creates the tables."""
+        migrate(self.sql, self.location)
 
     # -- audio: in the database, with a local copy per replica
 
     def keep_audio(self, take: Take, rel: str, audio_format: str) -> bytes | None:
         from backends.audio import write_audio_file
 
-        dest = self.cache_file(take.take_id, audio_format)
+        dest = self.cache_file(take.take_id, rel)
         dest.parent.mkdir(parents=True, exist_ok=True)
         write_audio_file(dest, take.audio, take.sample_rate)
         return dest.read_bytes()
 
-    def cache_file(self, take_id: str, audio_format: str) -> Path:
-        """The local copy's name: a hash of the take id (an id is never a path)."""
-        if audio_format not in AUDIO_FORMATS:
-            raise StoreError(f"take {take_id!r}: stored audio format {audio_format!r} is unknown")
-        name = hashlib.sha256(take_id.encode()).hexdigest()[:40]
-        return self.root / self.audio_rel / f"{name}.{audio_format}"
+    def cache_file(self, take_id: str, rel: str) -> Path:
+        """The local copy: a folder named by a hash of the take id (an id is never a path),
+        holding a file of the row's name (as SQLite's file is called: exports show it)."""
+        fmt = rel.rsplit(".", 1)[-1] if "." in rel else ""
+        if fmt not in AUDIO_FORMATS:
+            raise StoreError(f"take {take_id!r}: stored audio format {fmt!r} is unknown")
+        name = PurePosixPath(rel).name
+        if not SAFE_NAME.fullmatch(name) or not name.endswith("." + fmt):
+            name = f"audio.{fmt}"
+        folder = hashlib.sha256(take_id.encode()).hexdigest()[:40]
+        return self.root / self.audio_rel / folder / name
 
     def local_audio(self, take_id: str, rel: str) -> Path:
         """This replica's copy of the take's audio, fetched from the database the first time."""
         fmt = rel.rsplit(".", 1)[-1] if "." in rel else ""
-        dest = self.cache_file(take_id, fmt)
+        dest = self.cache_file(take_id, rel)
         if dest.is_file():
             return dest
         r = self.sql.execute(
@@ -443,7 +410,7 @@ class PgStore(TakeTables, RatingTables):
         """The study as a SQLite file at ``dest`` (``listenlab db copy``'s rows and audio),
         read in one REPEATABLE READ transaction, so raters voting meanwhile do not tear it."""
         from app.store.copy import copy_rows
-        from app.store.sqlite import Store
+        from app.store.sqlite import Store  # the snapshot is a SQLite file, whatever the source
 
         dest = Path(dest)
         with self.runner.one_snapshot(), Store.open(dest) as out:

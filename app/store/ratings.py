@@ -30,6 +30,7 @@ from app.store.records import (
     nearest_boundary,
     now_iso,
 )
+from app.store.schema import order_by
 from app.store.sql import rows_as_dicts
 from app.store.tables import Tables, ab_item_key, from_json, to_json
 from backends.errors import InvalidRequest
@@ -57,9 +58,12 @@ class RatingTables(Tables):
         return self.insert_row("raters", "rater_id", row)
 
     def add_test(self, t: ListeningTest) -> Written:
-        if t.kind not in TEST_KINDS:
+        """Store a test row of a registered kind. Which kinds exist is the kinds' registry's
+        to say (:data:`TEST_KINDS` is that registry, a kind registered later included); the
+        store keeps no list of its own, but never stores a test the app could not start over."""
+        if not isinstance(t.kind, str) or t.kind not in TEST_KINDS:
             raise InvalidRequest(
-                f"test kind must be one of {', '.join(TEST_KINDS)}, got {t.kind!r}"
+                f"test kind must be one of {', '.join(TEST_KINDS)}, got {t.kind!r}"[:200]
             )
         row = asdict(t)
         row["config"] = to_json(t.config)
@@ -210,8 +214,9 @@ class RatingTables(Tables):
             "SELECT m.*, t.system_id, t.prompt_id, t.duration_s FROM mos_ratings m "
             "LEFT JOIN takes t ON t.take_id = m.take_id"
         )
+        where = " WHERE m.test_id = ? " if test_id else " "
         return self.read_frame(
-            sql + (" WHERE m.test_id = ?" if test_id else ""), [test_id] if test_id else []
+            sql + where + order_by("mos_ratings", "m"), [test_id] if test_id else []
         )
 
     def ab_frame(self, test_id: str | None = None) -> pd.DataFrame:
@@ -221,20 +226,22 @@ class RatingTables(Tables):
             "tb.duration_s AS duration_b_s FROM ab_votes v "
             "LEFT JOIN takes ta ON ta.take_id = v.take_a LEFT JOIN takes tb ON tb.take_id = v.take_b"
         )
+        where = " WHERE v.test_id = ? " if test_id else " "
         return self.read_frame(
-            sql + (" WHERE v.test_id = ?" if test_id else ""), [test_id] if test_id else []
+            sql + where + order_by("ab_votes", "v"), [test_id] if test_id else []
         )
 
     def glitch_frame(self) -> pd.DataFrame:
         """Rater glitch reports with the take's system and duration."""
         return self.read_frame(
             "SELECT g.*, t.system_id, t.duration_s, t.chunk_count FROM glitch_reports g "
-            "LEFT JOIN takes t ON t.take_id = g.take_id"
+            "LEFT JOIN takes t ON t.take_id = g.take_id " + order_by("glitch_reports", "g")
         )
 
     def findings_frame(self) -> pd.DataFrame:
         return self.read_frame(
-            "SELECT f.*, t.system_id FROM auto_findings f LEFT JOIN takes t ON t.take_id = f.take_id"
+            "SELECT f.*, t.system_id FROM auto_findings f "
+            "LEFT JOIN takes t ON t.take_id = f.take_id " + order_by("auto_findings", "f")
         )
 
 

@@ -1,402 +1,707 @@
-"""The store's schema: every table, as numbered migrations from an empty file to today.
+"""The store's tables, declared once for SQLite and PostgreSQL: columns, keys, indexes, the
+version that added each, and the order rows are read in.
 
-Why one table of migrations: the schema version is ``PRAGMA user_version``, and a DB is only
-as trustworthy as the path that built it. Every table the app keeps is created here, in order
-(the arena's too, since version 4: it used to create its tables itself, outside the version),
-so a DB at version N has exactly the tables version N promises, whoever opened it first.
-:func:`migrate` applies the missing versions on a read-write open, in one transaction;
-:func:`check_version` refuses, on a read-only open, a DB this listenlab would have to migrate.
+Why one plain declaration and not SQLAlchemy Core: every query is already hand-written SQL
+that both engines run through :class:`app.store.sql.Runner`, so a ``MetaData`` would serve
+the DDL alone and bring a large dependency for it. A table here is a small typed record;
+:mod:`app.store.migrations` renders it for each engine (TEXT / INTEGER → BIGINT / REAL →
+DOUBLE PRECISION / BLOB → BYTEA; on PostgreSQL every TEXT compares byte by byte, as SQLite's
+does) and derives the migrations from each part's ``since`` version. Everything that used to
+repeat the list of tables reads it from here instead:
+
+* :data:`TABLES` is in dependency order (a table after the tables it references): the order
+  ``listenlab db copy`` copies in; :func:`per_test_tables` reversed is the order a test's rows are
+  deleted in; :func:`export_tables` is a test's raw export, in the same order.
+* each table's ``order`` is a total order (it ends in a unique key), so the same study reads
+  back, and exports, in the same order on either engine (:func:`order_by`).
+
+A new column is one :class:`Column` with ``since=`` the next version (appended: a table's
+columns are listed in the order migrations added them); a new table is one :class:`Table`.
 """
 
 from __future__ import annotations
 
-from pathlib import Path
-from typing import TYPE_CHECKING
+from dataclasses import dataclass
 
-from app.store.records import StoreError
-
-if TYPE_CHECKING:
-    import sqlite_utils
-
-SCHEMA_VERSION = 6
+ENGINES = ("sqlite", "postgresql")
+TYPES = ("text", "integer", "real", "bytes")
 
 
-def _schema_v1(db: sqlite_utils.Database) -> None:
-    db["systems"].create(
-        {
-            "system_id": str,
-            "backend": str,
-            "voice": str,
-            "params": str,
-            "label": str,
-            "created_at": str,
-        },
-        pk="system_id",
-        not_null={"backend"},
-    )
-    db["prompts"].create(
-        {"prompt_id": str, "text": str, "language": str, "category": str, "created_at": str},
-        pk="prompt_id",
-        not_null={"text"},
-    )
-    db["takes"].create(
-        {
-            "take_id": str,
-            "system_id": str,
-            "prompt_id": str,
-            "backend": str,
-            "request": str,
-            "text": str,
-            "status": str,
-            "error": str,
-            "sample_rate": int,
-            "channels": int,
-            "frames": int,
-            "duration_s": float,
-            "total_ms": float,
-            "ttfa_ms": float,
-            "rtf": float,
-            "chunk_count": int,
-            "audio_path": str,
-            "meta": str,
-            "underrun_count": int,
-            "underrun_stall_ms": float,
-            "created_at": str,
-        },
-        pk="take_id",
-        not_null={"backend", "status", "sample_rate", "channels", "frames", "audio_path"},
-        foreign_keys=[("system_id", "systems", "system_id"), ("prompt_id", "prompts", "prompt_id")],
-    )
-    db["takes"].create_index(["system_id"])
-    db["chunks"].create(
-        {"take_id": str, "idx": int, "arrival_ms": float, "offset": int, "frames": int},
-        pk=("take_id", "idx"),
-        foreign_keys=[("take_id", "takes", "take_id")],
-    )
-    db["underruns"].create(
-        {
-            "report_id": str,
-            "take_id": str,
-            "rater_id": str,
-            "source": str,
-            "count": int,
-            "stall_ms": float,
-            "positions_ms": str,
-            "created_at": str,
-        },
-        pk="report_id",
-        foreign_keys=[("take_id", "takes", "take_id")],
-    )
-    db["raters"].create(
-        {"rater_id": str, "name": str, "meta": str, "created_at": str}, pk="rater_id"
-    )
-    db["tests"].create(
-        {"test_id": str, "kind": str, "name": str, "config": str, "created_at": str},
-        pk="test_id",
-        not_null={"kind"},
-    )
-    db["assignments"].create(
-        {
-            "assignment_id": str,
-            "test_id": str,
-            "rater_id": str,
-            "position": int,
-            "take_id": str,
-            "take_b_id": str,
-            "role": str,
-            "expected": float,
-            "created_at": str,
-        },
-        pk="assignment_id",
-        not_null={"test_id", "rater_id", "take_id", "role"},
-        foreign_keys=[("test_id", "tests", "test_id"), ("rater_id", "raters", "rater_id")],
-    )
-    db["assignments"].create_index(["test_id", "rater_id", "position"], unique=True)
-    db["mos_ratings"].create(
-        {
-            "rating_id": str,
-            "test_id": str,
-            "rater_id": str,
-            "take_id": str,
-            "score": float,
-            "played_ms": float,
-            "role": str,
-            "expected": float,
-            "created_at": str,
-        },
-        pk="rating_id",
-        not_null={"test_id", "rater_id", "take_id", "score", "role"},
-    )
-    db["mos_ratings"].create_index(["test_id", "rater_id", "take_id"], unique=True)
-    db["ab_votes"].create(
-        {
-            "vote_id": str,
-            "test_id": str,
-            "rater_id": str,
-            "item_key": str,
-            "take_a": str,
-            "take_b": str,
-            "system_a": str,
-            "system_b": str,
-            "choice": str,
-            "cmos": float,
-            "played_a_ms": float,
-            "played_b_ms": float,
-            "created_at": str,
-        },
-        pk="vote_id",
-        not_null={"test_id", "rater_id", "item_key", "take_a", "take_b", "choice"},
-    )
-    db["ab_votes"].create_index(["test_id", "rater_id", "item_key"], unique=True)
-    db["glitch_reports"].create(
-        {
-            "report_id": str,
-            "take_id": str,
-            "rater_id": str,
-            "test_id": str,
-            "position_ms": float,
-            "kind": str,
-            "boundary_index": int,
-            "boundary_ms": float,
-            "distance_ms": float,
-            "note": str,
-            "created_at": str,
-        },
-        pk="report_id",
-        not_null={"take_id", "rater_id", "position_ms"},
-    )
-    db["glitch_reports"].create_index(["take_id"])
-    db["auto_findings"].create(
-        {
-            "finding_id": str,
-            "take_id": str,
-            "detector": str,
-            "kind": str,
-            "time_s": float,
-            "boundary_index": int,
-            "severity": float,
-            "evidence": str,
-            "created_at": str,
-        },
-        pk="finding_id",
-        not_null={"take_id", "kind"},
-    )
-    db["auto_findings"].create_index(["take_id"])
+@dataclass(frozen=True)
+class Column:
+    name: str
+    type: str = "text"
+    """One of :data:`TYPES`."""
+    not_null: bool = False
+    default: str | None = None
+    """A SQL literal (``0``, ``'streaming'``)."""
+    references: tuple[str, str] | None = None
+    """``(table, column)`` of a foreign key."""
+    check: str | None = None
+    since: int | None = None
+    """The schema version that added the column (None: its table's)."""
+    exported: bool = True
+    """False: left out of a test's raw export (``test_raters.token_hash``)."""
 
 
-def _schema_v2(db: sqlite_utils.Database) -> None:
-    """Listening tests end to end: test lifecycle, stimuli (with the loudness gain applied),
-    raters' sessions (token hash, crowd id, headphone check, completion code), play events
-    (server-side listen-gating), one answer per item, MUSHRA ratings. Additive only."""
-    for sql in (
-        "ALTER TABLE tests ADD COLUMN status TEXT",
-        "ALTER TABLE tests ADD COLUMN updated_at TEXT",
-        "ALTER TABLE assignments ADD COLUMN slots TEXT",
-        "ALTER TABLE assignments ADD COLUMN condition TEXT",
-        "ALTER TABLE assignments ADD COLUMN meta TEXT",
-        "ALTER TABLE mos_ratings ADD COLUMN condition TEXT",
-        "ALTER TABLE mos_ratings ADD COLUMN assignment_id TEXT",
-        "ALTER TABLE ab_votes ADD COLUMN condition TEXT",
-        "ALTER TABLE ab_votes ADD COLUMN assignment_id TEXT",
-        """CREATE TABLE stimuli (
-            stimulus_id TEXT PRIMARY KEY, test_id TEXT NOT NULL REFERENCES tests(test_id),
-            take_id TEXT NOT NULL REFERENCES takes(take_id), source_take_id TEXT,
-            system_id TEXT, prompt_id TEXT, kind TEXT NOT NULL, expected REAL,
-            condition TEXT, gain_db REAL, loudness_lufs REAL, target_lufs REAL,
-            meta TEXT, created_at TEXT)""",
-        "CREATE UNIQUE INDEX idx_stimuli_test_take ON stimuli (test_id, take_id)",
-        """CREATE TABLE test_raters (
-            test_id TEXT NOT NULL REFERENCES tests(test_id),
-            rater_id TEXT NOT NULL REFERENCES raters(rater_id),
-            token_hash TEXT NOT NULL, seq INTEGER NOT NULL, crowd_id TEXT, crowd_source TEXT,
-            consent_at TEXT, headphone TEXT, headphone_pass INTEGER, completion_code TEXT,
-            finished_at TEXT, created_at TEXT, PRIMARY KEY (test_id, rater_id))""",
-        "CREATE UNIQUE INDEX idx_test_raters_token ON test_raters (token_hash)",
-        "CREATE UNIQUE INDEX idx_test_raters_seq ON test_raters (test_id, seq)",
-        """CREATE TABLE play_events (
-            event_id TEXT PRIMARY KEY, test_id TEXT NOT NULL, rater_id TEXT NOT NULL,
-            assignment_id TEXT NOT NULL, slot INTEGER NOT NULL, take_id TEXT,
-            condition TEXT, played_ms REAL, duration_ms REAL, complete INTEGER,
-            server_elapsed_ms REAL, underruns INTEGER, stall_ms REAL, created_at TEXT)""",
-        "CREATE INDEX idx_play_events_item ON play_events (test_id, rater_id, assignment_id)",
-        """CREATE TABLE answers (
-            answer_id TEXT PRIMARY KEY, test_id TEXT NOT NULL, rater_id TEXT NOT NULL,
-            assignment_id TEXT NOT NULL, kind TEXT NOT NULL, payload TEXT, condition TEXT,
-            created_at TEXT)""",
-        "CREATE UNIQUE INDEX idx_answers_item ON answers (test_id, rater_id, assignment_id)",
-        """CREATE TABLE mushra_ratings (
-            rating_id TEXT PRIMARY KEY, test_id TEXT NOT NULL, rater_id TEXT NOT NULL,
-            assignment_id TEXT NOT NULL, slot INTEGER NOT NULL, take_id TEXT NOT NULL,
-            system_id TEXT, role TEXT NOT NULL, prompt_id TEXT, score REAL NOT NULL,
-            created_at TEXT)""",
-        "CREATE UNIQUE INDEX idx_mushra_item ON mushra_ratings "
-        "(test_id, rater_id, assignment_id, slot)",
-    ):
-        db.execute(sql)
-    db.execute("UPDATE tests SET status = 'open' WHERE status IS NULL")
+@dataclass(frozen=True)
+class Index:
+    name: str
+    columns: tuple[str, ...]
+    unique: bool = False
+    since: int | None = None
 
 
-def _schema_v3(db: sqlite_utils.Database) -> None:
-    """Rater screening that a bot cannot pass: the headphone screen's trials with their answer
-    keys (server-side only), Prolific's study and session ids, the screen-out, the
-    familiarisation, the rater's design row (reissued after dropouts) and last activity."""
-    for sql in (
-        "ALTER TABLE test_raters ADD COLUMN study_id TEXT",
-        "ALTER TABLE test_raters ADD COLUMN session_id TEXT",
-        "ALTER TABLE test_raters ADD COLUMN design_row INTEGER",
-        "ALTER TABLE test_raters ADD COLUMN seen_at REAL",
-        "ALTER TABLE test_raters ADD COLUMN screened_out_at TEXT",
-        "ALTER TABLE test_raters ADD COLUMN screenout_code TEXT",
-        "ALTER TABLE test_raters ADD COLUMN familiar TEXT",
-        "ALTER TABLE test_raters ADD COLUMN familiarised_at TEXT",
-        "CREATE INDEX idx_test_raters_crowd ON test_raters (test_id, crowd_id)",
-        """CREATE TABLE screen_trials (
-            test_id TEXT NOT NULL, rater_id TEXT NOT NULL, n INTEGER NOT NULL,
-            kind TEXT NOT NULL, key TEXT NOT NULL, duration_ms REAL NOT NULL,
-            fetched_at REAL, fetches INTEGER NOT NULL DEFAULT 0, answer INTEGER, answered_at TEXT,
-            PRIMARY KEY (test_id, rater_id, n))""",
-    ):
-        db.execute(sql)
+@dataclass(frozen=True)
+class Table:
+    name: str
+    since: int
+    columns: tuple[Column, ...]
+    primary_key: tuple[str, ...] = ()
+    indexes: tuple[Index, ...] = ()
+    order: tuple[str, ...] = ()
+    """Columns every read of whole rows sorts by; it ends in a unique key (checked by
+    ``tests/test_store_schema.py``)."""
+    engines: tuple[str, ...] = ENGINES
+    study: bool = True
+    """Part of a study (copied by ``listenlab db copy``, checked by ``db check``); False for
+    an engine's own bookkeeping."""
+    per_test: bool = False
+    """Its rows belong to one listening test (a ``test_id``): deleted with it."""
+    exported: bool = False
+    """Written to a test's raw export (``raw/<table>.csv``)."""
+
+    def column(self, name: str) -> Column:
+        for c in self.columns:
+            if c.name == name:
+                return c
+        raise KeyError(f"{self.name} has no column {name!r}")
+
+    @property
+    def names(self) -> tuple[str, ...]:
+        return tuple(c.name for c in self.columns)
+
+    def since_of(self, part: Column | Index) -> int:
+        return self.since if part.since is None else part.since
+
+    @property
+    def unique_keys(self) -> tuple[tuple[str, ...], ...]:
+        """The primary key and every unique index's columns."""
+        keys = (self.primary_key,) if self.primary_key else ()
+        return keys + tuple(i.columns for i in self.indexes if i.unique)
 
 
-def _schema_v4(db: sqlite_utils.Database) -> None:
-    """The open arena: battles, their streams and plays, one vote per battle, the voter salt
-    and admin settings, dropped voters. Before this version the arena created these tables
-    itself at start-up, so a version-3 DB may already have them (with or without the
-    ``voter`` columns, added after the arena's first release): every statement is written to
-    keep what is there."""
-    db.execute(
-        """CREATE TABLE IF NOT EXISTS arena_battles (
-            battle_id TEXT PRIMARY KEY,
-            owner TEXT NOT NULL,
-            text TEXT NOT NULL,
-            text_source TEXT NOT NULL,
-            system_a TEXT NOT NULL,
-            system_b TEXT NOT NULL,
-            created_ts REAL NOT NULL,
-            created_at TEXT NOT NULL,
-            played_a_ts REAL,
-            played_b_ts REAL
-        )"""
-    )
-    db.execute(
-        """CREATE TABLE IF NOT EXISTS arena_streams (
-            take_id TEXT PRIMARY KEY,
-            battle_id TEXT NOT NULL REFERENCES arena_battles(battle_id),
-            side TEXT NOT NULL CHECK (side IN ('a', 'b')),
-            ws_session TEXT NOT NULL,
-            requested_ts REAL NOT NULL,
-            status TEXT NOT NULL DEFAULT 'streaming',
-            duration_s REAL,
-            earliest_end_ts REAL,
-            superseded_ts REAL,
-            played_ts REAL,
-            played_ms REAL
-        )"""
-    )
-    db.execute("CREATE TABLE IF NOT EXISTS arena_meta (key TEXT PRIMARY KEY, value TEXT NOT NULL)")
-    db.execute(
-        """CREATE TABLE IF NOT EXISTS arena_dropped_voters (
-            voter TEXT PRIMARY KEY,
-            votes_dropped INTEGER NOT NULL,
-            dropped_at TEXT NOT NULL
-        )"""
-    )
-    db.execute(
-        """CREATE TABLE IF NOT EXISTS arena_votes (
-            battle_id TEXT PRIMARY KEY REFERENCES arena_battles(battle_id),
-            choice TEXT NOT NULL CHECK (choice IN ('a', 'b', 'tie', 'both_bad')),
-            system_a TEXT NOT NULL,
-            system_b TEXT NOT NULL,
-            text_source TEXT NOT NULL,
-            decision_ms REAL,
-            voted_ts REAL NOT NULL,
-            created_at TEXT NOT NULL
-        )"""
-    )
-    for table in ("arena_battles", "arena_votes"):
-        cols = {r[1] for r in db.execute(f"PRAGMA table_info({table})").fetchall()}
-        if "voter" not in cols:
-            db.execute(f"ALTER TABLE {table} ADD COLUMN voter TEXT")
-    for sql in (
-        "CREATE INDEX IF NOT EXISTS arena_battles_owner ON arena_battles (owner, created_ts)",
-        "CREATE INDEX IF NOT EXISTS arena_battles_created ON arena_battles (created_ts)",
-        "CREATE INDEX IF NOT EXISTS arena_battles_voter ON arena_battles (voter, created_ts)",
-        "CREATE INDEX IF NOT EXISTS arena_streams_battle ON arena_streams (battle_id)",
-        "CREATE INDEX IF NOT EXISTS arena_streams_session ON arena_streams (ws_session, status)",
-        "CREATE INDEX IF NOT EXISTS arena_votes_voter ON arena_votes (voter, voted_ts)",
-    ):
-        db.execute(sql)
+def text(name: str, **kw) -> Column:
+    return Column(name, "text", **kw)
 
 
-def _schema_v5(db: sqlite_utils.Database) -> None:
-    """A listening test's optional rater questionnaire (listening device, headphone type,
-    native language, age band: ITU-T P.808's questions), one JSON object per rater."""
-    db.execute("ALTER TABLE test_raters ADD COLUMN questionnaire TEXT")
+def integer(name: str, **kw) -> Column:
+    return Column(name, "integer", **kw)
 
 
-def _schema_v6(db: sqlite_utils.Database) -> None:
-    """A listening test's crowd settings (completion and screen-out codes and URLs) can be
-    edited while it is open; each change is kept with its time, so a study can say which
-    raters saw which code."""
-    for sql in (
-        """CREATE TABLE test_changes (
-            change_id TEXT PRIMARY KEY, test_id TEXT NOT NULL, field TEXT NOT NULL,
-            old_value TEXT, new_value TEXT, changed_at TEXT NOT NULL)""",
-        "CREATE INDEX idx_test_changes_test ON test_changes (test_id, changed_at)",
-    ):
-        db.execute(sql)
+def real(name: str, **kw) -> Column:
+    return Column(name, "real", **kw)
 
 
-MIGRATIONS = {
-    1: _schema_v1,
-    2: _schema_v2,
-    3: _schema_v3,
-    4: _schema_v4,
-    5: _schema_v5,
-    6: _schema_v6,
+def key(name: str, **kw) -> Column:
+    """A NOT NULL text column (most of the listening tables' keys)."""
+    return Column(name, "text", not_null=True, **kw)
+
+
+TABLES: tuple[Table, ...] = (
+    Table(
+        "systems",
+        1,
+        (
+            text("system_id"),
+            key("backend"),
+            text("voice"),
+            text("params"),
+            text("label"),
+            text("created_at"),
+        ),
+        primary_key=("system_id",),
+        order=("created_at", "system_id"),
+    ),
+    Table(
+        "prompts",
+        1,
+        (
+            text("prompt_id"),
+            key("text"),
+            text("language"),
+            text("category"),
+            text("created_at"),
+        ),
+        primary_key=("prompt_id",),
+        order=("created_at", "prompt_id"),
+    ),
+    Table(
+        "takes",
+        1,
+        (
+            text("take_id"),
+            text("system_id", references=("systems", "system_id")),
+            text("prompt_id", references=("prompts", "prompt_id")),
+            key("backend"),
+            text("request"),
+            text("text"),
+            key("status"),
+            text("error"),
+            integer("sample_rate", not_null=True),
+            integer("channels", not_null=True),
+            integer("frames", not_null=True),
+            real("duration_s"),
+            real("total_ms"),
+            real("ttfa_ms"),
+            real("rtf"),
+            integer("chunk_count"),
+            key("audio_path"),
+            text("meta"),
+            integer("underrun_count"),
+            real("underrun_stall_ms"),
+            text("created_at"),
+        ),
+        primary_key=("take_id",),
+        indexes=(Index("idx_takes_system_id", ("system_id",)),),
+        order=("created_at", "take_id"),
+    ),
+    Table(
+        "chunks",
+        1,
+        (
+            text("take_id", references=("takes", "take_id")),
+            integer("idx"),
+            real("arrival_ms"),
+            integer("offset"),
+            integer("frames"),
+        ),
+        primary_key=("take_id", "idx"),
+        order=("take_id", "idx"),
+    ),
+    Table(
+        "underruns",
+        1,
+        (
+            text("report_id"),
+            text("take_id", references=("takes", "take_id")),
+            text("rater_id"),
+            text("source"),
+            integer("count"),
+            real("stall_ms"),
+            text("positions_ms"),
+            text("created_at"),
+        ),
+        primary_key=("report_id",),
+        order=("created_at", "report_id"),
+    ),
+    Table(
+        "take_audio",  # PostgreSQL replicas share no disk: a take's encoded audio
+        4,
+        (
+            text("take_id", references=("takes", "take_id")),
+            key("format"),
+            integer("bytes", not_null=True),
+            Column("data", "bytes", not_null=True),
+        ),
+        primary_key=("take_id",),
+        order=("take_id",),
+        engines=("postgresql",),
+        study=False,
+    ),
+    Table(
+        "auto_findings",
+        1,
+        (
+            text("finding_id"),
+            key("take_id"),
+            text("detector"),
+            key("kind"),
+            real("time_s"),
+            integer("boundary_index"),
+            real("severity"),
+            text("evidence"),
+            text("created_at"),
+        ),
+        primary_key=("finding_id",),
+        indexes=(Index("idx_auto_findings_take_id", ("take_id",)),),
+        order=("take_id", "detector", "time_s", "finding_id"),
+    ),
+    Table(
+        "raters",
+        1,
+        (text("rater_id"), text("name"), text("meta"), text("created_at")),
+        primary_key=("rater_id",),
+        order=("created_at", "rater_id"),
+    ),
+    Table(
+        "tests",
+        1,
+        (
+            text("test_id"),
+            key("kind"),
+            text("name"),
+            text("config"),
+            text("created_at"),
+            text("status", since=2),
+            text("updated_at", since=2),
+        ),
+        primary_key=("test_id",),
+        order=("created_at", "test_id"),
+        per_test=True,
+    ),
+    Table(
+        "assignments",
+        1,
+        (
+            text("assignment_id"),
+            key("test_id", references=("tests", "test_id")),
+            key("rater_id", references=("raters", "rater_id")),
+            integer("position"),
+            key("take_id"),
+            text("take_b_id"),
+            key("role"),
+            real("expected"),
+            text("created_at"),
+            text("slots", since=2),
+            text("condition", since=2),
+            text("meta", since=2),
+        ),
+        primary_key=("assignment_id",),
+        indexes=(
+            Index(
+                "idx_assignments_test_id_rater_id_position",
+                ("test_id", "rater_id", "position"),
+                unique=True,
+            ),
+        ),
+        order=("test_id", "rater_id", "position", "assignment_id"),
+        per_test=True,
+        exported=True,
+    ),
+    Table(
+        "stimuli",
+        2,
+        (
+            text("stimulus_id"),
+            key("test_id", references=("tests", "test_id")),
+            key("take_id", references=("takes", "take_id")),
+            text("source_take_id"),
+            text("system_id"),
+            text("prompt_id"),
+            key("kind"),
+            real("expected"),
+            text("condition"),
+            real("gain_db"),
+            real("loudness_lufs"),
+            real("target_lufs"),
+            text("meta"),
+            text("created_at"),
+        ),
+        primary_key=("stimulus_id",),
+        indexes=(Index("idx_stimuli_test_take", ("test_id", "take_id"), unique=True),),
+        order=("test_id", "created_at", "stimulus_id"),
+        per_test=True,
+        exported=True,
+    ),
+    Table(
+        "test_raters",
+        2,
+        (
+            key("test_id", references=("tests", "test_id")),
+            key("rater_id", references=("raters", "rater_id")),
+            key("token_hash", exported=False),
+            integer("seq", not_null=True),
+            text("crowd_id"),
+            text("crowd_source"),
+            text("consent_at"),
+            text("headphone"),
+            integer("headphone_pass"),
+            text("completion_code"),
+            text("finished_at"),
+            text("created_at"),
+            text("study_id", since=3),
+            text("session_id", since=3),
+            integer("design_row", since=3),
+            real("seen_at", since=3),
+            text("screened_out_at", since=3),
+            text("screenout_code", since=3),
+            text("familiar", since=3),
+            text("familiarised_at", since=3),
+            text("questionnaire", since=5),
+        ),
+        primary_key=("test_id", "rater_id"),
+        indexes=(
+            Index("idx_test_raters_token", ("token_hash",), unique=True),
+            Index("idx_test_raters_seq", ("test_id", "seq"), unique=True),
+            Index("idx_test_raters_crowd", ("test_id", "crowd_id"), since=3),
+        ),
+        order=("test_id", "seq"),
+        per_test=True,
+        exported=True,
+    ),
+    Table(
+        "test_changes",  # exported in study.json's setting_changes, not as a raw table
+        6,
+        (
+            text("change_id"),
+            key("test_id"),
+            key("field"),
+            text("old_value"),
+            text("new_value"),
+            key("changed_at"),
+        ),
+        primary_key=("change_id",),
+        indexes=(Index("idx_test_changes_test", ("test_id", "changed_at")),),
+        order=("test_id", "changed_at", "field", "change_id"),
+        per_test=True,
+    ),
+    Table(
+        "screen_trials",
+        3,
+        (
+            key("test_id"),
+            key("rater_id"),
+            integer("n", not_null=True),
+            key("kind"),
+            key("key"),
+            real("duration_ms", not_null=True),
+            real("fetched_at"),
+            integer("fetches", not_null=True, default="0"),
+            integer("answer"),
+            text("answered_at"),
+        ),
+        primary_key=("test_id", "rater_id", "n"),
+        order=("test_id", "rater_id", "n"),
+        per_test=True,
+        exported=True,
+    ),
+    Table(
+        "play_events",
+        2,
+        (
+            text("event_id"),
+            key("test_id"),
+            key("rater_id"),
+            key("assignment_id"),
+            integer("slot", not_null=True),
+            text("take_id"),
+            text("condition"),
+            real("played_ms"),
+            real("duration_ms"),
+            integer("complete"),
+            real("server_elapsed_ms"),
+            integer("underruns"),
+            real("stall_ms"),
+            text("created_at"),
+        ),
+        primary_key=("event_id",),
+        indexes=(Index("idx_play_events_item", ("test_id", "rater_id", "assignment_id")),),
+        order=("test_id", "created_at", "event_id"),
+        per_test=True,
+        exported=True,
+    ),
+    Table(
+        "answers",
+        2,
+        (
+            text("answer_id"),
+            key("test_id"),
+            key("rater_id"),
+            key("assignment_id"),
+            key("kind"),
+            text("payload"),
+            text("condition"),
+            text("created_at"),
+        ),
+        primary_key=("answer_id",),
+        indexes=(Index("idx_answers_item", ("test_id", "rater_id", "assignment_id"), unique=True),),
+        order=("test_id", "created_at", "answer_id"),
+        per_test=True,
+        exported=True,
+    ),
+    Table(
+        "mos_ratings",
+        1,
+        (
+            text("rating_id"),
+            key("test_id"),
+            key("rater_id"),
+            key("take_id"),
+            real("score", not_null=True),
+            real("played_ms"),
+            key("role"),
+            real("expected"),
+            text("created_at"),
+            text("condition", since=2),
+            text("assignment_id", since=2),
+        ),
+        primary_key=("rating_id",),
+        indexes=(
+            Index(
+                "idx_mos_ratings_test_id_rater_id_take_id",
+                ("test_id", "rater_id", "take_id"),
+                unique=True,
+            ),
+        ),
+        order=("test_id", "created_at", "rating_id"),
+        per_test=True,
+        exported=True,
+    ),
+    Table(
+        "ab_votes",
+        1,
+        (
+            text("vote_id"),
+            key("test_id"),
+            key("rater_id"),
+            key("item_key"),
+            key("take_a"),
+            key("take_b"),
+            text("system_a"),
+            text("system_b"),
+            key("choice"),
+            real("cmos"),
+            real("played_a_ms"),
+            real("played_b_ms"),
+            text("created_at"),
+            text("condition", since=2),
+            text("assignment_id", since=2),
+        ),
+        primary_key=("vote_id",),
+        indexes=(
+            Index(
+                "idx_ab_votes_test_id_rater_id_item_key",
+                ("test_id", "rater_id", "item_key"),
+                unique=True,
+            ),
+        ),
+        order=("test_id", "created_at", "vote_id"),
+        per_test=True,
+        exported=True,
+    ),
+    Table(
+        "mushra_ratings",
+        2,
+        (
+            text("rating_id"),
+            key("test_id"),
+            key("rater_id"),
+            key("assignment_id"),
+            integer("slot", not_null=True),
+            key("take_id"),
+            text("system_id"),
+            key("role"),
+            text("prompt_id"),
+            real("score", not_null=True),
+            text("created_at"),
+        ),
+        primary_key=("rating_id",),
+        indexes=(
+            Index("idx_mushra_item", ("test_id", "rater_id", "assignment_id", "slot"), unique=True),
+        ),
+        order=("test_id", "rater_id", "assignment_id", "slot"),
+        per_test=True,
+        exported=True,
+    ),
+    Table(
+        "glitch_reports",  # a mark outside a test (the Playground's) has no test_id
+        1,
+        (
+            text("report_id"),
+            key("take_id"),
+            key("rater_id"),
+            text("test_id"),
+            real("position_ms", not_null=True),
+            text("kind"),
+            integer("boundary_index"),
+            real("boundary_ms"),
+            real("distance_ms"),
+            text("note"),
+            text("created_at"),
+        ),
+        primary_key=("report_id",),
+        indexes=(Index("idx_glitch_reports_take_id", ("take_id",)),),
+        order=("test_id", "created_at", "report_id"),
+        per_test=True,
+        exported=True,
+    ),
+    Table(
+        "arena_battles",
+        4,
+        (
+            text("battle_id"),
+            key("owner"),
+            key("text"),
+            key("text_source"),
+            key("system_a"),
+            key("system_b"),
+            real("created_ts", not_null=True),
+            key("created_at"),
+            real("played_a_ts"),
+            real("played_b_ts"),
+            text("voter"),
+        ),
+        primary_key=("battle_id",),
+        indexes=(
+            Index("arena_battles_owner", ("owner", "created_ts")),
+            Index("arena_battles_created", ("created_ts",)),
+            Index("arena_battles_voter", ("voter", "created_ts")),
+        ),
+        order=("created_ts", "battle_id"),
+    ),
+    Table(
+        "arena_streams",
+        4,
+        (
+            text("take_id"),
+            key("battle_id", references=("arena_battles", "battle_id")),
+            key("side", check="side IN ('a', 'b')"),
+            key("ws_session"),
+            real("requested_ts", not_null=True),
+            key("status", default="'streaming'"),
+            real("duration_s"),
+            real("earliest_end_ts"),
+            real("superseded_ts"),
+            real("played_ts"),
+            real("played_ms"),
+        ),
+        primary_key=("take_id",),
+        indexes=(
+            Index("arena_streams_battle", ("battle_id",)),
+            Index("arena_streams_session", ("ws_session", "status")),
+        ),
+        order=("requested_ts", "take_id"),
+    ),
+    Table(
+        "arena_votes",
+        4,
+        (
+            text("battle_id", references=("arena_battles", "battle_id")),
+            key("choice", check="choice IN ('a', 'b', 'tie', 'both_bad')"),
+            key("system_a"),
+            key("system_b"),
+            key("text_source"),
+            real("decision_ms"),
+            real("voted_ts", not_null=True),
+            key("created_at"),
+            text("voter"),
+        ),
+        primary_key=("battle_id",),
+        indexes=(Index("arena_votes_voter", ("voter", "voted_ts")),),
+        order=("voted_ts", "battle_id"),
+    ),
+    Table(
+        "arena_meta",
+        4,
+        (text("key"), key("value")),
+        primary_key=("key",),
+        order=("key",),
+    ),
+    Table(
+        "arena_dropped_voters",
+        4,
+        (text("voter"), integer("votes_dropped", not_null=True), key("dropped_at")),
+        primary_key=("voter",),
+        order=("voter",),
+    ),
+    Table(
+        "login_failures",  # the admin login's back-off, shared by PostgreSQL replicas
+        4,
+        (key("client"), integer("failures", not_null=True), real("last_ts", not_null=True)),
+        primary_key=("client",),
+        indexes=(Index("login_failures_last", ("last_ts",)),),
+        order=("client",),
+        engines=("postgresql",),
+        study=False,
+    ),
+    Table(
+        "schema_version",  # PostgreSQL's version record (SQLite's is PRAGMA user_version)
+        4,
+        (integer("version", not_null=True),),
+        order=("version",),
+        engines=("postgresql",),
+        study=False,
+    ),
+)
+"""Every table, parents before the tables that reference them."""
+
+DATA_MIGRATIONS: dict[int, tuple[str, ...]] = {
+    2: ("UPDATE tests SET status = 'open' WHERE status IS NULL",),
 }
-"""``{version: function(db)}``: applied in order, each in one transaction, on open."""
+"""Statements a version runs on the rows it finds, after its tables and columns (both
+engines speak them)."""
+ENGINES_ALIKE = 7
+"""The version from which PostgreSQL keeps what SQLite keeps: every TEXT column compares and
+sorts byte by byte (``COLLATE "C"``), whatever the server's locale, and no REAL holds a
+negative zero (SQLite stores -0.0 as 0). SQLite has nothing to change at this version."""
+
+SCHEMA_VERSION = max(
+    [
+        ENGINES_ALIKE,
+        *DATA_MIGRATIONS,
+        *(t.since for t in TABLES),
+        *(t.since_of(p) for t in TABLES for p in (*t.columns, *t.indexes)),
+    ]
+)
+"""The version this listenlab writes: the newest ``since`` above."""
+
+BY_NAME: dict[str, Table] = {t.name: t for t in TABLES}
 
 
-def version_of(db: sqlite_utils.Database) -> int:
-    return int(db.execute("PRAGMA user_version").fetchone()[0])
-
-
-def _too_new(path: Path, version: int) -> StoreError:
-    return StoreError(
-        f"{path} has schema version {version}; this listenlab knows up to "
-        f"{SCHEMA_VERSION}: upgrade listenlab"
-    )
-
-
-def check_version(db: sqlite_utils.Database, path: Path) -> None:
-    """Refuse a DB that is not at :data:`SCHEMA_VERSION` (a read-only open cannot migrate)."""
-    version = version_of(db)
-    if version > SCHEMA_VERSION:
-        raise _too_new(path, version)
-    if version < SCHEMA_VERSION:
-        raise StoreError(
-            f"{path} has schema version {version} (this listenlab writes "
-            f"{SCHEMA_VERSION}); a read-only command does not migrate it: start "
-            "`listenlab serve` on it once (or open it read-write) to upgrade it"
-        )
-
-
-def migrate(db: sqlite_utils.Database, path: Path) -> None:
-    """Bring the DB to :data:`SCHEMA_VERSION` (one transaction; refuses a newer DB)."""
-    db.execute("BEGIN IMMEDIATE")  # one process migrates; the others wait, then see it done
+def table(name: str) -> Table:
     try:
-        version = version_of(db)
-        if version > SCHEMA_VERSION:
-            raise _too_new(path, version)
-        for v in range(version + 1, SCHEMA_VERSION + 1):
-            MIGRATIONS[v](db)
-            db.execute(f"PRAGMA user_version = {v}")
-        db.execute("COMMIT")
-    except BaseException:
-        db.rollback()
-        raise
+        return BY_NAME[name]
+    except KeyError:
+        raise KeyError(f"no table {name!r} is declared") from None
 
 
-__all__ = ["MIGRATIONS", "SCHEMA_VERSION", "check_version", "migrate", "version_of"]
+def tables_of(engine: str) -> tuple[Table, ...]:
+    """The tables ``engine`` keeps, in dependency order."""
+    return tuple(t for t in TABLES if engine in t.engines)
+
+
+def study_tables() -> tuple[str, ...]:
+    """The tables of a study, on both engines, parents first: ``listenlab db copy``'s order."""
+    return tuple(t.name for t in TABLES if t.study)
+
+
+def per_test_tables() -> tuple[str, ...]:
+    """Tables whose rows belong to one test, parents first (``tests`` itself included)."""
+    return tuple(t.name for t in TABLES if t.per_test)
+
+
+def export_tables() -> tuple[str, ...]:
+    """A test's raw export (``raw/<table>.csv``), in declaration order."""
+    return tuple(t.name for t in TABLES if t.exported)
+
+
+def quoted(name: str) -> str:
+    return '"' + name.replace('"', '""') + '"'
+
+
+def order_by(name: str, alias: str = "") -> str:
+    """``ORDER BY`` the table's total order: NULLs first on both engines (each has its own
+    default), columns qualified with ``alias`` when the query joins."""
+    prefix = f"{alias}." if alias else ""
+    return "ORDER BY " + ", ".join(f"{prefix}{quoted(c)} NULLS FIRST" for c in table(name).order)
+
+
+__all__ = [
+    "ENGINES_ALIKE",
+    "DATA_MIGRATIONS",
+    "ENGINES",
+    "SCHEMA_VERSION",
+    "TABLES",
+    "TYPES",
+    "Column",
+    "Index",
+    "Table",
+    "export_tables",
+    "order_by",
+    "quoted",
+    "study_tables",
+    "table",
+    "tables_of",
+    "per_test_tables",
+]

@@ -4,8 +4,10 @@ Why SQLite: a Hugging Face Space or a laptop runs listenlab as one process with 
 a single file that can be copied (with its audio folder) is the whole lab. :class:`Store`
 implements :class:`app.store.interface.StoreEngine` from three parts: the connections
 (:mod:`app.store.connection`), the tables (:mod:`app.store.takes`, :mod:`app.store.ratings`,
-``store.arena`` = :mod:`app.store.arena`) and the schema (:mod:`app.store.schema`), which
-:meth:`Store.open` creates or migrates, refusing a DB written by a newer listenlab.
+``store.arena`` = :mod:`app.store.arena`) and the schema (declared in :mod:`app.store.schema`,
+migrated by :mod:`app.store.migrations`), which :meth:`Store.open` creates or migrates,
+refusing a DB written by a newer listenlab. ``Store.open`` opens SQLite files only: a ``--db``
+value that may be either engine goes through :func:`app.store.open_store`.
 
 ``Store.open(path, read_only=True)`` (``report``, ``export``, ``analyze DB:…``) opens the file
 with a ``mode=ro`` URI: it never migrates, never sets a journal mode, never writes, so it is
@@ -20,10 +22,11 @@ from typing import TYPE_CHECKING
 
 from app.store.arena import ArenaTables
 from app.store.connection import Connections, SQLiteRunner
+from app.store.migrations import check_version, migrate, read_version
 from app.store.ratings import RatingTables
 from app.store.records import StoreError
-from app.store.schema import check_version, migrate, version_of
 from app.store.takes import TakeTables
+from app.store.urls import is_postgres
 
 if TYPE_CHECKING:
     import sqlite_utils
@@ -66,23 +69,18 @@ class Store(TakeTables, RatingTables):
         busy_timeout_s: float = 30.0,
         audio_dir: str | None = None,
         read_only: bool = False,
-        local_dir: str | Path | None = None,
     ) -> Store:
-        """Open (creating or migrating) the store at ``path``.
-
-        ``path`` may also be a ``postgresql://`` URL: then the store is
-        :class:`app.store.postgres.PgStore` (same methods), and ``local_dir`` is this
-        process's folder for the audio it reads back (SQLite keeps audio beside the file).
+        """Open (creating or migrating) the SQLite store at ``path``.
 
         ``journal_mode``: None picks it by path (:func:`app.store.journal_mode_for`);
         ``"delete"`` for network filesystems (see :mod:`app.store.connection`).
         ``read_only=True`` opens an existing store without writing anything to it (not even its
         journal mode): what every command that only reads must use.
         """
-        from app.store.postgres import PgStore, is_postgres
-
         if is_postgres(path):
-            return PgStore.open(str(path), read_only=read_only, local_dir=local_dir)  # type: ignore[return-value]
+            raise StoreError(
+                "a postgresql:// URL is not a SQLite file: open it with app.store.open_store"
+            )
         path = Path(path)
         if read_only:
             if not path.is_file():
@@ -91,7 +89,7 @@ class Store(TakeTables, RatingTables):
                 path, journal_mode=journal_mode, busy_timeout_s=busy_timeout_s, read_only=True
             )
             try:
-                check_version(store.conn, store.path)
+                check_version(store.sql, str(store.path))
             except BaseException:
                 store.close()
                 raise
@@ -101,7 +99,7 @@ class Store(TakeTables, RatingTables):
             path, journal_mode=journal_mode, busy_timeout_s=busy_timeout_s, audio_dir=audio_dir
         )
         try:
-            migrate(store.db, store.path)
+            migrate(store.sql, str(store.path))
         except BaseException:
             store.close()  # frees its connection and the open-lock it took
             raise
@@ -135,7 +133,7 @@ class Store(TakeTables, RatingTables):
 
     @property
     def schema_version(self) -> int:
-        return version_of(self.db)
+        return read_version(self.sql)
 
     def snapshot(self, dest: str | Path) -> list[tuple[Path, str]]:
         """A consistent copy of the database at ``dest`` while the server keeps writing

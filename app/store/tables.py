@@ -15,6 +15,7 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 from app.store.records import AlreadyVoted, UnknownItem, Written
+from app.store.schema import BY_NAME, order_by
 from app.store.sql import ConstraintFailed
 from backends.errors import InvalidRequest
 
@@ -39,11 +40,12 @@ def ab_item_key(take_a: str, take_b: str) -> str:
 
 
 EXISTING_KEYS = {
-    "mos_ratings": ("rating_id", ("test_id", "rater_id", "take_id")),
-    "ab_votes": ("vote_id", ("test_id", "rater_id", "item_key")),
-    "assignments": ("assignment_id", ("test_id", "rater_id", "position")),
+    t.name: (t.primary_key[0], t.unique_keys[1])
+    for t in BY_NAME.values()
+    if len(t.primary_key) == 1 and len(t.unique_keys) > 1
 }
-"""Per table with a "one per rater per item" key: its id column and the key's columns."""
+"""Per table with an id and a second unique key (one vote per rater per item): the id column
+and the key's columns, from the declaration."""
 
 
 class Tables:
@@ -115,11 +117,13 @@ class Tables:
         return r[0] if r else ""
 
     def frame(self, table: str) -> pd.DataFrame:
-        """A whole table as a DataFrame (every table of the schema, plus ``underruns``)."""
+        """A whole table as a DataFrame, in the table's declared order (the same rows in the
+        same order on either engine)."""
         names = self.sql.table_names()
         if table not in names:
             raise InvalidRequest(f"no table {table!r}; tables: {', '.join(names)}")
-        return self.read_frame(f'SELECT * FROM "{table}"')
+        order = order_by(table) if table in BY_NAME else ""
+        return self.read_frame(f'SELECT * FROM "{table}" {order}')
 
 
 __all__ = ["EXISTING_KEYS", "Tables", "ab_item_key", "from_json", "to_json"]

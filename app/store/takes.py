@@ -25,6 +25,7 @@ from app.store.records import (
     new_id,
     now_iso,
 )
+from app.store.schema import order_by
 from app.store.sql import ConstraintFailed
 from app.store.tables import Tables, from_json, to_json
 from backends.errors import InvalidRequest
@@ -291,13 +292,13 @@ class TakeTables(Tables):
         return w
 
     def takes_frame(self) -> pd.DataFrame:
-        return self.read_frame("SELECT * FROM takes ORDER BY created_at, take_id")
+        return self.read_frame(f"SELECT * FROM takes {order_by('takes')}")
 
     def chunks_frame(self) -> pd.DataFrame:
-        return self.read_frame("SELECT * FROM chunks ORDER BY take_id, idx")
+        return self.read_frame(f"SELECT * FROM chunks {order_by('chunks')}")
 
     def underruns_frame(self) -> pd.DataFrame:
-        return self.read_frame("SELECT * FROM underruns ORDER BY created_at")
+        return self.read_frame(f"SELECT * FROM underruns {order_by('underruns')}")
 
 
 __all__ = ["AUDIO_FORMATS", "TakeTables"]

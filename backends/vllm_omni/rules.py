@@ -1,12 +1,14 @@
-"""vLLM-Omni's request refusals, in its order and its words, from one model's rules.
+"""vLLM-Omni's request refusals, in its order and its words: the checks every model shares.
 
 Why here: ``listenlab api`` must refuse what vLLM-Omni 0.30.0 refuses, with the same message,
-and the remote backend must never send a field the served model refuses. Both read the model's
-:class:`~backends.vllm_omni.model_table.SpeechRules` (the one model table) through this module,
-which ports the checks of ``serving_speech.py`` (``_validate_speech_sample_rate``,
-``_apply_uploaded_speaker``, ``_validate_ref_audio_format``) and of each seed model's adapter
-``validate()`` (``tts_adapters/qwen3_tts.py``, ``fish_speech.py``, ``cosyvoice3.py``,
-``moss_tts.py``, ``voxcpm2.py``). Each check returns the reference's message, or None.
+and the remote backend must never send a field the served model refuses. A model's own rules
+are a :class:`SpeechRules` value in its module (``backends/vllm_omni/models/<model>.py``); this
+module holds the type, the server-level checks of ``serving_speech.py``
+(``_validate_speech_sample_rate``, ``_apply_uploaded_speaker``, ``_validate_ref_audio_format``)
+and the adapter check that most models share (:meth:`SpeechRules.validate`, the shape of
+Fish Speech's, CosyVoice3's, MOSS-TTS-Nano's and VoxCPM2's ``validate()``). A model whose
+adapter checks more (Qwen3-TTS's task types) subclasses :class:`SpeechRules` in its module and
+overrides ``validate``. Each check returns the reference's message, or None.
 
 The request is a :class:`RequestView`, changed in place the way the adapters change
 ``OpenAICreateSpeechRequest`` (Qwen3-TTS lower-cases the voice, title-cases the language and
@@ -15,20 +17,102 @@ infers ``task_type: "Base"`` from ``ref_audio``/``ref_text``).
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import urlparse
 
-from backends.vllm_omni.model_table import MAX_NEW_TOKENS_RANGE, SpeechRules
+MAX_NEW_TOKENS_RANGE = (1, 4096)
+"""What every model's adapter accepts as ``max_new_tokens``: vLLM-Omni 0.30.0
+``tts_adapters/base.py:224`` ``max_new_tokens_min = 1`` and ``:226`` ``max_new_tokens_max = 4096``."""
+
+MAX_INSTRUCTIONS = 500
+"""``serving_speech.py:115`` ``_TTS_MAX_INSTRUCTIONS_LENGTH = 500`` (vLLM-Omni 0.30.0)."""
 
 REF_AUDIO_FORMAT = (
     "ref_audio must be a URL (http/https), base64 data URL (data:...), or file URI (file://...)"
 )
 """``serving_speech.py`` ``_validate_ref_audio_format``."""
 
-_VARIANT = re.compile(r"(?:^|[-_.])(custom[-_.]?voice|voice[-_.]?design|base)$")
-_VARIANTS = {"customvoice": "CustomVoice", "voicedesign": "VoiceDesign", "base": "Base"}
+
+@dataclass(frozen=True)
+class SpeechRules:
+    """One model's request rules as its vLLM-Omni adapter applies them (``validate``).
+
+    A value of this class lives in the model's module; ``listenlab api`` answers with it and
+    the remote backend checks it before it sends anything. The fields are data (a
+    ``listenlab api`` model card carries them to a remote client as JSON); what a model checks
+    beyond them is its subclass's :meth:`validate`.
+    """
+
+    reference_type: str
+    """vLLM-Omni's model type (the adapter's ``name``): ``qwen3_tts``, ``fish_tts``, …"""
+    source: str
+    """Where these rules were read (file and line of vLLM-Omni 0.30.0)."""
+    sample_rates: frozenset[int] = frozenset()
+    """The adapter's ``supported_output_sample_rates``; empty: ``sample_rate`` is refused."""
+    rate_range: tuple[int, int] | None = None
+    """listenlab's generic rule instead: any rate in this range (resampled)."""
+    languages: tuple[str, ...] | None = None
+    """Accepted ``language`` values (title-cased), or None when the adapter reads none."""
+    task_types: bool = False
+    """Qwen3-TTS: ``task_type`` must match the checkpoint (CustomVoice, VoiceDesign, Base),
+    ``ref_text``/``x_vector_only_mode`` only with Base, ``speaker_embedding`` only with Base."""
+    requires_ref_audio: str = ""
+    """The refusal when ``ref_audio`` is missing ("" when it is optional)."""
+    ref_text_message: str = ""
+    """The refusal when ``ref_audio`` comes without ``ref_text`` ("" when it may)."""
+    no_speakers_label: str = ""
+    """Models without built-in speakers name themselves in "Unknown voice …" ("" otherwise)."""
+    checks_voice: bool = False
+    """An unknown ``voice`` is "Invalid voice …" (Qwen3-TTS, VoxCPM2)."""
+    builtin_voices: tuple[str, ...] = ()
+    """Voices the adapter itself lists whatever the server has (VoxCPM2's ``default``)."""
+    checks_max_new_tokens: bool = True
+    """``max_new_tokens`` is checked against 1..4096 (MOSS-TTS-Nano does not check it)."""
+    max_instructions: int | None = None
+    """``instructions`` longer than this is refused (``serving_speech.py``
+    ``_TTS_MAX_INSTRUCTIONS_LENGTH``, checked in Qwen3-TTS's ``validate`` only)."""
+    embedding_dims: tuple[tuple[str, int], ...] = ()
+    """``speaker_embedding`` dimension by checkpoint size (Qwen3-TTS: the talker hidden size)."""
+
+    def validate(self, view: RequestView, ctx: RuleContext) -> str | None:
+        """The adapter's ``validate()``: the first refusal, or None. This is the check most
+        models share; a model that checks more overrides it in its module."""
+        if self.no_speakers_label:
+            err = uploaded_speaker_error(view, ctx)
+            if err:
+                return err
+        if not view.input or not view.input.strip():
+            return "Input text cannot be empty"
+        if self.checks_voice and view.voice is not None:
+            view.voice = view.voice.lower()
+            if view.voice not in ctx.available:
+                supported = ", ".join(sorted(ctx.available)) or "none"
+                return f"Invalid voice '{view.voice}'. Supported: {supported}"
+        if self.requires_ref_audio and view.ref_audio is None:
+            return self.requires_ref_audio
+        if view.ref_audio is not None and (self.requires_ref_audio or self.ref_text_message):
+            err = ref_audio_format_error(view.ref_audio)
+            if err:
+                return err
+            if self.ref_text_message and (not view.ref_text or not view.ref_text.strip()):
+                return self.ref_text_message
+        err = instructions_error(self, view.instructions)
+        if err:
+            return err
+        return max_new_tokens_error(view.max_new_tokens) if self.checks_max_new_tokens else None
+
+
+GENERIC_RULES = SpeechRules(
+    "listenlab",
+    "listenlab's own rules for a voice that imitates no vLLM-Omni model: any sample_rate from "
+    "8000 to 192000 Hz (resampled); instructions up to 500 characters (Qwen3-TTS's limit)",
+    rate_range=(8000, 192000),
+    checks_voice=True,
+    max_instructions=MAX_INSTRUCTIONS,
+)
+"""A backend that imitates no model (``piper``) has listenlab's rules, listed in
+docs/api.md: any rate it can resample to, no language or task rules."""
 
 
 @dataclass(frozen=True)
@@ -52,9 +136,8 @@ class RuleContext:
 
     @property
     def available(self) -> frozenset[str]:
-        """``_get_available_speakers``: built-in and uploaded."""
-        base = self.speakers | frozenset(self.uploaded)
-        return base | {"default"} if self.rules.reference_type == "voxcpm2" else base
+        """``_get_available_speakers``: built-in (the backend's and the adapter's) and uploaded."""
+        return self.speakers | frozenset(self.uploaded) | frozenset(self.rules.builtin_voices)
 
 
 @dataclass
@@ -135,6 +218,14 @@ def max_new_tokens_error(value: int | None) -> str | None:
     return None
 
 
+def instructions_error(rules: SpeechRules, instructions: str | None) -> str | None:
+    """``instructions`` over the model's limit (only the models that check one)."""
+    limit = rules.max_instructions
+    if limit is not None and instructions and len(instructions) > limit:
+        return f"Instructions too long (max {limit} characters)"
+    return None
+
+
 def uploaded_speaker_error(view: RequestView, ctx: RuleContext) -> str | None:
     """``_apply_uploaded_speaker`` for models without built-in speakers (Fish Speech,
     CosyVoice3, MOSS-TTS-Nano): the voice must be uploaded (listenlab: or the backend's own);
@@ -162,170 +253,49 @@ def uploaded_speaker_error(view: RequestView, ctx: RuleContext) -> str | None:
     )
 
 
-# --------------------------------------------------------------------------- the adapters
-
-
 def adapter_error(view: RequestView, ctx: RuleContext) -> str | None:
-    """The model adapter's ``validate()``: the first refusal, or None."""
-    rules = ctx.rules
-    if rules.task_types:
-        return qwen3_error(view, ctx)
-    if rules.no_speakers_label:
-        err = uploaded_speaker_error(view, ctx)
-        if err:
-            return err
-    if not view.input or not view.input.strip():
-        return "Input text cannot be empty"
-    if rules.checks_voice and view.voice is not None:
-        view.voice = view.voice.lower()
-        if view.voice not in ctx.available:
-            supported = ", ".join(sorted(ctx.available)) or "none"
-            return f"Invalid voice '{view.voice}'. Supported: {supported}"
-    if rules.requires_ref_audio and view.ref_audio is None:
-        return rules.requires_ref_audio
-    if view.ref_audio is not None and (rules.requires_ref_audio or rules.ref_text_message):
-        err = ref_audio_format_error(view.ref_audio)
-        if err:
-            return err
-        if rules.ref_text_message and (not view.ref_text or not view.ref_text.strip()):
-            return rules.ref_text_message
-    limit = rules.max_instructions
-    if limit is not None and view.instructions and len(view.instructions) > limit:
-        return f"Instructions too long (max {limit} characters)"
-    if rules.checks_max_new_tokens:
-        return max_new_tokens_error(view.max_new_tokens)
-    return None
-
-
-def qwen3_variant(model: str) -> str | None:
-    """``Qwen3TTSAdapter._get_model_variant`` from the served name (the checkpoint's)."""
-    for component in reversed(re.split(r"[\\/]+", model.rstrip("/\\"))):
-        m = _VARIANT.search(component.lower())
-        if m is not None:
-            return _VARIANTS[re.sub(r"[-_.]", "", m.group(1))]
-    return None
+    """The served model's adapter ``validate()`` (its module's rules): the first refusal."""
+    return ctx.rules.validate(view, ctx)
 
 
 def embedding_dim(ctx: RuleContext) -> int | None:
-    """The talker hidden size of the served Qwen3-TTS checkpoint (by its size in the name)."""
+    """The talker hidden size of the served checkpoint (by its size in the name)."""
     name = ctx.model.lower()
     return next((dim for size, dim in ctx.rules.embedding_dims if size in name), None)
 
 
-def qwen3_error(view: RequestView, ctx: RuleContext) -> str | None:
-    """``Qwen3TTSAdapter.validate``, check for check."""
-    if view.task_type is None and (view.ref_audio is not None or view.ref_text is not None):
-        view.task_type = "Base"
-    if view.voice is not None:
-        view.voice = view.voice.lower()
-        if view.voice in ctx.uploaded:
-            view.task_type = "Base"
-    task = view.task_type or "CustomVoice"
-    variant = qwen3_variant(ctx.model)
-    if variant is not None and task != variant:
-        return (
-            f"Qwen3-TTS {variant} checkpoint does not support task_type='{task}'. "
-            f"Use task_type='{variant}' or load the matching {task} checkpoint."
-        )
-    if not view.input or not view.input.strip():
-        return "Input text cannot be empty"
-    err = qwen3_language_error(view, ctx.rules)
-    if err:
-        return err
-    err = qwen3_task_error(view, ctx, task)
-    if err:
-        return err
-    limit = ctx.rules.max_instructions
-    if limit is not None and view.instructions and len(view.instructions) > limit:
-        return f"Instructions too long (max {limit} characters)"
-    return max_new_tokens_error(view.max_new_tokens)
-
-
-def qwen3_language_error(view: RequestView, rules: SpeechRules) -> str | None:
-    if view.language is None or rules.languages is None:
-        return None
-    view.language = view.language.title()
-    if view.language not in rules.languages:
-        return (
-            f"Invalid language '{view.language}'. Supported: {', '.join(sorted(rules.languages))}"
-        )
-    return None
-
-
-def qwen3_task_error(view: RequestView, ctx: RuleContext, task: str) -> str | None:
-    """The task-dependent half of ``Qwen3TTSAdapter.validate``."""
-    available = ctx.speakers | frozenset(ctx.uploaded)
-    if task == "CustomVoice":
-        if not available:
-            return (
-                "This model does not support CustomVoice task (no speakers configured). "
-                "Use task_type='Base' with ref_audio/ref_text for voice cloning, "
-                "or use a CustomVoice model."
-            )
-        if view.voice is not None and view.voice not in available:
-            return f"Invalid voice '{view.voice}'. Supported: {', '.join(sorted(available))}"
-    if view.speaker_embedding is not None:
-        if task != "Base":
-            return "'speaker_embedding' is only valid for Base task"
-        if not view.speaker_embedding:
-            return "'speaker_embedding' must be a non-empty list of floats"
-        view.x_vector_only_mode = True
-        dim = embedding_dim(ctx)
-        if dim is not None and len(view.speaker_embedding) != dim:
-            return (
-                f"speaker_embedding has {len(view.speaker_embedding)} dimensions; expected {dim} "
-                "for the loaded Qwen3-TTS model"
-            )
-    if task == "Base":
-        err = qwen3_base_error(view, ctx)
-        if err:
-            return err
-    if task != "Base":
-        if view.ref_text is not None:
-            return "'ref_text' is only valid for Base task"
-        if view.x_vector_only_mode is not None:
-            return "'x_vector_only_mode' is only valid for Base task"
-    if task == "VoiceDesign" and not view.instructions:
-        return "VoiceDesign task requires 'instructions' to describe the voice"
-    return None
-
-
-BASE_REF_TEXT = (
-    "Base task requires non-empty 'ref_text' (transcript of "
-    "the reference audio) unless 'x_vector_only_mode' is enabled"
-)
-
-
-def qwen3_base_error(view: RequestView, ctx: RuleContext) -> str | None:
-    """What a Base (cloning) request needs: a clip or an embedding, and its transcript."""
-    if view.voice is not None and view.voice in ctx.uploaded:
-        return None
-    if view.voice is None and view.ref_audio is None and view.speaker_embedding is None:
-        return "Base task requires 'ref_audio' or 'speaker_embedding' for voice cloning"
-    if view.voice is not None and view.ref_audio is None:
-        return (
-            f"Base task with built-in speaker '{view.voice}' requires 'ref_audio' for voice cloning"
-        )
-    if view.ref_audio is not None:
-        err = ref_audio_format_error(view.ref_audio)
-        if err:
-            return err
-    if not view.x_vector_only_mode and (not view.ref_text or not view.ref_text.strip()):
-        return BASE_REF_TEXT
-    return None
+def rules_from_card(card: dict[str, Any]) -> SpeechRules:
+    """A ``listenlab api`` model card's ``rules`` (JSON lists where the type has sets): the
+    data only, for a remote client to check against (it never runs a model's ``validate``)."""
+    d = dict(card)
+    d["sample_rates"] = frozenset(int(x) for x in d.get("sample_rates") or ())
+    if d.get("languages") is not None:
+        d["languages"] = tuple(str(x) for x in d["languages"])
+    if d.get("rate_range") is not None:
+        lo, hi = d["rate_range"]
+        d["rate_range"] = (int(lo), int(hi))
+    d["embedding_dims"] = tuple((str(a), int(b)) for a, b in d.get("embedding_dims") or ())
+    d["builtin_voices"] = tuple(str(v) for v in d.get("builtin_voices") or ())
+    known = SpeechRules.__dataclass_fields__
+    return SpeechRules(**{k: v for k, v in d.items() if k in known})
 
 
 __all__ = [
-    "BASE_REF_TEXT",
+    "GENERIC_RULES",
+    "MAX_INSTRUCTIONS",
+    "MAX_NEW_TOKENS_RANGE",
     "REF_AUDIO_FORMAT",
     "RequestView",
     "RuleContext",
+    "SpeechRules",
     "Uploaded",
     "adapter_error",
     "default_voice",
     "embedding_dim",
+    "instructions_error",
     "max_new_tokens_error",
-    "qwen3_variant",
     "ref_audio_format_error",
+    "rules_from_card",
     "sample_rate_error",
+    "uploaded_speaker_error",
 ]

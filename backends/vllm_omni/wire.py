@@ -1,7 +1,7 @@
 """vLLM-Omni's speech API on the wire: every format both written and parsed here.
 
 Why one module: ``listenlab api`` writes these bytes and the remote backend
-(:mod:`backends.vllm_omni.client`) reads them. Written in one place and parsed in another, the two
+(:mod:`backends.vllm_omni.remote`) reads them. Written in one place and parsed in another, the two
 could drift apart and a round trip through ``listenlab api`` would still pass while a real
 server failed. Here each format has its writer beside its parser, and
 ``tests/test_vllm_omni_wire.py`` writes with one and reads with the other.

@@ -37,6 +37,9 @@ class TestData:
     """The test's glitch marks with the take's system, duration and chunk count."""
     findings: pd.DataFrame
     """Automatic findings on the takes the glitch marks are on."""
+    answers: pd.DataFrame | None = None
+    """Every answer row of the test (``answers``: kind, JSON payload, …): what a kind without
+    a table of its own computes its results from. None when not read."""
     name: str = ""
     status: str = ""
     extra: dict[str, Any] = field(default_factory=dict)

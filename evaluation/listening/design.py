@@ -37,6 +37,7 @@ import random
 from dataclasses import dataclass
 
 from evaluation.listening.kinds import NAMES, TestKind, kind_of
+from evaluation.listening.kinds.ab import MODES as AB_MODES
 from evaluation.listening.kinds.ab import checks as ab_checks
 from evaluation.listening.kinds.base import (
     ANCHOR,
@@ -66,8 +67,9 @@ class Design:
     reference: str | None = None
     """MUSHRA (required): the system shown as the open reference (and hidden among the
     stimuli); the anchors are made from its takes. Usually the ``natural`` recordings."""
-    ab_mode: str = "cmos"
-    """A/B: ``cmos`` (-3..+3) or ``forced`` (A or B)."""
+    ab_mode: str = AB_MODES[0]
+    """A/B: ``cmos`` (-3..+3) or ``forced`` (A or B) (:data:`evaluation.listening.kinds.ab.MODES`;
+    stored in every design, whatever its kind)."""
     screening: bool = True
     """MOS: add a low anchor, a gold item and a trap item to every rater's list. A/B: add two
     check pairs, the low anchor against its clean source (once on each side)."""
@@ -98,7 +100,8 @@ class Design:
         if len(set(self.systems)) != len(self.systems) or not self.systems:
             raise ValueError("a test needs at least one system, each named once")
         if len(self.systems) < kind.min_systems:  # 2 for A/B and MUSHRA
-            raise ValueError(f"a {self.kind} test needs at least two systems")
+            least = {2: "two", 3: "three"}.get(kind.min_systems, str(kind.min_systems))
+            raise ValueError(f"a {self.kind} test needs at least {least} systems")
         if not self.prompts:
             raise ValueError("a test needs at least one prompt")
         if self.items_per_rater < 1 or self.items_per_rater > MAX_ITEMS_PER_RATER:
@@ -108,8 +111,8 @@ class Design:
         if self.reference is not None and self.reference not in self.systems:
             raise ValueError(f"the reference {self.reference!r} is not one of the systems")
         kind.validate(self)
-        if self.ab_mode not in {"cmos", "forced"}:
-            raise ValueError("A/B mode must be cmos or forced")
+        if self.ab_mode not in AB_MODES:
+            raise ValueError(f"A/B mode must be {' or '.join(AB_MODES)}")
         return self
 
     def to_dict(self) -> dict:
@@ -136,7 +139,7 @@ class Design:
             prompts=tuple(d["prompts"]),
             items_per_rater=int(d["items_per_rater"]),
             reference=d.get("reference"),
-            ab_mode=d.get("ab_mode", "cmos"),
+            ab_mode=d.get("ab_mode", AB_MODES[0]),
             screening=bool(d.get("screening", True)),
             seed=int(d.get("seed", 0)),
             gold=bool(d.get("gold", False)),

@@ -1,15 +1,20 @@
 """Planning a study before it runs: how many raters give full balance, and what interval
-half-width and power to expect for a number of raters.
+and power to expect for a number of raters.
 
 Why a planner: "ask for a multiple of the group size" did not give full balance (3 systems,
 10 prompts, 10 items per rater is balanced only at 30 raters), items per rater were rounded
 down without a word (10 -> 9 or 8), and nobody could tell how wide the MOS interval would be.
 The numbers here come from the model the validity benchmark simulates
 (``tests/support/simulate.py``: rater sd 0.5, prompt sd 0.3, noise sd 0.6 on the MOS scale,
-plus the rounding to whole scores), put through the same variance the results use
-(:func:`evaluation.inference.cluster_spread`'s three terms and their Welch–Satterthwaite df);
-``benchmarks/listening_validity.py`` compares the planned MOS half-width with the simulated
-one in every cell of its grid.
+plus the rounding to whole scores), which each kind puts on its own scale
+(:meth:`~evaluation.listening.kinds.base.TestKind.plan_model`: MOS points 1..5, CMOS points
+-3..+3, MUSHRA points 0..100, a forced choice's share 0..1), through the same variance the
+results use (:func:`evaluation.inference.cluster_spread`'s three terms and their
+Welch–Satterthwaite df) and the same interval: built on the logit of the mean's place in the
+scale (:func:`evaluation.inference.logit_bounds`), around a mean in the middle of the scale,
+so a planned interval is inside the scale as every result's is. Where the results would give
+no interval (fewer than :data:`MIN_RATERS` raters behind one mean, as when a rater hears only
+a few of many pairs) the planner says so instead of a number.
 """
 
 from __future__ import annotations
@@ -24,15 +29,16 @@ from evaluation.listening.design import (
     full_balance_raters,
     pairs,
 )
+from evaluation.listening.kinds.base import PlanModel, Spread
 
 RATER_SD, PROMPT_SD, NOISE_SD = 0.5, 0.3, 0.6
-"""The planning model on the MOS scale (1..5); MUSHRA uses 20x these (one MOS point is about
-20 MUSHRA points)."""
-ROUNDING_VAR = 1 / 12
-"""A score rounded to a whole number adds the variance of a uniform rounding error."""
+"""The planning model on the MOS scale (1..5); each kind scales it to its own (MUSHRA 20x)."""
 DIFFERENCE = 0.3
 """The difference between two systems' MOS (or 6 MUSHRA points) the power is given for."""
 ALPHA = 0.05
+MIN_RATERS = 3
+"""The results give a mean an interval only from this many raters on
+(:func:`evaluation.inference.clustered_mean`'s ``min_raters``)."""
 WILCOXON_ARE = 3 / math.pi
 """Asymptotic relative efficiency of the Wilcoxon signed-rank test against the t test for
 normal data: its power at n raters is about the t test's at 0.955 n."""
@@ -53,12 +59,25 @@ class Plan:
     full_balance_raters: int | None
     raters: int
     half_width: float
-    """Expected 95 % half-width of one system's mean (MOS points, or MUSHRA points)."""
+    """Half the expected 95 % interval of one mean (one system, or one A/B pair), in
+    :attr:`scale` units; NaN when the results would give no interval."""
     power: float
     """Chance that the pairwise test finds a difference of :data:`DIFFERENCE` (Holm over all
     pairs, taken as Bonferroni: a lower bound)."""
     difference: float
     scale: str
+    """The unit: ``MOS points``, ``CMOS points``, ``MUSHRA points`` or ``share``."""
+    scale_low: float = float("nan")
+    scale_high: float = float("nan")
+    centre: float = float("nan")
+    """The mean the interval is planned around (the middle of the scale)."""
+    low: float = float("nan")
+    high: float = float("nan")
+    """The planned interval around :attr:`centre`: inside the scale, as the results' are."""
+    raters_per_mean: float = float("nan")
+    """Raters behind one mean (fewer than all when each rater hears only some systems)."""
+    note: str = ""
+    """Why there is no interval, when there is none."""
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -81,6 +100,32 @@ def _power(delta: float, sd_diff: float, raters: int, comparisons: int) -> float
     return float(stats.norm.cdf(z - crit))
 
 
+def _interval(m: PlanModel, d: Design, raters: int) -> tuple[float, float, float, str, float]:
+    """``(low, high, raters behind one mean, why none, answers per rater to one mean)`` of
+    the planned interval around ``m.centre``."""
+    from evaluation.inference import Scale, logit_bounds
+
+    n, units, R = d.balanced_items, d.units, max(raters, 1)
+    if d.partial:  # each rater answers n of the units once: R·n/U raters behind one mean
+        behind, per_rater = R * n / units, 1.0
+    else:
+        behind, per_rater = float(R), n * m.per_item
+    N = behind * per_rater
+    P_s = min(len(d.prompts), N)
+    if behind < MIN_RATERS or N < MIN_RATERS:
+        why = (
+            f"about {behind:.3g} raters per {m.cell}; the results give an interval from "
+            f"{MIN_RATERS} raters on"
+        )
+        return float("nan"), float("nan"), behind, why, per_rater
+    terms = [(m.rater_var / behind, behind - 1), (m.prompt_var / P_s, P_s - 1)]
+    terms.append((m.noise_var / N, N - 1))
+    var = sum(t for t, _ in terms)
+    df = var**2 / sum(t * t / g for t, g in terms if g > 0) if var > 0 else 1.0
+    lo, hi = logit_bounds(m.centre, math.sqrt(var), _t(df), Scale(m.axis.low, m.axis.high))
+    return lo, hi, behind, "", per_rater
+
+
 def plan(
     design: Design,
     raters: int,
@@ -91,37 +136,10 @@ def plan(
 ) -> Plan:
     """The expected precision of ``design`` with ``raters`` raters who all finish."""
     d = design.validate()
-    kind, n_items = d.kind, d.balanced_items
-    S, P = len(d.systems), len(d.prompts)
-    mushra = kind == "mushra"
-    k = 20.0 if mushra else 1.0
-    sr, sp = rater_sd * k, prompt_sd * k
-    se2 = (noise_sd * k) ** 2 + (0 if mushra else ROUNDING_VAR)
-    if mushra:
-        per_rater, comparisons = n_items, len(pairs(d.systems))  # every system on each screen
-    elif kind == "ab":
-        per_rater, comparisons = n_items / len(pairs(d.systems)), len(pairs(d.systems))
-        se2 = 2 * noise_sd**2 + ROUNDING_VAR  # a CMOS answer: a difference of two ratings
-    else:
-        per_rater, comparisons = n_items / S, len(pairs(d.systems))
-    R = max(raters, 1)
-    N = R * per_rater
-    P_s = min(P, N)
-    terms = [(sr**2 / R, R - 1), (sp**2 / P_s, P_s - 1), (se2 / N, N - 1)]
-    var = sum(t for t, _ in terms)
-    df = var**2 / sum(t * t / g for t, g in terms if g > 0) if var > 0 else 1.0
-    half = _t(df) * math.sqrt(var)
-    # a rater's difference between two systems: their leniency cancels; prompts and noise of
-    # the per_rater items of each side stay
-    sd_diff = math.sqrt(2 * (sp**2 + se2) / max(per_rater, 1))
-    delta = DIFFERENCE * k
-    if kind == "ab":  # each A/B vote is already a difference: no second side
-        sd_diff = math.sqrt((sp**2 + se2) / max(per_rater, 1) + sr**2)
-    # with fewer items than systems a rater hears only some systems: the per-rater paired
-    # tests then have few raters per pair (or none), so no power is promised
-    power = _power(delta, sd_diff, R, comparisons) if S > 1 and not d.partial else float("nan")
+    n_items, S = d.balanced_items, len(d.systems)
     checks = checks_per_rater(d)
-    return Plan(
+    m = d.test_kind.plan_model(d, Spread(rater_sd, prompt_sd, noise_sd, DIFFERENCE))
+    common = dict(
         items_asked=d.items_per_rater,
         items_per_rater=n_items,
         checks_per_rater=checks,
@@ -129,10 +147,36 @@ def plan(
         design_rows=_rows(d),
         full_balance_raters=full_balance_raters(d),
         raters=raters,
-        half_width=round(half, 3),
+    )
+    if m is None:
+        why = f"a {d.test_kind.title} test reports counts, not means"
+        nan = float("nan")
+        return Plan(**common, half_width=nan, power=nan, difference=nan, scale="", note=why)
+    lo, hi, behind, why, per_rater = _interval(m, d, raters)
+    # a rater's difference between two systems: their leniency cancels; prompts and noise of
+    # the per_rater answers of each side stay; an A/B answer is already a difference
+    if m.paired:
+        sd_diff = math.sqrt((m.prompt_var + m.noise_var) / max(per_rater, 1) + m.rater_var)
+    else:
+        sd_diff = math.sqrt(2 * (m.prompt_var + m.noise_var) / max(per_rater, 1))
+    # with fewer items than systems a rater hears only some systems: the per-rater paired
+    # tests then have few raters per pair (or none), so no power is promised
+    comparisons = len(pairs(d.systems))
+    R = max(raters, 1)
+    power = _power(m.difference, sd_diff, R, comparisons) if S > 1 and not d.partial else math.nan
+    return Plan(
+        **common,
+        half_width=round((hi - lo) / 2, 3) if hi == hi else float("nan"),
         power=round(power, 3) if power == power else power,
-        difference=delta,
-        scale="MUSHRA points" if mushra else ("CMOS points" if kind == "ab" else "MOS points"),
+        difference=m.difference,
+        scale=m.axis.units,
+        scale_low=m.axis.low,
+        scale_high=m.axis.high,
+        centre=m.centre,
+        low=round(lo, 3) if lo == lo else lo,
+        high=round(hi, 3) if hi == hi else hi,
+        raters_per_mean=round(behind, 3),
+        note=why,
     )
 
 
@@ -142,20 +186,34 @@ def _rows(d: Design) -> int:
     return rows(d)
 
 
+def _interval_line(p: Plan) -> str:
+    if p.note:
+        return f"With {p.raters} raters: no interval ({p.note})."
+    pw = "" if p.power != p.power else f", power {p.power:.2f} for a {p.difference:.3g} difference"
+    return (
+        f"With {p.raters} raters: 95% interval ±{p.half_width:.2f} {p.scale} "
+        f"({p.low:.2f} to {p.high:.2f} around a mean of {p.centre:g} on "
+        f"{p.scale_low:g}..{p.scale_high:g}){pw}."
+    )
+
+
 def plan_lines(design: Design, raters: tuple[int, ...] = (12, 30, 100)) -> list[str]:
     """The planner in words, for the designer, ``listenlab test create`` and the export."""
     first = plan(design, raters[0])
+    kind = design.test_kind
+    m = kind.plan_model(design, Spread(RATER_SD, PROMPT_SD, NOISE_SD, DIFFERENCE))
+    cell = m.cell if m is not None else "system"
     out = [
         f"Items per rater: {first.items_per_rater} rated items"
         + (
             f" (you asked for {first.items_asked}: rounded down to a multiple of "
-            f"{design.units} so every rater hears every {'pair' if design.kind == 'ab' else 'system'} "
+            f"{design.units} so every rater hears every {cell} "
             "equally often, and at most one per design cell)"
             if first.items_asked != first.items_per_rater
             else ""
         )
         + (
-            f" (fewer than the {design.units} {'pairs' if design.kind == 'ab' else 'systems'}: "
+            f" (fewer than the {design.units} {cell}s: "
             "each rater hears some, and raters in a row continue the cycle)"
             if design.partial
             else ""
@@ -169,41 +227,28 @@ def plan_lines(design: Design, raters: tuple[int, ...] = (12, 30, 100)) -> list[
         if fb
         else "No number of raters balances every cell exactly with these settings."
     )
-    for r in raters:
-        p = plan(design, r)
-        pw = (
-            "" if p.power != p.power else f", power {p.power:.2f} for a {p.difference:g} difference"
-        )
-        out.append(f"With {r} raters: 95% interval ±{p.half_width:.2f} {p.scale}{pw}.")
-    if design.partial and design.kind != "ab":
+    if m is None:
+        out.append(f"No interval is planned: {first.note}.")
+        return out
+    out += [_interval_line(plan(design, r)) for r in raters]
+    if design.partial and not m.paired:
         out.append(
             "Power is not planned: a rater hears only some systems, so the pairwise tests "
             "(on each rater's own means) compare only systems a rater heard together."
         )
     out.append(
-        "Planned with rater sd 0.5, prompt sd 0.3 and noise sd 0.6 MOS points (x20 for "
-        "MUSHRA), the model the validity benchmark checks; your raters may vary more."
+        f"Planned with rater sd {RATER_SD:g}, prompt sd {PROMPT_SD:g} and noise sd "
+        f"{NOISE_SD:g} MOS points (x20 for MUSHRA; a forced choice through the normal curve), "
+        "the model the validity benchmark checks; your raters may vary more."
     )
     return out
 
 
-def screening_warnings(design: Design, max_share: float = 0.15) -> list[str]:
-    """Warnings about a design's screening: MUSHRA post-screening (BS.1534-3) excludes a
-    rater whose hidden reference is below 90 (or mid anchor above 90) on more than
-    ``max_share`` of their screens; with few screens one slip is already more than that."""
+def screening_warnings(design: Design) -> list[str]:
+    """Warnings about a design's screening, the kind's own (MUSHRA: BS.1534-3's
+    post-screening with too few screens)."""
     d = design.validate()
-    if d.kind != "mushra":
-        return []
-    n = d.balanced_items
-    if n <= 0 or 1 / n <= max_share:
-        return []
-    need = math.floor(1 / max_share) + 1
-    return [
-        f"With {n} MUSHRA screens per rater, one hidden-reference rating below 90 is "
-        f"1/{n} = {100 / n:.1f}% of the screens, over BS.1534-3's {max_share:.0%}: a single "
-        f"slip excludes a careful rater. Use at least {need} screens (prompts and items per "
-        "rater), or read the results with the screened raters included."
-    ]
+    return d.test_kind.screening_warnings(d)
 
 
-__all__ = ["DIFFERENCE", "Plan", "plan", "plan_lines", "screening_warnings"]
+__all__ = ["DIFFERENCE", "MIN_RATERS", "Plan", "plan", "plan_lines", "screening_warnings"]

@@ -24,7 +24,6 @@ from evaluation import inference
 from evaluation.listening.data import TestData
 from evaluation.listening.kinds import KINDS
 from evaluation.listening.kinds.base import ResultContext
-from evaluation.listening.kinds.glitch import SEAM_TOLERANCE_MS
 from evaluation.listening.screening import (
     TestScreening,
     rater_table,
@@ -97,4 +96,4 @@ def test_results(
     }
 
 
-__all__ = ["SEAM_TOLERANCE_MS", "test_raters", "test_results"]
+__all__ = ["test_raters", "test_results"]

@@ -35,6 +35,7 @@ import pandas as pd
 
 from backends.audio import encode_audio
 from evaluation import stats
+from evaluation.listening.kinds.base import MUSHRA_ANCHOR_LABELS, MUSHRA_SCREEN_ANCHOR
 
 SCREEN_RATE = 48_000
 TRIALS = 6
@@ -338,7 +339,9 @@ def rater_table(
         else pd.DataFrame()
     )
     bs = (
-        stats.mushra_screening(mushra, screening.mushra).set_index("rater_id")
+        stats.mushra_screening(
+            mushra, screening.mushra, anchors=MUSHRA_ANCHOR_LABELS, screen_on=MUSHRA_SCREEN_ANCHOR
+        ).set_index("rater_id")
         if mushra is not None and not mushra.empty
         else pd.DataFrame()
     )

@@ -110,7 +110,11 @@ def main() -> None:
             refused[legacy] = None
         except ValueError as e:
             refused[legacy] = str(e)
+    import vllm_omni
+
     report = {
+        "version": getattr(vllm_omni, "__version__", None),
+        "wheel_root": str(Path(vllm_omni.__file__).resolve().parents[1]),
         "engine_kwargs_refused": refused,
         "async_omni": {
             "init": params(AsyncOmni.__init__),

@@ -44,9 +44,7 @@ class Seed:
     """One seed model as vLLM-Omni 0.30.0 deploys it (facts from the installed package)."""
 
     name: str
-    """listenlab's adapter name (backends/vllm_omni/models)."""
-    profile: str
-    """The wire profile (backends/profile.py) that gives rate, channels and chunk schedule."""
+    """The model unit's name (backends/vllm_omni/models/<name>.py)."""
     served: str
     """The Hugging Face id the server is started with (``--served-model-name``)."""
     deploy_yaml: str
@@ -61,8 +59,13 @@ class Seed:
     """The model ends its stream on an empty chunk (MOSS-TTS-Nano's decode loop)."""
     tokenizer: bool = False
     """The adapter loads a tokenizer from the model directory (a byte-level one is written)."""
-    needs_ref: bool = False
-    """The adapter refuses requests without ref_audio (CosyVoice3, MOSS-TTS-Nano)."""
+
+    @property
+    def profile(self) -> str:
+        """The unit's wire profile (backends/profile.py): its chunk schedule."""
+        from backends.vllm_omni.models import UNITS
+
+        return UNITS[self.name].profile
 
 
 QWEN_SPECIAL = ["<|im_start|>", "<|im_end|>", "<|voice|>", "<|audio_start|>", "<|audio_end|>"]
@@ -72,7 +75,6 @@ SEEDS: dict[str, Seed] = {
     for s in (
         Seed(
             name="qwen3_tts",
-            profile="qwen3-tts",
             served="Qwen/Qwen3-TTS-12Hz-0.6B-CustomVoice",
             deploy_yaml="qwen3_tts.yaml",
             stages=(
@@ -100,7 +102,6 @@ SEEDS: dict[str, Seed] = {
         ),
         Seed(
             name="fish_speech",
-            profile="fish-speech",
             served="fishaudio/s2-pro",
             deploy_yaml="fish_qwen3_omni.yaml",
             stages=(
@@ -112,7 +113,6 @@ SEEDS: dict[str, Seed] = {
         ),
         Seed(
             name="cosyvoice3",
-            profile="cosyvoice3",
             served="FunAudioLLM/Fun-CosyVoice3-0.5B-2512",
             deploy_yaml="cosyvoice3.yaml",
             stages=(
@@ -121,21 +121,17 @@ SEEDS: dict[str, Seed] = {
             ),
             audio_key="audio",
             tokenizer=True,
-            needs_ref=True,
         ),
         Seed(
             name="moss_tts_nano",
-            profile="moss-tts-nano",
             served="OpenMOSS-Team/MOSS-TTS-Nano",
             deploy_yaml="moss_tts_nano.yaml",
             stages=(("moss_tts_nano", "MossTTSNanoForCausalLM"),),
             config={"architectures": ["MossTTSNanoForCausalLM"], "model_type": "moss_tts_nano"},
             end_sentinel=True,
-            needs_ref=True,
         ),
         Seed(
             name="voxcpm2",
-            profile="voxcpm2",
             served="openbmb/VoxCPM2",
             deploy_yaml="voxcpm2.yaml",
             stages=(("latent_generator", "VoxCPM2TalkerForConditionalGeneration"),),

@@ -195,9 +195,45 @@ def test_the_standin_models_follow_the_deploy_yamls(real, standin):
         assert dict(m.stage0) == deploy["stage0_sampling"], name
 
 
+def test_every_cited_line_says_what_the_unit_quotes(real):
+    """Each fact of each model unit (backends/vllm_omni/models/) that cites vLLM-Omni names a
+    line of the installed 0.30.0 wheel that holds the quoted words."""
+    from backends.vllm_omni.models import UNITS
+    from backends.vllm_omni.models.unit import VERSION
+
+    assert real["version"] == VERSION
+    root = Path(real["wheel_root"])
+    checked, wrong = 0, []
+    for unit in UNITS.values():
+        sources = [s for group in unit.sources.values() for s in group]
+        for s in [*sources, *(unit.schedule.sources if unit.schedule else ())]:
+            if s.assumed:
+                continue
+            lines = (root / s.path).read_text(encoding="utf-8").splitlines()
+            line = lines[s.line - 1] if 0 < s.line <= len(lines) else ""
+            checked += 1
+            if s.quote not in line:
+                wrong.append(
+                    f"{unit.name}: {s.path}:{s.line} has {line.strip()!r}, not {s.quote!r}"
+                )
+    assert not wrong, "\n".join(wrong)
+    assert checked >= 5 * 8  # every unit cites its rate, channels, rules and schedule
+
+
+def test_the_units_schedules_match_the_deploy_yamls(real):
+    """``async_chunk`` and the left context of each unit's schedule, as its deploy YAML says."""
+    from backends.vllm_omni.models import UNITS
+
+    for name, chunking in real["chunking"].items():
+        schedule = UNITS[name].schedule
+        assert schedule.async_chunk is chunking["async_chunk"], name
+        assert schedule.left_context_frames == chunking.get("codec_left_context_frames"), name
+
+
 def test_wire_profiles_match_the_deploy_yamls(real):
-    """The chunk schedules of backends/profile.py against the deploy YAMLs vLLM-Omni 0.30.0
-    ships (and the schedule rules of its stage input processors, noted per model)."""
+    """The chunk schedules of backends/profile.py (each a model unit's) against the deploy
+    YAMLs vLLM-Omni 0.30.0 ships (and the schedule rules of its stage input processors, noted
+    per model)."""
     from backends.profile import PROFILES
 
     c = real["chunking"]

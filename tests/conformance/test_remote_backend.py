@@ -20,7 +20,7 @@ import pytest
 from backends.base import SpeechRequest
 from backends.errors import BackendError, InvalidRequest
 from backends.registry import load_backend
-from backends.vllm_omni.model_table import table_format
+from backends.vllm_omni.models import table_format
 from tests.conformance.conftest import OmniServers
 from tests.vllm_omni_standin.seed_models import RATES
 

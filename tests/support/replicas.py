@@ -61,8 +61,8 @@ class Replica:
             ],
             cwd=ROOT,
             env=env,
-            stdout=subprocess.DEVNULL,
-            stderr=open(self.data / "serve.log", "ab"),  # noqa: SIM115 (the child keeps it)
+            stdout=open(self.data / "serve.out", "ab"),  # noqa: SIM115 (the child keeps it)
+            stderr=open(self.data / "serve.log", "ab"),  # noqa: SIM115
             start_new_session=True,
         )
         return self

@@ -8,7 +8,7 @@
   const root = element.querySelector('#ll-arena') || element;
   const $ = (id) => root.querySelector('#' + id);
   // the page lives at <prefix>/arena/: the player's routes are at <prefix>/ll/...
-  const BASE = location.pathname.replace(/\/arena(\/.*)?$/, '/').replace(/\/?$/, '/');
+  const BASE = LLPlayer.base('arena');
   const SIDES = ['a', 'b'];
   const CHOICES = ['a', 'tie', 'both_bad', 'b'];
   const AUTO_NEXT_MS = 500;     // pause between A's end and B's start (as TTS Arena V2)

@@ -1,16 +1,20 @@
 // listenlab rater page: consent, anonymous token (localStorage, resumable), headphone check,
-// items of a MOS / A/B / MUSHRA / glitch-hunt test played through the one player (LLPlayer).
-// The server decides what plays (the page sends only the item and slot) and enforces
-// listen-gating from play events; the buttons here only mirror it. Every text from the server
-// is put on the page with textContent.
+// and the items, played through the one player (LLPlayer). What a rater answers is the test
+// kind's: its page script (evaluation/listening/kinds/<kind>/page.js, served beside this one)
+// registers window.LLKinds[kind] = { render(ctx) -> view }, and this page asks the view
+// whether the answer is complete (view.ready()) and what to send (view.answer()). The server
+// decides what plays (the page sends only the item and slot) and enforces listen-gating from
+// play events; the buttons here only mirror it. Every text from the server is put on the page
+// with textContent.
 (function () {
   'use strict';
   const root = document.getElementById('lt-root');
   const TEST = root.dataset.testId;
   const KEY = 'listenlab:rater:' + TEST;
-  const API = '/ll/listen/' + encodeURIComponent(TEST) + '/';
+  const BASE = LLPlayer.base('listen');
+  const API = BASE + 'll/listen/' + encodeURIComponent(TEST) + '/';
   const $ = (id) => document.getElementById(id);
-  const S = (window.listenTest = { token: null, status: null, played: {}, marks: 0, errors: [], votes: [] });
+  const S = (window.listenTest = { token: null, status: null, played: {}, errors: [], votes: [], view: null });
   const CROWD_KEYS = ['PROLIFIC_PID', 'workerId', 'crowd_id', 'participant'];
   // every text a rater reads comes from the server (app/listening/texts.py): status.test.texts
   const texts = () => (S.status && S.status.test && S.status.test.texts) || {};
@@ -54,7 +58,7 @@
   // opaque stream id): the page knows a stream only by the token it asked with.
   const tokens = {};     // generation token -> {aid, slot}
   let playing = null;    // {aid, slot, token}
-  const player = LLPlayer.create({ base: '/', onEvent });
+  const player = LLPlayer.create({ base: BASE, onEvent });
   S.player = player;
 
   function onEvent(type, d) {
@@ -75,9 +79,8 @@
       const k = m.assignment_id + ':' + m.slot;
       S.played[k] = Math.max(S.played[k] || 0, m.played_ms || 0);
       refreshGate();
-    } else if (m.type === 'listen_glitch_saved') {
-      S.marks += 1; $('lt-marks').textContent = S.marks + ' glitch mark' + (S.marks === 1 ? '' : 's') + ' saved';
     } else if (m.type === 'listen_error') { S.errors.push(m); status(m.message, true); }
+    else if (S.view && S.view.onMessage) S.view.onMessage(m);   // the kind's own replies
   }
 
   function reportPlay(info, playedMs, underruns, stallMs) {
@@ -103,18 +106,6 @@
     if (b) b.classList.toggle('lt-on', on);
   }
 
-  const isGlitchTest = () => !!(S.status && S.status.item && S.status.item.kind === 'glitch');
-  function glitch() {
-    if (!playing || !isGlitchTest()) return;   // the glitch hint exists only in glitch tests
-    const pos = player.positionMs(); if (pos == null) return;
-    player.send({ type: 'listen_glitch', test_id: TEST, rater_token: S.token, assignment_id: playing.aid, slot: playing.slot,
-      position_ms: pos, kind: null, report_id: randId() });
-  }
-  document.addEventListener('keydown', (e) => {
-    if ((e.key === 'g' || e.key === 'G') && !e.ctrlKey && !e.metaKey && !e.altKey && !$('lt-item').hidden && isGlitchTest()) { e.preventDefault(); glitch(); }
-  });
-  $('lt-glitch').addEventListener('click', glitch);
-  $('lt-ref').addEventListener('click', () => { if (!S.mushra) play(-1); });   // MUSHRA: mushra.js switches to it
 
   // ---------------------------------------------------------------- flow
   async function start() {
@@ -207,12 +198,35 @@
     status, root, current: () => S.status });
 
   // ---------------------------------------------------------------- items
-  let choice = null;
+  // The kind's page script draws the answer (window.LLKinds[kind].render(ctx) -> view); these
+  // are the helpers it gets, so every kind's buttons look and behave alike.
+  function playButtons() {   // one Play button per slot; the server gates the vote on them
+    const it = S.status.item, slots = $('lt-slots');
+    for (let i = 0; i < it.slots; i++) {
+      const row = el('div', null, 'lt-slot');
+      const b = el('button', it.labels[i] === 'Play' ? 'Play' : 'Play ' + it.labels[i], 'lt-play');
+      b.type = 'button'; b.dataset.slot = String(i);
+      b.addEventListener('click', () => play(i));
+      row.append(b, el('span', '', 'lt-played'));
+      slots.append(row);
+    }
+  }
+  function choiceButtons(labels, fill) {   // one button per [value, label]; returns the chosen value (null: none)
+    const vote = $('lt-vote'); let chosen = null;
+    for (const [v, label] of labels) {
+      const b = el('button', null, 'lt-choice'); b.type = 'button'; b.dataset.value = String(v);
+      fill(b, v, label);
+      b.addEventListener('click', () => { chosen = v; for (const x of vote.children) x.classList.toggle('lt-on', x === b); refreshGate(); });
+      vote.append(b);
+    }
+    return () => chosen;
+  }
+  function dropView() { if (S.view && S.view.destroy) S.view.destroy(); S.view = null; }
+
   function renderItem() {
-    const it = S.status.item, kind = it.kind;
+    const it = S.status.item;
     show('lt-item');
-    choice = null; S.marks = 0; $('lt-marks').textContent = '';
-    if (S.mushra) { S.mushra.destroy(); S.mushra = null; }
+    dropView();
     const tx = texts();
     // the built-in instructions always; the researcher's own below them, never instead
     $('lt-instructions').textContent = tx.instructions || '';
@@ -223,36 +237,16 @@
     // the prompt's text, when the test shows it: always as text, never as markup
     $('lt-text').textContent = typeof it.text === 'string' ? it.text : '';
     $('lt-text').hidden = typeof it.text !== 'string' || !it.text;
-    $('lt-hint').hidden = kind !== 'glitch';
     const slots = $('lt-slots'); slots.replaceChildren();
-    $('lt-reference').hidden = !(kind === 'mushra' && it.has_reference);
-    if (kind === 'mushra') {   // one screen decoded once, switched seamlessly (mushra.js)
-      S.mushra = LLMushra.render({
-        root: slots, refButton: $('lt-ref'), test: TEST, token: S.token, item: it,
-        onSaved: (slot, ms) => { const k = it.assignment_id + ':' + slot; S.played[k] = Math.max(S.played[k] || 0, ms); refreshGate(); },
-        onChange: refreshGate, onError: (m) => status(m, true),
-      });
-    }
-    for (let i = 0; i < it.slots && kind !== 'mushra'; i++) {
-      const row = el('div', null, 'lt-slot');
-      const b = el('button', it.labels[i] === 'Play' ? 'Play' : 'Play ' + it.labels[i], 'lt-play');
-      b.type = 'button'; b.dataset.slot = String(i);
-      b.addEventListener('click', () => play(i));
-      row.append(b, el('span', '', 'lt-played'));
-      slots.append(row);
-    }
-    const vote = $('lt-vote'); vote.replaceChildren();
-    const labels = (tx.scale && tx.scale.labels) || [];
-    const forced = kind === 'ab' && S.status.test.ab_mode === 'forced';
-    vote.className = kind === 'mos' ? 'lt-mos' : kind === 'ab' && !forced ? 'lt-cmos' : '';
-    for (const [v, label] of kind === 'mos' || kind === 'ab' ? labels : []) {
-      const b = el('button', null, 'lt-choice'); b.type = 'button'; b.dataset.value = String(v);
-      if (kind === 'mos') b.append(el('b', v), el('small', label));   // number above its word
-      else b.textContent = forced ? label : (v > 0 ? '+' : '') + v + ' ' + label;
-      b.addEventListener('click', () => { choice = v; for (const x of vote.children) x.classList.toggle('lt-on', x === b); refreshGate(); });
-      vote.append(b);
-    }
-    $('lt-submit').textContent = kind === 'glitch' ? 'Done, next clip' : 'Submit';
+    const vote = $('lt-vote'); vote.replaceChildren(); vote.className = '';
+    const kind = (window.LLKinds || {})[it.kind];
+    if (!kind) { status('This page has no script for this test\'s type.', true); return; }
+    S.view = kind.render({
+      item: it, test: S.status.test, scale: tx.scale || {}, slots, vote, player, testId: TEST, token: S.token,
+      el, randId, playButtons, choiceButtons, play, playing: () => playing,
+      changed: refreshGate, error: (m) => status(m, true),
+    });
+    $('lt-submit').textContent = S.view.submitLabel || 'Submit';
     refreshGate();
   }
 
@@ -269,8 +263,7 @@
   }
   function refreshGate() {
     if (!S.status || !S.status.item) return;
-    const kind = S.status.item.kind;
-    const chosen = kind === 'glitch' || (kind === 'mushra' ? !!S.mushra && S.mushra.allSet() : choice !== null);
+    const chosen = !!S.view && S.view.ready();
     $('lt-submit').disabled = !(gateOk() && chosen) || S.sending;
   }
 
@@ -280,16 +273,13 @@
     const akey = KEY + ':answer:' + it.assignment_id;
     let answer_id = saved.get(akey);
     if (!answer_id) { answer_id = randId(); saved.set(akey, answer_id); }   // re-sends are idempotent
-    const body = { answer_id, assignment_id: it.assignment_id };
-    if (it.kind === 'mos') body.score = choice;
-    else if (it.kind === 'ab') { if (S.status.test.ab_mode === 'forced') body.choice = choice; else body.cmos = choice; }
-    else if (it.kind === 'mushra') body.scores = S.mushra ? S.mushra.scores() : [];
+    const body = Object.assign(S.view ? S.view.answer() : {}, { answer_id, assignment_id: it.assignment_id });
     try {
       const r = await api('vote', body);
       S.votes.push(r);
       saved.del(akey);
       player.stop();
-      if (S.mushra) { S.mushra.destroy(); S.mushra = null; }
+      dropView();
       await refresh();
     } catch (e) {
       status(e.message, true);

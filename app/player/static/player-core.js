@@ -6,8 +6,10 @@
 // rule (LLPlayer.plan) decides when to start and when to resume after running dry. No DOM access
 // except what the caller passes; safe to load twice.
 //
-//   const player = LLPlayer.create({ base: '/', onEvent: (type, detail) => {}, sampleRate });
+//   const player = LLPlayer.create({ base: LLPlayer.base(), onEvent: (type, detail) => {}, sampleRate });
 //   player.request(msg[, {clickT, sampleRate}]) -> token   player.stop()   player.replay()
+//   player.collect(msg) -> Promise<{start, frames}>: a stream fetched whole on the same socket
+//   (never played: a MUSHRA screen decodes it itself)
 //   player.glitch(kind) -> {take_id, position_ms, report_id} | null
 //   player.positionMs() -> ms | null      player.send(obj)      player.state
 //   extras: player.prepare(rate), player.resume(), player.gens, player.current, player.ctx,
@@ -19,9 +21,34 @@
   if (window.LLPlayer && window.LLPlayer.version) return;
 
   const HEADER_BYTES = 12;
-    const MAX_GENS = 50;          // generations kept for replay/inspection
+  const MAX_GENS = 50;          // generations kept for replay/inspection
 
   // ---------------------------------------------------------------- pure helpers (tested alone)
+
+  // The app's base path, found one way by every page script (a Space or a proxy may serve the
+  // app under a prefix): the page's data-base when the server wrote one, else the path before
+  // the page's own first segment (`page`: 'listen', 'arena'), else '/'. Always ends in '/'.
+  function base(page) {
+    const tagged = document.querySelector('[data-base]');
+    let b = tagged && tagged.dataset.base;
+    if (!b && page) {
+      const m = location.pathname.match(new RegExp('^(.*?/)' + page + '(/|$)'));
+      if (m) b = m[1];
+    }
+    return (b || '/').replace(/\/?$/, '/');
+  }
+
+  // One binary frame of /ll/ws: the 12-byte header (u32 token, u32 chunk index, f32 server
+  // arrival ms) and int16 PCM (an odd trailing byte is dropped). null when too short.
+  function parseFrame(buf) {
+    if (buf.byteLength < HEADER_BYTES) return null;
+    const dv = new DataView(buf);
+    const bytes = ((buf.byteLength - HEADER_BYTES) >> 1) << 1;
+    return {
+      token: dv.getUint32(0, true), index: dv.getUint32(4, true), serverMs: dv.getFloat32(8, true),
+      pcm: new Int16Array(buf.slice(HEADER_BYTES, HEADER_BYTES + bytes)),
+    };
+  }
 
   // The start rule. The twin of evaluation/playout.py (same numbers, same decisions; both are
   // checked against tests/playout_timelines.json). Times are seconds since the request.
@@ -155,7 +182,7 @@
   // ---------------------------------------------------------------- one player
   function create(opts) {
     opts = opts || {};
-    const BASE = (opts.base || '/').replace(/\/?$/, '/');
+    const BASE = (opts.base || base()).replace(/\/?$/, '/');
     const onEvent = opts.onEvent || (() => {});
     const emit = (type, detail) => {
       try { onEvent(type, detail || {}); } catch (e) { console.error('LLPlayer onEvent', type, e); }
@@ -163,6 +190,7 @@
 
     let ws = null, wsReady = null, ctx = null, master = null, analyser = null;
     let gen = null;             // the current generation (only its token's messages count)
+    const collecting = {};      // token -> {resolve, reject, start, frames}: collect()'s streams
     let replaySrc = null, replayT0 = 0;
     let tokenSeq = (Math.random() * 1e6) | 0;
     const P = { gens: [], session: null, underrunsSaved: 0, version: 1 };
@@ -200,6 +228,7 @@
       };
       ws.onclose = () => {
         if (gen && !gen.done) failStream(gen, 'the connection to the server was lost');
+        for (const k of Object.keys(collecting)) { collecting[k].reject(new Error('the connection to the server was lost')); delete collecting[k]; }
         emit('close', {});
         setTimeout(connect, 500);
       };
@@ -234,6 +263,23 @@
       return gen.token;
     }
 
+    // A stream fetched whole on this socket and handed over, not played (a MUSHRA screen
+    // decodes every stimulus itself): resolves with {start, frames: [Int16Array]} on `done`,
+    // rejects on `error`, `cancelled` or a lost connection.
+    function collect(msg) {
+      tokenSeq = (tokenSeq + 1) >>> 0;
+      const token = tokenSeq;
+      const p = new Promise((resolve, reject) => { collecting[token] = { resolve, reject, start: null, frames: [] }; });
+      send(Object.assign({}, msg, { token }));
+      return p;
+    }
+    function onCollected(m) {
+      const c = collecting[m.token];
+      if (m.type === 'start') c.start = m;
+      else if (m.type === 'done') { delete collecting[m.token]; c.resolve(c); }
+      else if (m.type === 'error' || m.type === 'cancelled') { delete collecting[m.token]; c.reject(new Error(m.message || 'the audio could not be loaded')); }
+    }
+
     function stop() {
       const g = gen; if (!g) return;
       if (!g.done) { send({ type: 'stop', token: g.token }); g.done = true; g.status = 'cancelled'; }
@@ -253,6 +299,7 @@
       if (m.type === 'hello') { P.session = m.session; emit('message', m); return; }
       if (m.type === 'glitch_saved') { onGlitchSaved(m); return; }
       if (m.type === 'underruns_saved') { P.underrunsSaved += 1; emit('message', m); return; }
+      if (m.token != null && collecting[m.token]) { onCollected(m); return; }
       const g = gen;
       if (m.token === undefined || m.token === null) { emit('message', m); return; }
       if (!g || m.token !== g.token) return;               // a stale generation's message
@@ -288,12 +335,12 @@
 
     function onBinary(buf) {
       const g = gen;
-      if (buf.byteLength < HEADER_BYTES) return;
-      const dv = new DataView(buf);
-      const token = dv.getUint32(0, true), index = dv.getUint32(4, true), serverMs = dv.getFloat32(8, true);
+      const f = parseFrame(buf);
+      if (!f) return;
+      if (collecting[f.token]) { collecting[f.token].frames.push(f.pcm); return; }
+      const { token, index, serverMs, pcm } = f;
       if (!g || token !== g.token || g.state === 'stopped' || g.finished || !g.sr) return;   // stale: never played
       const now = performance.now();
-      const pcm = new Int16Array(buf.slice(HEADER_BYTES, HEADER_BYTES + (((buf.byteLength - HEADER_BYTES) >> 1) << 1)));
       const frames = Math.floor(pcm.length / g.ch);
       const c = { index, frames, offset: g.framesRecv, serverMs, arrivalMs: now - g.clickT, deadlineMs: null };
       g.chunks.push(c);
@@ -495,7 +542,7 @@
     }
 
     Object.assign(P, {
-      request, stop, replay, glitch, positionMs, send, resume, stopReplay, pcmBase64, wav,
+      request, collect, stop, replay, glitch, positionMs, send, resume, stopReplay, pcmBase64, wav,
       pcm: (g) => concatPcm(g || gen),
       prepare: (rate) => ensureContext(rate),
     });
@@ -516,5 +563,5 @@
     return P;
   }
 
-  window.LLPlayer = { create, plan, simulate, idealStartS, POLICY, version: 1 };
+  window.LLPlayer = { create, plan, simulate, idealStartS, POLICY, base, parseFrame, version: 1 };
 })();

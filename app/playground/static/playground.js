@@ -5,7 +5,7 @@
 (() => {
   const root = element.querySelector('#ll-root') || element;
   const $ = (id) => root.querySelector('#' + id);
-  const BASE = (root.dataset.base || '/').replace(/\/?$/, '/');
+  const BASE = LLPlayer.base();   // the page's data-base (player-core.js: one helper)
   let config = null;
 
   const player = LLPlayer.create({ base: BASE, onEvent });

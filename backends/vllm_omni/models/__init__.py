@@ -1,26 +1,100 @@
-"""Per-model adapters of the embedded vLLM-Omni backend, one file per model, and their registry.
+"""Every model vLLM-Omni serves that listenlab knows, one module per model, and the lookups.
 
-Not a backend: ``backends/registry.py`` only discovers the modules of ``backends/`` itself, not
-packages. The backend (``backends/vllm_omni/embedded.py``) picks an adapter from the spec's ``adapter=``
-or, failing that, from the model directory (:func:`infer_adapter`).
+Why discovery: adding a model is one new module here (``MODEL``, a
+:class:`~backends.vllm_omni.models.unit.ModelUnit`, and ``ADAPTER`` where the embedded engine
+can drive it), with no list to extend elsewhere. Every module of this package except the
+helpers (:data:`HELPERS`) must be a unit; one that is not fails at import, never silently.
+
+Readers: the wire profiles (``backends/profile.py``: a profile per unit with a schedule),
+``listenlab api`` (:func:`speech_rules` for the served name), the remote backend (rates and
+rules by served name) and the embedded engine (:func:`make_adapter`).
 """
 
 from __future__ import annotations
 
+import importlib
+import pkgutil
 from pathlib import Path
 
 from backends.errors import InvalidRequest
 from backends.vllm_omni.models.base import AdapterContext, ModelAdapter, basename_key, read_config
-from backends.vllm_omni.models.cosyvoice3 import CosyVoice3
-from backends.vllm_omni.models.fish_speech import FishSpeech
-from backends.vllm_omni.models.moss_tts_nano import MossTTSNano
-from backends.vllm_omni.models.qwen3_tts import Qwen3TTS
-from backends.vllm_omni.models.voxcpm2 import VoxCPM2
+from backends.vllm_omni.models.named import NAMED
+from backends.vllm_omni.models.unit import ModelUnit
+from backends.vllm_omni.rules import GENERIC_RULES, SpeechRules
 
-ADAPTERS: dict[str, type[ModelAdapter]] = {
-    cls.name: cls for cls in (Qwen3TTS, FishSpeech, CosyVoice3, MossTTSNano, VoxCPM2)
-}
-_ALIASES = {alias: cls.name for cls in ADAPTERS.values() for alias in cls.aliases}
+HELPERS = frozenset({"base", "unit", "named"})
+"""Modules of this package that are not a model."""
+
+CLONING_VARIANT = "-base"
+"""Qwen3-TTS's Base checkpoints clone (CustomVoice and VoiceDesign do not): a served name
+ending so takes ``ref_audio`` whatever its family."""
+
+
+def discover() -> tuple[dict[str, ModelUnit], dict[str, type[ModelAdapter]]]:
+    """Import every module of this package: the units by name, and the embedded adapters of
+    those that have one. A module that is neither a helper nor a unit is an ImportError."""
+    units: dict[str, ModelUnit] = {}
+    adapters: dict[str, type[ModelAdapter]] = {}
+    for info in sorted(pkgutil.iter_modules(__path__), key=lambda m: m.name):
+        if info.name in HELPERS or info.name.startswith("_"):
+            continue
+        module = importlib.import_module(f"{__name__}.{info.name}")
+        unit = getattr(module, "MODEL", None)
+        if not isinstance(unit, ModelUnit) or unit.name != info.name:
+            raise ImportError(
+                f"backends/vllm_omni/models/{info.name}.py is no model unit: it needs "
+                f"MODEL = ModelUnit(name={info.name!r}, …)"
+            )
+        units[unit.name] = unit
+        adapter = getattr(module, "ADAPTER", None)
+        if adapter is not None:
+            adapters[unit.name] = adapter
+    return units, adapters
+
+
+UNITS, ADAPTERS = discover()
+"""The model units by name, and the embedded adapters of those that have one."""
+MODELS: tuple[ModelUnit, ...] = (*UNITS.values(), *NAMED)
+"""Every model known by name: the units, then the models known by name only."""
+_ALIASES = {alias: cls.unit.name for cls in ADAPTERS.values() for alias in cls.aliases}
+
+
+def model_unit(model: str | None) -> ModelUnit | None:
+    """The model a served name belongs to: the one with the longest key in the (lower-cased)
+    name, or None."""
+    if not model:
+        return None
+    name = model.lower()
+    hits = [(len(k), m) for m in MODELS for k in m.keys if k in name]
+    return max(hits, key=lambda h: h[0])[1] if hits else None
+
+
+def unit(name: str) -> ModelUnit:
+    """A model unit by its name (``qwen3_tts``); an unknown name lists the known ones."""
+    if name not in UNITS:
+        raise InvalidRequest(f"unknown model {name!r}; known models: {', '.join(sorted(UNITS))}")
+    return UNITS[name]
+
+
+def table_format(model: str | None) -> tuple[int, int] | None:
+    """``(sample_rate, channels)`` for a served model name, or None for an unknown model."""
+    m = model_unit(model)
+    return (m.sample_rate, m.channels) if m else None
+
+
+def clones(model: str | None) -> bool:
+    """Whether a served model takes ``ref_audio``, from its name alone."""
+    m = model_unit(model)
+    return CLONING_VARIANT in (model or "").lower() or bool(m and m.cloning)
+
+
+def speech_rules(model: str | None) -> SpeechRules:
+    """The request rules for a served model name: its model's, else listenlab's generic ones."""
+    m = model_unit(model)
+    return m.rules if m else GENERIC_RULES
+
+
+# --------------------------------------------------------------------------- embedded adapters
 
 
 def known_adapters() -> list[str]:
@@ -47,15 +121,15 @@ def infer_adapter(model_path: Path) -> str:
     cfg = read_config(model_path)
     archs = cfg.get("architectures") or []
     archs = [a for a in archs if isinstance(a, str)] if isinstance(archs, list) else []
-    for cls in ADAPTERS.values():
+    for name, cls in ADAPTERS.items():
         if cls.architectures.intersection(archs):
-            return cls.name
+            return name
     model_type = cfg.get("model_type")
-    for cls in ADAPTERS.values():
+    for name, cls in ADAPTERS.items():
         if isinstance(model_type, str) and model_type in cls.model_types:
-            return cls.name
+            return name
     key = basename_key(model_path)
-    hits = [(len(k), cls.name) for cls in ADAPTERS.values() for k in cls.name_keys if k in key]
+    hits = [(len(k), name) for name, cls in ADAPTERS.items() for k in cls.name_keys if k in key]
     if hits:
         return max(hits)[1]
     said = f"architectures {archs}" if archs else "no architectures"
@@ -73,10 +147,21 @@ def make_adapter(model_path: Path, name: str | None, options: dict[str, str]) ->
 
 __all__ = [
     "ADAPTERS",
+    "CLONING_VARIANT",
+    "HELPERS",
+    "MODELS",
+    "UNITS",
     "AdapterContext",
     "ModelAdapter",
+    "ModelUnit",
     "adapter_class",
+    "clones",
+    "discover",
     "infer_adapter",
     "known_adapters",
     "make_adapter",
+    "model_unit",
+    "speech_rules",
+    "table_format",
+    "unit",
 ]

@@ -35,7 +35,8 @@ import numpy as np
 from backends.audio import REF_MAX_SECONDS, REF_MIN_SECONDS, ClipError, UnreadableAudio, decode_mono
 from backends.base import Capabilities, SpeechRequest, Voice
 from backends.errors import InvalidRequest, UnknownVoice, Unsupported
-from backends.vllm_omni.model_table import MAX_NEW_TOKENS_RANGE, ModelFacts
+from backends.vllm_omni.models.unit import ModelUnit
+from backends.vllm_omni.rules import MAX_NEW_TOKENS_RANGE
 
 log = logging.getLogger(__name__)
 
@@ -147,10 +148,10 @@ class ModelAdapter:
     """
 
     name: ClassVar[str]
-    """The ``adapter=`` value (vLLM-Omni's adapter name where it has one)."""
-    facts: ClassVar[ModelFacts]
-    """The model's row of :mod:`backends.vllm_omni.model_table`: title, rate, channels, cloning
-    (the table the remote backend and the wire profiles read too)."""
+    """The ``adapter=`` value: the unit's name (set from :attr:`unit`)."""
+    unit: ClassVar[ModelUnit]
+    """The model this adapter drives (its module's ``MODEL``): title, rate, channels, cloning
+    and request rules, which the remote backend and the wire profiles read too."""
     aliases: ClassVar[tuple[str, ...]] = ()
     architectures: ClassVar[frozenset[str]] = frozenset()
     """``config.json`` ``architectures`` entries that identify the model."""
@@ -166,10 +167,13 @@ class ModelAdapter:
     prompt_extra: ClassVar[frozenset[str]] = frozenset({"max_new_tokens"})
     """``SpeechRequest.extra`` keys that are prompt fields, not stage-0 ``extra_args``."""
     final_only_without_async_chunk: ClassVar[bool] = False
-    requires_ref_audio: ClassVar[bool] = False
-    """Zero-shot cloners with no preset voice: :meth:`check` refuses a request without a clip."""
     sources: ClassVar[tuple[str, ...]] = ()
     """vLLM-Omni files each mapping was read from (shown in the README)."""
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        if "unit" in cls.__dict__:
+            cls.name = cls.unit.name
 
     def __init__(self, ctx: AdapterContext, options: dict[str, str]):
         self.ctx = ctx
@@ -189,7 +193,12 @@ class ModelAdapter:
 
     @property
     def title(self) -> str:
-        return self.facts.title
+        return self.unit.title
+
+    @property
+    def requires_ref_audio(self) -> bool:
+        """Zero-shot cloners with no preset voice (the model's rules require ``ref_audio``)."""
+        return bool(self.unit.rules.requires_ref_audio)
 
     # -- lifecycle
 
@@ -201,10 +210,10 @@ class ModelAdapter:
     def capabilities(self) -> Capabilities:
         return Capabilities(
             streaming=True,
-            cloning=self.facts.cloning,
+            cloning=self.unit.cloning,
             clone_required=self.requires_ref_audio,
-            sample_rate=self.facts.sample_rate,
-            channels=self.facts.channels,
+            sample_rate=self.unit.sample_rate,
+            channels=self.unit.channels,
             speed=False,
             speed_streaming=False,
             instructions=False,
@@ -235,10 +244,12 @@ class ModelAdapter:
             names = ", ".join(v.name for v in self.voices()) or "none (clone with a reference clip)"
             raise UnknownVoice(f"unknown voice {request.voice!r} for {self.title}; voices: {names}")
         max_new_tokens(request, self.default_max_new_tokens)
-        if self.requires_ref_audio and request.ref_audio is None:
-            raise InvalidRequest(
-                f"{self.title} requires 'ref_audio' (reference audio for voice cloning)"
-            )
+        rules = self.unit.rules
+        if rules.requires_ref_audio and request.ref_audio is None:
+            raise InvalidRequest(rules.requires_ref_audio)
+        clip_only = request.ref_audio is not None and not (request.ref_text or "").strip()
+        if rules.ref_text_message and clip_only:
+            raise InvalidRequest(rules.ref_text_message)
 
     def build_prompt(self, request: SpeechRequest) -> dict[str, Any]:
         raise NotImplementedError

@@ -1,6 +1,9 @@
-"""Fish Speech S2 Pro (``fishaudio/s2-pro``): slow AR (Qwen3 chat prompt) + DAC decoder.
+"""Fish Speech S2 Pro (``fishaudio/s2-pro``): slow AR (Qwen3 chat prompt) + DAC decoder; the unit.
 
-Read from ``vllm-project/vllm-omni``:
+The model's facts, request rules and chunk schedule (``MODEL``, each fact with the line of
+vLLM-Omni 0.30.0 it was read from) and the embedded adapter (:class:`FishSpeech`, ``ADAPTER``).
+
+The embedded adapter was read from ``vllm-project/vllm-omni``:
 
 * ``vllm_omni/model_executor/models/fish_speech/prompt_utils.py``: the text-only prompt is
   ``<|im_start|>system\\nconvert the provided text to speech<|im_end|>\\n<|im_start|>user\\n
@@ -37,7 +40,6 @@ from typing import Any
 
 from backends.base import SpeechRequest
 from backends.errors import InvalidRequest, ModelUnavailable
-from backends.vllm_omni.model_table import seed_model
 from backends.vllm_omni.models.base import (
     ModelAdapter,
     as_tensor,
@@ -45,6 +47,8 @@ from backends.vllm_omni.models.base import (
     load_tokenizer,
     max_new_tokens,
 )
+from backends.vllm_omni.models.unit import ChunkSchedule, ModelUnit, cite
+from backends.vllm_omni.rules import SpeechRules
 
 log = logging.getLogger(__name__)
 
@@ -52,10 +56,101 @@ TEXT_ONLY_SYSTEM = "convert the provided text to speech"
 CLONE_SYSTEM_PREFIX = "convert the provided text to speech reference to the following:\n\nText:\n"
 CLONE_SYSTEM_SUFFIX = "\n\nSpeech:\n"
 DAC_SAMPLE_RATE = 44100
+"""``fish_speech/dac_utils.py:11``: the DAC codec's rate (the served rate)."""
 DAC_HOP_LENGTH = 2048
+"""``fish_speech/dac_utils.py:12``: samples per codec frame."""
 _LEGACY_SPEAKER = re.compile(r"<speaker:(\d+)>")
 _SPEAKER = re.compile(r"<\|speaker:\d+\|>")
 _CONTROL = re.compile(r"<\|[^>]+\|>")
+
+
+# --------------------------------------------------------------------------- the unit
+
+ADAPTER_FILE = "vllm_omni/entrypoints/openai/tts_adapters/fish_speech.py"
+DEPLOY = "vllm_omni/deploy/fish_qwen3_omni.yaml"
+DAC = "vllm_omni/model_executor/models/fish_speech/dac_utils.py"
+RULE_SOURCES = (
+    cite(ADAPTER_FILE, 28, 'name = "fish_tts"'),
+    cite(ADAPTER_FILE, 125, "def validate(self, request", "the shared check of rules.py"),
+    cite(ADAPTER_FILE, 128, "server._apply_uploaded_speaker(request)", "no built-in speakers"),
+    cite(ADAPTER_FILE, 139, "Voice cloning requires 'ref_text'"),
+    cite(
+        "vllm_omni/entrypoints/openai/tts_adapters/base.py",
+        222,
+        "supported_output_sample_rates: ClassVar[frozenset[int]] = frozenset()",
+        "not overridden: sample_rate is refused",
+    ),
+)
+
+MODEL = ModelUnit(
+    name="fish_speech",
+    title="Fish Speech S2 Pro",
+    keys=("s2-pro", "fish"),
+    checkpoint="fishaudio/s2-pro",
+    sample_rate=DAC_SAMPLE_RATE,
+    channels=1,
+    cloning=True,
+    rules=SpeechRules(
+        "fish_tts",
+        "; ".join(str(s) for s in RULE_SOURCES),
+        ref_text_message="Voice cloning requires 'ref_text' (transcript of the reference audio)",
+        no_speakers_label="Fish Speech",
+    ),
+    schedule=ChunkSchedule(
+        frame_hz=DAC_SAMPLE_RATE / DAC_HOP_LENGTH,
+        first_frames=(4,) * 6,
+        chunk_frames=25,
+        async_chunk=True,
+        left_context_frames=25,
+        sources=(
+            cite(DEPLOY, 5, "async_chunk: true"),
+            cite(DEPLOY, 19, "initial_codec_chunk_frames: 4"),
+            cite(DEPLOY, 17, "codec_chunk_frames: 25"),
+            cite(DEPLOY, 18, "codec_left_context_frames: 25"),
+            cite(
+                "vllm_omni/model_executor/stage_input_processors/fish_speech.py",
+                200,
+                "elif initial_chunk_size > 0 and length <= chunk_size:",
+                "initial-size chunks while the stream is at most codec_chunk_frames long",
+            ),
+            cite(
+                "vllm_omni/model_executor/stage_input_processors/fish_speech.py",
+                211,
+                "initial_coverage = (chunk_size // initial_chunk_size) * initial_chunk_size",
+                "(25 // 4) * 4 = 24 frames as six 4-frame chunks, then 25-frame chunks",
+            ),
+            cite(DAC, 12, "DAC_HOP_LENGTH = 2048", "one codec frame: 44100 / 2048 = 21.53 Hz"),
+        ),
+        assumptions=(
+            "The high-concurrency deploys add fish_speech_single_initial_chunk (one 4-frame "
+            "chunk) and backlog-adaptive steady chunks; the profile follows the default deploy."
+        ),
+    ),
+    sources={
+        "sample_rate": (cite(DAC, 11, "DAC_SAMPLE_RATE = 44100"),),
+        "channels": (
+            cite(
+                "vllm_omni/model_executor/models/fish_speech/fish_speech_dac_decoder.py",
+                472,
+                "audios[idx] = wav.to(dtype=torch.float32).reshape(-1)",
+                "each request's waveform is 1-D: mono",
+            ),
+        ),
+        "cloning": (cite(ADAPTER_FILE, 134, "if request.ref_audio is not None:"),),
+        "instructions": (
+            cite(ADAPTER_FILE, 125, "def validate(self, request", "reads no instructions"),
+        ),
+        "speed_streaming": (
+            cite(
+                "vllm_omni/entrypoints/openai/tts_adapters/base.py",
+                219,
+                "native_speed_control: ClassVar[bool] = False",
+                "not overridden",
+            ),
+        ),
+        "rules": RULE_SOURCES,
+    },
+)
 
 
 def normalize_text(text: str, *, default_speaker: bool = False) -> str:
@@ -75,9 +170,8 @@ def semantic_len(n_samples: int, sr: int) -> int:
 
 
 class FishSpeech(ModelAdapter):
-    name = "fish_speech"
+    unit = MODEL
     aliases = ("fish_tts", "fish_speech_slow_ar")
-    facts = seed_model("fish_speech")
     # ASSUMED: the s2-pro config.json names; vLLM-Omni registers the stage architectures below
     # (vllm_omni/model_executor/models/registry.py) and falls back to the directory name.
     architectures = frozenset(
@@ -110,10 +204,6 @@ class FishSpeech(ModelAdapter):
         super().check(request)
         normalize_text(request.text)
         if request.ref_audio is not None:
-            if not (request.ref_text or "").strip():
-                raise InvalidRequest(
-                    "Voice cloning requires 'ref_text' (transcript of the reference audio)"
-                )
             normalize_text(request.ref_text or "", default_speaker=True)
         elif request.ref_text:
             raise InvalidRequest("ref_text needs a reference clip (ref_audio)")
@@ -193,3 +283,6 @@ class FishSpeech(ModelAdapter):
             "additional_information": info,
             "cache_salt": f"listenlab-{salt.hexdigest()[:32]}",
         }
+
+
+ADAPTER = FishSpeech

@@ -1,10 +1,14 @@
-"""Qwen3-TTS (12 Hz, 0.6B/1.7B; CustomVoice, VoiceDesign and Base checkpoints).
+"""Qwen3-TTS (12 Hz, 0.6B/1.7B; CustomVoice, VoiceDesign and Base checkpoints): the unit.
 
-Read from ``vllm-project/vllm-omni``:
+The model's facts, request rules and chunk schedule (``MODEL``, each fact with the line of
+vLLM-Omni 0.30.0 it was read from), the port of its adapter's ``validate`` (:class:`Qwen3Rules`)
+and the embedded adapter (:class:`Qwen3TTS`, ``ADAPTER``).
 
-* ``vllm_omni/entrypoints/openai/tts_adapters/qwen3_tts.py`` @ 078de2d1: Base is inferred from
-  a reference clip; ``ref_text`` is needed unless ``x_vector_only_mode``; VoiceDesign needs
-  instructions; the task must match the checkpoint variant named by the path.
+The embedded adapter was read from ``vllm-project/vllm-omni``:
+
+* ``vllm_omni/entrypoints/openai/tts_adapters/qwen3_tts.py``: Base is inferred from a reference
+  clip; ``ref_text`` is needed unless ``x_vector_only_mode``; VoiceDesign needs instructions;
+  the task must match the checkpoint variant named by the path.
 * ``serving_speech.py`` ``_build_tts_params``: every value is a one-item list; ``language``
   "Auto", ``instruct`` "", ``max_new_tokens`` 2048, CustomVoice default speaker Vivian,
   VoiceDesign ``non_streaming_mode`` True; ``ref_audio`` pre-decoded to ``[[samples, sr]]``.
@@ -13,9 +17,8 @@ Read from ``vllm-project/vllm-omni``:
   ``Qwen3TTSPromptEmbedsBuilder.estimate_prompt_len_from_additional_information`` (2048 when
   it cannot be estimated). The server adds a ``cache_salt`` over the conditioning because the
   placeholder ids are the same for every text (``_conditioning_cache_salt``).
-* Native rate 24 kHz mono (``docs/serving/speech_api.md``); sampling defaults come from the
-  deploy YAML (``vllm_omni/deploy/qwen3_tts.yaml``); without ``async_chunk`` the server asks for
-  FINAL_ONLY outputs.
+* Sampling defaults come from the deploy YAML (``vllm_omni/deploy/qwen3_tts.yaml``); without
+  ``async_chunk`` the server asks for FINAL_ONLY outputs.
 """
 
 from __future__ import annotations
@@ -32,7 +35,6 @@ from typing import Any
 
 from backends.base import Capabilities, SpeechRequest, Voice
 from backends.errors import InvalidRequest, UnknownVoice, Unsupported
-from backends.vllm_omni.model_table import QWEN3_LANGUAGES, seed_model
 from backends.vllm_omni.models.base import (
     AdapterContext,
     ModelAdapter,
@@ -41,26 +43,282 @@ from backends.vllm_omni.models.base import (
     max_new_tokens,
     no_voice,
 )
+from backends.vllm_omni.models.unit import ChunkSchedule, ModelUnit, assumed, cite
+from backends.vllm_omni.rules import (
+    MAX_INSTRUCTIONS,
+    RequestView,
+    RuleContext,
+    SpeechRules,
+    embedding_dim,
+    instructions_error,
+    max_new_tokens_error,
+    ref_audio_format_error,
+)
 
 log = logging.getLogger(__name__)
 
+ADAPTER_FILE = "vllm_omni/entrypoints/openai/tts_adapters/qwen3_tts.py"
+DEPLOY = "vllm_omni/deploy/qwen3_tts.yaml"
 TASK_TYPES = ("CustomVoice", "VoiceDesign", "Base")
-LANGUAGES = QWEN3_LANGUAGES
-SPEAKERS = ("aiden", "dylan", "eric", "ono_anna", "ryan", "serena", "sohee", "uncle_fu", "vivian")
-"""The CustomVoice presets in vLLM-Omni's docs; the loaded checkpoint's own list wins."""
+LANGUAGES = (
+    "Auto",
+    "Chinese",
+    "English",
+    "Japanese",
+    "Korean",
+    "German",
+    "French",
+    "Russian",
+    "Portuguese",
+    "Spanish",
+    "Italian",
+)
+"""``tts_adapters/base.py`` ``DEFAULT_TTS_LANGUAGES`` in its order: the official Qwen3-TTS
+languages, which the adapter uses when the checkpoint's ``codec_language_id`` names none."""
 DEFAULT_MAX_NEW_TOKENS = 2048
 FALLBACK_PROMPT_LEN = 2048
+_VARIANT = re.compile(r"(?:^|[-_.])(custom[-_.]?voice|voice[-_.]?design|base)$")
+_VARIANTS = {"customvoice": "CustomVoice", "voicedesign": "VoiceDesign", "base": "Base"}
 
 
-def variant_from_path(path: Path) -> str | None:
-    """Checkpoint variant from a name ending in -Base / -CustomVoice / -VoiceDesign (as the
-    vLLM-Omni adapter does when the config does not say)."""
-    names = {"customvoice": "CustomVoice", "voicedesign": "VoiceDesign", "base": "Base"}
-    for part in reversed(path.parts):
-        m = re.search(r"(?:^|[-_.])(custom[-_.]?voice|voice[-_.]?design|base)$", part.lower())
-        if m:
-            return names[re.sub(r"[-_.]", "", m.group(1))]
+def checkpoint_variant(model: str | Path) -> str | None:
+    """``Qwen3TTSAdapter._get_model_variant`` from a served name or model path: the task of a
+    component ending in -Base / -CustomVoice / -VoiceDesign, leaf first."""
+    for component in reversed(re.split(r"[\\/]+", str(model).rstrip("/\\"))):
+        m = _VARIANT.search(component.lower())
+        if m is not None:
+            return _VARIANTS[re.sub(r"[-_.]", "", m.group(1))]
     return None
+
+
+# --------------------------------------------------------------------------- request rules
+
+BASE_REF_TEXT = (
+    "Base task requires non-empty 'ref_text' (transcript of "
+    "the reference audio) unless 'x_vector_only_mode' is enabled"
+)
+
+
+@dataclass(frozen=True)
+class Qwen3Rules(SpeechRules):
+    """``Qwen3TTSAdapter.validate`` (``tts_adapters/qwen3_tts.py:117``), check for check."""
+
+    def validate(self, view: RequestView, ctx: RuleContext) -> str | None:
+        if view.task_type is None and (view.ref_audio is not None or view.ref_text is not None):
+            view.task_type = "Base"
+        if view.voice is not None:
+            view.voice = view.voice.lower()
+            if view.voice in ctx.uploaded:
+                view.task_type = "Base"
+        task = view.task_type or "CustomVoice"
+        variant = checkpoint_variant(ctx.model)
+        if variant is not None and task != variant:
+            return (
+                f"Qwen3-TTS {variant} checkpoint does not support task_type='{task}'. "
+                f"Use task_type='{variant}' or load the matching {task} checkpoint."
+            )
+        if not view.input or not view.input.strip():
+            return "Input text cannot be empty"
+        return (
+            self.language_error(view)
+            or task_error(view, ctx, task)
+            or instructions_error(self, view.instructions)
+            or max_new_tokens_error(view.max_new_tokens)
+        )
+
+    def language_error(self, view: RequestView) -> str | None:
+        if view.language is None or self.languages is None:
+            return None
+        view.language = view.language.title()
+        if view.language not in self.languages:
+            return f"Invalid language '{view.language}'. Supported: {', '.join(sorted(self.languages))}"
+        return None
+
+
+def task_error(view: RequestView, ctx: RuleContext, task: str) -> str | None:
+    """The task-dependent half of ``Qwen3TTSAdapter.validate``."""
+    available = ctx.speakers | frozenset(ctx.uploaded)
+    if task == "CustomVoice":
+        if not available:
+            return (
+                "This model does not support CustomVoice task (no speakers configured). "
+                "Use task_type='Base' with ref_audio/ref_text for voice cloning, "
+                "or use a CustomVoice model."
+            )
+        if view.voice is not None and view.voice not in available:
+            return f"Invalid voice '{view.voice}'. Supported: {', '.join(sorted(available))}"
+    if view.speaker_embedding is not None:
+        if task != "Base":
+            return "'speaker_embedding' is only valid for Base task"
+        if not view.speaker_embedding:
+            return "'speaker_embedding' must be a non-empty list of floats"
+        view.x_vector_only_mode = True
+        dim = embedding_dim(ctx)
+        if dim is not None and len(view.speaker_embedding) != dim:
+            return (
+                f"speaker_embedding has {len(view.speaker_embedding)} dimensions; expected {dim} "
+                "for the loaded Qwen3-TTS model"
+            )
+    if task == "Base":
+        err = base_error(view, ctx)
+        if err:
+            return err
+    if task != "Base":
+        if view.ref_text is not None:
+            return "'ref_text' is only valid for Base task"
+        if view.x_vector_only_mode is not None:
+            return "'x_vector_only_mode' is only valid for Base task"
+    if task == "VoiceDesign" and not view.instructions:
+        return "VoiceDesign task requires 'instructions' to describe the voice"
+    return None
+
+
+def base_error(view: RequestView, ctx: RuleContext) -> str | None:
+    """What a Base (cloning) request needs: a clip or an embedding, and its transcript."""
+    if view.voice is not None and view.voice in ctx.uploaded:
+        return None
+    if view.voice is None and view.ref_audio is None and view.speaker_embedding is None:
+        return "Base task requires 'ref_audio' or 'speaker_embedding' for voice cloning"
+    if view.voice is not None and view.ref_audio is None:
+        return (
+            f"Base task with built-in speaker '{view.voice}' requires 'ref_audio' for voice cloning"
+        )
+    if view.ref_audio is not None:
+        err = ref_audio_format_error(view.ref_audio)
+        if err:
+            return err
+    if not view.x_vector_only_mode and (not view.ref_text or not view.ref_text.strip()):
+        return BASE_REF_TEXT
+    return None
+
+
+# --------------------------------------------------------------------------- the unit
+
+RULE_SOURCES = (
+    cite(ADAPTER_FILE, 51, "supported_output_sample_rates = frozenset({8000, 24000})"),
+    cite(ADAPTER_FILE, 117, "def validate(self, request", "ported as Qwen3Rules.validate"),
+    cite(
+        "vllm_omni/entrypoints/openai/tts_adapters/base.py",
+        29,
+        "DEFAULT_TTS_LANGUAGES = frozenset(",
+        "the languages when the checkpoint lists none",
+    ),
+    cite(
+        "vllm_omni/entrypoints/openai/serving_speech.py",
+        115,
+        "_TTS_MAX_INSTRUCTIONS_LENGTH = 500",
+    ),
+    cite(
+        "vllm_omni/entrypoints/openai/protocol/audio.py",
+        150,
+        "1024-dim for 0.6B",
+        "speaker_embedding: 1024 for 0.6B, 2048 for 1.7B",
+    ),
+)
+
+MODEL = ModelUnit(
+    name="qwen3_tts",
+    title="Qwen3-TTS",
+    keys=("qwen3-tts",),
+    checkpoint="Qwen/Qwen3-TTS-12Hz-1.7B-CustomVoice",
+    sample_rate=24000,
+    channels=1,
+    instructions=True,
+    presets=("aiden", "dylan", "eric", "ono_anna", "ryan", "serena", "sohee", "uncle_fu", "vivian"),
+    rules=Qwen3Rules(
+        "qwen3_tts",
+        "; ".join(str(s) for s in RULE_SOURCES),
+        sample_rates=frozenset({8000, 24000}),
+        languages=LANGUAGES,
+        task_types=True,
+        checks_voice=True,
+        max_instructions=MAX_INSTRUCTIONS,
+        embedding_dims=(("0.6b", 1024), ("1.7b", 2048)),
+    ),
+    schedule=ChunkSchedule(
+        frame_hz=12.5,
+        first_frames=(1,),
+        chunk_frames=25,
+        async_chunk=True,
+        left_context_frames=72,
+        sources=(
+            cite(DEPLOY, 21, "async_chunk: true"),
+            cite(
+                DEPLOY,
+                35,
+                "initial_codec_chunk_frames: 1",
+                "'Emit only the first audio chunk early, then return to codec_chunk_frames'",
+            ),
+            cite(DEPLOY, 32, "codec_chunk_frames: 25"),
+            cite(DEPLOY, 33, "codec_left_context_frames: 72"),
+            cite(
+                "vllm_omni/model_executor/stage_input_processors/chunk_size_utils.py",
+                170,
+                "FRAME_DURATION_MS: ClassVar[float] = 80.0",
+                "12.5 frames per second",
+            ),
+        ),
+        assumptions=(
+            "Without initial_codec_chunk_frames the server picks a dynamic first chunk "
+            "(2..16 frames by load, chunk_size_utils.compute_dynamic_initial_chunk_size) and an "
+            "opt-in codec_chunk_ramp [4,4,8,16,25] exists; the profile uses the shipped deploy "
+            "value 1."
+        ),
+    ),
+    sources={
+        "sample_rate": (
+            cite(
+                "vllm_omni/model_executor/models/qwen3_tts/qwen3_tts_code2wav.py",
+                116,
+                "self._output_sample_rate = int(tok_config.output_sample_rate)",
+                "the checkpoint's speech_tokenizer output_sample_rate, 24000 for the 12 Hz models",
+            ),
+            cite(
+                "vllm_omni/model_executor/models/qwen3_tts/qwen3_tts_talker.py",
+                1408,
+                "sr = 24000",
+                "the codec's rate",
+            ),
+        ),
+        "channels": (
+            cite(
+                "vllm_omni/model_executor/models/qwen3_tts/qwen3_tts_code2wav.py",
+                528,
+                ".reshape(-1)",
+                "each request's waveform is 1-D: mono",
+            ),
+        ),
+        "cloning": (
+            cite(
+                ADAPTER_FILE,
+                138,
+                "if model_variant is not None and task_type != model_variant:",
+                "cloning is the Base task: only a -Base checkpoint takes ref_audio",
+            ),
+        ),
+        "instructions": (
+            cite(ADAPTER_FILE, 247, 'if task_type == "VoiceDesign" and not request.instructions'),
+        ),
+        "speed_streaming": (
+            cite(
+                "vllm_omni/entrypoints/openai/tts_adapters/base.py",
+                219,
+                "native_speed_control: ClassVar[bool] = False",
+                "not overridden by Qwen3TTSAdapter: speed is a stretch of the whole file",
+            ),
+        ),
+        "rules": RULE_SOURCES,
+        "presets": (
+            assumed(
+                "the CustomVoice speakers in vLLM-Omni's docs/serving/speech_api.md (not in the "
+                "wheel); the loaded checkpoint's talker_config.spk_id wins"
+            ),
+        ),
+    },
+)
+
+
+# --------------------------------------------------------------------------- embedded adapter
 
 
 @dataclass
@@ -74,8 +332,7 @@ class _PromptHelpers:
 
 
 class Qwen3TTS(ModelAdapter):
-    name = "qwen3_tts"
-    facts = seed_model("qwen3_tts")
+    unit = MODEL
     architectures = frozenset(
         {"Qwen3TTSForConditionalGeneration", "Qwen3TTSTalkerForConditionalGeneration"}
     )
@@ -106,7 +363,7 @@ class Qwen3TTS(ModelAdapter):
         task = options.get("task_type")
         if task is not None and task not in TASK_TYPES:
             raise InvalidRequest(f"task_type must be one of {', '.join(TASK_TYPES)}, got {task!r}")
-        self.task_type = task or variant_from_path(ctx.model_path)
+        self.task_type = task or checkpoint_variant(ctx.model_path)
         self.voice = options["voice"].lower() if options.get("voice") else None
         self.language = options["language"].title() if options.get("language") else None
         if self.default_max_new_tokens is None:
@@ -146,7 +403,7 @@ class Qwen3TTS(ModelAdapter):
             languages=self.languages(),
             # 24 kHz in the model table, but read from the stream (the stand-in and old builds differ)
             sample_rate=None,
-            channels=self.facts.channels,
+            channels=self.unit.channels,
             speed=False,
             speed_streaming=False,
             instructions=task != "Base",
@@ -164,7 +421,7 @@ class Qwen3TTS(ModelAdapter):
         ids = getattr(self._helpers.talker_config, "spk_id", None)
         if isinstance(ids, Mapping) and ids:
             return tuple(sorted(str(k).lower() for k in ids))
-        return SPEAKERS
+        return self.unit.presets
 
     def voices(self) -> list[Voice]:
         if self.task_type not in (None, "CustomVoice"):
@@ -288,3 +545,6 @@ class Qwen3TTS(ModelAdapter):
 
     def adjust_sampling(self, params: list[Any], request: SpeechRequest) -> None:
         """Qwen3 carries ``max_new_tokens`` in the prompt; the deploy defaults stay."""
+
+
+ADAPTER = Qwen3TTS

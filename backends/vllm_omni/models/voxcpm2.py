@@ -1,6 +1,9 @@
-"""VoxCPM2 (``openbmb/VoxCPM2``): AR base LM + LocDiT + AudioVAE, 48 kHz.
+"""VoxCPM2 (``openbmb/VoxCPM2``): AR base LM + LocDiT + AudioVAE, 48 kHz; the unit.
 
-Read from ``vllm-project/vllm-omni``:
+The model's facts, request rules and chunk schedule (``MODEL``, each fact with the line of
+vLLM-Omni 0.30.0 it was read from) and the embedded adapter (:class:`VoxCPM2`, ``ADAPTER``).
+
+The embedded adapter was read from ``vllm-project/vllm-omni``:
 
 * ``vllm_omni/model_executor/models/voxcpm2/voxcpm2_talker.py`` ``build_voxcpm2_prompt``
   (used by the server and the offline example so the talker's prefill-length check holds):
@@ -29,8 +32,83 @@ from typing import Any
 
 from backends.base import SpeechRequest
 from backends.errors import InvalidRequest, ModelUnavailable
-from backends.vllm_omni.model_table import seed_model
 from backends.vllm_omni.models.base import ModelAdapter, decode_ref_audio, load_tokenizer
+from backends.vllm_omni.models.unit import ChunkSchedule, ModelUnit, cite
+from backends.vllm_omni.rules import SpeechRules
+
+ADAPTER_FILE = "vllm_omni/entrypoints/openai/tts_adapters/voxcpm2.py"
+DEPLOY = "vllm_omni/deploy/voxcpm2.yaml"
+TALKER = "vllm_omni/model_executor/models/voxcpm2/voxcpm2_talker.py"
+RULE_SOURCES = (
+    cite(ADAPTER_FILE, 90, "def validate(self, request", "the shared check of rules.py"),
+    cite(ADAPTER_FILE, 101, "Invalid voice '{request.voice}'. Supported: {supported}"),
+    cite(ADAPTER_FILE, 178, 'return ["default"]', "its one built-in voice"),
+    cite(
+        "vllm_omni/entrypoints/openai/tts_adapters/base.py",
+        222,
+        "supported_output_sample_rates: ClassVar[frozenset[int]] = frozenset()",
+        "not overridden: sample_rate is refused",
+    ),
+)
+
+MODEL = ModelUnit(
+    name="voxcpm2",
+    title="VoxCPM2",
+    keys=("voxcpm",),
+    checkpoint="openbmb/VoxCPM2",
+    sample_rate=48000,
+    channels=1,
+    cloning=True,
+    rules=SpeechRules(
+        "voxcpm2",
+        "; ".join(str(s) for s in RULE_SOURCES),
+        checks_voice=True,
+        builtin_voices=("default",),
+    ),
+    schedule=ChunkSchedule(
+        frame_hz=6.25,
+        first_frames=(3,),
+        chunk_frames=3,
+        async_chunk=False,
+        sources=(
+            cite(DEPLOY, 6, "async_chunk: false"),
+            cite(DEPLOY, 34, "audio_emit_every: 1"),
+            cite(DEPLOY, 35, "vae_decode_every: 3", "one emit = 3 patches"),
+        ),
+        assumptions=(
+            "One patch = 160 ms (6.25 Hz: patch size 4 over a 25 Hz latent, as VoxCPM 1.5 "
+            "documents; VoxCPM2's patch size 4 per llama.cpp-omni's README), not stated in "
+            "vLLM-Omni's files. A first chunk of the same 3 patches is assumed (no separate "
+            "first-chunk setting was found)."
+        ),
+    ),
+    sources={
+        "sample_rate": (
+            cite(TALKER, 914, 'self._sample_rate = getattr(self.config, "sample_rate", 48000)'),
+        ),
+        "channels": (
+            cite(
+                TALKER,
+                3086,
+                "chunks = [audio_by_req[req_id].reshape(-1) for req_id in ready_req_ids]",
+                "each request's waveform is 1-D: mono",
+            ),
+        ),
+        "cloning": (cite(ADAPTER_FILE, 72, "if request.ref_audio is not None:"),),
+        "instructions": (
+            cite(ADAPTER_FILE, 90, "def validate(self, request", "reads no instructions"),
+        ),
+        "speed_streaming": (
+            cite(
+                "vllm_omni/entrypoints/openai/tts_adapters/base.py",
+                219,
+                "native_speed_control: ClassVar[bool] = False",
+                "not overridden",
+            ),
+        ),
+        "rules": RULE_SOURCES,
+    },
+)
 
 
 def is_cjk(c: str) -> bool:
@@ -47,8 +125,7 @@ def is_cjk(c: str) -> bool:
 
 
 class VoxCPM2(ModelAdapter):
-    name = "voxcpm2"
-    facts = seed_model("voxcpm2")
+    unit = MODEL
     # ASSUMED: openbmb/VoxCPM2's config.json may name another class; the talker class below is
     # what vLLM-Omni registers, and the directory name is the fallback (as vLLM-Omni does).
     architectures = frozenset({"VoxCPM2TalkerForConditionalGeneration", "VoxCPM2Model"})
@@ -131,3 +208,6 @@ class VoxCPM2(ModelAdapter):
             "additional_information": info,
             "cache_salt": f"listenlab-{salt.hexdigest()[:32]}",
         }
+
+
+ADAPTER = VoxCPM2

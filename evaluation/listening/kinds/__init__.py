@@ -1,24 +1,90 @@
-"""The listening-test kinds, one module each: MOS, A/B (with its CMOS mode), MUSHRA, glitch hunt.
+"""The listening-test kinds, one folder each: MOS, A/B (with its CMOS mode), MUSHRA, glitch hunt.
 
-Why objects: a kind's design, the item the rater page gets, its vote and its results used to be
-``kind == "mos"`` branches in eight files; now the planner, the rater service, the results and
-the admin page ask :func:`kind_of` and a new kind is one new module listed in :data:`KINDS`.
+Why one registry: a kind used to be ``kind == "mos"`` branches in ten files over three layers,
+and an unknown kind silently got another kind's question or the planner's MOS points. Now
+each kind is a folder (``<name>/__init__.py`` and its rater script ``<name>/page.js``: see
+:class:`~evaluation.listening.kinds.base.TestKind`), :data:`KINDS` is the one list of them,
+and the planner, the rater service, the results, the texts, the export and the admin page ask
+the kind. Adding a kind is its folder plus one line in :data:`BUILT_IN` (or a
+:func:`register` call, as the toy kind of the tests does). A kind missing a required part is
+refused when it is registered, and the app refuses to start over a stored test of a kind that
+is not registered (:func:`check_stored`): never a default.
+
 Pure logic (``evaluation`` never imports ``app``), light to import (pandas, SciPy and the
 statistics load when a result is computed).
 """
 
 from __future__ import annotations
 
-from backends.errors import InvalidRequest
+import re
+from collections.abc import Iterable
+
+from backends.errors import InvalidRequest, ListenlabError
 from evaluation.listening.kinds.ab import KIND as AB
 from evaluation.listening.kinds.base import TestKind
 from evaluation.listening.kinds.glitch import KIND as GLITCH
 from evaluation.listening.kinds.mos import KIND as MOS
 from evaluation.listening.kinds.mushra import KIND as MUSHRA
 
-KINDS: dict[str, TestKind] = {k.name: k for k in (MOS, AB, MUSHRA, GLITCH)}
-"""Every kind by name, in the order results are listed and the designer offers them."""
-NAMES = tuple(KINDS)
+BUILT_IN: tuple[TestKind, ...] = (MOS, AB, MUSHRA, GLITCH)
+"""The kinds the app ships, in the order results are listed and the designer offers them (the
+first is the default of a spec that names none)."""
+
+KINDS: dict[str, TestKind] = {}
+"""Every registered kind by name (the built-in ones, then any :func:`register` added)."""
+NAMES = KINDS.keys()
+"""The registered kinds' names (a live view: a kind registered later is in it)."""
+
+NAME_RE = re.compile(r"^[a-z][a-z0-9_]{0,31}$")
+REQUIRED = ("scale", "plan_model", "read_vote", "results")
+"""Methods a kind must define itself (the base's raise ``NotImplementedError``)."""
+
+
+class KindError(ListenlabError):
+    """A kind that cannot run: registered without a required part, or named by a stored test
+    although no such kind is registered. An error of the deployment, found at startup."""
+
+    http_status, reason = 500, "kind"
+
+
+def missing_parts(kind: TestKind) -> list[str]:
+    """What ``kind`` lacks of :class:`TestKind`'s required parts (empty: nothing)."""
+    out = []
+    if not isinstance(kind.name, str) or not NAME_RE.match(kind.name):
+        out.append(f"name {kind.name!r} (1-32 lower-case letters, digits or _)")
+    for attr in ("title", "instructions", "main_table"):
+        if not getattr(kind, attr, ""):
+            out.append(attr)
+    out += [f"{m}()" for m in REQUIRED if getattr(type(kind), m) is getattr(TestKind, m)]
+    folder = kind.folder
+    if folder is None or not folder.is_dir():
+        out.append("folder (the kind's own folder: Path(__file__).parent)")
+    else:
+        if "page.js" not in kind.static_files:
+            out.append("page.js in static_files")
+        out += [f"{f} in {folder}" for f in kind.static_files if not (folder / f).is_file()]
+    if not isinstance(kind.columns, dict):
+        out.append("columns ({file: {column: meaning}})")
+    return out
+
+
+def register(kind: TestKind) -> TestKind:
+    """Add ``kind`` to :data:`KINDS` (a second kind of the same name, or one missing a part,
+    is a :class:`KindError`)."""
+    missing = missing_parts(kind)
+    if missing:
+        raise KindError(f"test kind {kind.name!r} is missing: {', '.join(missing)}")
+    if kind.name in KINDS and KINDS[kind.name] is not kind:
+        raise KindError(f"a test kind called {kind.name!r} is registered already")
+    KINDS[kind.name] = kind
+    return kind
+
+
+def unregister(name: str) -> None:
+    """Remove a kind :func:`register` added (the tests' toy kind); a built-in one stays."""
+    if any(k.name == name for k in BUILT_IN):
+        raise KindError(f"{name!r} is a built-in test kind")
+    KINDS.pop(name, None)
 
 
 def kind_of(name: str) -> TestKind:
@@ -29,4 +95,42 @@ def kind_of(name: str) -> TestKind:
     return k
 
 
-__all__ = ["AB", "GLITCH", "KINDS", "MOS", "MUSHRA", "NAMES", "TestKind", "kind_of"]
+def check_stored(tests: Iterable[tuple[str, str]]) -> None:
+    """Refuse to start over stored tests (``(test_id, kind)``) of a kind not registered: its
+    pages, votes and results would have no kind to ask."""
+    bad = sorted((tid, kind) for tid, kind in tests if kind not in KINDS)
+    if bad:
+        listed = ", ".join(f"{tid} ({kind!r})" for tid, kind in bad[:10])
+        more = f" and {len(bad) - 10} more" if len(bad) > 10 else ""
+        raise KindError(
+            f"{len(bad)} stored test(s) of a kind this app does not have: {listed}{more}. "
+            f"Registered kinds: {', '.join(NAMES)}. Register the kind, or remove the test "
+            "(listenlab test delete ID) before starting."
+        )
+
+
+def default_kind() -> str:
+    """The kind of a spec that names none (the first built-in one)."""
+    return BUILT_IN[0].name
+
+
+for _kind in BUILT_IN:
+    register(_kind)
+
+__all__ = [
+    "AB",
+    "BUILT_IN",
+    "GLITCH",
+    "KINDS",
+    "MOS",
+    "MUSHRA",
+    "NAMES",
+    "KindError",
+    "TestKind",
+    "check_stored",
+    "default_kind",
+    "kind_of",
+    "missing_parts",
+    "register",
+    "unregister",
+]

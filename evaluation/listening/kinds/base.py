@@ -1,9 +1,12 @@
 """What every test kind shares: the planned item, the pseudo systems of the check stimuli, the
-vote a rater sends and the kind's interface.
+vote a rater sends, the planner's figures and the kind's interface.
 
-Why a base module: the four kinds (:mod:`.mos`, :mod:`.ab`, :mod:`.mushra`, :mod:`.glitch`)
-each hold their design, item payload, vote validation and results; the design planner, the
-rater service and the results page ask the kind instead of branching on its name. This module
+Why a base module: a kind is one folder (``evaluation/listening/kinds/<kind>/``: its
+``__init__.py`` holds the design, the item payload, the vote rules, the results, the texts
+raters and admins read, the planner's figures and the export's columns; its ``page.js`` draws
+the rater's answer), and the rest of the app asks the kind instead of branching on its name.
+:class:`TestKind` says what a kind must provide; the registry
+(:func:`evaluation.listening.kinds.register`) refuses one that lacks a part. This module
 imports only the standard library, so ``listenlab test`` can name the kinds without loading
 pandas or SciPy (the results import them when they run).
 """
@@ -14,7 +17,8 @@ import itertools
 import random
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, ClassVar
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -32,6 +36,12 @@ ANCHOR_MID = "__anchor_mid__"
 """MUSHRA mid anchor (BS.1534-3): the reference low-passed at 7 kHz, nothing else."""
 MUSHRA_ANCHORS = {ANCHOR_LOW: ("low", 3500.0), ANCHOR_MID: ("mid", 7000.0)}
 """Pseudo system -> (``anchor`` name stored in stimulus/assignment meta, low-pass cutoff Hz)."""
+MUSHRA_ANCHOR_LABELS = {
+    sid: f"{n} anchor ({hz / 1000:g} kHz)" for sid, (n, hz) in MUSHRA_ANCHORS.items()
+}
+"""What the results call each MUSHRA anchor: ``low anchor (3.5 kHz)``, ``mid anchor (7 kHz)``."""
+MUSHRA_SCREEN_ANCHOR = ANCHOR_MID
+"""BS.1534-3's post-screening judges the mid anchor (when the test has one)."""
 GOLD = "__gold__"
 """Pseudo system of the MOS gold "5": a natural recording or an admin-marked known-good clip."""
 TRAP = "__trap__"
@@ -88,7 +98,8 @@ class VoteContext:
     prompt_id: str | None
     played: dict[int, float]
     created_at: str
-    ab_mode: str = "cmos"
+    mode: str = ""
+    """The design's answer mode (A/B: ``cmos`` or ``forced``; see :attr:`TestKind.modes`)."""
     marks: int = 0
     """Glitch hunts: the marks this rater stored on the clip (the answer closes the item)."""
 
@@ -129,15 +140,83 @@ Table = tuple[str, "pd.DataFrame", str, str, str]
 """A results table: ``(name, frame, title, method, what the method assumes)``."""
 
 
-class TestKind:
-    """One test kind: its design, the item the page gets, its vote and its results.
+@dataclass(frozen=True)
+class Axis:
+    """A bounded answer scale: its ends and the unit the planner and the plots name it by."""
 
-    The defaults suit a one-clip kind (MOS, glitch hunt); a kind overrides what differs."""
+    low: float
+    high: float
+    units: str
+    """What the planner calls a step of it: ``MOS points``, ``CMOS points``, ``MUSHRA
+    points``, ``share``."""
+    label: str = ""
+    """What a plot's axis says (``MOS``, ``MUSHRA score``, ``CMOS``)."""
+
+
+ROUNDING_VAR = 1 / 12
+"""A score rounded to a whole number adds the variance of a uniform rounding error."""
+
+
+@dataclass(frozen=True)
+class Spread:
+    """The planning model on the MOS scale (rater, prompt and noise sd, and the difference
+    between two systems the power is planned for); each kind turns it into its own scale
+    (:meth:`TestKind.plan_model`)."""
+
+    rater_sd: float
+    prompt_sd: float
+    noise_sd: float
+    difference: float
+
+
+@dataclass(frozen=True)
+class PlanModel:
+    """How the planner (:mod:`evaluation.listening.planning`) sees one mean of a kind: the
+    scale it is on, the spread of one answer on that scale, and what one mean is of."""
+
+    axis: Axis
+    centre: float
+    """The mean the planned interval is put around (the middle of the scale): the results
+    build every interval on the logit of the mean's place in the scale, so its width depends
+    on where the mean is."""
+    rater_var: float
+    prompt_var: float
+    noise_var: float
+    """Per answer, on :attr:`axis` (rounding to whole answers included)."""
+    per_item: float
+    """Answers to one mean that one rated item gives (MUSHRA: one per system on every screen;
+    MOS: ``1 / systems``; A/B: ``1 / pairs``)."""
+    difference: float
+    """The difference between two means the power is planned for, on :attr:`axis`."""
+    cell: str = "system"
+    """What one mean is of: ``system`` or ``pair`` (said in the planner's lines)."""
+    paired: bool = False
+    """Each answer is already a difference of two clips (A/B): the pairwise test's spread has
+    no second side."""
+
+
+class TestKind:
+    """One test kind: its design, the item the page gets, its vote, its results, its texts,
+    the planner's figures, the export's columns and the rater page's script.
+
+    A kind is one folder (``evaluation/listening/kinds/<name>/``): ``__init__.py`` defines the
+    subclass and ``KIND``, ``page.js`` draws the answer on the rater page (served from the
+    folder: :attr:`folder`, :attr:`static_files`). The defaults suit a one-clip kind (MOS,
+    glitch hunt); a kind overrides what differs. Methods that raise ``NotImplementedError``
+    here are required: the registry refuses a kind that does not define them."""
 
     __test__ = False  # not a pytest class
 
     name = ""
+    """The kind's name: stored with each test, in URLs (``/ll/listening/kinds/<name>/``)."""
     title = ""
+    folder: ClassVar[Path | None] = None
+    """The kind's folder (``Path(__file__).parent`` of its ``__init__.py``)."""
+    static_files: ClassVar[tuple[str, ...]] = ("page.js",)
+    """Files of :attr:`folder` the app serves to the rater page; ``page.js`` registers the
+    kind's answer widget (``window.LLKinds[name]``)."""
+    modes: ClassVar[tuple[str, ...]] = ()
+    """Answer modes a design may pick (A/B: ``cmos`` or ``forced``; stored as ``ab_mode``)."""
     min_systems = 1
     max_systems = 64
     """The most systems a test of this kind takes (a rater hears as many as their items allow;
@@ -155,6 +234,16 @@ class TestKind:
     """May a stimulus be sent whole at once for the page to switch between (MUSHRA)?"""
     counts_marks = False
     """The answer records how many glitch marks the rater made."""
+
+    # -- texts a rater reads (the page shows them, the export prints them)
+
+    instructions = ""
+    """The built-in instructions shown above every item."""
+
+    def scale(self, mode: str) -> dict[str, Any]:
+        """The question and the answers as the page shows them: ``{question, labels}`` (a
+        list of ``[value, label]``) or ``{question, bands}`` (``[low, high, label]``)."""
+        raise NotImplementedError
 
     # -- design
 
@@ -200,6 +289,13 @@ class TestKind:
         side), ``gold`` (MOS gold "5") and ``trap`` (MOS)."""
         return frozenset()
 
+    # -- the planner's figures
+
+    def plan_model(self, d: Design, spread: Spread) -> PlanModel | None:
+        """How the planner sees one mean of a design of this kind (None: the kind has no mean
+        to plan an interval for, such as a glitch hunt's counts)."""
+        raise NotImplementedError
+
     # -- the item the page gets
 
     def labels(self, n: int) -> list[str]:
@@ -220,22 +316,61 @@ class TestKind:
     # -- the vote
 
     def read_vote(self, body: dict[str, Any], ctx: VoteContext) -> Vote:
+        """The checked answer (``body`` is the page's JSON) and the kind's rows to store."""
         raise NotImplementedError
 
     # -- results
 
     def results(self, data: TestData, ctx: ResultContext) -> list[Table]:
         """This kind's tables of one test (none while it has no answers of this kind)."""
-        return []
+        raise NotImplementedError
+
+    main_table = ""
+    """The results table that answers the test's question (the Results tab's first table;
+    empty while no rated item counts)."""
+    pairwise_table: str | None = None
+    """The results table of the pairwise tests, if the kind has one."""
 
     def screening_text(self, scr: TestScreening) -> str | None:
         """This kind's screening rule, for the ``raters`` table's method line."""
         return None
 
-    def plot(self, tables: dict[str, pd.DataFrame]) -> tuple[pd.DataFrame, str, str, str] | None:
-        """``(frame, label column, value column, scale)`` of the results plot, if this kind
+    def screening_warnings(self, d: Design) -> list[str]:
+        """What the designer should know about how this design's raters are screened."""
+        return []
+
+    def plot(self, tables: dict[str, pd.DataFrame]) -> tuple[pd.DataFrame, str, str, Axis] | None:
+        """``(frame, label column, value column, axis)`` of the results plot, if this kind
         has one and its table is not empty."""
         return None
+
+    def by_prompt(self, tables: dict[str, pd.DataFrame]) -> pd.DataFrame | None:
+        """The Results tab's third table (MOS per prompt, glitch marks per seam), if any."""
+        return None
+
+    def summary(self, tables: dict[str, pd.DataFrame], titles: dict[str, str]) -> list[str]:
+        """The Results tab's Markdown sections of this kind's tables (``titles``: each
+        table's title from ``methods``)."""
+        return []
+
+    def result_lines(self, tables: dict[str, pd.DataFrame]) -> list[str]:
+        """``methods.md``'s result lines of this kind's tables."""
+        return []
+
+    # -- the export
+
+    columns: ClassVar[dict[str, dict[str, str]]] = {}
+    """The column dictionary of this kind's export files, ``{file: {column: meaning}}``
+    (``raw/<table>.csv`` of its answer table, ``results/<table>.csv`` of its tables); the
+    shared meanings (:data:`app.listening.columns.COMMON`) need not be repeated."""
+
+    shared_columns: ClassVar[dict[str, str]] = {}
+    """Columns of this kind that several files share (A/B's ``choice`` and ``cmos`` are in its
+    vote table and in ``raw/ratings.csv``): said once, with the flow's shared meanings."""
+
+    def export_raw(self, table: str, df: pd.DataFrame) -> pd.DataFrame:
+        """A raw table as the export writes it (a kind may add derived columns)."""
+        return df
 
 
 def require_int(v: Any, low: int, high: int, message: str) -> int:
@@ -253,12 +388,18 @@ def not_empty(df: pd.DataFrame | None) -> bool:
 
 __all__ = [
     "AB_MIN_MS",
+    "Axis",
+    "PlanModel",
+    "ROUNDING_VAR",
+    "Spread",
     "ANCHOR",
     "ANCHOR_LOW",
     "ANCHOR_MID",
     "GOLD",
     "GOLD_EXPECTED",
     "MUSHRA_ANCHORS",
+    "MUSHRA_ANCHOR_LABELS",
+    "MUSHRA_SCREEN_ANCHOR",
     "PLAYED_SHARE",
     "TRAP",
     "TRAP_ANSWER",

@@ -1,0 +1,249 @@
+"""Enrolment: a rater joins (or resumes), agrees, answers the questionnaire, gets their items
+and, at the end, the completion code.
+
+Why here: who a rater is and which design row and items they get are decided once, at the
+join and the first status, under the store's write lock (:meth:`TestStore.join`), so two
+raters joining at once cannot get the same row by accident, and a resumed rater gets the same
+items in the same order.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+import secrets
+import time
+from typing import Any
+
+from app.listening.flow import Denied, RaterFlow, consent_text, design_of, public_title
+from app.listening.texts import QUESTIONNAIRE
+from app.store import Assignment, UnknownItem, now_iso
+from backends.errors import InvalidRequest
+from evaluation.listening.design import (
+    ANCHOR,
+    TRAP,
+    Design,
+    RaterRow,
+    all_row_cells,
+    choose_row,
+    plan,
+)
+
+CROWD_RE = re.compile(r"^[A-Za-z0-9_.:@-]{1,128}$")
+CROWD_KEYS = ("PROLIFIC_PID", "workerId", "crowd_id", "participant")
+DROPOUT_AFTER_S = 1800.0
+"""A rater idle this long (no join or status call: the page makes one after every answer)
+counts as dropped: their design row is given to the next joiner (the test's
+``dropout_after_s`` overrides it)."""
+MAX_RATERS = 5000
+"""Joins per test (bounds what an anonymous visitor can make the server store)."""
+
+
+def new_token() -> str:
+    return secrets.token_urlsafe(32)
+
+
+def assignment_id(test_id: str, rater_id: str, position: int) -> str:
+    return hashlib.sha256(f"{test_id}:{rater_id}:{position}".encode()).hexdigest()[:24]
+
+
+class Enrolment(RaterFlow):
+    """Join, consent, questionnaire, the rater's items and their completion."""
+
+    def join(
+        self,
+        test_id: str,
+        crowd_id: str | None = None,
+        source: str | None = None,
+        study_id: str | None = None,
+        session_id: str | None = None,
+    ) -> dict:
+        """A session for a rater. One crowd id is one rater: joining again with it resumes that
+        rater (same id, same place, a screen-out stands) with a new token; the old one stops
+        working. A new rater gets the design row that most needs ratings (:func:`choose_row`)."""
+        t = self.load_test(test_id)
+        for v, what in ((crowd_id, "crowd id"), (study_id, "study id"), (session_id, "session id")):
+            if v is not None and (not isinstance(v, str) or not CROWD_RE.match(v)):
+                raise InvalidRequest(f"the {what} must be 1-128 letters, digits or . _ : @ -")
+        if source is not None and source not in CROWD_KEYS:
+            source = None
+        cfg = t["config"]
+        design = design_of(t)
+        target = cfg.get("target_ratings")
+        dropout = float(cfg.get("dropout_after_s") or DROPOUT_AFTER_S)
+
+        def row(raters: list[dict[str, Any]]) -> int | None:
+            if len(raters) >= int(cfg.get("max_raters") or MAX_RATERS):
+                raise Denied("this test has all the raters it takes")
+            now = time.time()
+            rows = [
+                RaterRow(
+                    int(r["seq"] if r["design_row"] is None else r["design_row"]),
+                    not r["screened_out_at"]
+                    and r.get("headphone_pass") != 0
+                    and bool(r["finished_at"] or (r["seen_at"] and now - r["seen_at"] <= dropout)),
+                )
+                for r in raters
+            ]
+            got = choose_row(design, rows, int(target) if target else None)
+            if got is None:
+                raise Denied("this test is full: it has all the ratings it needs. Thank you!")
+            return got
+
+        all_row_cells(design)  # planned (and cached) before the write lock is taken
+        token = new_token()
+        r, resumed = self.tests.join(
+            test_id,
+            token,
+            crowd_id,
+            source,
+            study_id=study_id,
+            session_id=session_id,
+            choose_row=row,
+        )
+        self.assign(t, r)
+        return {"token": token, "rater_id": r["rater_id"], "resumed": resumed}
+
+    def assign(self, test: dict[str, Any], rater: dict[str, Any]) -> list[Assignment]:
+        """The rater's assignments (written once from the deterministic plan; resumable)."""
+        have = self.store.assignments(test["test_id"], rater["rater_id"])
+        design = design_of(test)
+        seq = int(rater["seq"])
+        row = rater.get("design_row")
+        items = plan(design, seq) if row is None else plan(design, int(row), order_seed=seq)
+        if len(have) == len(items):
+            return have
+        find = self._finder(test["test_id"])
+        clean = self.ab_clean(test, design, seq)
+        for it in items:
+            takes, conds, roles = [], [], []
+            for sl in it.slots:
+                if it.stimulus == "ab_check":  # the degraded anchor against a clean clip
+                    s = (
+                        find("anchor", ANCHOR, it.prompt, check=True)
+                        if sl.role == "anchor"
+                        else find("item", clean, it.prompt or design.prompts[0])
+                    )
+                elif it.stimulus in {"anchor", "gold", "trap"}:
+                    pseudo = {"gold": sl.system, "anchor": ANCHOR, "trap": TRAP}[it.stimulus]
+                    s = find(it.stimulus, pseudo, it.prompt, check=True)
+                elif sl.role == "anchor":  # MUSHRA: low (3.5 kHz) or mid (7 kHz) anchor
+                    s = find("anchor", sl.system, it.prompt)
+                else:
+                    s = find("item", sl.system, it.prompt)
+                takes.append(s.take_id)
+                conds.append(s.condition)
+                roles.append(sl.role)
+            a = Assignment(
+                assignment_id=assignment_id(test["test_id"], rater["rater_id"], it.position),
+                test_id=test["test_id"],
+                rater_id=rater["rater_id"],
+                position=it.position,
+                take_id=takes[0],
+                take_b_id=takes[1] if design.test_kind.paired else None,
+                role=it.role,
+                expected=it.expected,
+                slots=tuple(takes),
+                condition=conds[0],
+                meta={
+                    "roles": roles,
+                    "conditions": conds,
+                    "systems": [
+                        clean if it.stimulus == "ab_check" and sl.role == "gold" else sl.system
+                        for sl in it.slots
+                    ],
+                    "prompt_id": it.prompt,
+                    **it.meta,
+                },
+            )
+            self.store.add_assignment(a)
+        return self.store.assignments(test["test_id"], rater["rater_id"])
+
+    def _finder(self, test_id: str):
+        """``find(kind, system, prompt, check=False)``: the test's stimulus; a check item's
+        falls back to the first of its kind (a test made before check items varied has one
+        set, without prompts)."""
+        stim = self.tests.stimuli(test_id)
+        by = {(s.kind, s.system_id, s.prompt_id): s for s in stim}
+        first: dict[tuple[str, str | None], Any] = {}
+        for s in stim:
+            first.setdefault((s.kind, s.system_id), s)
+
+        def find(kind: str, system: str, prompt: str | None, *, check: bool = False):
+            s = by.get((kind, system, prompt)) or (
+                first.get((kind, system)) if not prompt or check else None
+            )
+            if s is None:
+                raise UnknownItem(f"no {kind} stimulus for {system} / {prompt}: generate first")
+            return s
+
+        return find
+
+    def ab_clean(self, test: dict[str, Any], design: Design, seq: int) -> str:
+        """The A/B check pairs' clean side: the natural recording when the test has one, else
+        the systems in turn per rater (a take of one system under test as "the clean side" for
+        everyone would fail raters who honestly judge that system)."""
+        return self.natural_system(test, design) or design.systems[seq % len(design.systems)]
+
+    def info(self, test_id: str) -> dict[str, Any]:
+        """What anyone may see before joining: the public title, type, consent text and whether
+        open (``name`` is the public title too: the admin's test name stays on the server)."""
+        t = self.load_test(test_id, open_only=False)
+        return {
+            "test_id": test_id,
+            "name": public_title(t),
+            "title": public_title(t),
+            "kind": t["kind"],
+            "status": t["status"],
+            "consent": consent_text(t),
+        }
+
+    def consent(self, test_id: str, token: str) -> dict[str, Any]:
+        self.load_test(test_id)
+        r = self.rater(test_id, token)
+        if not r["consent_at"]:
+            self.tests.update_rater(test_id, r["rater_id"], consent_at=now_iso())
+        return {"consented": True}
+
+    def questionnaire(self, test_id: str, token: str, answers: Any) -> dict[str, Any]:
+        """The rater questionnaire (a test made with it): one listed option per question, all
+        questions answered, stored once (a second call keeps the first answers)."""
+        t = self.load_test(test_id)
+        r = self.rater(test_id, token)
+        if not r["consent_at"]:
+            raise Denied("consent first")
+        if not t["config"].get("questionnaire"):
+            raise InvalidRequest("this test has no questionnaire")
+        if r.get("questionnaire"):
+            return {"stored": False}
+        if not isinstance(answers, dict):
+            raise InvalidRequest("answers: {question: option}")
+        got = {}
+        for q in QUESTIONNAIRE:
+            v = answers.get(q["key"])
+            if v not in q["options"]:
+                raise InvalidRequest(f"{q['key']}: choose one of {', '.join(q['options'])}")
+            got[q["key"]] = v
+        extra = set(answers) - set(got)
+        if extra:
+            raise InvalidRequest(f"unknown question {sorted(extra)[0][:40]!r}")
+        self.tests.update_rater(test_id, r["rater_id"], questionnaire=json.dumps(got))
+        return {"stored": True}
+
+    def finish(self, t: dict[str, Any], r: dict[str, Any]) -> dict[str, Any]:
+        """The completion code (the test's, else one per rater, given once) and the link."""
+        cfg = t["config"]
+        code = r["completion_code"]
+        if not code:
+            code = cfg.get("completion_code") or secrets.token_hex(4).upper()
+            self.tests.update_rater(
+                t["test_id"], r["rater_id"], completion_code=code, finished_at=now_iso()
+            )
+        redirect = cfg.get("redirect_url") or None
+        if redirect:
+            redirect = redirect.replace("{code}", code)
+        return {"completion_code": code, "redirect_url": redirect}
+
+
+__all__ = ["CROWD_KEYS", "DROPOUT_AFTER_S", "MAX_RATERS", "Enrolment", "assignment_id", "new_token"]

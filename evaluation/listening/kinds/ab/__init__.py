@@ -1,0 +1,338 @@
+"""A/B (paired comparison, with its CMOS mode): two clips of one prompt, answered on the CMOS
+scale -3..+3 (B against A) or as a forced choice, screened with two check pairs.
+
+Why one folder: the pairs the design cycles through, the sides' balance, the check pairs (the
+degraded anchor against its clean source, once on each side), the "A"/"B" labels, the
+question and its answers (``page.js`` draws them), the vote's ``cmos``/``choice``, the
+planner's CMOS points (or share), the per-pair tables, their words and the export's columns
+are one kind's business."""
+
+from __future__ import annotations
+
+import math
+import random
+from collections.abc import Callable
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from backends.errors import InvalidRequest
+from evaluation.listening.kinds.base import (
+    AB_MIN_MS,
+    ANCHOR,
+    PLAYED_SHARE,
+    ROUNDING_VAR,
+    Axis,
+    Familiar,
+    PlanModel,
+    PlannedItem,
+    ResultContext,
+    Slot,
+    Spread,
+    Table,
+    TestKind,
+    Vote,
+    VoteContext,
+    not_empty,
+    pairs,
+    require_int,
+)
+
+if TYPE_CHECKING:
+    import pandas as pd
+
+    from evaluation.listening.data import TestData
+    from evaluation.listening.design import Design
+    from evaluation.listening.screening import TestScreening
+
+MODES = ("cmos", "forced")
+"""``cmos``: -3..+3, B against A; ``forced``: A or B. The first is the default (every stored
+design carries it as ``ab_mode``, whatever its kind)."""
+CMOS, FORCED = MODES
+SIDES = "ABCDEFGH"
+CMOS_LABELS = [
+    [-3, "A much better"],
+    [-2, "A better"],
+    [-1, "A slightly better"],
+    [0, "About the same"],
+    [1, "B slightly better"],
+    [2, "B better"],
+    [3, "B much better"],
+]
+CMOS_QUESTION = "Compare the quality of B with the quality of A."
+FORCED_LABELS = [["a", "A is better"], ["b", "B is better"]]
+FORCED_QUESTION = "Which clip has the better quality?"
+CMOS_AXIS = Axis(-3.0, 3.0, "CMOS points", "CMOS")
+SHARE_AXIS = Axis(0.0, 1.0, "share", "preference share")
+
+COLUMNS = {
+    "raw/ab_votes.csv": {
+        "vote_id": "the vote (the answer's id)",
+        "item_key": "the two takes, sorted and joined with |",
+        "take_a": "side A's take (played first)",
+        "take_b": "side B's take",
+        "system_a": "side A's system",
+        "system_b": "side B's system",
+        "played_a_ms": "playback of A accepted",
+        "played_b_ms": "playback of B accepted",
+    },
+    "results/ab.csv": {
+        "n": "votes",
+        "x_wins": "votes for x",
+        "y_wins": "votes for y",
+        "ties": "tied votes",
+        "x_share": "share of decisive votes won by x",
+        "x_share_low": "its 95% interval, lower bound",
+        "x_share_high": "upper bound",
+        "p_sign": "sign test on decisive votes, votes taken as independent",
+        "cmos_n": "votes in the CMOS mean",
+        "cmos_y": "mean CMOS: how much better y is than x (ties count 0)",
+        "cmos_low": "its 95% interval, lower bound",
+        "cmos_high": "upper bound",
+    },
+    "results/ab_pairwise.csv": {
+        "raters_x": "raters whose decisive votes mostly went to x",
+        "raters_y": "to y",
+        "rater_share_x": "raters_x / (raters_x + raters_y)",
+    },
+    "results/order_bias.csv": {
+        "decisive": "decisive votes",
+        "first_share": "share won by the clip played first",
+    },
+}
+"""The A/B files of the export."""
+
+
+def checks(system: str) -> list[PlannedItem]:
+    """A/B screening pairs: the low anchor against the clean take it was made from (``system``
+    on the first prompt), once with the clean side as A and once as B, so a rater who always
+    picks one side fails one of them. ``expected`` is the clean side's sign on the CMOS scale
+    (-1: A, +1: B)."""
+    clean, anchor = Slot(system, "gold"), Slot(ANCHOR, "anchor")
+    return [
+        PlannedItem(0, None, (clean, anchor), "gold", -1.0, "ab_check", {"clean": "a"}),
+        PlannedItem(0, None, (anchor, clean), "gold", 1.0, "ab_check", {"clean": "b"}),
+    ]
+
+
+class Ab(TestKind):
+    name = "ab"
+    title = "A/B"
+    folder = Path(__file__).parent
+    modes = MODES
+    min_systems = 2
+    show_text = True
+    paired = True
+    instructions = "Listen to both A and B (at least 3 s of each), then compare them."
+    main_table = "ab"
+    pairwise_table = "ab_pairwise"
+    columns = COLUMNS
+    shared_columns = {
+        "choice": "A/B: a, b or tie (as presented: a was played first / shown left)",
+        "cmos": "A/B CMOS answer -3..+3: how much better B is than A, as presented",
+    }
+
+    def scale(self, mode: str) -> dict[str, Any]:
+        if mode == FORCED:
+            return {"question": FORCED_QUESTION, "labels": FORCED_LABELS}
+        return {"question": CMOS_QUESTION, "labels": CMOS_LABELS}
+
+    def plan_model(self, d: Design, spread: Spread) -> PlanModel:
+        """One pair's mean CMOS (each answer a difference of two ratings, rounded), or in the
+        forced mode its preference share: the sign of that difference, so near a share of 0.5
+        a rater's or a prompt's shift of one point moves the share by phi(0) / sd of the
+        difference (the delta method), and each vote adds a Bernoulli variance of 0.25."""
+        per_item = 1 / len(pairs(d.systems))
+        noise_var = 2 * spread.noise_sd**2
+        if d.ab_mode == FORCED:
+            g = 1 / math.sqrt(2 * math.pi * noise_var)
+            return PlanModel(
+                axis=SHARE_AXIS,
+                centre=0.5,
+                rater_var=(g * spread.rater_sd) ** 2,
+                prompt_var=(g * spread.prompt_sd) ** 2,
+                noise_var=0.25,
+                per_item=per_item,
+                difference=g * spread.difference,
+                cell="pair",
+                paired=True,
+            )
+        return PlanModel(
+            axis=CMOS_AXIS,
+            centre=0.0,
+            rater_var=spread.rater_sd**2,
+            prompt_var=spread.prompt_sd**2,
+            noise_var=noise_var + ROUNDING_VAR,
+            per_item=per_item,
+            difference=spread.difference,
+            cell="pair",
+            paired=True,
+        )
+
+    def units(self, d: Design) -> int:
+        return len(pairs(d.systems))
+
+    def plan_items(
+        self, d: Design, prompts: list[str], unit: Callable[[int, int], int], rng: random.Random
+    ) -> list[PlannedItem]:
+        """Every pair in turn, half of the items with the sides swapped (shuffled)."""
+        ps = pairs(d.systems)
+        n = len(prompts)
+        swaps = [k % 2 == 1 for k in range(n)]
+        rng.shuffle(swaps)
+        out = []
+        for k in range(n):
+            a, b = ps[unit(k, len(ps))]
+            if swaps[k]:
+                a, b = b, a
+            out.append(PlannedItem(0, prompts[k], (Slot(a), Slot(b)), meta={"swapped": swaps[k]}))
+        return out
+
+    def checks(self, d: Design) -> list[PlannedItem]:
+        return checks(d.systems[0]) if d.screening else []
+
+    def extra_stimuli(self, d: Design) -> frozenset[str]:
+        return frozenset({"degraded_anchor", "check_clean"}) if d.screening else frozenset()
+
+    def labels(self, n: int) -> list[str]:
+        return ["A", "B"]
+
+    def need_ms(self, duration_ms: float) -> float:
+        return min(AB_MIN_MS, PLAYED_SHARE * duration_ms)
+
+    def slot_label(self, i: int, n: int) -> str:
+        return "the clip" if n == 1 else SIDES[i]
+
+    def familiar(self, d: Design, f: Familiar) -> list[tuple[str, str | None]]:
+        """One pair (the pairs in turn per rater)."""
+        ps = pairs(d.systems)
+        a, b = ps[f.seq % len(ps)]
+        p0 = d.prompts[0]
+        return [("Example A", f.take("item", a, p0)), ("Example B", f.take("item", b, p0))]
+
+    def read_vote(self, body: dict[str, Any], ctx: VoteContext) -> Vote:
+        if ctx.mode == FORCED:
+            choice = body.get("choice")
+            if choice not in ("a", "b"):
+                raise InvalidRequest("choice must be 'a' or 'b'")
+            cmos = None
+        else:
+            cmos = require_int(body.get("cmos"), -3, 3, "cmos must be an integer -3..+3 (B vs A)")
+            choice = "b" if cmos > 0 else "a" if cmos < 0 else "tie"
+        payload = {"choice": choice, "cmos": cmos}
+        if ctx.role != "item":  # a check pair: scored by screening, never an A/B vote
+            return Vote(payload)
+        takes, systems = ctx.takes, ctx.systems or (None, None)
+        row = {
+            "vote_id": ctx.answer_id,
+            "test_id": ctx.test_id,
+            "rater_id": ctx.rater_id,
+            "item_key": "|".join(sorted(takes[:2])),
+            "take_a": takes[0],
+            "take_b": takes[1],
+            "system_a": systems[0],
+            "system_b": systems[1],
+            "choice": choice,
+            "cmos": None if cmos is None else float(cmos),
+            "played_a_ms": ctx.played.get(0),
+            "played_b_ms": ctx.played.get(1),
+            "created_at": ctx.created_at,
+            "condition": ctx.condition,
+            "assignment_id": ctx.assignment_id,
+        }
+        return Vote(payload, [("ab_votes", row)])
+
+    def screening_text(self, scr: TestScreening) -> str | None:
+        return (
+            f"A/B check pairs (the degraded anchor against its clean source): more than "
+            f"{scr.max_ab_check_failures} not won by the clean side"
+        )
+
+    def results(self, data: TestData, ctx: ResultContext) -> list[Table]:
+        """Per pair: preference share and CMOS, the sign tests and the first-position bias."""
+        import pandas as pd
+
+        from evaluation import inference, stats
+
+        if data.ab.empty:
+            return []
+        kept = ctx.keep(data.ab)
+        who = ctx.who
+        return [
+            (
+                "ab",
+                stats.ab_table(kept),
+                f"A/B per pair: preference share of x among decisive votes, CMOS = how much "
+                f"better y is, presentation order undone ({who})",
+                f"share of x among decisive votes (ties left out) and CMOS (ties count 0): "
+                f"{ctx.interval}; the share's interval is built on the logit scale "
+                f"({inference.SHARE_METHOD}); p_sign: exact two-sided sign test on decisive votes, taken "
+                "as independent",
+                f"{inference.INTERVAL_ASSUMES}; p_sign alone assumes independent votes",
+            ),
+            (
+                "ab_pairwise",
+                inference.sign_tests(stats.oriented_votes(kept)),
+                f"A/B: is one side preferred? ({who})",
+                inference.SIGN_METHOD,
+                inference.SIGN_ASSUMES,
+            ),
+            (
+                "order_bias",
+                pd.DataFrame([stats.order_bias(kept)]),
+                f"Share of decisive votes won by the clip played first ({who})",
+                "exact two-sided binomial test against 0.5",
+                "votes are independent (they are not: read it as a description)",
+            ),
+        ]
+
+    def plot(self, tables: dict[str, pd.DataFrame]) -> tuple[pd.DataFrame, str, str, Axis] | None:
+        t = tables.get("ab")
+        if not not_empty(t):
+            return None
+        ab = t.assign(pair=lambda d: d["y"] + " vs " + d["x"])
+        return (
+            ab.rename(columns={"cmos_low": "ci_low", "cmos_high": "ci_high"}),
+            "pair",
+            "cmos_y",
+            CMOS_AXIS,
+        )
+
+    def summary(self, tables: dict[str, pd.DataFrame], titles: dict[str, str]) -> list[str]:
+        """Per pair: the share and the CMOS with their intervals, then the raters' sign tests."""
+        from evaluation.listening.summary import fmt, has, pair_lines, section
+
+        if not has(tables, "ab"):
+            return []
+        rows = [
+            f"- {x['x']} vs {x['y']}: n={int(x['n'])}, {x['x']} preferred "
+            f"{fmt(x['x_share'])} [{fmt(x['x_share_low'])}, {fmt(x['x_share_high'])}], "
+            f"CMOS {x['y']} vs {x['x']}: {fmt(x['cmos_y'])} "
+            f"[{fmt(x['cmos_low'])}, {fmt(x['cmos_high'])}]"
+            + (f" ({x['note']})" if x.get("note") else "")
+            for _, x in tables["ab"].iterrows()
+        ]
+        if has(tables, "ab_pairwise"):
+            rows += pair_lines(tables["ab_pairwise"], "A/B")
+        return [section(titles.get("ab", "A/B"), rows)]
+
+    def result_lines(self, tables: dict[str, pd.DataFrame]) -> list[str]:
+        from evaluation.listening.summary import has, holm_lines
+
+        return (
+            holm_lines(tables["ab_pairwise"], "ab_pairwise") if has(tables, "ab_pairwise") else []
+        )
+
+
+KIND = Ab()
+
+__all__ = [
+    "CMOS",
+    "CMOS_LABELS",
+    "COLUMNS",
+    "FORCED",
+    "FORCED_LABELS",
+    "KIND",
+    "MODES",
+    "Ab",
+    "checks",
+]

@@ -1,0 +1,144 @@
+-- The SQLite schema as listenlab's version-1 migrations left it (sqlite_master, in order),
+-- dumped from app/store/schema.py before the one declaration replaced it.
+CREATE TABLE "systems" (
+   "system_id" TEXT PRIMARY KEY,
+   "backend" TEXT NOT NULL,
+   "voice" TEXT,
+   "params" TEXT,
+   "label" TEXT,
+   "created_at" TEXT
+);
+CREATE TABLE "prompts" (
+   "prompt_id" TEXT PRIMARY KEY,
+   "text" TEXT NOT NULL,
+   "language" TEXT,
+   "category" TEXT,
+   "created_at" TEXT
+);
+CREATE TABLE "takes" (
+   "take_id" TEXT PRIMARY KEY,
+   "system_id" TEXT REFERENCES "systems"("system_id"),
+   "prompt_id" TEXT REFERENCES "prompts"("prompt_id"),
+   "backend" TEXT NOT NULL,
+   "request" TEXT,
+   "text" TEXT,
+   "status" TEXT NOT NULL,
+   "error" TEXT,
+   "sample_rate" INTEGER NOT NULL,
+   "channels" INTEGER NOT NULL,
+   "frames" INTEGER NOT NULL,
+   "duration_s" REAL,
+   "total_ms" REAL,
+   "ttfa_ms" REAL,
+   "rtf" REAL,
+   "chunk_count" INTEGER,
+   "audio_path" TEXT NOT NULL,
+   "meta" TEXT,
+   "underrun_count" INTEGER,
+   "underrun_stall_ms" REAL,
+   "created_at" TEXT
+);
+CREATE INDEX "idx_takes_system_id"
+    ON "takes" ("system_id");
+CREATE TABLE "chunks" (
+   "take_id" TEXT REFERENCES "takes"("take_id"),
+   "idx" INTEGER,
+   "arrival_ms" REAL,
+   "offset" INTEGER,
+   "frames" INTEGER,
+   PRIMARY KEY ("take_id", "idx")
+);
+CREATE TABLE "underruns" (
+   "report_id" TEXT PRIMARY KEY,
+   "take_id" TEXT REFERENCES "takes"("take_id"),
+   "rater_id" TEXT,
+   "source" TEXT,
+   "count" INTEGER,
+   "stall_ms" REAL,
+   "positions_ms" TEXT,
+   "created_at" TEXT
+);
+CREATE TABLE "raters" (
+   "rater_id" TEXT PRIMARY KEY,
+   "name" TEXT,
+   "meta" TEXT,
+   "created_at" TEXT
+);
+CREATE TABLE "tests" (
+   "test_id" TEXT PRIMARY KEY,
+   "kind" TEXT NOT NULL,
+   "name" TEXT,
+   "config" TEXT,
+   "created_at" TEXT
+);
+CREATE TABLE "assignments" (
+   "assignment_id" TEXT PRIMARY KEY,
+   "test_id" TEXT NOT NULL REFERENCES "tests"("test_id"),
+   "rater_id" TEXT NOT NULL REFERENCES "raters"("rater_id"),
+   "position" INTEGER,
+   "take_id" TEXT NOT NULL,
+   "take_b_id" TEXT,
+   "role" TEXT NOT NULL,
+   "expected" REAL,
+   "created_at" TEXT
+);
+CREATE UNIQUE INDEX "idx_assignments_test_id_rater_id_position"
+    ON "assignments" ("test_id", "rater_id", "position");
+CREATE TABLE "mos_ratings" (
+   "rating_id" TEXT PRIMARY KEY,
+   "test_id" TEXT NOT NULL,
+   "rater_id" TEXT NOT NULL,
+   "take_id" TEXT NOT NULL,
+   "score" REAL NOT NULL,
+   "played_ms" REAL,
+   "role" TEXT NOT NULL,
+   "expected" REAL,
+   "created_at" TEXT
+);
+CREATE UNIQUE INDEX "idx_mos_ratings_test_id_rater_id_take_id"
+    ON "mos_ratings" ("test_id", "rater_id", "take_id");
+CREATE TABLE "ab_votes" (
+   "vote_id" TEXT PRIMARY KEY,
+   "test_id" TEXT NOT NULL,
+   "rater_id" TEXT NOT NULL,
+   "item_key" TEXT NOT NULL,
+   "take_a" TEXT NOT NULL,
+   "take_b" TEXT NOT NULL,
+   "system_a" TEXT,
+   "system_b" TEXT,
+   "choice" TEXT NOT NULL,
+   "cmos" REAL,
+   "played_a_ms" REAL,
+   "played_b_ms" REAL,
+   "created_at" TEXT
+);
+CREATE UNIQUE INDEX "idx_ab_votes_test_id_rater_id_item_key"
+    ON "ab_votes" ("test_id", "rater_id", "item_key");
+CREATE TABLE "glitch_reports" (
+   "report_id" TEXT PRIMARY KEY,
+   "take_id" TEXT NOT NULL,
+   "rater_id" TEXT NOT NULL,
+   "test_id" TEXT,
+   "position_ms" REAL NOT NULL,
+   "kind" TEXT,
+   "boundary_index" INTEGER,
+   "boundary_ms" REAL,
+   "distance_ms" REAL,
+   "note" TEXT,
+   "created_at" TEXT
+);
+CREATE INDEX "idx_glitch_reports_take_id"
+    ON "glitch_reports" ("take_id");
+CREATE TABLE "auto_findings" (
+   "finding_id" TEXT PRIMARY KEY,
+   "take_id" TEXT NOT NULL,
+   "detector" TEXT,
+   "kind" TEXT NOT NULL,
+   "time_s" REAL,
+   "boundary_index" INTEGER,
+   "severity" REAL,
+   "evidence" TEXT,
+   "created_at" TEXT
+);
+CREATE INDEX "idx_auto_findings_take_id"
+    ON "auto_findings" ("take_id");
