@@ -106,6 +106,26 @@ ENV: tuple[EnvVar, ...] = (
         "Build argument of the Dockerfile (on a Space: a variable, which reaches the build): the base image. A CUDA base, e.g. `nvidia/cuda:12.8.1-runtime-ubuntu24.04`, builds the GPU image (the `[gpu]` extra is installed when the base has `/usr/local/cuda`).",
     ),
     EnvVar(
+        "LISTENLAB_METRICS_REQUIRED",
+        "unset",
+        "Tests only: `1` makes a missing `[metrics]` extra an error instead of a skip for `tests/test_metrics.py` (CI).",
+    ),
+    EnvVar(
+        "LISTENLAB_METRICS",
+        "auto",
+        "Build argument of the Dockerfile: `auto` installs the `[metrics]` extra (docs/metrics.md) on a CPU base when the CPU build of torch 2.13.0 can be had, `1` fails the build without it, `0` never installs it. A CUDA base never gets it.",
+    ),
+    EnvVar(
+        "LISTENLAB_TORCH_INDEX",
+        "https://download.pytorch.org/whl/cpu",
+        "Build argument of the Dockerfile: the package index the CPU build of torch (`torch==2.13.0+cpu`) comes from for the `[metrics]` extra.",
+    ),
+    EnvVar(
+        "LISTENLAB_TORCH_WHEELS",
+        "unset",
+        "Build argument of the Dockerfile: a folder with the CPU torch wheel, mounted into the build (buildah `-v`), searched before the index.",
+    ),
+    EnvVar(
         "LISTENLAB_IMAGE",
         "unset (image tests skipped)",
         "Tests only: the built Space image that `pytest -m image tests/test_image.py` runs with podman (`.ci/image` builds it and sets this).",
