@@ -79,7 +79,7 @@ def test_dockerfile_default_stage_is_what_the_test_runs():
     assert [r for i, r in stage if i == "USER"] == ["1000"]
     runs = " ".join(r for i, r in stage if i == "RUN")
     assert re.search(
-        r'pip install --no-cache-dir --find-links /home/user/wheels/extra\s+'
+        r"pip install --no-cache-dir --find-links /home/user/wheels/extra\s+"
         r'"\$\(ls /home/user/wheels/\*\.whl\)\[\$extras\]"',
         runs,
     ), runs  # the project's wheel with its extras (and [metrics]' source-only wheels built above)
