@@ -508,3 +508,27 @@ def test_security_page_lists_what_a_space_exposes_from_the_code(tmp_path, monkey
     fields = set(cfg) | set(cfg["backends"][0])
     named = set(re.findall(r"`(\w+)`", row))
     assert named == fields, named ^ fields
+
+
+def test_security_page_s_third_round_numbers_are_the_benchmark_s():
+    """The #38 table in security.md quotes benchmarks/results/abuse.json's `hardening` block."""
+    import json
+
+    block = json.loads((ROOT / "benchmarks/results/abuse.json").read_text())["hardening"]
+    ph = {p["phase"]: p for p in block["phases"]}
+    b, q, m, f = ph["batch_bomb"], ph["batch_queue"], ph["metrics_paths"], ph["framing"]
+    lo, hi = block["loadavg_1m_before_after"]
+    page = " ".join((ROOT / "docs/security.md").read_text().split())
+    for claim in (
+        f"load average {lo}–{hi}",
+        f'{b["status"]} in {b["answer_ms"]:.0f} ms ("{b["message"]}")',
+        f"server RSS +{b['rss_growth_mb']} MB",
+        f"{q['singles_done_before_batch']} of them before the batch ended ({q['batch_s']} s",
+        f"{m['series_before']} → {m['series_after']} request series",
+        f"{m['scrape_bytes_before']:,} → {m['scrape_bytes_after']:,} bytes",
+        f"a {f['snapshot']['own_page_bytes']:,}-byte snapshot",
+        f"the admin page says `{f['admin_page_csp']}`",
+    ):
+        assert claim in page, claim
+    assert set(f["snapshot"]["answers"]) == set(f["export"]["answers"]) == {"403"}
+    assert b["status"] == 400 and q["singles_answers"] == {"200": 8} and f["host_testserver"] == 403
