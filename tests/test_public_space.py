@@ -79,7 +79,7 @@ def test_the_refusal_with_a_password_set_says_how_to_give_it(tmp_path, piper_det
     refused = c.get("/ll/admin/snapshot.zip")
     detail = refused.json()["detail"]
     assert refused.status_code == 403 and detail.startswith("admin only. ")
-    assert "log in with it" in detail and "Authorization: Bearer PASSWORD" in detail
+    assert "enter it in the form" in detail and "Authorization: Bearer PASSWORD" in detail
     assert "set in" not in detail and "Set " not in detail
     wrong = c.post("/ll/admin/login", data={"password": "nope"}).json()["detail"]
     assert wrong.startswith("wrong password. Admin pages need the password this server")

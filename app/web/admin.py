@@ -110,9 +110,9 @@ class AdminPolicy:
         if self.password:
             # the password is set on the server: say how to give it, never to set it
             return (
-                "Admin pages need the password this server was started with: log in with it, "
-                "or send it as 'Authorization: Bearer PASSWORD' (listenlab's CLI sends the "
-                f"{ENV_PASSWORD} of its own environment)."
+                "Admin pages need the password this server was started with: enter it in the "
+                "form, or send it as 'Authorization: Bearer PASSWORD' (listenlab's CLI sends "
+                f"the {ENV_PASSWORD} of its own environment)."
             )
         return (
             "No LISTENLAB_ADMIN_PASSWORD is set: admin pages answer only requests from this "
