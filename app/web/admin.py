@@ -108,7 +108,12 @@ class AdminPolicy:
 
     def describe(self) -> str:
         if self.password:
-            return "Admin pages need the password set in LISTENLAB_ADMIN_PASSWORD."
+            # the password is set on the server: say how to give it, never to set it
+            return (
+                "Admin pages need the password this server was started with: enter it in the "
+                "form, or send it as 'Authorization: Bearer PASSWORD' (listenlab's CLI sends "
+                f"the {ENV_PASSWORD} of its own environment)."
+            )
         return (
             "No LISTENLAB_ADMIN_PASSWORD is set: admin pages answer only requests from this "
             "machine (localhost). Set it to administer a public deployment."
