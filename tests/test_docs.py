@@ -483,9 +483,9 @@ def test_security_page_lists_what_a_space_exposes_from_the_code(tmp_path, monkey
     names exactly the fields the route returns to a visitor."""
     from fastapi.testclient import TestClient
 
-    from app.playground.routes import HIDDEN_HOST
     from app.server import create_app
     from app.state import DEFAULT_CONCURRENCY
+    from app.web.visibility import HIDDEN_HOST
     from backends.audio import MAX_CLIP_BYTES, REF_MAX_SECONDS, REF_MIN_SECONDS
     from backends.base import MAX_TEXT_CHARS
 

@@ -8,12 +8,15 @@ on (its error names the address it could not reach).
 
 from __future__ import annotations
 
+import asyncio
 import json
 
 import pytest
 from fastapi.testclient import TestClient
+from websockets.asyncio.client import connect
 
 from app.server import create_app
+from tests.support.app_util import live_server
 from tests.support.remote_util import free_port, serve_api
 
 PASSWORD = "space-admin-pw"
@@ -93,3 +96,32 @@ def test_without_a_password_the_refusal_says_to_set_one(tmp_path, piper_det, mon
     c = TestClient(app, client=("203.0.113.9", 5000), base_url="http://localhost")
     detail = c.get("/ll/admin/snapshot.zip").json()["detail"]
     assert "No LISTENLAB_ADMIN_PASSWORD is set" in detail and "Set it" in detail
+
+
+async def speak_error(app, headers: dict | None = None) -> str:
+    """Speak on the server that is down over the Playground's real socket (uvicorn on
+    127.0.0.1); the error's text."""
+    with live_server(app) as lv:
+        url = lv.url.replace("http://", "ws://") + "ll/ws"
+        async with connect(url, additional_headers=headers or {}) as ws:
+            await ws.send(
+                json.dumps({"type": "speak", "token": 7, "backend": "gone", "text": "Hi."})
+            )
+            for _ in range(20):
+                m = await asyncio.wait_for(ws.recv(), 30)
+                m = json.loads(m) if isinstance(m, str) else {}
+                if m.get("type") == "error":
+                    assert m["token"] == 7 and m.get("partial") is False, m
+                    return m["message"]
+    raise AssertionError("no error for a stream to a server that is down")
+
+
+async def test_a_visitor_sees_no_internal_address_in_a_stream_error(space):
+    """The player's socket quotes the backend's error: a visitor reads what failed, not where
+    (before: ``the stream failed: cannot reach http://127.0.0.1:PORT…``)."""
+    app, _up, down = space
+    message = await speak_error(app)
+    assert "cannot reach http://(hidden)" in message, message
+    assert down not in message and down.split(":")[1] not in message
+    admin = await speak_error(app, {"Authorization": f"Bearer {PASSWORD}"})
+    assert f"cannot reach http://{down}" in admin, admin

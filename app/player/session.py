@@ -44,6 +44,7 @@ from app.player.messages import (
     write_report,
 )
 from app.web.outbox import CLOSE_CODE, CLOSE_REASON, Outbox
+from app.web.visibility import for_visitor
 from backends.base import Backend, SpeechRequest
 from backends.errors import InvalidRequest, ListenlabError
 from evaluation.takes import ChunkRecord, Recorder, Take, TakeFailed
@@ -95,6 +96,11 @@ class Session:
 
     def send(self, obj: dict[str, Any] | bytes) -> None:
         self.outbox.put_nowait(obj)
+
+    def said(self, entry: BackendEntry, e: Exception) -> str:
+        """An error's text as this page may read it: a remote server's address is the
+        admin's to see (:func:`app.web.visibility.for_visitor`)."""
+        return for_visitor(str(e), entry.spec, self.admin) or ""
 
     async def writer(self) -> None:
         while True:
@@ -180,13 +186,24 @@ class Session:
             if req.voice and req.voice.startswith(CLONE_PREFIX):
                 req = await clone_request(self, entry, req)
         except CloneUnavailable as e:
-            self.send({"type": "error", "token": token, "message": str(e), "clone": "unavailable"})
+            self.send(
+                {
+                    "type": "error",
+                    "token": token,
+                    "message": self.said(entry, e),
+                    "clone": "unavailable",
+                }
+            )
             return
         except (InvalidRequest, ValueError, TypeError) as e:
-            self.send({"type": "error", "token": token, "message": str(e), "partial": False})
+            self.send(
+                {"type": "error", "token": token, "message": self.said(entry, e), "partial": False}
+            )
             return
         except ListenlabError as e:
-            self.send({"type": "error", "token": token, "message": str(e), "partial": False})
+            self.send(
+                {"type": "error", "token": token, "message": self.said(entry, e), "partial": False}
+            )
             return
         await self.run(token, entry, req, mode)
 
@@ -256,15 +273,22 @@ class Session:
                     "type": "error",
                     "token": token,
                     "status": "error",
-                    "message": f"the stream failed: {e}",
+                    "message": f"the stream failed: {self.said(entry, e)}",
                     "partial": bool(e.take.chunks),
                 }
             except InvalidRequest as e:
-                self.send({"type": "error", "token": token, "message": str(e), "partial": False})
+                self.send(
+                    {
+                        "type": "error",
+                        "token": token,
+                        "message": self.said(entry, e),
+                        "partial": False,
+                    }
+                )
                 return None
             except Exception as e:  # engine bug: never present it as success (a Stop passes)
                 log.exception("generation failed")
-                msg = f"backend error: {e}"
+                msg = f"backend error: {self.said(entry, e)}"
                 self.send({"type": "error", "token": token, "message": msg, "partial": False})
                 return None
 

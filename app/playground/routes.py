@@ -10,11 +10,9 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import re
 from dataclasses import asdict
 from pathlib import Path
 from typing import Any
-from urllib.parse import urlsplit
 
 from fastapi import APIRouter, File, Form, Request, UploadFile
 from fastapi.responses import FileResponse
@@ -24,9 +22,9 @@ from app.web.admin import policy as admin_policy
 from app.web.identity import identity
 from app.web.inputs import loads_limited
 from app.web.offload import OffloadTimeout
+from app.web.visibility import for_visitor
 from backends.base import Voice
-from backends.errors import Forbidden, InvalidRequest, ListenlabError, NotFound
-from backends.registry import BackendSpec
+from backends.errors import Forbidden, InvalidRequest, NotFound
 from voices.clips import MAX_SECONDS, MAX_UPLOAD_BYTES, MIN_SECONDS, ClipError, prepare_clip
 from voices.library import VoiceLibrary
 
@@ -63,31 +61,6 @@ def visible_voices(
         return voices
     mine, _others = library.remote_names(entry.label, owner, admin)
     return [v for v in voices if v.kind != "uploaded" or v.name in mine]
-
-
-HIDDEN_HOST = "(hidden)"
-"""What a visitor sees in place of a remote engine's host and port."""
-
-
-def remote_hosts(spec: str) -> list[str]:
-    """The ``host:port`` and host of a spec's remote server (none for a local engine)."""
-    try:
-        target = BackendSpec.parse(spec).target
-    except ListenlabError:
-        return []
-    u = urlsplit(target or "")
-    return [h for h in (u.netloc.rpartition("@")[2], u.hostname) if h]
-
-
-def for_visitor(text: str | None, spec: str, admin: bool) -> str | None:
-    """``text`` with the remote server's address hidden unless the admin asks: a public Space
-    must not publish the internal address of the GPU server behind it (the admin needs it to
-    see which server a label is)."""
-    if admin or text is None:
-        return text
-    for host in remote_hosts(spec):  # host:port first, then the bare name where it stands alone
-        text = re.sub(rf"(?<![\w.-]){re.escape(host)}(?![\w.-])", HIDDEN_HOST, text)
-    return text
 
 
 async def backend_json(
