@@ -108,7 +108,7 @@ def test_a_rater_an_arena_battle_and_the_admin_in_a_cross_site_frame(sites):
         # a rater's whole test; storage is kept, so no note
         f = rate_in_frame(ctx, outer, live, tid, 4)
         assert f.locator("#lt-frame-note").count() == 0
-        assert live.state.store.mos_frame(tid)["score"].tolist() == [4.0]
+        assert live.state.store.answer_frame("mos_ratings", tid)["score"].tolist() == [4.0]
         # an arena battle to the vote
         _page, f = framed(ctx, outer, f"{live.url}arena/")
         f.locator("#ll-arena[data-ready='1']").wait_for(timeout=60_000)
@@ -140,7 +140,7 @@ def test_partitioned_cookies_only_the_rater_is_told_and_still_finishes(sites):
         link = f.locator("#lt-open-direct")
         assert link.get_attribute("href") == f"{live.url}listen/{tid}"
         assert link.get_attribute("target") == "_blank"
-        assert live.state.store.mos_frame(tid)["score"].tolist() == [2.0]
+        assert live.state.store.answer_frame("mos_ratings", tid)["score"].tolist() == [2.0]
         f = admin_login_in_frame(ctx, outer, live)
         f.get_by_text("Logged in as admin").first.wait_for(timeout=60_000)
         assert {c["partitionKey"] for c in ctx.cookies(live.url)} == {"http://localhost"}

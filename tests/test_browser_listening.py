@@ -215,7 +215,7 @@ def test_ab_and_mushra_pages(setup):
     page.wait_for_selector("#lt-submit:not([disabled])")
     page.click("#lt-submit")
     page.wait_for_selector("#lt-done:not([hidden])")
-    (v,) = store.ab_frame(ab).to_dict(orient="records")
+    (v,) = store.answer_frame("ab_votes", ab).to_dict(orient="records")
     assert v["cmos"] == 2.0 and v["choice"] == "b" and v["condition"] == "as_streamed"
 
     mu = new_test(

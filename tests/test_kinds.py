@@ -318,7 +318,10 @@ ALLOWED = {
     "app/player/static/player-core.js": (1, "the Playground's glitch report message"),
     "app/playground/static/playground.js": (1, "a Playground glitch mark's label"),
     "app/store/schema.py": (1, "the ab_votes column cmos"),
-    "app/store/listening/views.py": (8, "the store's raw ratings and A/B checks (the store's wave)"),
+    "app/store/listening/views.py": (
+        8,
+        "the store's raw ratings and A/B checks (the store's wave)",
+    ),
     "app/store/records.py": (1, "ListeningTest's default kind (the store's wave)"),
 }
 """Where a kind's name may be written outside its own folder, and why: column names and the

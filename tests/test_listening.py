@@ -207,7 +207,7 @@ def test_store_v2_answers_once(tmp_path):
         tests.answer("a2", "t1", r1["rater_id"], "item1", "mos", {"score": 5}, None, [])
     assert len(tests.answers_frame("t1")) == 1
     raters = tests.raters_frame("t1")
-    table = rater_table(raters, None, None, TestScreening())
+    table = rater_table(raters, [], TestScreening())
     assert table["excluded"].all() and table["reasons"].str.contains("headphone check").all()
     store.close()
 

@@ -23,9 +23,11 @@ from typing import TYPE_CHECKING, Any
 from app.listening.columns import FILE_NOTES, columns
 from app.listening.flow import consent_text, public_title
 from app.listening.texts import rater_texts
-from app.store.listening import EXPORT_TABLES, TestStore
+from app.store.listening import TestStore
+from app.store.schema import export_tables
 from evaluation.listening.design import Design, checks_per_rater, full_balance_raters, rows
 from evaluation.listening.kinds import KINDS
+from evaluation.listening.ratings import ratings_table
 from evaluation.listening.results import test_results
 from evaluation.listening.screening import PASS, TRIALS, TestScreening, screen_mode
 from evaluation.report import safe_csv
@@ -124,38 +126,24 @@ def _design(test: dict[str, Any], tests: TestStore) -> dict[str, Any]:
 
 
 def _screening(test: dict[str, Any], scr: TestScreening) -> dict[str, Any]:
+    """The headphone screen, then each kind's rules with their numbers (``<kind>_rules``)."""
     from app.listening.screening import MAX_SCREEN_FETCHES
 
     mode = screen_mode(test["config"])
-    r, m = scr.rules, scr.mushra
-    return {
+    out: dict[str, Any] = {
         "headphone_screen": {
             "mode": mode,
             "trials_per_test": TRIALS if mode != "none" else 0,
             "pass": f">= {PASS} of {TRIALS} correct in each test" if mode != "none" else None,
             "attempts": 1,
             "plays_per_trial_max": MAX_SCREEN_FETCHES,
-        },
-        "mos_rules": {
-            "trap": "exactly the answer the clip asks for",
-            "low_anchor": "fails when rated at or above the rater's own mean item score",
-            "gold": "fails when rated below the rater's own low-anchor score; a gold with no "
-            f"anchor beside it is judged by P.808's absolute rule (within ±{r.gold_tolerance:g} "
-            "of 5)",
-            "max_check_failures": r.max_gold_failures,
-            "max_trap_failures": r.max_trap_failures,
-            "straight_lining": f"variance of item scores < {r.min_variance:g} over >= "
-            f"{r.min_items_for_variance} items",
-            "unplayed": f"more than {r.max_unplayed_share:.0%} of items played < "
-            f"{r.min_played_fraction:.0%} of their length (unplayed items are dropped anyway)",
-        },
-        "mushra_rules": {
-            "hidden_reference_below": m.reference_min,
-            "mid_anchor_above": m.anchor_max,
-            "on_more_than_share_of_screens": m.max_share,
-        },
-        "ab_rules": {"check_pairs_failed_max": scr.max_ab_check_failures},
+        }
     }
+    for kind in KINDS.values():
+        rules = kind.screening_rules(scr)
+        if rules is not None:
+            out[f"{kind.name}_rules"] = rules
+    return out
 
 
 def study(
@@ -223,13 +211,14 @@ def export_files(tests: TestStore, test_id: str, *, public: bool = False) -> dic
 
     t = tests.require_test(test_id)
     files: dict[str, str] = {}
-    for table in EXPORT_TABLES:
+    for table in export_tables():
         df = _public_frame(tests.export_frame(table, test_id), public)
         for kind in KINDS.values():  # a kind may add derived columns to its own table
             df = kind.export_raw(table, df)
         files[f"raw/{table}.csv"] = safe_csv(df)
-    files["raw/ratings.csv"] = safe_csv(tests.ratings_frame(test_id))
-    tables = test_results(tests.test_data(test_id))
+    data = tests.test_data(test_id)
+    files["raw/ratings.csv"] = safe_csv(ratings_table(data, tests.item_times(test_id)))
+    tables = test_results(data)
     for name, df in tables.items():
         df = _public_frame(df, public)
         files[f"results/{name}.csv"] = safe_csv(df, index=name == "glitches_by_seam")

@@ -1,6 +1,7 @@
 """What a rater does with an item: play events (the server's record of what was heard, for
-listen-gating) and one answer per item with its typed rows (MOS rating, A/B vote, MUSHRA
-ratings), written in one transaction.
+listen-gating) and one answer per item with the rows its kind keeps in its own tables (a MOS
+rating, an A/B vote, a MUSHRA screen's sliders: each kind declares its tables), written in
+one transaction.
 
 Why one transaction per answer: an item is answered exactly once even with two tabs or a
 re-sent request; a re-send of the same answer id changes nothing, another answer to the same
@@ -16,9 +17,23 @@ from typing import TYPE_CHECKING, Any
 from app.store.listening.base import ListeningTables
 from app.store.records import AlreadyVoted, UnknownItem, now_iso
 from app.store.sql import ConstraintFailed
+from backends.errors import InvalidRequest
+from evaluation.listening.kinds import kind_of
 
 if TYPE_CHECKING:
     from app.store.sql import Runner
+
+
+def check_rows(kind: str, typed: list[tuple[str, dict[str, Any]]]) -> None:
+    """Refuse a row for a table the kind does not declare, or with a column it lacks (a kind's
+    mistake, found before anything is written)."""
+    own = {t.name: set(t.names) for t in kind_of(kind).tables}
+    for name, row in typed:
+        if name not in own:
+            raise InvalidRequest(f"the {kind!r} kind declares no table {name!r}")
+        extra = set(row) - own[name]
+        if extra:
+            raise InvalidRequest(f"{name} has no column(s) {sorted(extra)}")
 
 
 class AnswerTables(ListeningTables):
@@ -67,8 +82,10 @@ class AnswerTables(ListeningTables):
         """Store one answer and its typed rows in one transaction.
 
         Returns True when stored now, False when this ``answer_id`` was stored before (a
-        re-send). Another answer for the same item raises :class:`AlreadyVoted`.
+        re-send). Another answer for the same item raises :class:`AlreadyVoted`. ``typed``
+        rows go only to the tables ``kind`` declares, with only their declared columns.
         """
+        check_rows(kind, typed)
         try:
             with self.db.transaction(f"answer:{test_id}:{rater_id}") as db:
                 prev = db.execute(
@@ -139,4 +156,4 @@ class AnswerTables(ListeningTables):
         return rows[0]
 
 
-__all__ = ["AnswerTables"]
+__all__ = ["AnswerTables", "check_rows"]

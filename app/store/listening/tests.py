@@ -18,8 +18,11 @@ from app.store.records import ListeningTest, now_iso
 from app.store.schema import order_by, per_test_tables
 from backends.errors import InvalidRequest
 
-DELETE_ORDER = tuple(reversed(per_test_tables()))
-"""Every table holding a test's rows, children before the rows they reference."""
+
+def delete_order() -> tuple[str, ...]:
+    """Every table holding a test's rows (a registered kind's answer tables included),
+    children before the rows they reference."""
+    return tuple(reversed(per_test_tables()))
 
 
 class TestTables(ListeningTables):
@@ -99,10 +102,10 @@ class TestTables(ListeningTables):
 
     def delete(self, test_id: str) -> None:
         """Remove a test and everything rated in it (export first: the designer does). Takes
-        stay. The tables are the declaration's (:data:`DELETE_ORDER`)."""
+        stay. The tables are the declaration's (:func:`delete_order`)."""
         self.require_test_row(test_id)
         with self.db.transaction("test:" + test_id) as db:
-            for table in DELETE_ORDER:
+            for table in delete_order():
                 db.execute(f'DELETE FROM "{table}" WHERE test_id = ?', [test_id])
 
     # -- stimuli
@@ -128,4 +131,4 @@ class TestTables(ListeningTables):
         return out
 
 
-__all__ = ["DELETE_ORDER", "TestTables"]
+__all__ = ["TestTables", "delete_order"]
