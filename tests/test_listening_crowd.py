@@ -146,9 +146,7 @@ def test_bad_crowd_settings_are_refused_and_change_nothing(live, body, message):
     r = crowd(live, tid, **body)
     assert r.status_code == 400 and r.json()["detail"].startswith(message), r.text
     assert changes(live, tid) == []
-    assert live.app.state.listening.tests.require_test(tid)["config"]["completion_code"] == (
-        "KEEP-1"
-    )
+    assert live.app.state.listening.tests.require_test(tid).config["completion_code"] == ("KEEP-1")
 
 
 def test_unknown_test_is_404(live):
@@ -162,7 +160,7 @@ def test_duplicate_picks_an_editable_draft_copy(live, tmp_path):
     msg, _table, pick, _kept = duplicate_test(p, tid)
     new = pick["value"]
     assert new != tid and f"duplicated as {new}" in msg
-    assert p.tests.require_test(new)["status"] == "draft"
+    assert p.tests.require_test(new).status == "draft"
     values = crowd_values(p, new)
     assert values[:4] == ["ORIG-1", "", "SO-1", ""] and values[4] == ""
     note = save_crowd(p, new, "COPY-2", "https://example.org/c?x={code}", "SO-1", "")
@@ -172,7 +170,7 @@ def test_duplicate_picks_an_editable_draft_copy(live, tmp_path):
         ("redirect_url", None, "https://example.org/c?x={code}"),
     ]
     assert changes(live, tid) == []  # the original is untouched
-    assert p.tests.require_test(tid)["config"]["completion_code"] == "ORIG-1"
+    assert p.tests.require_test(tid).config["completion_code"] == "ORIG-1"
     assert "2 change(s) recorded" in crowd_values(p, new)[4]
 
 
@@ -189,7 +187,7 @@ def test_only_the_admin_changes_crowd_settings():
             )
             assert r.status_code in (401, 403), r.text
         assert changes(lv, tid) == []
-        assert lv.app.state.listening.tests.require_test(tid)["config"]["completion_code"] == (
+        assert lv.app.state.listening.tests.require_test(tid).config["completion_code"] == (
             "SAFE-1"
         )
         ok = httpx.post(

@@ -21,7 +21,7 @@ def mount(app: Any, state: Any, *, mount_ui: bool = True) -> Any:
     from evaluation.listening.kinds import check_stored
 
     svc = Listening(state.store)
-    check_stored((t["test_id"], t["kind"]) for t in svc.tests.list_tests())
+    check_stored((t.test_id, t.kind) for t in svc.tests.list_tests())
     app.state.listening = svc
     ws.register(state, svc)
     app.include_router(routes.router)

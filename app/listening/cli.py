@@ -186,12 +186,12 @@ def _run_create(args: argparse.Namespace) -> int:
         summary = design_summary(_tests(store), test_id)
     finally:
         store.close()
-    out = {"test_id": test_id, "url": f"/listen/{test_id}", "status": t["status"], "stimuli": n}
+    out = {"test_id": test_id, "url": f"/listen/{test_id}", "status": t.status, "stimuli": n}
     if args.json:
         print(json.dumps({**out, "design": summary}))
     else:
         print(
-            f"test {test_id} ({t['kind']}, {n} stimuli) is {t['status']}: raters open "
+            f"test {test_id} ({t.kind}, {n} stimuli) is {t.status}: raters open "
             f"/listen/{test_id} on `listenlab serve --db {args.db or '<default>'}`"
         )
         print("\n".join(summary["report"]))
@@ -209,7 +209,7 @@ def _run_list(args: argparse.Namespace) -> int:
 
     store = _open_store(args.db, read_only=True)
     try:
-        rows = clean_json(_tests(store).list_tests())
+        rows = clean_json([t.as_dict() for t in _tests(store).list_tests()])
     finally:
         store.close()
     if args.json:
@@ -260,7 +260,7 @@ def _run_results(args: argparse.Namespace) -> int:
         return 0
     import pandas as pd
 
-    print(f"{t['name']} ({t['kind']}, {t['status']})")
+    print(f"{t.name} ({t.kind}, {t.status})")
     with pd.option_context("display.width", 160, "display.max_columns", 30):
         for name, df in tables.items():
             print(f"\n== {name} ==")

@@ -505,7 +505,7 @@ def preview(tests: TestStore, test_id: str) -> RaterPreview:
     from app.listening.rating import show_text
 
     t = tests.require_test(test_id)
-    cfg = t["config"]
+    cfg = t.config
     first: dict[str, Any] = {}
     for s in tests.stimuli(test_id):
         if s.kind == "item" and s.system_id not in first:
@@ -524,8 +524,8 @@ def preview(tests: TestStore, test_id: str) -> RaterPreview:
         title=public_title(t),
         instructions=cfg.get("instructions") or "",
         consent=cfg.get("consent") or DEFAULT_CONSENT,
-        kind=t["kind"],
-        status=t["status"],
+        kind=t.kind,
+        status=t.status,
         clips=clips,
     )
 
@@ -585,7 +585,7 @@ def change_crowd(tests: TestStore, test_id: str, values: dict[str, Any]) -> dict
     record each change with its time. Returns the changed fields and the settings now."""
     checked = check_crowd(values)
     changed = tests.change_settings(test_id, checked)
-    cfg = tests.require_test(test_id)["config"]
+    cfg = tests.require_test(test_id).config
     return {"changed": changed, "crowd": {k: cfg.get(k) for k in CROWD_FIELDS}}
 
 
@@ -595,7 +595,7 @@ def design_report(tests: TestStore, test_id: str) -> list[str]:
     from app.listening.stimuli import level_lines
     from evaluation.listening.planning import plan_lines, screening_warnings
 
-    d = Design.from_dict(tests.require_test(test_id)["config"]["design"])
+    d = Design.from_dict(tests.require_test(test_id).config["design"])
     warn = [f"Warning: {w}" for w in screening_warnings(d)]
     return [*plan_lines(d), *warn, *level_lines(tests.stimuli(test_id))]
 
@@ -604,7 +604,7 @@ def design_summary(tests: Any, test_id: str) -> dict[str, Any]:
     """The planner's numbers and the designer's report of a new test (JSON route and CLI)."""
     from evaluation.listening.planning import plan, screening_warnings
 
-    d = Design.from_dict(tests.require_test(test_id)["config"]["design"])
+    d = Design.from_dict(tests.require_test(test_id).config["design"])
     return {
         "plan": [plan(d, r).to_dict() for r in (12, 30, 100)],
         "warnings": screening_warnings(d),

@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING, Any
 from app.listening.columns import FILE_NOTES, columns
 from app.listening.flow import consent_text, public_title
 from app.listening.texts import rater_texts
-from app.store.listening import TestStore
+from app.store.listening import TestRow, TestStore
 from app.store.schema import export_tables
 from evaluation.listening.design import Design, checks_per_rater, full_balance_raters, rows
 from evaluation.listening.kinds import KINDS
@@ -97,11 +97,11 @@ def _stimuli(tests: TestStore, test_id: str) -> list[dict[str, Any]]:
     return out
 
 
-def _design(test: dict[str, Any], tests: TestStore) -> dict[str, Any]:
-    cfg = test["config"]
+def _design(test: TestRow, tests: TestStore) -> dict[str, Any]:
+    cfg = test.config
     d = Design.from_dict(cfg["design"])
-    texts = tests.prompt_texts(test["test_id"])
-    prefix = f"{test['test_id']}-"
+    texts = tests.prompt_texts(test.test_id)
+    prefix = f"{test.test_id}-"
     return {
         "kind": d.kind,
         "systems": cfg.get("systems") or list(d.systems),
@@ -125,11 +125,11 @@ def _design(test: dict[str, Any], tests: TestStore) -> dict[str, Any]:
     }
 
 
-def _screening(test: dict[str, Any], scr: TestScreening) -> dict[str, Any]:
+def _screening(test: TestRow, scr: TestScreening) -> dict[str, Any]:
     """The headphone screen, then each kind's rules with their numbers (``<kind>_rules``)."""
     from app.listening.screening import MAX_SCREEN_FETCHES
 
-    mode = screen_mode(test["config"])
+    mode = screen_mode(test.config)
     out: dict[str, Any] = {
         "headphone_screen": {
             "mode": mode,
@@ -157,7 +157,7 @@ def study(
     from app.listening.service import Listening
 
     t = tests.require_test(test_id)
-    cfg = t["config"]
+    cfg = t.config
     tables = tables if tables is not None else test_results(tests.test_data(test_id))
     loud = cfg.get("loudness") or {}
     fmt = Listening(tests.store).common_format(test_id)
@@ -168,16 +168,16 @@ def study(
         "public": public,
         "test": {
             "test_id": test_id,
-            "name": t["name"],
-            "kind": t["kind"],
-            "status": t["status"],
-            "created_at": t.get("created_at"),
+            "name": t.name,
+            "kind": t.kind,
+            "status": t.status,
+            "created_at": t.created_at,
         },
         "design": _design(t, tests),
         "texts": {
             "title": public_title(t),
             "consent_is_default": not cfg.get("consent"),
-            **rater_texts(t["kind"], cfg, consent_text(t)),
+            **rater_texts(t.kind, cfg, consent_text(t)),
         },
         "playback": {
             "sample_rate": fmt.sample_rate,
@@ -196,7 +196,7 @@ def study(
         "analysis": json.loads(tables["methods"].to_json(orient="records")),
         "config": _config(cfg, public),
         "setting_changes": [
-            {**c, **({"old_value": None, "new_value": None} if public else {})}
+            {**c.as_dict(), **({"old_value": None, "new_value": None} if public else {})}
             for c in tests.changes(test_id)
         ],
         "columns": columns(),
@@ -226,7 +226,7 @@ def export_files(tests: TestStore, test_id: str, *, public: bool = False) -> dic
     files["study.json"] = json.dumps(st, indent=1, default=str)
     files["methods.md"] = methods_md(st, tables)
     files["test.json"] = json.dumps(
-        {**t, "config": _config(t["config"], public)}, indent=1, default=str
+        {**t.as_dict(), "config": _config(t.config, public)}, indent=1, default=str
     )
     return files
 

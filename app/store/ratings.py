@@ -163,7 +163,9 @@ class RatingTables(Tables):
         )
 
     def add_glitch_report(self, g: GlitchReport) -> Written:
-        """Store a rater's glitch mark; the nearest seam is computed from the take if not given."""
+        """Store a rater's glitch mark; the nearest seam is computed from the take if not given.
+        A hunt's marks and the Playground's (no ``test_id``) are kept in one table, the glitch
+        kind's (declared in its folder: ``evaluation/listening/kinds/glitch/``)."""
         if g.kind is not None and g.kind not in GLITCH_KINDS:
             raise InvalidRequest(
                 f"glitch kind must be one of {', '.join(GLITCH_KINDS)} or None, got {g.kind!r}"
@@ -178,6 +180,16 @@ class RatingTables(Tables):
         else:
             self.require_row("takes", "take_id", g.take_id)
         return self.insert_row("glitch_reports", "report_id", row)
+
+    def mark_count(self, test_id: str, rater_id: str, take_id: str) -> int:
+        """Glitch marks one rater stored on one stimulus of a test (a hunt's answer counts
+        them; the rater flow bounds them)."""
+        return int(
+            self.sql.execute(
+                "SELECT count(*) FROM glitch_reports WHERE test_id=? AND rater_id=? AND take_id=?",
+                [test_id, rater_id, take_id],
+            ).fetchone()[0]
+        )
 
     def glitch_report(self, report_id: str) -> GlitchReport | None:
         """A stored glitch mark, with the seam the store matched it to (None: no such mark)."""

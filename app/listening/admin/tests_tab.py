@@ -90,8 +90,8 @@ def crowd_values(page: AdminPage, tid: str | None) -> list[Any]:
         return [""] * len(CROWD_FIELDS) + [""]
     t = page.tests.require_test(tid)
     log = page.tests.changes(tid)
-    note = f"{len(log)} change(s) recorded; the last at {log[-1]['changed_at']}." if log else ""
-    return [t["config"].get(k) or "" for k in CROWD_FIELDS] + [note]
+    note = f"{len(log)} change(s) recorded; the last at {log[-1].changed_at}." if log else ""
+    return [t.config.get(k) or "" for k in CROWD_FIELDS] + [note]
 
 
 def save_crowd(page: AdminPage, tid: str | None, *values: str) -> str:

@@ -21,7 +21,17 @@ from __future__ import annotations
 
 from app.store.listening.answers import AnswerTables
 from app.store.listening.raters import RaterTables
-from app.store.listening.rows import STATUSES, Stimulus, TestRow, token_hash
+from app.store.listening.rows import (
+    STATUSES,
+    AnswerRow,
+    RaterSession,
+    ScreenRow,
+    SettingChange,
+    Stimulus,
+    TestRow,
+    TestSummary,
+    token_hash,
+)
 from app.store.listening.tests import TestTables
 from app.store.listening.views import TestViews
 
@@ -32,4 +42,15 @@ class TestStore(TestTables, RaterTables, AnswerTables, TestViews):
     __test__ = False  # not a pytest class
 
 
-__all__ = ["STATUSES", "Stimulus", "TestRow", "TestStore", "token_hash"]
+__all__ = [
+    "STATUSES",
+    "AnswerRow",
+    "RaterSession",
+    "ScreenRow",
+    "SettingChange",
+    "Stimulus",
+    "TestRow",
+    "TestStore",
+    "TestSummary",
+    "token_hash",
+]

@@ -15,7 +15,8 @@ import uuid
 from typing import TYPE_CHECKING, Any
 
 from app.store.listening.base import ListeningTables
-from app.store.records import AlreadyVoted, UnknownItem, now_iso
+from app.store.listening.rows import AnswerRow
+from app.store.records import AlreadyVoted, now_iso
 from app.store.sql import ConstraintFailed
 from backends.errors import InvalidRequest
 from evaluation.listening.kinds import kind_of
@@ -60,13 +61,12 @@ class AnswerTables(ListeningTables):
         ).fetchall()
         return {int(s): float(p or 0.0) for s, p in rows}
 
-    def answered(self, test_id: str, rater_id: str) -> dict[str, dict[str, Any]]:
-        return {
-            r["assignment_id"]: r
-            for r in self.read_rows(
-                "SELECT * FROM answers WHERE test_id = ? AND rater_id = ?", [test_id, rater_id]
-            )
-        }
+    def answered(self, test_id: str, rater_id: str) -> dict[str, AnswerRow]:
+        """The rater's answers by item (assignment id)."""
+        rows = self.read_rows(
+            "SELECT * FROM answers WHERE test_id = ? AND rater_id = ?", [test_id, rater_id]
+        )
+        return {r["assignment_id"]: AnswerRow.of(r) for r in rows}
 
     def answer(
         self,
@@ -141,19 +141,6 @@ class AnswerTables(ListeningTables):
             "assignment_id=? AND slot=?",
             [test_id, rater_id, assignment_id, slot],
         )
-
-    def mark_count(self, test_id: str, rater_id: str, take_id: str) -> int:
-        """Glitch marks one rater stored on one stimulus of the test."""
-        return self.read_count(
-            "SELECT count(*) FROM glitch_reports WHERE test_id=? AND rater_id=? AND take_id=?",
-            [test_id, rater_id, take_id],
-        )
-
-    def glitch_report(self, report_id: str) -> dict[str, Any]:
-        rows = self.read_rows("SELECT * FROM glitch_reports WHERE report_id = ?", [report_id])
-        if not rows:
-            raise UnknownItem(f"no glitch report {report_id!r}")
-        return rows[0]
 
 
 __all__ = ["AnswerTables", "check_rows"]

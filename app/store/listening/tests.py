@@ -13,7 +13,14 @@ from dataclasses import asdict
 from typing import Any
 
 from app.store.listening.base import ListeningTables
-from app.store.listening.rows import STATUSES, Stimulus
+from app.store.listening.rows import (
+    STATUSES,
+    SettingChange,
+    Stimulus,
+    TestRow,
+    TestSummary,
+    row_of,
+)
 from app.store.records import ListeningTest, now_iso
 from app.store.schema import order_by, per_test_tables
 from backends.errors import InvalidRequest
@@ -36,21 +43,22 @@ class TestTables(ListeningTables):
         self.store.add_test(ListeningTest(test_id, kind=kind, name=name, config=config))
         self.set_status(test_id, status)
 
-    def get_test(self, test_id: str) -> dict[str, Any] | None:
-        t = self.test_row(test_id)
-        return None if t is None else t.as_dict()
+    def get_test(self, test_id: str) -> TestRow | None:
+        return self.test_row(test_id)
 
-    def require_test(self, test_id: str) -> dict[str, Any]:
-        return self.require_test_row(test_id).as_dict()
+    def require_test(self, test_id: str) -> TestRow:
+        return self.require_test_row(test_id)
 
-    def list_tests(self) -> list[dict[str, Any]]:
-        return self.read_rows(
+    def list_tests(self) -> list[TestSummary]:
+        """Every test, newest first, with its counts of raters, answers and stimuli."""
+        rows = self.read_rows(
             "SELECT t.test_id, t.kind, t.name, t.status, t.created_at, "
             "(SELECT count(*) FROM test_raters r WHERE r.test_id = t.test_id) AS raters, "
             "(SELECT count(*) FROM answers a WHERE a.test_id = t.test_id) AS answers, "
             "(SELECT count(*) FROM stimuli s WHERE s.test_id = t.test_id) AS stimuli "
             "FROM tests t ORDER BY t.created_at DESC NULLS LAST, t.test_id DESC"
         )
+        return [row_of(TestSummary, r) for r in rows]
 
     def set_status(self, test_id: str, status: str) -> None:
         if status not in STATUSES:
@@ -92,13 +100,14 @@ class TestTables(ListeningTables):
             )
         return changed
 
-    def changes(self, test_id: str) -> list[dict[str, Any]]:
+    def changes(self, test_id: str) -> list[SettingChange]:
         """The recorded setting changes of a test, oldest first (one save: by field name)."""
-        return self.read_rows(
+        rows = self.read_rows(
             "SELECT field, old_value, new_value, changed_at FROM test_changes "
             f"WHERE test_id = ? {order_by('test_changes')}",
             [test_id],
         )
+        return [row_of(SettingChange, r) for r in rows]
 
     def delete(self, test_id: str) -> None:
         """Remove a test and everything rated in it (export first: the designer does). Takes
