@@ -74,7 +74,7 @@ def test_opening_needs_an_explicit_yes_on_every_path(live):
     # confirmed: open
     r = post(live, "ll/admin/tests", {**SPEC, "confirm_not_persistent": True})
     assert r.status_code == 200, r.text
-    assert tests.require_test(r.json()["test_id"])["status"] == "open"
+    assert tests.require_test(r.json()["test_id"]).status == "open"
     # a draft needs no yes; opening it does (a truthy non-boolean is not a yes)
     tid = post(live, "ll/admin/tests", {**SPEC, "open": False}).json()["test_id"]
     for confirm in ({}, {"confirm_not_persistent": "yes"}):

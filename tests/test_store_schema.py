@@ -247,7 +247,7 @@ def test_an_old_sqlite_store_migrates_with_its_rows(tmp_path, version):
         assert s.frame("tests")["status"].tolist() == ["open" if version == 1 else "closed"]
         assert s.answer_frame("mos_ratings", "t1")["score"].tolist() == [4.5]
         if version >= 2:
-            assert TestStore(s).rater("t1", "r1")["seq"] == 0
+            assert TestStore(s).rater("t1", "r1").seq == 0
         if version >= 4:
             assert s.arena.setting("min_votes") == "7"
         migrated = sqlite_shape(s.conn)
