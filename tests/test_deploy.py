@@ -280,7 +280,8 @@ def test_storage_says_when_the_data_will_be_lost(tmp_path):
     lost = storage(env)
     assert lost.path == str(home / "listenlab.db") and lost.persistent is False
     assert f"{vol} does not exist" in lost.note and "lost when the container restarts" in lost.note
-    assert lost.public() == {"persistent": False, "note": lost.note}
+    assert lost.public(admin=True) == {"persistent": False, "note": lost.note}
+    assert lost.public()["persistent"] is False and str(tmp_path) not in str(lost.public())
     vol.mkdir()
     kept = storage(env)
     assert kept.path == str(vol / "listenlab.db") and kept.persistent is True

@@ -366,3 +366,52 @@ def test_screenshots_are_referenced_small_and_retakeable():
             assert img.width <= 1000 and img.height <= 1500, p.name
         assert p.stat().st_size < 200_000, p.name
         assert f'"{p.name}"' in script, f"{p.name} is not written by docs/screenshots.py"
+
+
+# ------------------------------------------------------------------ limits read from the code
+
+
+def limit_claims() -> list[tuple[str, str]]:
+    """(page, sentence) for each limit the pages state, built from the code's own numbers, so
+    a limit changed in one place and not the other fails here."""
+    from app.api.batch import MAX_ITEMS
+    from app.api.limits import BATCH_SECONDS_PER_CHAR, ApiLimits
+
+    lim = ApiLimits()
+    batch = (
+        f"{MAX_ITEMS} items; {lim.batch_chars:,} characters in all; {lim.batch_samples:,} "
+        f"output samples in all (estimated at {BATCH_SECONDS_PER_CHAR} s a character"
+    )
+    from app.config import HF_PARENT, NOT_PERSISTENT_NOTE, PERSISTENT_NOTE
+    from app.server import ADMIN_PAGES, ADMIN_PATHS
+    from app.web.inputs import JSON_BODY_BYTES, MAX_JSON_DEPTH
+
+    # an admin route as the page names it: a prefix with "…", a route and its subpaths once
+    admin_paths = [
+        f"`{p}…`" if p.endswith("/") else f"`{p}`"
+        for p in ADMIN_PATHS
+        if p.rstrip("/") == p or p.rstrip("/") not in ADMIN_PATHS
+    ]
+    admin_pages = ", ".join(f"`{p}`" for p in ADMIN_PAGES if not p.endswith("/"))
+    return [
+        ("security.md", batch),
+        ("security.md", f"frame-ancestors 'self' {HF_PARENT} https://$SPACE_HOST"),
+        ("security.md", f"admin route ({', '.join(admin_paths)})"),
+        ("security.md", f"opening an admin page ({admin_pages})"),
+        ("security.md", f"`/ll/…` JSON {JSON_BODY_BYTES:,} bytes ({JSON_BODY_BYTES // 1024} KiB"),
+        ("security.md", f"nesting ≤ {MAX_JSON_DEPTH} levels"),
+        ("deploy.md", PERSISTENT_NOTE),
+        ("deploy.md", NOT_PERSISTENT_NOTE),
+        ("api.md", f"`input` together at most {lim.batch_chars:,} characters"),
+        ("api.md", f"at most {lim.batch_samples:,} samples"),
+        ("api.md", f"estimated at {BATCH_SECONDS_PER_CHAR} s a character"),
+    ]
+
+
+def test_documented_limits_are_the_codes():
+    missing = []
+    for page, claim in limit_claims():
+        text = " ".join((ROOT / "docs" / page).read_text().split())
+        if " ".join(claim.split()) not in text:
+            missing.append(f"{page}: {claim!r}")
+    assert missing == [], "\n".join(missing)

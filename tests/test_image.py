@@ -97,7 +97,9 @@ def container(volume: Path | None = None, env: dict[str, str] | None = None) -> 
                 logs = podman("logs", name, check=False)
                 raise AssertionError(f"the container did not start:\n{logs.stdout}{logs.stderr}")
             time.sleep(0.5)
-        yield {"name": name, "url": url, "port": port, "health": r.json()}
+        # the admin sees where the data goes; anyone else only whether it persists
+        admin = httpx.get(url + "/ll/health", headers=ADMIN, timeout=10, trust_env=False)
+        yield {"name": name, "url": url, "port": port, "health": admin.json(), "public": r.json()}
     finally:
         podman("rm", "-f", name, check=False)
 
@@ -202,6 +204,8 @@ def test_without_a_volume_the_data_is_said_to_be_lost_and_is(tmp_path):
     with container() as box:
         assert box["health"]["storage"]["persistent"] is False
         assert "/data does not exist" in box["health"]["storage"]["note"]
+        assert box["public"]["storage"]["persistent"] is False
+        assert "/home/user" not in json.dumps(box["public"])  # no path for a visitor
         study(box)
         logs = podman("logs", box["name"]).stdout
         assert "listenlab: store /home/user/data/listenlab.db (wal), NOT PERSISTENT" in logs

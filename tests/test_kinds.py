@@ -446,7 +446,8 @@ def test_a_new_kind_needs_its_folder_and_a_registry_line_only():
 ALLOWED = {
     "evaluation/stats.py": (3, "the ab_votes column cmos (the A/B answer), not the kind"),
     "app/listening/ws.py": (1, "the 'for' of a failed listen_glitch message, as on the wire"),
-    "app/player/session.py": (2, "the Playground's glitch report message, not the kind"),
+    "app/player/session.py": (1, "the Playground's glitch report message, not the kind"),
+    "app/player/messages.py": (1, "the Playground's glitch report message, not the kind"),
     "app/player/static/player-core.js": (1, "the Playground's glitch report message"),
     "app/playground/static/playground.js": (1, "a Playground glitch mark's label"),
 }

@@ -99,7 +99,8 @@ async def backend_json(
 @router.get("/ll/health")
 async def health(request: Request) -> dict[str, Any]:
     state = _state(request)
-    kept = state.storage.public() if state.storage else {"persistent": True, "note": ""}
+    _owner, admin = _who(request)
+    kept = state.storage.public(admin) if state.storage else {"persistent": True, "note": ""}
     return {"status": "ok", "backends": list(state.backends), "storage": kept}
 
 
