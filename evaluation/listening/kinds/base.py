@@ -18,13 +18,12 @@ import random
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar, Protocol
 
 if TYPE_CHECKING:
     import pandas as pd
 
     from evaluation.listening.data import TestData
-    from evaluation.listening.design import Design
     from evaluation.listening.screening import TestScreening
     from evaluation.tablespec import Table as AnswerTable
 
@@ -53,6 +52,29 @@ PLAYED_SHARE = 0.95
 """A clip counts as played to the end at this share of its duration (player rounding)."""
 AB_MIN_MS = 3000.0
 """A/B and MUSHRA: playback of each stimulus needed before a vote (or all of a shorter one)."""
+
+
+class Design(Protocol):
+    """What a kind reads of a test's design (:class:`evaluation.listening.design.Design` is
+    the one there is). A protocol here, not that class: the design asks the kinds (its kind's
+    rules, its cycle), so the kinds naming it would make the two modules a circle."""
+
+    kind: str
+    systems: tuple[str, ...]
+    prompts: tuple[str, ...]
+    items_per_rater: int
+    reference: str | None
+    ab_mode: str
+    screening: bool
+    gold: bool
+    legacy: bool
+    check_variants: int
+
+    @property
+    def partial(self) -> bool: ...
+
+    @property
+    def balanced_items(self) -> int: ...
 
 
 @dataclass(frozen=True)
@@ -516,6 +538,7 @@ __all__ = [
     "Spread",
     "ANCHOR",
     "ANCHOR_LOW",
+    "Design",
     "ANCHOR_MID",
     "GOLD",
     "GOLD_EXPECTED",

@@ -22,6 +22,7 @@ from evaluation.listening.kinds.base import (
     PLAYED_SHARE,
     ROUNDING_VAR,
     Axis,
+    Design,
     Familiar,
     PlanModel,
     PlannedItem,
@@ -46,7 +47,6 @@ if TYPE_CHECKING:
     import pandas as pd
 
     from evaluation.listening.data import TestData
-    from evaluation.listening.design import Design
     from evaluation.listening.screening import TestScreening
 
 MODES = ("cmos", "forced")

@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from evaluation.listening.kinds.base import (
+    Design,
     PlanModel,
     ReportSection,
     ReportTable,
@@ -31,7 +32,6 @@ if TYPE_CHECKING:
     import pandas as pd
 
     from evaluation.listening.data import TestData
-    from evaluation.listening.design import Design
 
 SEAM_TOLERANCE_MS = 300.0
 """A mark is at a seam when it is this close to it."""

@@ -19,6 +19,7 @@ from evaluation.listening.kinds.base import (
     TRAP,
     TRAP_ANSWER,
     Axis,
+    Design,
     Familiar,
     PlanModel,
     PlannedItem,
@@ -43,7 +44,6 @@ if TYPE_CHECKING:
     import pandas as pd
 
     from evaluation.listening.data import TestData
-    from evaluation.listening.design import Design
     from evaluation.listening.screening import TestScreening
 
 LABELS = {5: "Excellent", 4: "Good", 3: "Fair", 2: "Poor", 1: "Bad"}

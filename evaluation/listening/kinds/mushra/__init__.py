@@ -23,6 +23,7 @@ from evaluation.listening.kinds.base import (
     MUSHRA_SCREEN_ANCHOR,
     PLAYED_SHARE,
     Axis,
+    Design,
     Familiar,
     PlanModel,
     PlannedItem,
@@ -42,7 +43,6 @@ if TYPE_CHECKING:
     import pandas as pd
 
     from evaluation.listening.data import TestData
-    from evaluation.listening.design import Design
     from evaluation.listening.screening import TestScreening
 
 MUSHRA_MAX_SIGNALS = 12
