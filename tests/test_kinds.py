@@ -190,7 +190,9 @@ def toy_test(live) -> str:
     )
 
 
-async def rate_all(live, tid: str, thumb: str, kind: str = "toy") -> tuple[dict, list[int]]:
+async def rate_all(
+    live, tid: str, thumb: str, kind: str = "toy", extra: dict | None = None
+) -> tuple[dict, list[int]]:
     rater = RaterClient(live.url, tid, crowd_id=f"{kind}-rater")
     try:
         await rater.join()
@@ -205,7 +207,8 @@ async def rate_all(live, tid: str, thumb: str, kind: str = "toy") -> tuple[dict,
             bad = await rater.vote({"assignment_id": item["assignment_id"], "thumb": "sideways"})
             codes.append(bad.status_code)
             assert bad.json()["detail"] == "thumb must be 'up' or 'down'"
-            r = await rater.vote({"assignment_id": item["assignment_id"], "thumb": thumb})
+            vote = {"assignment_id": item["assignment_id"], "thumb": thumb, **(extra or {})}
+            r = await rater.vote(vote)
             codes.append(r.status_code)
             st = await rater.status()
         return st, codes
@@ -415,6 +418,86 @@ def test_a_kinds_table_is_checked_when_registered_and_when_written(tmp_path):
             check_rows("tally", [("mos_ratings", {"rating_id": "x"})])
         with pytest.raises(InvalidRequest, match=r"no column\(s\) \['drop'\]"):
             check_rows("tally", [("tally_votes", {"vote_id": "v", "drop": 1})])
+    finally:
+        unregister(kind.name)
+
+
+def test_a_new_column_of_a_kinds_table_needs_the_kinds_file_only(tmp_path):
+    """The map's row for a column of a kind's table names the kind's ``__init__.py`` (and, for
+    a built-in kind, the docs' dictionary), nothing in ``app/store/``; and that is all it
+    takes: a copy of the tally kind's folder with one column more (its ``Column``, its meaning
+    and the vote that fills it, all in ``__init__.py``) gets the column on a store made with
+    the old table, its votes write it, the export has it and the dictionary explains it."""
+    import filecmp
+    import importlib.util
+    import shutil
+
+    from app.store import open_store
+
+    row = next(
+        line
+        for line in (ROOT / "docs" / "architecture.md").read_text(encoding="utf-8").splitlines()
+        if line.startswith("| a column of a kind's answer table |")
+    )
+    assert set(re.findall(r"`((?:app|evaluation|docs|tests|backends)/[^`]*)`", row)) == {
+        "evaluation/listening/kinds/<kind>/__init__.py",
+        "docs/listening-tests.md",
+        "app/store/",
+    }
+    assert "Nothing in `app/store/`" in row
+    old, new = ROOT / "tests" / "fixtures" / "kinds" / "tally", tmp_path / "tally_sure"
+    shutil.copytree(old, new, ignore=shutil.ignore_patterns("__pycache__"))
+    src = (new / "__init__.py").read_text(encoding="utf-8")
+    for a, b in (
+        (
+            '        text("created_at"),\n    ),',
+            '        text("created_at"),\n        integer("sure", since=8),\n    ),',
+        ),
+        ('"up": "1 up, 0 down"}', '"up": "1 up, 0 down", "sure": "1 sure, 0 not"}'),
+        (
+            '            "created_at": ctx.created_at,\n',
+            '            "created_at": ctx.created_at,\n            "sure": int(bool(body.get("sure"))),\n',
+        ),
+    ):
+        assert src.count(a) == 1, a
+        src = src.replace(a, b)
+    (new / "__init__.py").write_text(src, encoding="utf-8")
+    changed = filecmp.dircmp(old, new, ignore=["__pycache__"]).diff_files
+    assert changed == ["__init__.py"]  # the page script and everything else as it was
+    spec = importlib.util.spec_from_file_location("tally_sure", new / "__init__.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+
+    db = tmp_path / "k.db"
+    kind = register(tally.KIND)  # the store as the kind left it: no column "sure"
+    try:
+        open_store(db).close()
+    finally:
+        unregister(kind.name)
+    kind = register(module.KIND)
+    try:
+        with live_server(tally_app(db)) as lv:
+            store = lv.state.store
+            assert "sure" in store.sql.columns("tally_votes")
+            tid = create_test(
+                lv,
+                name="sure",
+                kind=kind.name,
+                systems=[{"name": "joe", "backend": "piper"}],
+                prompts=list(TWO_PROMPTS),
+                items_per_rater=1,
+                screening=False,
+                headphone_check=False,
+            )
+            asyncio.run(rate_all(lv, tid, "up", kind=kind.name, extra={"sure": True}))
+            assert rows_of(store, "SELECT up, sure FROM tally_votes") == [(1, 1)]
+            zf = httpx.get(f"{lv.url}ll/admin/tests/{tid}/export.zip", timeout=60).content
+            z = zipfile.ZipFile(io.BytesIO(zf))
+            head = z.read("raw/tally_votes.csv").decode().splitlines()[0].split(",")
+            assert (
+                head[-1] == "sure" and columns()["raw/tally_votes.csv"]["sure"] == "1 sure, 0 not"
+            )
+            assert json.loads(z.read("study.json"))["columns"]["raw/tally_votes.csv"]["sure"]
     finally:
         unregister(kind.name)
 
