@@ -259,7 +259,7 @@ def test_concurrent_joins_on_two_replicas_get_distinct_rows(tmp_path, pg_url):
     def least_used(rows):
         counts = [0] * 6
         for r in rows:
-            counts[int(r["design_row"])] += 1
+            counts[r.row] += 1
         return counts.index(min(counts))
 
     def join(k: int) -> None:
@@ -270,7 +270,7 @@ def test_concurrent_joins_on_two_replicas_get_distinct_rows(tmp_path, pg_url):
                 "t1", f"tok-{k}", f"crowd-{k}", "x", choose_row=least_used
             )
             assert not resumed
-            rows_used.append(int(rater["design_row"]))
+            rows_used.append(int(rater.design_row))
         except BaseException as e:  # pragma: no cover - reported below
             errors.append(e)
 
