@@ -108,6 +108,7 @@ def spec_from_args(args: argparse.Namespace) -> dict[str, Any]:
         ("ab_mode", args.ab_mode),
         ("consent", args.consent),
         ("completion_code", args.completion_code),
+        ("excluded_code", args.excluded_code),
         ("redirect_url", args.redirect_url),
         ("seed", args.seed),
         ("screening", args.screening),
@@ -479,6 +480,11 @@ def _add_screening(c: argparse.ArgumentParser) -> None:
     _flag(c, "show-text", "show the prompt's text on the vote page (default on for MOS and A/B)")
     c.add_argument("--consent", help="consent text shown before the test")
     c.add_argument("--completion-code", help="fixed completion code (default: one per rater)")
+    c.add_argument(
+        "--excluded-code",
+        help="the code a rater whom the screening excludes gets instead (default: the "
+        "completion code), so their payment can be withheld",
+    )
     c.add_argument("--redirect-url", help="https://… URL to send raters to at the end ({code})")
     c.add_argument("--seed", type=int, help="design seed")
     c.add_argument("--draft", action="store_true", help="leave the test as a draft (not open)")

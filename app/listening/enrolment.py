@@ -233,11 +233,17 @@ class Enrolment(RaterFlow):
         return {"stored": True}
 
     def finish(self, t: TestRow, r: RaterSession) -> dict[str, Any]:
-        """The completion code (the test's, else one per rater, given once) and the link."""
+        """The code the rater gets at the end, given once, and the link: the test's
+        ``excluded_code`` when it has one and its screening leaves this rater out of the
+        results (so a researcher can withhold payment), else its completion code, else one
+        per rater."""
         cfg = t.config
         code = r.completion_code
         if not code:
-            code = cfg.get("completion_code") or secrets.token_hex(4).upper()
+            if cfg.get("excluded_code") and self.excluded(t, r):
+                code = str(cfg["excluded_code"])
+            else:
+                code = cfg.get("completion_code") or secrets.token_hex(4).upper()
             self.tests.update_rater(
                 t.test_id, r.rater_id, completion_code=code, finished_at=now_iso()
             )
@@ -245,6 +251,15 @@ class Enrolment(RaterFlow):
         if redirect:
             redirect = redirect.replace("{code}", code)
         return {"completion_code": code, "redirect_url": redirect}
+
+    def excluded(self, t: TestRow, r: RaterSession) -> bool:
+        """Whether the test's screening (the results' own rule: check items, traps,
+        straight-lining, unplayed items, A/B check pairs, BS.1534-3) leaves this rater out."""
+        from evaluation.listening.results import test_raters
+
+        raters = test_raters(self.tests.test_data(t.test_id))
+        mine = raters[raters["rater_id"] == r.rater_id]
+        return bool(not mine.empty and bool(mine["excluded"].iloc[0]))
 
 
 __all__ = ["CROWD_KEYS", "DROPOUT_AFTER_S", "MAX_RATERS", "Enrolment", "assignment_id", "new_token"]

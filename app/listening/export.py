@@ -45,7 +45,13 @@ PRIVATE_COLUMNS = {
     "token_hash",
 }
 """Columns a ``--public`` export leaves out: they identify a crowd worker or pay them."""
-PRIVATE_CONFIG = ("completion_code", "screenout_code", "redirect_url", "screenout_url")
+PRIVATE_CONFIG = (
+    "completion_code",
+    "excluded_code",
+    "screenout_code",
+    "redirect_url",
+    "screenout_url",
+)
 CITATION = "listenlab (see CITATION.cff in its repository)"
 
 

@@ -78,6 +78,7 @@ def delete_test(page: AdminPage, tid: str | None, sure: bool) -> tuple:
 
 CROWD_LABELS = {
     "completion_code": "Completion code (empty: one per rater)",
+    "excluded_code": "Code for raters the screening excludes (empty: the completion code)",
     "redirect_url": "Redirect URL when done (https://…, {code} is replaced)",
     "screenout_code": "Screen-out code (empty: one per rater)",
     "screenout_url": "Screen-out URL for a failed screen (https://…, {code} is replaced)",
