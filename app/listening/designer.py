@@ -564,10 +564,10 @@ def _system_config(name: str, src: Source) -> dict[str, Any]:
 
 CROWD_FIELDS = {
     "completion_code": 64,
-    "excluded_code": 64,
     "redirect_url": 500,
     "screenout_code": 64,
     "screenout_url": 500,
+    "excluded_code": 64,
 }
 """The crowd settings a test's admin can change while it is open, with their length limits."""
 CODE_RE = re.compile(r"^[A-Za-z0-9_-]*$")
