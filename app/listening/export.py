@@ -149,6 +149,13 @@ def _screening(test: TestRow, scr: TestScreening) -> dict[str, Any]:
         rules = kind.screening_rules(scr)
         if rules is not None:
             out[f"{kind.name}_rules"] = rules
+    out["excluded_raters"] = (
+        "a rater the screening excludes who finishes is shown the test's code for excluded "
+        "raters instead of its completion code (and sent to the redirect with it)"
+        if test.config.get("excluded_code")
+        else "a rater the screening excludes who finishes is shown the completion code like "
+        "every rater (the test has no code for excluded raters)"
+    )
     return out
 
 
