@@ -31,9 +31,11 @@ def mount(app: Any, state: Any, *, mount_ui: bool = True) -> Any:
     if mount_ui:
         import gradio as gr
 
-        from app.listening.admin import build_admin
+        from app.listening.admin import STATUS_WORDS, build_admin
 
-        app = gr.mount_gradio_app(app, build_admin(state, svc), path="/admin/tests")
+        app = gr.mount_gradio_app(
+            app, build_admin(state, svc), path="/admin/tests", i18n=gr.I18n(**STATUS_WORDS)
+        )
     return app
 
 
