@@ -23,7 +23,6 @@ from app.listening.persistence import banner
 from app.listening.service import Listening
 from app.web.admin import AdminPolicy
 
-
 STATUS_WORDS = {
     "en": {"common.complete": "Done.", "common.error": "Something went wrong."},
 }
