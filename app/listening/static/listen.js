@@ -188,7 +188,8 @@
       .replace('{n}', String(Math.min(st.answered + 1, st.total))).replace('{total}', String(st.total));
     root.dataset.position = st.item ? st.item.position : 'done';
     root.dataset.stage = st.stage;
-    if (st.stage !== 'item' && st.stage !== 'familiarise') $('lt-hp-outcome').hidden = true;
+    // the screen's outcome ("passed ... the test starts now") until the first answer, not after
+    if ((st.stage !== 'item' && st.stage !== 'familiarise') || st.answered > 0) $('lt-hp-outcome').hidden = true;
     if (st.stage === 'consent') { $('lt-consent-text').textContent = st.test.consent; show('lt-consent'); return; }
     if (st.stage === 'questionnaire') return renderQuestionnaire();
     if (st.stage === 'screened_out') return screen.renderScreenout(st);
