@@ -162,3 +162,16 @@ def test_the_docs_r_mixed_model_lands_inside_the_tables_interval(tmp_path):
     assert ((want["ci_low"] <= got) & (got <= want["ci_high"])).all(), (got, want)
     assert (abs(got - want["mean"]) < 0.1).all(), (got, want["mean"])
     assert "s30" in run.stdout and "2.5 %" in run.stdout  # the block prints its table
+
+
+def test_the_reconnect_promise_is_the_players_numbers():
+    """#38 item 13: what listening-tests.md promises about a dropped connection is what the
+    player does (its constants in player-core.js)."""
+    js = (ROOT / "app" / "player" / "static" / "player-core.js").read_text(encoding="utf-8")
+    m = re.search(r"CONNECT_TIMEOUT_MS = (\d+), RETRY_MS = (\d+), RETRY_MAX_MS = (\d+)", js)
+    timeout, first, most = (int(x) / 1000 for x in m.groups())
+    text = " ".join(DOC.read_text(encoding="utf-8").split())
+    assert (
+        f"each try is given up after {timeout:g} s, the wait between tries grows from "
+        f"{first:g} s to at most {most:g} s"
+    ) in text
