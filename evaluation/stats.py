@@ -1,8 +1,9 @@
 """Statistics for listening tests and glitch reports (pandas + scipy; Bradley–Terry via evalica).
 
-Every function takes the DataFrames that :class:`app.store.Store` returns (``mos_frame``,
-``ab_frame``, ``glitch_frame``, ``findings_frame``, ``takes_frame``, ``frame("assignments")``)
-and returns a DataFrame, so a notebook, the report and the tests all use the same numbers.
+Every function takes the DataFrames that :class:`app.store.Store` returns (a kind's answer
+table through ``answer_frame``: ``mos_ratings``, ``ab_votes``, ``glitch_reports``; and
+``findings_frame``, ``takes_frame``, ``frame("assignments")``) and returns a DataFrame, so a
+notebook, the report and the tests all use the same numbers.
 
 * :func:`mos_table` — MOS per system (or system × prompt) with a Student-t 95 % interval.
 * :func:`add_z_scores` — per-rater z-normalised scores (a robustness column; raw stays primary).

@@ -27,15 +27,16 @@ from app.store import (
     System,
     open_store,
 )
-from app.store.copy import COPY_ORDER
-from app.store.listening import EXPORT_TABLES, TestRow, TestStore
-from app.store.listening.tests import DELETE_ORDER
+from app.store.copy import copy_order
+from app.store.listening import TestRow, TestStore
+from app.store.listening.tests import delete_order
 from app.store.migrations import MIGRATIONS, SQL_TYPES, changes_at
-from app.store.schema import TABLES, TYPES, per_test_tables, table
+from app.store.schema import TYPES, all_tables, export_tables, per_test_tables, table
 from tests.support.postgres import available, pg_cluster_fixture, pg_url_fixture  # noqa: F401
 
 ROOT = Path(__file__).resolve().parents[1]
 HISTORY = ROOT / "tests" / "store_history"
+TABLES = all_tables()
 NAMES = {t.name for t in TABLES}
 
 
@@ -72,11 +73,11 @@ def test_each_table_is_declared_consistently(t):
 
 
 def test_the_orders_are_read_from_the_declaration():
-    assert tuple(t.name for t in TABLES if t.study) == COPY_ORDER
-    assert set(COPY_ORDER) == NAMES - {"take_audio", "login_failures", "schema_version"}
-    assert tuple(reversed(per_test_tables())) == DELETE_ORDER and DELETE_ORDER[-1] == "tests"
-    assert tuple(t.name for t in TABLES if t.exported) == EXPORT_TABLES
-    assert set(EXPORT_TABLES) == set(per_test_tables()) - {"tests", "test_changes"}
+    assert tuple(t.name for t in TABLES if t.study) == copy_order()
+    assert set(copy_order()) == NAMES - {"take_audio", "login_failures", "schema_version"}
+    assert tuple(reversed(per_test_tables())) == delete_order() and delete_order()[-1] == "tests"
+    assert tuple(t.name for t in TABLES if t.exported) == export_tables()
+    assert set(export_tables()) == set(per_test_tables()) - {"tests", "test_changes"}
     assert [c.name for c in table("test_raters").columns if not c.exported] == ["token_hash"]
     assert tuple(TestRow.__dataclass_fields__) == table("tests").names
 
@@ -244,9 +245,9 @@ def test_an_old_sqlite_store_migrates_with_its_rows(tmp_path, version):
         assert s.schema_version == SCHEMA_VERSION
         assert s.frame("systems")["system_id"].tolist() == ["s1"]
         assert s.frame("tests")["status"].tolist() == ["open" if version == 1 else "closed"]
-        assert s.mos_frame("t1")["score"].tolist() == [4.5]
+        assert s.answer_frame("mos_ratings", "t1")["score"].tolist() == [4.5]
         if version >= 2:
-            assert TestStore(s).rater("t1", "r1")["seq"] == 0
+            assert TestStore(s).rater("t1", "r1").seq == 0
         if version >= 4:
             assert s.arena.setting("min_votes") == "7"
         migrated = sqlite_shape(s.conn)

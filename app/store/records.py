@@ -85,8 +85,8 @@ class Rater:
 @dataclass(frozen=True)
 class ListeningTest:
     test_id: str
-    kind: str = "mos"
-    """``mos``, ``ab``, ``cmos`` or ``glitch``."""
+    kind: str
+    """A registered kind's name (:data:`TEST_KINDS`: the kinds' registry); no default."""
     name: str | None = None
     config: dict[str, Any] = field(default_factory=dict)
     created_at: str = field(default_factory=now_iso)
