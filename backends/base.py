@@ -208,6 +208,10 @@ class Backend(abc.ABC):
 
     name: ClassVar[str]
     spec: str = ""
+    unit: Any = None
+    """The vLLM-Omni model (a ``backends.vllm_omni.models.ModelUnit``) whose rules this backend
+    answers by, when it stands in for one (a wire profile) or runs one (the embedded engine);
+    None otherwise. ``listenlab api`` applies its rules whatever name it is served under."""
 
     @classmethod
     @abc.abstractmethod
@@ -267,3 +271,9 @@ class Backend(abc.ABC):
 
     def describe(self) -> str:
         return self.spec or self.name
+
+    def note(self, request: SpeechRequest | None = None) -> str | None:
+        """What this backend does not do that its model would (a CPU voice standing in for a
+        GPU model: "cpu voice; clone not applied"), for ``request`` or any request; None when
+        it does what it is asked."""
+        return None
