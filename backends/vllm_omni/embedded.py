@@ -356,7 +356,7 @@ class VllmOmniBackend(Backend):
     # -- request mapping
 
     def _check(self, request: SpeechRequest) -> SpeechRequest:
-        request = request.validated()
+        request = request.validated(None)  # vLLM refuses a prompt over max_model_len itself
         if request.request_id in self._active:
             raise InvalidRequest(f"request id {request.request_id!r} is already streaming")
         self.adapter.check(request)

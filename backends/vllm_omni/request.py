@@ -153,7 +153,7 @@ def speech_request(
         ref_text=fields.ref_text,
         extra=extra,
         request_id=request_id,
-    ).validated()
+    ).validated(None)  # the backend applies its own bound (CPU voice) or none (vLLM-Omni)
 
 
 __all__ = [

@@ -122,6 +122,12 @@ GENERIC_RULES = SpeechRules(
 docs/api.md: any rate it can resample to, no language or task rules."""
 
 
+class VoiceClip(str):
+    """An uploaded voice's clip in ``RequestView.ref_audio`` (``voice:<name>``), where
+    vLLM-Omni's ``_apply_uploaded_speaker`` puts the stored clip's data URL: a valid clip for
+    the checks that follow. Only the checks make one; a client's string never is one."""
+
+
 @dataclass(frozen=True)
 class Uploaded:
     """A voice uploaded to the server: from audio (``source="audio"``) or an embedding."""
@@ -220,6 +226,8 @@ def sample_rate_error(rules: SpeechRules, sample_rate: int | None) -> str | None
 
 def ref_audio_format_error(ref_audio: Any) -> str | None:
     """``_validate_ref_audio_format``: a string with an http(s), data or file scheme."""
+    if isinstance(ref_audio, VoiceClip):
+        return None
     if not isinstance(ref_audio, str):
         return REF_AUDIO_FORMAT
     if (urlparse(ref_audio).scheme or "").lower() not in {"http", "https", "data", "file"}:
@@ -261,7 +269,7 @@ def uploaded_speaker_error(view: RequestView, ctx: RuleContext) -> str | None:
                 f"Uploaded voice '{view.voice}' uses a speaker embedding "
                 f"(Qwen3-only). Re-upload with an audio file for this model."
             )
-        view.ref_audio = f"voice:{lower}"  # stands for the stored clip
+        view.ref_audio = VoiceClip(f"voice:{lower}")  # stands for the stored clip
         if (not view.ref_text or not view.ref_text.strip()) and up.ref_text:
             view.ref_text = up.ref_text
         return None
@@ -314,6 +322,7 @@ __all__ = [
     "RuleContext",
     "SpeechRules",
     "Uploaded",
+    "VoiceClip",
     "adapter_error",
     "default_voice",
     "embedding_dim",

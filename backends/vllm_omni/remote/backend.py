@@ -207,7 +207,9 @@ class VllmOmniHttpBackend(Backend):
 
     def prepare(self, request: SpeechRequest, *, whole: bool = False) -> SpeechRequest:
         """The request with the spec's voice, checked against the served model's rules."""
-        request = request.validated()
+        # no character bound: never refuse in front of the server what it would take (it
+        # counts the prompt's tokens against its model's max_model_len itself)
+        request = request.validated(None)
         if request.voice is None and self.options.voice:
             request = replace(request, voice=self.options.voice)
         self.check_rules(request, whole=whole)
