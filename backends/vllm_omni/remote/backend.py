@@ -257,7 +257,13 @@ class VllmOmniHttpBackend(Backend):
 
     def fields(self, request: SpeechRequest, allowed_extra: frozenset[str]) -> dict[str, Any]:
         o = self.options
-        return request_fields(request, allowed_extra, model=o.model, language=o.language)
+        return request_fields(
+            request,
+            allowed_extra,
+            model=o.model,
+            language=o.language,
+            task_types=self.rules().task_types,
+        )
 
     def http_body(self, request: SpeechRequest, *, stream: bool) -> dict[str, Any]:
         body = {"input": request.text, **self.fields(request, HTTP_EXTRA)}
