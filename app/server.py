@@ -20,12 +20,13 @@ from pathlib import Path
 from fastapi import FastAPI
 from fastapi.staticfiles import StaticFiles
 
-from app.config import DEFAULT_DB, Storage
+from app.config import DEFAULT_DB, Storage, WebSettings
 from app.state import DEFAULT_CONCURRENCY, AppState, Detector, build_state
 from app.web.admin import AdminPolicy
 from app.web.errors import install_error_handler
 from app.web.guard import GuardConfig, GuardMiddleware, default_allowed_hosts
 from app.web.identity import IdentityMiddleware
+from app.web.inputs import JSON_BODY_BYTES
 from app.web.proxies import Proxies
 from app.web.slashes import add_slash_redirects
 from backends.base import Backend
@@ -36,8 +37,9 @@ UPLOAD_CHUNK_LIMIT = 16 * 1024 * 1024 + 64 * 1024
 
 log = logging.getLogger("listenlab.app")
 
-BODY_LIMIT_SMALL = 64 * 1024
-"""JSON routes under ``/ll/`` (rename, share, login): nothing legitimate is bigger."""
+BODY_LIMIT_SMALL = JSON_BODY_BYTES
+"""JSON routes under ``/ll/`` (rename, share, login, a test's spec): nothing legitimate is
+bigger."""
 BODY_LIMIT_DEFAULT = 1024 * 1024
 """Everything else (Gradio's own routes)."""
 WS_MAX_FRAME = 1024 * 1024
@@ -56,14 +58,38 @@ async def lifespan(app: FastAPI):
     state.store.close()
 
 
+ADMIN_PATHS = (
+    "/ll/admin/",
+    "/admin/",
+    "/ll/arena/api/voters",
+    "/ll/arena/api/voters/",
+    "/ll/arena/api/settings",
+    "/ll/arena/api/votes.csv",
+)
+"""Routes only an admin uses: another site's page may not ask them anything (the guard)."""
+ADMIN_PAGES = ("/admin/tests", "/admin/tests/", "/admin/arena", "/admin/arena/")
+"""Admin pages another site may open as a page: huggingface.co frames a Space's pages."""
+
+
 def guard_config(
-    allowed_hosts: Sequence[str] | None, allowed_origins: Sequence[str] | None
+    allowed_hosts: Sequence[str] | None,
+    allowed_origins: Sequence[str] | None,
+    settings: WebSettings | None = None,
 ) -> GuardConfig:
-    """Hosts, origins and per-route body limits of ``listenlab serve``; the list of closed
-    routes is filled once every Gradio app is mounted (:func:`close_unused_uploads`)."""
+    """Hosts, origins, framing, admin routes and per-route body limits of ``listenlab serve``;
+    the list of closed routes is filled once every Gradio app is mounted
+    (:func:`close_unused_uploads`). ``settings``: the app's (read once)."""
+    web = settings if settings is not None else WebSettings.from_env()
+    if allowed_origins is None:
+        allowed_origins = web.allowed_origins
     return GuardConfig(
         closed=[],
-        allowed_hosts=list(allowed_hosts) if allowed_hosts else default_allowed_hosts(),
+        allowed_hosts=(
+            list(allowed_hosts) if allowed_hosts else default_allowed_hosts(settings=web)
+        ),
+        frame_ancestors=list(web.frame_ancestors),
+        admin_paths=ADMIN_PATHS,
+        admin_pages=ADMIN_PAGES,
         body_limits=[
             ("POST", "/ll/api/voices", MAX_UPLOAD_BYTES + 256 * 1024),
             ("POST", "/admin/tests/gradio_api/upload", GRADIO_UPLOAD_LIMIT),
@@ -71,7 +97,7 @@ def guard_config(
             ("*", "/ll/", BODY_LIMIT_SMALL),
         ],
         default_body_limit=BODY_LIMIT_DEFAULT,
-        **({"allowed_origins": list(allowed_origins)} if allowed_origins is not None else {}),
+        allowed_origins=list(allowed_origins),
     )
 
 
@@ -97,7 +123,7 @@ def create_app(
     origins that may open ``/ll/ws`` (default ``$LISTENLAB_ALLOWED_ORIGINS``); ``storage``:
     whether the store outlives the container (:func:`app.config.storage`; default: persistent).
     """
-    from app.arena.service import install as install_arena
+    from app.arena import install as install_arena
     from app.listening import mount as mount_listening
     from app.listening.upload import router as upload_router
     from app.player.page import STATIC as PLAYER_STATIC
@@ -118,13 +144,15 @@ def create_app(
     )
     app = FastAPI(title="listenlab", lifespan=lifespan)
     app.state.listenlab = state
-    proxies = Proxies.from_env()  # one trust rule for client addresses and TLS
+    web = WebSettings.from_env()  # the environment, read once for this app
+    app.state.web = web
+    proxies = Proxies.from_env(web)  # one trust rule for client addresses and TLS
     app.state.proxies = proxies
     # the login back-off lives in the database when replicas share one (PostgreSQL)
     app.state.admin_policy = AdminPolicy.from_env(
-        proxies, tally=getattr(state.store, "login_failures", None)
+        proxies, tally=getattr(state.store, "login_failures", None), settings=web
     )
-    app.state.guard = guard = guard_config(allowed_hosts, allowed_origins)
+    app.state.guard = guard = guard_config(allowed_hosts, allowed_origins, web)
     app.add_middleware(IdentityMiddleware, proxies=proxies)
     app.add_middleware(GuardMiddleware, config=guard)  # added last = runs first
     install_error_handler(app)

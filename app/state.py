@@ -11,7 +11,7 @@ from __future__ import annotations
 import contextlib
 import json
 from collections.abc import Awaitable, Callable, Mapping, Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from importlib import resources
 from pathlib import Path
 from typing import Any
@@ -54,42 +54,23 @@ class FindingList(list):
     checks: list[dict[str, Any]] | None = None
 
 
-def default_detector(take: Take) -> list[dict[str, Any]] | None:
-    """Automatic glitch findings from ``evaluation.glitches``, or None while it is not installed."""
-    try:
-        from evaluation import glitches
-    except ImportError:
-        return None
-    fn = next(
-        (
-            getattr(glitches, n)
-            for n in ("analyze", "analyze_take", "detect", "find_glitches")
-            if callable(getattr(glitches, n, None))
-        ),
-        None,
+def default_detector(take: Take) -> list[dict[str, Any]]:
+    """The glitch detector's findings on ``take`` as JSON-ready dicts, with the checks it ran.
+    Imported on first use: numpy and scipy stay out of commands that never detect."""
+    from evaluation.glitches import analyze
+
+    result = analyze(take)
+    out = FindingList(
+        {
+            "kind": f.kind,
+            "time_s": float(f.time_s),
+            "boundary_index": f.boundary_index,
+            "severity": float(f.severity),
+            "evidence": json.loads(json.dumps(f.evidence, default=float)),
+        }
+        for f in result.findings
     )
-    if fn is None:
-        return None
-    result = fn(take)
-    found = getattr(result, "findings", result)
-    out = FindingList()
-    out.checks = (
-        [c.to_dict() if hasattr(c, "to_dict") else dict(c) for c in result.checks]
-        if hasattr(result, "checks")
-        else None
-    )
-    for f in found:
-        d = f if isinstance(f, dict) else (f.to_dict() if hasattr(f, "to_dict") else asdict(f))
-        evidence = json.loads(json.dumps(d.get("evidence") or {}, default=float))
-        out.append(
-            {
-                "kind": d.get("kind"),
-                "time_s": None if d.get("time_s") is None else float(d["time_s"]),
-                "boundary_index": d.get("boundary_index"),
-                "severity": None if d.get("severity") is None else float(d["severity"]),
-                "evidence": evidence,
-            }
-        )
+    out.checks = [c.to_dict() for c in result.checks]
     return out
 
 

@@ -31,7 +31,23 @@ visitors from several addresses can be made with ``X-Forwarded-For``, as behind 
 * ``admin_guessing``  120 wrong admin passwords, then the right one
 * ``gradio_upload``   20 anonymous uploads to ``/gradio_api/upload``
 
-    .venv/bin/python benchmarks/abuse.py [--listening | --only-listening]
+Issue #38 (``--hardening``, or ``--only-hardening``), items 1-3 and 9, against child servers:
+
+* ``batch_bomb``     the 47 KB batch: 32 items x 1,500 characters, speed 0.25, 192 kHz (the
+  issue's server grew 1.1 GB in 11 s and kept generating)
+* ``batch_queue``    ``listenlab api --concurrency 1 --max-queue 8``: a 24-item batch, and 8
+  single requests sent while it runs (the issue's batch took 22 queue places: singles got 503)
+* ``batch_leaves``   a 20-item batch whose client leaves after 4 s: the server's CPU seconds
+  in the 10 s after, and a single request sent then (the issue's kept generating for 23 s)
+* ``metrics_paths``  1,500 made-up URLs, then ``GET /metrics`` (the issue's scrape grew 2 KB ->
+  1.5 MB, one series per URL)
+* ``framing``        ``listenlab serve`` as on a Space (``SPACE_HOST``, an admin password):
+  the framing headers of an admin page, and the admin's browser made to GET ``snapshot.zip``
+  and ``export.zip`` from another site's page (``Sec-Fetch-Site: cross-site``, the admin's
+  credentials), against the same GET from the admin's own page; ``Host: testserver``
+
+    .venv/bin/python benchmarks/abuse.py [--listening | --only-listening] [--hardening |
+        --only-hardening]
 """
 
 from __future__ import annotations
@@ -511,6 +527,207 @@ def listening_phases() -> list[dict]:
     return phases
 
 
+# --------------------------------------------------------------------------- issue #38
+
+BATCH_ATTACK = {  # the issue's 47 KB request
+    "items": [{"input": ("All work and no play makes a dull voice. " * 37)[:1500]}] * 32,
+    "speed": 0.25,
+    "sample_rate": 192000,
+    "response_format": "wav",
+}
+SPACE_HOST = "bench-study.hf.space"
+
+
+def _cpu_s(pid: int) -> float:
+    """User + system CPU seconds of a process so far (``/proc/PID/stat``)."""
+    with open(f"/proc/{pid}/stat") as f:
+        fields = f.read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def _batch_bomb(url: str) -> dict:
+    t0 = time.perf_counter()
+    r = httpx.post(url + "/v1/audio/speech/batch", json=BATCH_ATTACK, timeout=120, trust_env=False)
+    ms = (time.perf_counter() - t0) * 1000
+    load = httpx.get(url + "/load", trust_env=False).json()["server_load"]
+    return {
+        "request_bytes": len(json.dumps(BATCH_ATTACK)),
+        "status": r.status_code,
+        "message": r.json().get("error", {}).get("message") if r.status_code != 200 else None,
+        "answer_ms": round(ms, 1),
+        "server_load_after": load,
+    }
+
+
+def _batch_queue(url: str) -> dict:
+    """A 24-item batch on one slot with 8 queue places, and 8 singles sent while it runs."""
+    import threading
+
+    out: dict = {}
+
+    def batch() -> None:
+        body = {"items": [{"input": f"Item number {i}."} for i in range(24)]}
+        body["response_format"] = "pcm"
+        r = httpx.post(url + "/v1/audio/speech/batch", json=body, timeout=600, trust_env=False)
+        out["batch_status"] = r.status_code
+        out["batch_succeeded"] = r.json().get("succeeded") if r.status_code == 200 else None
+        out["batch_end"] = time.perf_counter()
+
+    def single(i: int, codes: list, ends: list) -> None:
+        r = httpx.post(url + "/v1/audio/speech", json={"input": f"Single request {i}."},
+                       timeout=600, trust_env=False)  # fmt: skip
+        codes.append(r.status_code)
+        ends.append(time.perf_counter())
+
+    t0 = time.perf_counter()
+    tb = threading.Thread(target=batch)
+    tb.start()
+    time.sleep(1.0)  # the batch is running
+    codes: list = []
+    ends: list = []
+    singles = [threading.Thread(target=single, args=(i, codes, ends)) for i in range(8)]
+    for t in singles:
+        t.start()
+    for t in [*singles, tb]:
+        t.join()
+    return {
+        "batch_items": 24,
+        "batch_status": out["batch_status"],
+        "batch_succeeded": out["batch_succeeded"],
+        "batch_s": round(out["batch_end"] - t0, 2),
+        "singles": 8,
+        "singles_answers": {str(c): codes.count(c) for c in set(codes)},
+        "singles_done_before_batch": sum(e < out["batch_end"] for e in ends),
+    }
+
+
+def _batch_leaves(url: str, pid: int) -> dict:
+    """A batch whose client leaves after 4 s: what the server keeps doing for it."""
+    import socket
+
+    items = [{"input": f"Sentence number {i} of a long batch, spoken slowly."} for i in range(20)]
+    body = json.dumps({"items": items}).encode()
+    host, port = url[len("http://") :].split(":")
+    s = socket.create_connection((host, int(port)))
+    s.sendall(
+        b"POST /v1/audio/speech/batch HTTP/1.1\r\nHost: 127.0.0.1\r\n"
+        b"Content-Type: application/json\r\n"
+        + f"Content-Length: {len(body)}\r\n\r\n".encode()
+        + body
+    )
+    time.sleep(4.0)
+    s.close()
+    left = time.perf_counter()
+    cpu0 = _cpu_s(pid)
+    idle_after = None
+    with httpx.Client(trust_env=False, timeout=30) as c:
+        while time.perf_counter() - left < 10:
+            if idle_after is None and c.get(url + "/load").json()["server_load"] == 0:
+                idle_after = time.perf_counter() - left
+            time.sleep(0.05)
+        cpu_10s = _cpu_s(pid) - cpu0
+        t0 = time.perf_counter()
+        r = c.post(url + "/v1/audio/speech", json={"input": "Are you free now?"}, timeout=120)
+        single_s = time.perf_counter() - t0
+    return {
+        "batch_items": 20,
+        "client_left_after_s": 4.0,
+        "server_idle_after_s": None if idle_after is None else round(idle_after, 2),
+        "server_cpu_s_in_10_s_after": round(cpu_10s, 2),
+        "single_after_status": r.status_code,
+        "single_after_s": round(single_s, 2),
+    }
+
+
+def _metrics_paths(url: str) -> dict:
+    prefix = "listenlab_api_requests_total{"
+    with httpx.Client(trust_env=False, timeout=30) as c:
+        before = c.get(url + "/metrics").text
+        codes = [c.get(f"{url}/made/up/{i}").status_code for i in range(1500)]
+        after = c.get(url + "/metrics").text
+
+    def series(text: str) -> int:
+        return sum(ln.startswith(prefix) for ln in text.splitlines())
+
+    return {
+        "made_up_urls": 1500,
+        "answers": {str(x): codes.count(x) for x in set(codes)},
+        "series_before": series(before),
+        "series_after": series(after),
+        "scrape_bytes_before": len(before),
+        "scrape_bytes_after": len(after),
+    }
+
+
+def _framing(url: str, test_id: str) -> dict:
+    other_site = {"Sec-Fetch-Site": "cross-site", "Sec-Fetch-Mode": "no-cors",
+                  "Sec-Fetch-Dest": "iframe"}  # fmt: skip
+    out: dict = {}
+    with httpx.Client(trust_env=False, timeout=300, headers=ADMIN) as c:
+        page = c.get(url + "/admin/tests", headers={"Sec-Fetch-Site": "same-origin"})
+        out["admin_page_csp"] = page.headers.get("content-security-policy")
+        out["admin_page_x_frame_options"] = page.headers.get("x-frame-options")
+        for name, path in (("snapshot", "/ll/admin/snapshot.zip"),
+                           ("export", f"/ll/admin/tests/{test_id}/export.zip")):  # fmt: skip
+            codes, worst = [], 0.0
+            for _ in range(10):
+                t0 = time.perf_counter()
+                codes.append(c.get(url + path, headers=other_site).status_code)
+                worst = max(worst, (time.perf_counter() - t0) * 1000)
+            t0 = time.perf_counter()
+            own = c.get(url + path, headers={"Sec-Fetch-Site": "same-origin"})
+            out[name] = {
+                "cross_site_gets": 10,
+                "answers": {str(x): codes.count(x) for x in set(codes)},
+                "cross_site_max_ms": round(worst, 1),
+                "own_page_status": own.status_code,
+                "own_page_bytes": len(own.content),
+                "own_page_ms": round((time.perf_counter() - t0) * 1000, 1),
+            }
+        out["host_testserver"] = c.get(
+            url + "/ll/health", headers={"Host": "testserver"}
+        ).status_code
+    return out
+
+
+def hardening_block() -> dict:
+    """The #38 phases with the machine's load around them."""
+    load0 = os.getloadavg()[0]
+    phases = hardening_phases()
+    return {
+        "loadavg_1m_before_after": [round(load0, 1), round(os.getloadavg()[0], 1)],
+        "note": "measured on a 2-core machine shared with other agents",
+        "phases": phases,
+    }
+
+
+def hardening_phases() -> list[dict]:
+    """Issue #38's attacks on the batch route, /metrics and framing, each against a child."""
+    phases = []
+    with listenlab_process("api", "--backend", "piper?deterministic=1", health="/health") as api:
+        h = api.url + "/health"
+        phases.append(_phase("batch_bomb", api.pid, h, lambda: _batch_bomb(api.url)))
+        phases.append(_phase("batch_leaves", api.pid, h, lambda: _batch_leaves(api.url, api.pid)))
+        phases.append(_phase("metrics_paths", api.pid, h, lambda: _metrics_paths(api.url)))
+    with listenlab_process("api", "--backend", "piper?deterministic=1", "--concurrency", "1",
+                           "--max-queue", "8", health="/health") as api:  # fmt: skip
+        phases.append(_phase("batch_queue", api.pid, api.url + "/health",
+                             lambda: _batch_queue(api.url)))  # fmt: skip
+    db = Path(tempfile.mkdtemp(prefix="ll-abuse-38-")) / "lab.db"
+    env = {"LISTENLAB_ADMIN_PASSWORD": PW, "SPACE_HOST": SPACE_HOST}
+    with listenlab_process("serve", "--backend", "alpha=piper?deterministic=1", "--db", str(db),
+                           health="/ll/health", env=env) as pg:  # fmt: skip
+        r = httpx.post(pg.url + "/ll/admin/tests", headers=ADMIN, timeout=600, trust_env=False,
+                       json={"name": "framing", "kind": "mos", "items_per_rater": 1,
+                             "headphone_check": False, "screening": False, "prompts": [STIM_TEXT],
+                             "systems": [{"name": "a", "backend": "alpha", "condition": "whole"}]})  # fmt: skip
+        r.raise_for_status()
+        tid = r.json()["test_id"]
+        phases.append(_phase("framing", pg.pid, pg.url + "/ll/health",
+                             lambda: _framing(pg.url, tid)))  # fmt: skip
+    return phases
+
+
 def main() -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--out", default=str(ROOT / "benchmarks/results/abuse.json"))
@@ -521,8 +738,21 @@ def main() -> int:
         action="store_true",
         help="only the issue #19 attacks (kept beside the other phases in the JSON)",
     )
+    p.add_argument("--hardening", action="store_true", help="also the issue #38 attacks")
+    p.add_argument(
+        "--only-hardening",
+        action="store_true",
+        help="only the issue #38 attacks (kept beside the other phases in the JSON)",
+    )
     args = p.parse_args()
     out = Path(args.out)
+    if args.only_hardening:
+        report = json.loads(out.read_text()) if out.exists() else {}
+        report["hardening"] = hardening_block()
+        out.parent.mkdir(parents=True, exist_ok=True)
+        out.write_text(json.dumps(report, indent=1), encoding="utf-8")
+        print(f"-> {out}")
+        return 0
     if args.only_listening:
         report = json.loads(out.read_text()) if out.exists() else {}
         load0 = os.getloadavg()[0]
@@ -583,6 +813,8 @@ def main() -> int:
     }
     if args.listening:
         report["listening"] = {"phases": listening_phases()}
+    if args.hardening:
+        report["hardening"] = hardening_block()
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps(report, indent=1), encoding="utf-8")
     print(f"worst: {json.dumps(worst)}  targets met: {json.dumps(met)}  -> {out}")

@@ -1,7 +1,8 @@
 """Glitch detector benchmark: a realistic, hard evaluation set with a fixed held-out split, and speed.
 
-    .venv/bin/python benchmarks/detector.py [--split heldout|dev|both] [--runs 5] [--load 2]
-                                            [--speed-only] [--out benchmarks/results/detector.json]
+    .venv/bin/python benchmarks/detector.py [--split heldout|dev|both] [--human DIR]
+                                            [--runs 5] [--load 2] [--no-speed | --speed-only]
+                                            [--cache renders.pkl] [--out benchmarks/results/detector.json]
 
 **The set.** Real Piper speech of :data:`BENCH_TEXTS` (incl. natural repetitions: "tick tock, tick
 tock", counting, "knock knock"). Each text is rendered twice as a *take*: by the deterministic
@@ -10,14 +11,25 @@ voice and by the default voice (noise on, so every rendering differs), and once 
 request to a real server would). Each take is streamed through every wire profile's real chunk
 schedule (Qwen3-TTS 80 ms then 2 s, Fish Speech 186 ms x 6 then 1.16 s, CosyVoice3 600 ms /
 1.2 s / 2.4 s, MOSS-TTS-Nano 80/160/320/640 ms, VoxCPM2 480 ms, and uniform 80 ms frames) at
-the profile's sample rate, with a jittered arrival timeline of a server at 1.5x real time.
+the profile's sample rate, with the arrival timeline of a server at 0.9x real time (each chunk
+150 ms + 0.9 x its start + up to 15 ms of jitter: never late, so clean takes do not stall).
 Every base take gives one clean case per profile (about 40 % of the set) and nine defect
 cases: each defect kind at three difficulties (``easy`` obvious, ``medium``, ``hard`` barely
 audible; see :func:`inject`), placed at a seam in speech with a seeded random generator.
 
-**The split is fixed** by a hash of each text (:func:`split_of`): about 40 % of the texts are
-*held out*. Thresholds were tuned on ``dev`` only; the README and the JSON report ``heldout``.
-Everything but the default voice's noise is seeded, so reruns differ only by that noise.
+**Clean human speech** (``--human``, :func:`human_cases`): ITU-T P.501's clean talkers and the
+P.835 set's clean condition from microsoft/P.808's ``p835_reference_conditions/`` folder (fetched,
+never committed), each as a bare file and through every profile's chunk schedule at four phases;
+only "audio + seams only" applies (no text, no independent rendering).
+
+**The split is fixed** by a hash of each text (:func:`split_of`) and of each human talker
+(:func:`human_split`): about 40 % are *held out*. Thresholds were tuned on ``dev`` only;
+docs/detector.md and the JSON report ``heldout``. Everything but the default voice's noise is
+seeded, so reruns differ only by that noise.
+
+**Before and after.** Every split and condition is scored twice in one run: with :data:`BEFORE`
+(glitches/1's settings, the detector before issue #39) and with the defaults; the JSON keeps both,
+and :func:`markdown_tables` prints the tables docs/detector.md shows (a test compares them).
 
 **Scoring.** Each case is analysed four ways: audio + seams only (``bare``), with the text,
 with the reference, and with both. A defect is *found* when a finding of its kind is within
@@ -59,7 +71,12 @@ sys.path[:0] = [str(ROOT), str(ROOT / "tests")]
 
 from backends.piper import PiperBackend, PiperOptions  # noqa: E402
 from backends.profile import PROFILES, WireProfile  # noqa: E402
-from evaluation.glitches import DetectorConfig, analyze, simulate_playback  # noqa: E402
+from evaluation.glitches import (  # noqa: E402
+    DETECTOR_VERSION,
+    DetectorConfig,
+    analyze,
+    simulate_playback,
+)
 from evaluation.takes import Take  # noqa: E402
 from tests.support.evaluation_util import (  # noqa: E402
     inject_click,
@@ -157,12 +174,14 @@ class Case:
     kind: str | None  # None: clean
     difficulty: str | None
     take: Take
-    reference: Take
+    reference: Take | None
     time_s: float | None = None
     seam: int | None = None
     text: str = ""
     end_s: float | None = None
     """Where the injected audio ends (replayed, foreign or appended audio; a gap's silence)."""
+    source: str = "cpu_voice"
+    """Whose speech: ``cpu_voice`` (Piper), or a clean human reference (``p501``, ``p835``)."""
 
 
 # --------------------------------------------------------------------------- renders
@@ -408,6 +427,78 @@ def build_cases(renders: list[dict], seed: int = 0) -> list[Case]:
     return cases
 
 
+# --------------------------------------------------------------------------- human speech
+
+HUMAN_SOURCES = {
+    "p501": ("3gpp_p501_FB", "i06_"),
+    "p835": ("degraded_fullband_48KHz", "c0_"),
+}
+"""Clean human speech in microsoft/P.808's ``p835_reference_conditions/`` folder (ITU-T and ETSI
+licences: fetched, never committed). ``i06`` is the clean P.501 talker recording (48 kHz, 8 s,
+four talkers): every other ``iNN`` of that folder is a processed copy of it (noise, band limits,
+distortion). ``c0`` is the P.835 set's reference condition (``CSP835_Ref_Conditions.xlsx``,
+sheet testplan: "c0 refrence"; 48 kHz, 4-5 s, six talkers)."""
+HUMAN_SHIFTS = 4
+"""Each clip is streamed through every profile's chunk schedule this many times, the schedule
+shifted by 37 ms each time (the first k * 37 ms cut off), so seams fall on other sounds."""
+
+
+def human_split(source: str, talker: str, talkers: list[str]) -> str:
+    """Fixed split by talker: the ceil(40 %) of a source's talkers with the smallest hash of
+    ``source/talker`` are held out (a per-file hash held out one P.835 talker of six)."""
+    order = sorted(talkers, key=lambda t: hashlib.sha256(f"{source}/{t}".encode()).hexdigest())
+    return "heldout" if talker in order[: -(-2 * len(talkers) // 5)] else "dev"
+
+
+def _file_take(audio: np.ndarray, sr: int, name: str) -> Take:
+    from backends.base import SpeechRequest
+    from evaluation.takes import ChunkRecord
+
+    return Take(
+        request=SpeechRequest(text=""),
+        backend=f"file:{name}",
+        sample_rate=sr,
+        channels=1,
+        chunks=[ChunkRecord(0, 0.0, 0, len(audio))],
+        audio=audio.reshape(-1, 1),
+        total_ms=0.0,
+    )
+
+
+def human_cases(folder: str | Path) -> list[Case]:
+    """Clean cases of human speech: each clip as a bare file (one chunk) and streamed through
+    every profile's chunk schedule at :data:`HUMAN_SHIFTS` phases (never late). There is no
+    text and no independent reference, so only the ``bare`` condition applies."""
+    import soundfile as sf
+
+    root = Path(folder)
+    if (root / "p835_reference_conditions").is_dir():
+        root = root / "p835_reference_conditions"
+    cases: list[Case] = []
+    for source, (sub, prefix) in HUMAN_SOURCES.items():
+        files = sorted((root / sub).glob(f"{prefix}*.wav"))
+        if not files:
+            raise FileNotFoundError(f"no {prefix}*.wav in {root / sub} (see docs/detector.md)")
+        talkers = [f.stem[len(prefix) :] for f in files]
+        for f, talker in zip(files, talkers, strict=True):
+            a, sr = sf.read(f, dtype="int16", always_2d=True)
+            mono = a.mean(axis=1).astype(np.int16) if a.shape[1] > 1 else a[:, 0]
+            split = human_split(source, talker, talkers)
+            name = f"{source}/{talker}"
+            cases.append(
+                Case(f"{name}/file", split, None, None, _file_take(mono, sr, f.name), None)
+            )
+            cases[-1].source = source
+            for p, pname in enumerate(PROFILE_NAMES):
+                for k in range(HUMAN_SHIFTS):
+                    t = _file_take(mono[int(0.037 * k * sr) :], sr, f.name)
+                    t = on_profile(t, profile(pname), 0.0, 15.0, 1000 * p + k)
+                    cases.append(
+                        Case(f"{name}/{pname}/{k}", split, None, None, t, None, source=source)
+                    )
+    return cases
+
+
 # --------------------------------------------------------------------------- scoring
 
 
@@ -512,6 +603,8 @@ def score(cases: list[Case], cond: str, cfg: DetectorConfig) -> dict:
         "clean_cases_with_findings": clean_with,
         "false_alarms_per_clean_minute": {k: v / minutes for k, v in fa.items() if v}
         | {"total": sum(fa.values()) / minutes},
+        "easy": agg(("easy",)),
+        "medium": agg(("medium",)),
         "easy+medium": agg(("easy", "medium")),
         "hard": agg(("hard",)),
         "per_kind": cell,
@@ -635,12 +728,149 @@ def _print(sc: dict, split: str) -> None:
     print("   " + "  ".join(line))
 
 
+OFF_DB = -200.0
+"""A level rule set this low never holds: the rule is off."""
+BEFORE = DetectorConfig(
+    replay_min_ncc=0.97,
+    gap_long_s=1.0,
+    gap_edge_db=-15.0,
+    replay_min_level_db=OFF_DB,
+    tail_floor_db=OFF_DB,
+)
+"""The detector before #39's false-alarm round (glitches/1): its settings, the two new rules off.
+Scored beside the current defaults on the same cases, so before and after share every render."""
+
+
+def evaluate(
+    cases: list[Case], human: list[Case], cfg: DetectorConfig, splits: tuple[str, ...], show: int
+) -> dict:
+    """Every condition on the CPU-voice cases of each split, and the human clips (bare)."""
+    out: dict[str, dict] = {"accuracy": {}, "human": {}}
+    for split in splits:
+        sub = [c for c in cases if c.split == split]
+        out["accuracy"][split] = {}
+        for cond in CONDITIONS:
+            sc = score(sub, cond, cfg)
+            out["accuracy"][split][cond] = sc
+            _print(sc, split)
+            for m in sc["misses"][:show]:
+                print("   miss:", m)
+            for m in sc["false_alarm_examples"][:show]:
+                print("   false alarm:", m)
+        out["human"][split] = {}
+        for source in HUMAN_SOURCES:
+            hs = [c for c in human if c.split == split and c.source == source]
+            if hs:
+                sc = score(hs, "bare", cfg)
+                out["human"][split][source] = sc
+                fa = sc["false_alarms_per_clean_minute"]
+                print(
+                    f"[{split} / {source}] {sc['clean_minutes']:.1f} clean min: "
+                    f"false alarms/clean min {fa['total']:.2f}"
+                )
+                for m in sc["false_alarm_examples"][:show]:
+                    print("   false alarm:", m)
+    return out
+
+
+def summary(ev: dict) -> dict:
+    """The figures the docs print: false alarms per clean minute per source, recall per
+    difficulty, per split."""
+    out: dict[str, dict] = {}
+    for split, conds in ev["accuracy"].items():
+        fa, mins, rec = {}, {}, {}
+        for cond, sc in conds.items():
+            fa[f"cpu_voice/{cond}"] = sc["false_alarms_per_clean_minute"]["total"]
+            mins[f"cpu_voice/{cond}"] = sc["clean_minutes"]
+            rec[cond] = {d: sc[d]["recall"] for d in ("easy", "medium", "hard", "easy+medium")}
+            rec[cond]["cases"] = {d: sc[d]["cases"] for d in ("easy", "medium", "hard")}
+        for source, sc in ev["human"].get(split, {}).items():
+            fa[source] = sc["false_alarms_per_clean_minute"]["total"]
+            mins[source] = sc["clean_minutes"]
+        out[split] = {"false_alarms_per_clean_minute": fa, "clean_minutes": mins, "recall": rec}
+    return out
+
+
+COND_NAMES = {
+    "bare": "audio + seams only",
+    "text": "+ text",
+    "reference": "+ reference",
+    "text+reference": "+ text + reference",
+}
+SOURCE_NAMES = {
+    "cpu_voice": "CPU voice (Piper)",
+    "p501": "human, ITU-T P.501 clean (`i06`)",
+    "p835": "human, P.835 clean (`c0`)",
+}
+
+
+def markdown_tables(result: dict, split: str = "heldout") -> str:
+    """The two tables docs/detector.md prints, from the benchmark's JSON (a test compares them)."""
+    b, a = result["before"]["summary"][split], result["summary"][split]
+
+    def num(v: float | None) -> str:
+        return "-" if v is None else f"{v:.2f}"
+
+    def pair(x: float | None, y: float | None) -> str:
+        return f"{num(x)} → {num(y)}"
+
+    lines = [
+        "| source, what the detector is given | clean minutes | false alarms per clean minute, "
+        "before → after |",
+        "|---|---|---|",
+    ]
+    for key, mins in a["clean_minutes"].items():
+        src, _, cond = key.partition("/")
+        what = COND_NAMES[cond or "bare"]
+        before = b["false_alarms_per_clean_minute"].get(key)
+        after = a["false_alarms_per_clean_minute"][key]
+        lines.append(f"| {SOURCE_NAMES[src]}, {what} | {mins:.1f} | {pair(before, after)} |")
+    lines += [
+        "",
+        "| CPU voice: recall, before → after (cases e/m/h) | easy | medium | hard | easy + medium |",
+        "|---|---|---|---|---|",
+    ]
+    for cond, r in a["recall"].items():
+        rb = b["recall"][cond]
+        n = r["cases"]
+        cells = " | ".join(pair(rb[d], r[d]) for d in ("easy", "medium", "hard", "easy+medium"))
+        lines.append(f"| {COND_NAMES[cond]} ({n['easy']}/{n['medium']}/{n['hard']}) | {cells} |")
+    return "\n".join(lines + ["", *_per_kind_table(result["accuracy"][split])]) + "\n"
+
+
+def _per_kind_table(acc: dict) -> list[str]:
+    """Recall per kind and difficulty in each condition (after), and precision."""
+
+    def num(v: float | None) -> str:
+        return "-" if v is None else f"{v:.2f}"
+
+    head = " | ".join(COND_NAMES[c] for c in CONDITIONS)
+    lines = [
+        f"| recall per kind, after (cases e/m/h) | {head} |",
+        "|---|" + "---|" * len(CONDITIONS),
+    ]
+    for k in KINDS:
+        n = [max(acc[c]["per_kind"][k][d]["cases"] for c in CONDITIONS) for d in DIFFICULTIES]
+        cells = [
+            " / ".join(num(acc[c]["per_kind"][k][d]["recall"]) for d in DIFFICULTIES)
+            for c in CONDITIONS
+        ]
+        lines.append(f"| {k} ({n[0]}/{n[1]}/{n[2]}) | " + " | ".join(cells) + " |")
+    prec = [
+        f"{num(acc[c]['easy+medium']['precision'])} / {num(acc[c]['hard']['precision'])}"
+        for c in CONDITIONS
+    ]
+    lines.append("| precision, easy + medium / hard | " + " | ".join(prec) + " |")
+    return lines
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--split", default="heldout", choices=("heldout", "dev", "both"))
     ap.add_argument("--runs", type=int, default=5)
     ap.add_argument("--minutes", type=float, default=30.0, help="audio per speed set")
     ap.add_argument("--cache", help="pickle the renders here (speeds up reruns while tuning)")
+    ap.add_argument("--human", help="microsoft/P.808's p835_reference_conditions folder")
     ap.add_argument("--no-speed", action="store_true")
     ap.add_argument("--speed-only", action="store_true", help="only the speed (kept accuracy)")
     ap.add_argument("--load", type=int, default=2, help="busy processes for the loaded run")
@@ -651,10 +881,12 @@ def main(argv: list[str] | None = None) -> int:
     t0 = time.perf_counter()
     renders = render(args.cache)
     cases = build_cases(renders)
+    human = human_cases(args.human) if args.human else []
     print(
         f"{len(renders)} texts x 3 real Piper renders in {time.perf_counter() - t0:.0f} s; "
         f"{len(cases)} cases ({sum(c.kind is None for c in cases)} clean), "
-        f"{sum(c.split == 'heldout' for c in cases)} held out"
+        f"{sum(c.split == 'heldout' for c in cases)} held out; {len(human)} human clean cases"
+        + ("" if human else " (no --human folder: see docs/detector.md)")
     )
     if args.speed_only:
         out = Path(args.out)
@@ -668,19 +900,37 @@ def main(argv: list[str] | None = None) -> int:
         print(f"wrote {out}")
         return 0
     splits = ("dev", "heldout") if args.split == "both" else (args.split,)
-    acc: dict[str, dict] = {}
+    print("-- before (glitches/1 settings)")
+    before = evaluate(cases, human, BEFORE, splits, 0)
+    print("-- after (the defaults)")
+    after = evaluate(cases, human, cfg, splits, args.show)
+    result = _result(cases, human, cfg, before, after)
     for split in splits:
-        sub = [c for c in cases if c.split == split]
-        acc[split] = {}
-        for cond in CONDITIONS:
-            sc = score(sub, cond, cfg)
-            acc[split][cond] = sc
-            _print(sc, split)
-            for m in sc["misses"][: args.show]:
-                print("   miss:", m)
-            for m in sc["false_alarm_examples"][: args.show]:
-                print("   false alarm:", m)
-    result = {
+        print(f"\n{split}:\n" + markdown_tables(result, split))
+    if not args.no_speed:
+        result["speed"] = speed(renders, cases, args.runs, cfg, args.minutes)
+        if args.load:
+            result["speed_under_load"] = speed_under_load(
+                renders, cases, args.runs, cfg, args.minutes, args.load
+            )
+    elif Path(args.out).exists():  # keep the last measured speed (--speed-only remeasures it)
+        old = json.loads(Path(args.out).read_text(encoding="utf-8"))
+        result |= {k: old[k] for k in ("speed", "speed_under_load") if k in old}
+    if args.split == "heldout" or args.split == "both":
+        out = Path(args.out)
+        out.parent.mkdir(parents=True, exist_ok=True)
+        out.write_text(json.dumps(result, indent=1, default=float), encoding="utf-8")
+        print(f"wrote {out}")
+    return 0
+
+
+def _result(
+    cases: list[Case], human: list[Case], cfg: DetectorConfig, before: dict, after: dict
+) -> dict:
+    def minutes(cs: list[Case]) -> float:
+        return sum(c.take.duration_s for c in cs) / 60
+
+    return {
         "benchmark": "detector",
         "machine": {"python": platform.python_version(), "cpu_count": os.cpu_count()},
         "set": {
@@ -689,8 +939,25 @@ def main(argv: list[str] | None = None) -> int:
             "clean_cases": sum(c.kind is None for c in cases),
             "heldout_cases": sum(c.split == "heldout" for c in cases),
             "profiles": list(PROFILE_NAMES),
+            "human": {
+                f"{src}/{split}": {
+                    "talkers": sorted({c.name.split("/")[1] for c in cs}),
+                    "cases": len(cs),
+                    "clean_minutes": minutes(cs),
+                }
+                for src in HUMAN_SOURCES
+                for split in ("dev", "heldout")
+                if (cs := [c for c in human if c.source == src and c.split == split])
+            },
         },
-        "accuracy": acc,
+        **after,
+        "summary": summary(after),
+        "before": {
+            "detector": "glitches/1",
+            "config": asdict(BEFORE),
+            **before,
+            "summary": summary(before),
+        },
         "targets": {
             "recall_easy_medium": 0.95,
             "recall_hard": 0.80,
@@ -698,20 +965,9 @@ def main(argv: list[str] | None = None) -> int:
             "false_alarms_per_clean_minute": 0.1,
             "x_realtime": 1000,
         },
+        "detector": DETECTOR_VERSION,
         "config": asdict(cfg),
     }
-    if not args.no_speed:
-        result["speed"] = speed(renders, cases, args.runs, cfg, args.minutes)
-        if args.load:
-            result["speed_under_load"] = speed_under_load(
-                renders, cases, args.runs, cfg, args.minutes, args.load
-            )
-    if args.split == "heldout" or args.split == "both":
-        out = Path(args.out)
-        out.parent.mkdir(parents=True, exist_ok=True)
-        out.write_text(json.dumps(result, indent=1, default=float), encoding="utf-8")
-        print(f"wrote {out}")
-    return 0
 
 
 if __name__ == "__main__":

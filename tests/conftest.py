@@ -1,20 +1,26 @@
-"""Shared fixtures and the suite's parallel run.
+"""Shared fixtures, the suite's parallel run and its fast tier.
 
 The Piper voice is real; it loads once per test process. pyproject's addopts run the suite on
-pytest-xdist workers, a whole test file per worker (a file's module fixtures, its servers and
-its Chromium, start once), longest first (see :mod:`tests.support.schedule`). Timing tests assert on
-what was recorded, so they hold beside other workers' tests as on a loaded CI machine.
+pytest-xdist workers with ``--dist loadfile``: a whole test file per worker (a file's module
+fixtures, its servers and its Chromium start once), longest first (see
+:mod:`tests.support.schedule`). Timing tests assert on what was recorded, so they hold beside
+other workers' tests as on a loaded CI machine. Tests that took 2 s or more in the recorded
+run are marked ``slow``; ``pytest -m "not browser and not slow"`` is the fast tier, and
+``--fast`` runs it without importing the files that hold none of its tests.
 """
 
 from __future__ import annotations
 
+import contextlib
 import os
 
 import pytest
 
 from backends.piper import PiperBackend, PiperOptions
-from tests.support import faulty  # noqa: F401 (registers the ``fault=`` wrapper in every test process)
-from tests.support import schedule as _schedule
+from tests.support import (
+    faulty,  # noqa: F401 (registers the ``fault=`` wrapper in every test process)
+    schedule,
+)
 from tests.support.app_util import CHROMIUM, chromium
 
 
@@ -33,12 +39,56 @@ def browser():
         yield ctx
 
 
+def pytest_addoption(parser):
+    parser.addoption(
+        "--record-seconds",
+        nargs="?",
+        const=str(schedule.SECONDS),
+        default=None,
+        metavar="PATH",
+        help="write each test's and shared fixture's seconds in this run to PATH "
+        "(default tests/test_seconds.json: the record the schedule and the fast tier read)",
+    )
+
+    parser.addoption(
+        "--fast",
+        action="store_true",
+        help=f'the fast tier: -m "{schedule.TIER}", and the files the record found no such '
+        "test in are not imported",
+    )
+
+
+def pytest_configure(config):
+    path = config.getoption("record_seconds")
+    if path:
+        config.pluginmanager.register(schedule.Recorder(config, path), "listenlab-record-seconds")
+    m = config.option.markexpr
+    if config.getoption("fast") and schedule.TIER not in m:  # xdist workers get it already set
+        config.option.markexpr = f"({m}) and {schedule.TIER}" if m else schedule.TIER
+
+
+def pytest_ignore_collect(collection_path, config):
+    """``--fast``: a test file with nothing to run in the fast tier is not even imported."""
+    if config.getoption("fast") and collection_path.suffix == ".py":
+        with contextlib.suppress(ValueError):  # a path outside the repository: not ours
+            rel = collection_path.relative_to(config.rootpath).as_posix()
+            if schedule.fast_tier_skips(rel):
+                return True
+    return None
+
+
+def pytest_itemcollected(item):
+    """The recorded slow tests are marked as they are collected, before ``-m`` selects."""
+    schedule.mark_if_slow(item)
+
+
+@pytest.hookimpl(trylast=True)  # after ``-m`` and ``-k`` have deselected: order what runs
 def pytest_collection_modifyitems(config, items):
-    """On xdist workers, units longest first (see :func:`pytest_xdist_make_scheduler`).
-    Browser tests need Debian's Chromium. In CI its absence is an error, not a skip."""
+    """On xdist workers, files longest first (xdist hands them out in this order:
+    ``--no-loadscope-reorder``). Browser tests need Debian's Chromium. In CI its absence is
+    an error, not a skip."""
     if os.environ.get("PYTEST_XDIST_WORKER"):
-        ids = [it.nodeid for it in items]
-        rank = {n: i for i, n in enumerate(_schedule.longest_first(ids, _unit_of(config)))}
+        rank = {n: i for i, n in enumerate(schedule.longest_first([it.nodeid for it in items]))}
         items.sort(key=lambda it: rank[it.nodeid])
     if os.path.exists(CHROMIUM):
         return
@@ -48,37 +98,3 @@ def pytest_collection_modifyitems(config, items):
     for item in items:
         if "browser" in item.keywords:
             item.add_marker(skip)
-
-
-# --------------------------------------------------------------------------- parallel run
-
-
-def _unit_of(config):
-    return lambda nodeid: _schedule.unit(config.rootpath, nodeid)
-
-
-@pytest.hookimpl(optionalhook=True)
-def pytest_xdist_make_scheduler(config, log):
-    """``--dist loadgroup``, except that a test without an ``xdist_group`` mark goes with its
-    unit (:func:`tests.support.schedule.unit`: plain loadgroup sends tests one by one, so each worker
-    would start the module's fixtures again). With pytest 9.2 and xdist 3.8, xdist_group marks
-    do not reach the scheduler (xdist renames ``item._nodeid``, pytest now reads ``item._id``):
-    the unit rule is what groups tests today.
-
-    Units are handed out in collection order, which the workers' own
-    :func:`pytest_collection_modifyitems` made longest first. The order must come from the
-    workers: the scheduler sends each worker indexes into that worker's collection, so a
-    reordering done here alone makes the workers run other tests than the ones scheduled."""
-    if config.getvalue("dist") != "loadgroup":
-        return None
-    from xdist.scheduler import LoadGroupScheduling
-
-    config.option.loadscopereorder = False  # keep the workers' (longest first) order
-    unit_of = _unit_of(config)
-
-    class ByUnit(LoadGroupScheduling):
-        def _split_scope(self, nodeid: str) -> str:
-            group = super()._split_scope(nodeid)
-            return unit_of(nodeid) if group == nodeid else group
-
-    return ByUnit(config, log)

@@ -19,7 +19,7 @@ def make_client(tmp_path, piper_det, monkeypatch):
         else:
             monkeypatch.setenv("LISTENLAB_ADMIN_PASSWORD", password)
         app = create_app({"piper": piper_det}, tmp_path / "db.sqlite", mount_ui=False, warm=False)
-        return TestClient(app, client=client)
+        return TestClient(app, client=client, base_url="http://localhost")
 
     return make
 

@@ -22,6 +22,7 @@ from app.arena.battles import (
     RateLimited,
     UnknownBattle,
     clean_battle_text,
+    owner_view,
     pick_pair,
 )
 from app.arena.service import owner_of
@@ -196,7 +197,7 @@ def test_battles_belong_to_their_session(arena):
         arena.get("0" * 32, ME)
     with pytest.raises(NotYours):
         arena.vote(bt.battle_id, OTHER, "a")
-    assert "systems" not in bt.public()  # no names before the vote
+    assert "systems" not in owner_view(bt)  # no names before the vote
 
 
 def test_play_reports_are_checked_against_what_was_streamed(arena):
@@ -258,7 +259,7 @@ def test_one_vote_per_battle_and_only_after_both_played(arena):
         arena.vote(bt.battle_id, ME, "<script>", now=T0 + 3)
     voted, created = arena.vote(bt.battle_id, ME, "both_bad", now=T0 + 3)
     assert created and voted.voted == "both_bad"
-    assert voted.public()["systems"] == {"a": bt.system_a, "b": bt.system_b}
+    assert owner_view(voted)["systems"] == {"a": bt.system_a, "b": bt.system_b}
     again, created = arena.vote(bt.battle_id, ME, "both_bad", now=T0 + 3.1)
     assert not created and again.voted == "both_bad"
     with pytest.raises(AlreadyVoted, match="already voted 'both_bad'"):

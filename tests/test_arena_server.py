@@ -302,6 +302,42 @@ def test_prompt_and_board_routes(server):
     assert r.status_code == 400
 
 
+def test_deeply_nested_json_is_a_clear_400_and_changes_nothing(server):
+    """5 KB of 2,500 brackets overflowed ``request.json()`` (a 500); the bounded parser
+    (app/web/inputs.py) refuses it with its reason, on the vote and the admin's settings."""
+    from app.web.inputs import MAX_JSON_DEPTH
+
+    svc = server.app.state.arena
+    votes, threshold = svc.arena.vote_count(), svc.min_votes()
+    cookie = new_cookie(server)
+    with page(server, cookie) as p:
+        bid = p.arena("arena_new", text=TEXT)["battle_id"]
+    bomb = b"[" * 2500 + b"]" * 2500
+    assert len(bomb) == 5000
+    deep = b'{"choice": ' + b"[" * (MAX_JSON_DEPTH + 1) + b"]" * (MAX_JSON_DEPTH + 1) + b"}"
+    for body in (bomb, deep):
+        for url, headers in (
+            (f"ll/arena/api/battles/{bid}/vote", {"X-Forwarded-For": visitor_ip(cookie)}),
+            ("ll/arena/api/settings", {}),  # from this machine, no password set: the admin
+        ):
+            headers["Content-Type"] = "application/json"
+            r = post(server.url + url, content=body, cookies={COOKIE: cookie}, headers=headers)
+            assert r.status_code == 400, (url, r.status_code, r.text[:200])
+            assert f"nested too deeply (the limit is {MAX_JSON_DEPTH} levels)" in r.json()["error"]
+    # as deep as allowed is not refused for its depth: the choice is simply not one of the four
+    ok_deep = b'{"choice": ' + b"[" * (MAX_JSON_DEPTH - 1) + b"]" * (MAX_JSON_DEPTH - 1) + b"}"
+    r = post(
+        f"{server.url}ll/arena/api/battles/{bid}/vote",
+        content=ok_deep,
+        cookies={COOKIE: cookie},
+        headers={"X-Forwarded-For": visitor_ip(cookie)},
+    )
+    assert r.status_code == 400 and "the vote must be one of" in r.json()["error"]
+    assert svc.arena.vote_count() == votes and svc.min_votes() == threshold
+    r = get(f"{server.url}ll/arena/api/battles/{bid}", cookies={COOKIE: cookie})
+    assert r.status_code == 200 and r.json()["voted"] is None
+
+
 def test_votes_csv_is_admin_only(server):
     r = get(server.url + "ll/arena/api/votes.csv")  # localhost, no password set: admin
     assert r.status_code == 200 and r.text.startswith("battle_id,system_a,system_b,choice")

@@ -39,15 +39,19 @@ def frame_page(request):
 
 @pytest.fixture(scope="module")
 def sites(tmp_path_factory):
-    """(the app over TLS on 127.0.0.1, the framing site's base URL on localhost)."""
+    """(the app over TLS on 127.0.0.1, the framing site's base URL on localhost, playing
+    huggingface.co: the one other site the app lets frame it, and another site's base URL)."""
     mp = pytest.MonkeyPatch()
     mp.setenv("LISTENLAB_ADMIN_PASSWORD", PW)
     tls = self_signed(tmp_path_factory.mktemp("tls"))
-    app = create_app(SYSTEMS, tmp_db())
-    app.state.arena.config.min_votes = 1
     framer = Starlette(routes=[Route("/", frame_page)])
-    with live_server(app, tls=tls) as live, serve_app(framer) as outer:
-        yield live, outer.replace("127.0.0.1", "localhost")
+    with serve_app(framer) as hf, serve_app(framer) as other:
+        outer = hf.replace("127.0.0.1", "localhost")
+        mp.setenv("LISTENLAB_FRAME_ANCESTORS", outer)
+        app = create_app(SYSTEMS, tmp_db())
+        app.state.arena.config.min_votes = 1
+        with live_server(app, tls=tls) as live:
+            yield live, outer, other.replace("127.0.0.1", "localhost")
     mp.undo()
 
 
@@ -102,7 +106,7 @@ def admin_login_in_frame(ctx, outer: str, live):
 
 
 def test_a_rater_an_arena_battle_and_the_admin_in_a_cross_site_frame(sites):
-    live, outer = sites
+    live, outer, _ = sites
     tid = new_test(live)
     with chromium(TLS_OK, cookies="third-party") as ctx:
         # a rater's whole test; storage is kept, so no note
@@ -132,7 +136,7 @@ def test_partitioned_cookies_only_the_rater_is_told_and_still_finishes(sites):
     """A fresh Chromium profile: cookies in a framed page are kept partitioned (CHIPS), storage
     is refused. The rater's test runs in memory and the page says a reload starts again; the
     admin login (a Partitioned cookie) works."""
-    live, outer = sites
+    live, outer, _ = sites
     tid = new_test(live)
     with chromium(TLS_OK) as ctx:
         f = rate_in_frame(ctx, outer, live, tid, 2)
@@ -147,7 +151,7 @@ def test_partitioned_cookies_only_the_rater_is_told_and_still_finishes(sites):
 
 
 def test_a_browser_that_keeps_no_cookie_is_told_and_linked_out(sites):
-    live, outer = sites
+    live, outer, _ = sites
     with chromium(TLS_OK, cookies="none") as ctx:
         f = admin_login_in_frame(ctx, outer, live)
         link = f.locator("#open-direct")
@@ -159,3 +163,49 @@ def test_a_browser_that_keeps_no_cookie_is_told_and_linked_out(sites):
         f.locator("#ar-open-direct").wait_for(timeout=60_000)
         assert f.locator("#ar-open-direct").get_attribute("href") == live.url + "arena/"
         assert "keeps no cookie" in f.locator("#ar-cookie-note").inner_text()
+
+
+def test_another_site_can_neither_frame_the_admin_nor_make_it_download(sites):
+    """The attack of issue #38 (item 3): an admin logged in inside the allowed frame visits
+    another site, which frames the admin page and asks for ``snapshot.zip`` and
+    ``export.zip`` with the admin's cookies. Chromium refuses the frame (``frame-ancestors``)
+    and the server refuses the requests (``Sec-Fetch-Site``); from the admin's own page the
+    same download works."""
+    live, outer, evil = sites
+    tid = new_test(live)
+    statuses: dict[str, list[int]] = {}
+
+    def seen(response):
+        if "/ll/admin/" in response.url:
+            statuses.setdefault(response.url.split("/ll/admin/", 1)[1], []).append(response.status)
+
+    with chromium(TLS_OK, cookies="third-party") as ctx:
+        ctx.on("response", seen)
+        f = admin_login_in_frame(ctx, outer, live)
+        f.get_by_text("Logged in as admin").first.wait_for(timeout=60_000)
+        own = f.locator("body").evaluate(
+            "async () => (await fetch('/ll/admin/snapshot.zip')).status"
+        )
+        assert own == 200 and statuses["snapshot.zip"] == [200]
+        page, _frame = framed(ctx, evil, f"{live.url}admin/tests/")
+        page.wait_for_load_state("load")
+        page.wait_for_timeout(1500)
+        child = page.frames[1]
+        assert child.url.startswith("chrome-error://"), child.url  # the frame was refused
+        assert child.locator("input[name=password]").count() == 0
+        for path in ("snapshot.zip", f"tests/{tid}/export.zip"):
+            page.evaluate(
+                "async (u) => { try { await fetch(u, {credentials: 'include', mode: 'no-cors'}) }"
+                " catch (e) {} }",
+                f"{live.url}ll/admin/{path}",
+            )
+            page.evaluate(
+                "(u) => new Promise(r => { const i = new Image(); i.onload = i.onerror = r;"
+                " i.src = u; document.body.append(i) })",
+                f"{live.url}ll/admin/{path}",
+            )
+        page.wait_for_timeout(500)
+    # (Chromium may serve the image from the fetch's answer: one request or two per path)
+    own, *others = statuses["snapshot.zip"]
+    assert own == 200 and others and set(others) == {403}, statuses
+    assert set(statuses[f"tests/{tid}/export.zip"]) == {403}, statuses

@@ -65,7 +65,10 @@ def image_env(stage: list[tuple[str, str]]) -> dict[str, str]:
 
 def test_dockerfile_default_stage_is_what_the_test_runs():
     text = DOCKERFILE.read_text()
-    assert stages(text)[0] == [("ARG", "LISTENLAB_BASE_IMAGE=python:3.11-slim")]
+    assert stages(text)[0] == [
+        ("ARG", "LISTENLAB_BASE_IMAGE=python:3.11-slim"),
+        ("ARG", "LISTENLAB_METRICS=auto"),  # the bundled machine scores when torch can be had
+    ]
     stage = final_stage(text)
     assert stage[0] == ("FROM", "${LISTENLAB_BASE_IMAGE}")
     assert wheel_stage(text)[0] == ("FROM", "${LISTENLAB_BASE_IMAGE} AS wheel")
@@ -75,7 +78,11 @@ def test_dockerfile_default_stage_is_what_the_test_runs():
     assert env["HF_HUB_OFFLINE"] == "1" and env["GRADIO_SERVER_PORT"] == "7860"
     assert [r for i, r in stage if i == "USER"] == ["1000"]
     runs = " ".join(r for i, r in stage if i == "RUN")
-    assert 'pip install --no-cache-dir "$(ls /home/user/wheels/*.whl)[$extras]"' in runs
+    assert re.search(
+        r"pip install --no-cache-dir --find-links /home/user/wheels/extra\s+"
+        r'"\$\(ls /home/user/wheels/\*\.whl\)\[\$extras\]"',
+        runs,
+    ), runs  # the project's wheel with its extras (and [metrics]' source-only wheels built above)
     assert "rm -rf /home/user/wheels" in runs and "libsndfile1" not in DOCKERFILE.read_text()
     assert [r for i, r in stage if i == "CMD"] == ['["listenlab", "serve"]']
     assert [r for i, r in stage if i == "WORKDIR"][-1] == "/home/user"
@@ -280,7 +287,8 @@ def test_storage_says_when_the_data_will_be_lost(tmp_path):
     lost = storage(env)
     assert lost.path == str(home / "listenlab.db") and lost.persistent is False
     assert f"{vol} does not exist" in lost.note and "lost when the container restarts" in lost.note
-    assert lost.public() == {"persistent": False, "note": lost.note}
+    assert lost.public(admin=True) == {"persistent": False, "note": lost.note}
+    assert lost.public()["persistent"] is False and str(tmp_path) not in str(lost.public())
     vol.mkdir()
     kept = storage(env)
     assert kept.path == str(vol / "listenlab.db") and kept.persistent is True

@@ -24,7 +24,7 @@ ROOT = Path(__file__).resolve().parents[1]
 PAGES = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
 
 # First path segments of the two servers: `listenlab serve` and `listenlab api`.
-SERVE_ROOTS = {"", "ll", "admin", "arena", "listen"}
+SERVE_ROOTS = {"", "ll", "admin", "arena", "listen", "docs", "redoc"}  # docs, redoc: FastAPI's
 API_ROOTS = {"v1", "health", "ping", "version", "load", "metrics", "invocations"}
 # First segments that are files and folders, never addresses (Docker image, model dirs, …).
 FS_ROOTS = {"data", "home", "models", "path", "local", "tmp", "usr", "dev", "etc", "prefix"}
@@ -366,3 +366,169 @@ def test_screenshots_are_referenced_small_and_retakeable():
             assert img.width <= 1000 and img.height <= 1500, p.name
         assert p.stat().st_size < 200_000, p.name
         assert f'"{p.name}"' in script, f"{p.name} is not written by docs/screenshots.py"
+
+
+# ------------------------------------------------------------------ limits read from the code
+
+
+def limit_claims() -> list[tuple[str, str]]:
+    """(page, sentence) for each limit the pages state, built from the code's own numbers, so
+    a limit changed in one place and not the other fails here."""
+    from app.api.batch import MAX_ITEMS
+    from app.api.limits import BATCH_SECONDS_PER_CHAR, ApiLimits
+
+    lim = ApiLimits()
+    batch = (
+        f"{MAX_ITEMS} items; {lim.batch_chars:,} characters in all; {lim.batch_samples:,} "
+        f"output samples in all (estimated at {BATCH_SECONDS_PER_CHAR} s a character"
+    )
+    from app.config import HF_PARENT, NOT_PERSISTENT_NOTE, PERSISTENT_NOTE
+    from app.server import ADMIN_PAGES, ADMIN_PATHS
+    from app.web.inputs import JSON_BODY_BYTES, MAX_JSON_DEPTH
+
+    # an admin route as the page names it: a prefix with "…", a route and its subpaths once
+    admin_paths = [
+        f"`{p}…`" if p.endswith("/") else f"`{p}`"
+        for p in ADMIN_PATHS
+        if p.rstrip("/") == p or p.rstrip("/") not in ADMIN_PATHS
+    ]
+    admin_pages = ", ".join(f"`{p}`" for p in ADMIN_PAGES if not p.endswith("/"))
+    return [
+        ("security.md", batch),
+        ("security.md", f"frame-ancestors 'self' {HF_PARENT} https://$SPACE_HOST"),
+        ("security.md", f"admin route ({', '.join(admin_paths)})"),
+        ("security.md", f"opening an admin page ({admin_pages})"),
+        ("security.md", f"`/ll/…` JSON {JSON_BODY_BYTES:,} bytes ({JSON_BODY_BYTES // 1024} KiB"),
+        ("security.md", f"nesting ≤ {MAX_JSON_DEPTH} levels"),
+        ("deploy.md", PERSISTENT_NOTE),
+        ("deploy.md", NOT_PERSISTENT_NOTE),
+        ("api.md", f"`input` together at most {lim.batch_chars:,} characters"),
+        ("api.md", f"at most {lim.batch_samples:,} samples"),
+        ("api.md", f"estimated at {BATCH_SECONDS_PER_CHAR} s a character"),
+    ]
+
+
+def test_documented_limits_are_the_codes():
+    missing = []
+    for page, claim in limit_claims():
+        text = " ".join((ROOT / "docs" / page).read_text().split())
+        if " ".join(claim.split()) not in text:
+            missing.append(f"{page}: {claim!r}")
+    assert missing == [], "\n".join(missing)
+
+
+# ------------------------------------------------ #38 item 19: the probe, first sound, a Space
+
+
+def test_probe_page_names_every_option_the_exit_codes_and_the_api_key(capsys):
+    """probe.md against the real parser: every option of ``listenlab probe``, exit 2 on bad
+    arguments (as the command's own help says), and the API-key variable of app/config."""
+    from app.config import ENV
+
+    page = (ROOT / "docs/probe.md").read_text()
+    with pytest.raises(SystemExit):
+        build_parser().parse_args(["probe", "--help"])
+    usage = " ".join(capsys.readouterr().out.split())
+    options = set(re.findall(r"(?<![\w-])(--?[a-z][a-z-]*)", usage)) - {"-h", "--help"}
+    assert {"--voice", "--json", "--seed", "-o", "--out"} <= options
+    assert sorted(o for o in options if f"`{o}" not in page) == []
+    assert "2 on bad arguments" in usage
+    assert "exits 0 (pass), 1 (fail) or 2 (bad arguments" in " ".join(page.split())
+    assert "LISTENLAB_VLLM_API_KEY" in {e.name for e in ENV}
+    assert "`LISTENLAB_VLLM_API_KEY=KEY`" in page
+
+
+def test_probe_exits_2_on_bad_arguments_as_the_page_says():
+    from tests.support.remote_util import cli
+
+    for bad in (["--concurrency", "0"], ["--threshold", "nope=1"], ["--prompts", "/nonexistent"]):
+        p = cli("probe", "--backend", "piper", *bad, check=False)
+        assert p.returncode == 2, (bad, p.stderr)
+        assert "error:" in p.stderr and "Traceback" not in p.stderr
+
+
+def test_probe_json_keys_and_format_are_the_pages():
+    from evaluation.probe import ProbeResult, Thresholds
+
+    doc = ProbeResult("piper", "2026-01-01T00:00:00Z", [], Thresholds(), [1]).to_dict()
+    page = " ".join((ROOT / "docs/probe.md").read_text().split())
+    assert f"its `format` is {doc['format']}" in page
+    listed = page[page.index("Its keys:") : page.index("## The three layers")]
+    assert re.findall(r"`(\w+)`", listed) == list(doc)
+
+
+def test_readme_first_sound_is_the_benchmark_s_click_to_first_sound():
+    """The README's first-sound figure is the median the browser benchmark wrote, and it says
+    what was measured (click to first sound), not a round guess."""
+    import json
+
+    res = json.loads((ROOT / "benchmarks/results/browser_latency.json").read_text())
+    ms = round(res["listenlab"]["click_to_first_sound_ms_median"])
+    readme = " ".join((ROOT / "README.md").read_text().split())
+    assert f"the first sound comes {ms} ms after the click" in readme
+    assert "benchmarks/browser_latency.py" in readme and "~0.1 s" not in readme
+
+
+def test_install_page_says_a_probe_fail_on_a_loaded_machine_is_expected():
+    from evaluation.probe import Thresholds
+
+    page = " ".join((ROOT / "docs/install.md").read_text().split())
+    assert "listenlab probe --backend piper" in page
+    assert "that is expected" in page
+    assert f"`max_stall_ms` ({Thresholds().max_stall_ms:.0f} ms)" in page
+
+
+def test_security_page_lists_what_a_space_exposes_from_the_code(tmp_path, monkeypatch):
+    """The public-Space section: its numbers are the code's, and the `/ll/api/config` row
+    names exactly the fields the route returns to a visitor."""
+    from fastapi.testclient import TestClient
+
+    from app.playground.routes import HIDDEN_HOST
+    from app.server import create_app
+    from app.state import DEFAULT_CONCURRENCY
+    from backends.audio import MAX_CLIP_BYTES, REF_MAX_SECONDS, REF_MIN_SECONDS
+    from backends.base import MAX_TEXT_CHARS
+
+    text = (ROOT / "docs/security.md").read_text()
+    section = text[text.index("## What a public Space exposes") :]
+    section = " ".join(section[: section.index("\n## ", 5)].split())
+    for claim in (
+        f"up to {MAX_TEXT_CHARS:,} characters a request",
+        f"`--concurrency` (default {DEFAULT_CONCURRENCY})",
+        f"clips of at most {MAX_CLIP_BYTES // 2**20} MiB and "
+        f"{REF_MIN_SECONDS:g}–{REF_MAX_SECONDS:g} s each",
+        f"`vllm-omni+http://{HIDDEN_HOST}?model=…`",
+    ):
+        assert claim in section, claim
+    monkeypatch.setenv("LISTENLAB_ADMIN_PASSWORD", "pw")
+    app = create_app({"piper": "piper"}, tmp_path / "db.sqlite", mount_ui=False, warm=False)
+    visitor = TestClient(app, client=("203.0.113.9", 5000), base_url="http://localhost")
+    cfg = visitor.get("/ll/api/config").json()
+    row = section[section.index("| `/ll/api/config` |") : section.index("| `/ll/health` |")]
+    fields = set(cfg) | set(cfg["backends"][0])
+    named = set(re.findall(r"`(\w+)`", row))
+    assert named == fields, named ^ fields
+
+
+def test_security_page_s_third_round_numbers_are_the_benchmark_s():
+    """The #38 table in security.md quotes benchmarks/results/abuse.json's `hardening` block."""
+    import json
+
+    block = json.loads((ROOT / "benchmarks/results/abuse.json").read_text())["hardening"]
+    ph = {p["phase"]: p for p in block["phases"]}
+    b, q, m, f = ph["batch_bomb"], ph["batch_queue"], ph["metrics_paths"], ph["framing"]
+    lo, hi = block["loadavg_1m_before_after"]
+    page = " ".join((ROOT / "docs/security.md").read_text().split())
+    for claim in (
+        f"load average {lo}–{hi}",
+        f'{b["status"]} in {b["answer_ms"]:.0f} ms ("{b["message"]}")',
+        f"server RSS +{b['rss_growth_mb']} MB",
+        f"{q['singles_done_before_batch']} of them before the batch ended ({q['batch_s']} s",
+        f"{m['series_before']} → {m['series_after']} request series",
+        f"{m['scrape_bytes_before']:,} → {m['scrape_bytes_after']:,} bytes",
+        f"a {f['snapshot']['own_page_bytes']:,}-byte snapshot",
+        f"the admin page says `{f['admin_page_csp']}`",
+    ):
+        assert claim in page, claim
+    assert set(f["snapshot"]["answers"]) == set(f["export"]["answers"]) == {"403"}
+    assert b["status"] == 400 and q["singles_answers"] == {"200": 8} and f["host_testserver"] == 403

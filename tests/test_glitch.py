@@ -72,6 +72,21 @@ def loud_seam(take, skip=0):
     return int(order[skip])
 
 
+def _pause_at(take, k):
+    """Length (s) of the silence around seam ``k`` by the detector's rule (10 ms frames below
+    the speech level - 40 dB, or below -60 dBFS when that is higher)."""
+    h = take.sample_rate // 100
+    x = take.mono()
+    db = 10 * np.log10((x[: len(x) // h * h].reshape(-1, h) ** 2).mean(axis=1) + 1e-12)
+    quiet = db < max(np.percentile(db, 95) - 40, -60)
+    lo = hi = take.boundaries[k] // h
+    while lo > 0 and quiet[lo - 1]:
+        lo -= 1
+    while hi < len(quiet) and quiet[hi]:
+        hi += 1
+    return (hi - lo) * h / take.sample_rate
+
+
 def kinds(findings):
     return sorted({f.kind for f in findings})
 
@@ -207,11 +222,20 @@ def test_repeated_sentences_are_content_not_replays(piper_det):
 
 
 def test_long_gap_without_reference(det, variants):
+    """A pause of 2 s or more at a seam (2.5 s at speed 0.8) is a gap, whatever the voice did
+    before it; one of 1.5 s is not (people pause that long between sentences: issue #39 measured the P.501
+    talkers at 1.0-1.4 s; glitches/1 flagged every pause of 1 s)."""
     for t in multi(det, 1)[:6] + multi(variants["det-0.8"], 1)[:2]:
         k = len(t.boundaries) - 1
-        f = detect(inject_gap(t, k, 1.5))
-        assert kinds(f) == ["gap"] and [x.boundary_index for x in f] == [k], [str(x) for x in f]
-        assert f[0].evidence["pause_s"] >= 1.5
+        long_s = 2.2 / min(1.0, t.request.speed)  # slower speech pauses longer
+        f = detect(inject_gap(t, k, long_s))
+        gaps = [x for x in f if x.kind == "gap"]
+        # (2.2 s more may also make the take too long for its text: that is true too)
+        assert [x.boundary_index for x in gaps] == [k], [str(x) for x in f]
+        assert set(kinds(f)) <= {"gap", "duration"}
+        assert gaps[0].evidence["pause_s"] >= long_s
+        short = inject_gap(t, k, max(0.1, 1.5 - _pause_at(t, k)))
+        assert detect(short) == [], [str(x) for x in detect(short)]
 
 
 def test_short_gap_needs_reference(det):

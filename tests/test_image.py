@@ -5,7 +5,11 @@ Debian stand-in for ``python:3.11-slim`` (base images cannot be pulled here; see
 and runs this file with ``LISTENLAB_IMAGE`` naming it; without it every test here is skipped.
 Each test starts real containers with podman on the host's network: Playground speech over the
 player's WebSocket, a scripted rater's vote, ``listenlab test list`` inside the container on the
-server's own database, and whether the data survives a new container.
+server's own database, and whether the data survives a new container. One study is run as a
+researcher runs it (#38): their audio uploaded from the host with ``listenlab test upload
+--server``, a test created and opened with the CLI, raters answering over the real routes, the
+results read with ``listenlab test results --server``, the container restarted, and the same
+results, byte for byte, after.
 """
 
 from __future__ import annotations
@@ -19,6 +23,7 @@ import os
 import resource
 import shutil
 import subprocess
+import sys
 import time
 import uuid
 from collections.abc import Iterator
@@ -33,6 +38,7 @@ from tests.support.rater import RaterClient
 from tests.support.remote_util import free_port
 
 IMAGE = os.environ.get("LISTENLAB_IMAGE")
+ROOT = Path(__file__).resolve().parents[1]
 PW = "image-admin-pw"
 ADMIN = {"Authorization": f"Bearer {PW}"}
 TEXT = "The image keeps every answer."
@@ -97,7 +103,9 @@ def container(volume: Path | None = None, env: dict[str, str] | None = None) -> 
                 logs = podman("logs", name, check=False)
                 raise AssertionError(f"the container did not start:\n{logs.stdout}{logs.stderr}")
             time.sleep(0.5)
-        yield {"name": name, "url": url, "port": port, "health": r.json()}
+        # the admin sees where the data goes; anyone else only whether it persists
+        admin = httpx.get(url + "/ll/health", headers=ADMIN, timeout=10, trust_env=False)
+        yield {"name": name, "url": url, "port": port, "health": admin.json(), "public": r.json()}
     finally:
         podman("rm", "-f", name, check=False)
 
@@ -202,6 +210,8 @@ def test_without_a_volume_the_data_is_said_to_be_lost_and_is(tmp_path):
     with container() as box:
         assert box["health"]["storage"]["persistent"] is False
         assert "/data does not exist" in box["health"]["storage"]["note"]
+        assert box["public"]["storage"]["persistent"] is False
+        assert "/home/user" not in json.dumps(box["public"])  # no path for a visitor
         study(box)
         logs = podman("logs", box["name"]).stdout
         assert "listenlab: store /home/user/data/listenlab.db (wal), NOT PERSISTENT" in logs
@@ -232,3 +242,114 @@ def test_a_volume_the_user_cannot_write_is_named_in_the_warning(tmp_path):
         assert st["persistent"] is False
         assert "/data exists but is not writable by this user (uid 1000)" in st["note"]
     assert not any(vol.iterdir())
+
+
+# --------------------------------------------------------------- a study, as a researcher runs it
+
+
+def host_cli(*argv: str) -> subprocess.CompletedProcess:
+    """``listenlab ARGV`` on the host (the researcher's laptop), the admin password in its
+    environment as the docs say; plain http is allowed because the container is on loopback."""
+    env = {k: v for k, v in os.environ.items() if k != "SSL_CERT_FILE"}
+    env["LISTENLAB_ADMIN_PASSWORD"] = PW
+    p = subprocess.run(
+        [sys.executable, "-m", "app.cli", *argv],
+        capture_output=True,
+        text=True,
+        timeout=600,
+        cwd=ROOT,
+        env=env,
+    )
+    assert p.returncode == 0, f"listenlab {' '.join(argv)} -> {p.returncode}\n{p.stderr}"
+    return p
+
+
+def restart(box: dict) -> None:
+    """``podman restart``: the same container (its /data volume, its port) starts again."""
+    podman("restart", box["name"])
+    deadline = time.monotonic() + 180
+    while True:
+        try:
+            if httpx.get(box["url"] + "/ll/health", timeout=2, trust_env=False).is_success:
+                return
+        except httpx.HTTPError:
+            pass
+        assert time.monotonic() < deadline, podman("logs", box["name"], check=False).stderr
+        time.sleep(0.5)
+
+
+async def rate_all(url: str, test_id: str, crowd_id: str, score) -> int:
+    """One rater through every item it is given; the number of votes."""
+    c = RaterClient(url, test_id, crowd_id=crowd_id)
+    votes = 0
+    try:
+        await c.join()
+        st = await c.status()
+        while not st["finished"]:
+            aid = st["item"]["assignment_id"]
+            await c.listen(aid, 0)  # as long as it plays: the server's clock checks it
+            r = await c.vote({"assignment_id": aid, "score": score(aid)})
+            assert r.status_code == 200, r.text
+            votes += 1
+            st = await c.status()
+    finally:
+        await c.aclose()
+    return votes
+
+
+def results(url: str, test_id: str, out: Path) -> tuple[str, dict[str, bytes]]:
+    """``test results --server``: its JSON, and every file of its ``--csv`` export."""
+    js = host_cli("test", "results", test_id, "--server", url, "--json").stdout
+    host_cli("test", "results", test_id, "--server", url, "--csv", str(out))
+    files = {str(p.relative_to(out)): p.read_bytes() for p in sorted(out.rglob("*")) if p.is_file()}
+    return js, files
+
+
+def test_a_study_uploaded_with_the_cli_survives_a_restart(tmp_path, piper_det):
+    from tests.test_stimuli_import import TEXTS, make_folder
+
+    folder = make_folder(tmp_path / "study", piper_det)  # natural/*.wav, modelx/*.flac
+    vol = tmp_path / "volume"
+    vol.mkdir()
+    os.chown(vol, 1000, 1000)
+    with container(vol) as box:
+        url = box["url"]
+        up = json.loads(host_cli("test", "upload", str(folder), "--server", url, "--json").stdout)
+        assert up["systems"] == ["modelx", "natural"] and up["files"] == 2 * len(TEXTS), up
+        made = host_cli(
+            "test", "create", "--server", url, "--stimuli", f"server:{up['path']}",
+            "--type", "mos", "--name", "image upload study", "--items-per-rater", "4",
+            "--no-headphone-check", "--no-screening", "--no-familiarise", "--draft", "--json",
+        )  # fmt: skip
+        test_id = json.loads(made.stdout)["test_id"]
+        (row,) = listed_tests(box["name"])
+        assert (row["test_id"], row["status"]) == (test_id, "draft")
+        host_cli("test", "open", test_id, "--server", url)
+        scores = {
+            "PIMAGE0001": lambda a: 5,
+            "PIMAGE0002": lambda a: 2,
+            "PIMAGE0003": lambda a: 1 + sum(map(ord, a)) % 5,
+        }
+
+        async def all_raters() -> list[int]:  # at the same time, as raters are
+            return await asyncio.gather(*(rate_all(url, test_id, p, f) for p, f in scores.items()))
+
+        votes = dict(zip(scores, asyncio.run(all_raters()), strict=True))
+        assert all(v >= 4 for v in votes.values()), votes
+        js, files = results(url, test_id, tmp_path / "before")
+        tables = json.loads(js)  # the results route's tables, by name
+        assert len(tables["raters"]) == 3
+        assert {r["system_id"] for r in tables["mos"]} == {"modelx", "natural"}, tables["raters"]
+        assert all(r["n"] >= 1 for r in tables["mos"])
+        (row,) = listed_tests(box["name"])
+        assert row["raters"] == 3 and row["answers"] == sum(votes.values())
+        raw = b"".join(v for k, v in files.items() if k.startswith("raw/"))
+        assert all(p.encode() in raw for p in scores), "the raters' crowd ids in the export"
+        started = podman("inspect", "-f", "{{.State.StartedAt}}", box["name"]).stdout
+        restart(box)
+        assert podman("inspect", "-f", "{{.State.StartedAt}}", box["name"]).stdout != started
+        js2, files2 = results(url, test_id, tmp_path / "after")
+        assert js2 == js  # byte for byte
+        assert files2.keys() == files.keys() and all(files2[k] == files[k] for k in files)
+        (row,) = listed_tests(box["name"])
+        assert row["status"] == "open" and row["answers"] == sum(votes.values())

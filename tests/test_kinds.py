@@ -314,11 +314,15 @@ ALLOWED = {
     "evaluation/stats.py": (3, "the ab_votes column cmos (the A/B answer), not the kind"),
     "evaluation/report.py": (1, "the ab_votes column cmos in the numeric columns"),
     "app/listening/ws.py": (1, "the 'for' of a failed listen_glitch message, as on the wire"),
-    "app/player/session.py": (2, "the Playground's glitch report message, not the kind"),
+    "app/player/session.py": (1, "the Playground's glitch report message, not the kind"),
+    "app/player/messages.py": (1, "the Playground's glitch report message, not the kind"),
     "app/player/static/player-core.js": (1, "the Playground's glitch report message"),
     "app/playground/static/playground.js": (1, "a Playground glitch mark's label"),
     "app/store/schema.py": (1, "the ab_votes column cmos"),
-    "app/store/listening/views.py": (8, "the store's raw ratings and A/B checks (the store's wave)"),
+    "app/store/listening/views.py": (
+        8,
+        "the store's raw ratings and A/B checks (the store's wave)",
+    ),
     "app/store/records.py": (1, "ListeningTest's default kind (the store's wave)"),
 }
 """Where a kind's name may be written outside its own folder, and why: column names and the

@@ -14,6 +14,7 @@ import httpx
 import numpy as np
 import pytest
 
+from app.web.inputs import JSON_BODY_BYTES
 from tests.support.app_util import create_one_item_test, create_test, listening_app, live_server
 from tests.support.rater import RaterClient
 
@@ -181,7 +182,8 @@ def test_hostile_input_is_bounded_and_refused(live, mos_test):
         c = RaterClient(live.url, mos_test)
         r = await c.post("join", {"crowd_id": "<script>alert(1)</script>"})
         assert r.status_code == 400
-        r = await c.http.post(f"/ll/listen/{mos_test}/join", content=b"{" + b" " * 20000 + b"}")
+        big = b"{" + b" " * JSON_BODY_BYTES + b"}"  # just past the documented 64 KiB
+        r = await c.http.post(f"/ll/listen/{mos_test}/join", content=big)
         assert r.status_code == 413
         r = await c.http.post(f"/ll/listen/{mos_test}/join", content=b"[1,2]")
         assert r.status_code == 400

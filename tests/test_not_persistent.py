@@ -55,8 +55,10 @@ def post(live, path: str, body: dict) -> httpx.Response:
 
 
 def test_health_and_the_admin_banner_say_it(live):
-    health = httpx.get(live.url + "ll/health", timeout=30).json()
-    assert health["storage"] == {"persistent": False, "note": NOTE}
+    health = httpx.get(live.url + "ll/health", headers=AUTH, timeout=30).json()
+    assert health["storage"] == {"persistent": False, "note": NOTE}  # the admin: the reason
+    public = httpx.get(live.url + "ll/health", timeout=30).json()["storage"]
+    assert public["persistent"] is False and NOTE not in public["note"]  # anyone: no path
     config = httpx.get(live.url + "admin/tests/config", headers=AUTH, timeout=60).text
     assert "Data is not persistent." in config and "no persistent storage is attached" in config
 

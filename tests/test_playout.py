@@ -214,6 +214,99 @@ def test_fixture_covers_the_issue_schedules():
         assert need in names
 
 
+# ------------------------------------------ the uniform 0.67x row (issue #38, item 20)
+
+ROW_38 = (
+    "uniform320-0.67x-first-visit",
+    "uniform320-0.67x-first-visit-cold",
+    "uniform320-0.67x-later",
+    "uniform320-0.67x-later-cold",
+)
+
+
+def promise_s(r, first: bool) -> float:
+    """The README's promise: late by at most 50 ms + 15 % (first visit) or 10 % of the ideal."""
+    return 0.05 + (0.15 if first else 0.10) * r.ideal_start_s
+
+
+@pytest.mark.parametrize("name", ROW_38)
+def test_the_uniform_0_67x_row_keeps_its_promise_with_margin(name):
+    """The benchmark's schedule replayed (the CPU voice's paragraph, 9.93 s, in 320 ms chunks
+    at 0.67x; first visit and later takes, idle and with a 1 s first sentence): no stall, and
+    at most 0.6 of the promise (issue #38 measured 736 ms of 662 and 966 of 974 live)."""
+    case = next(c for c in CASES if c["name"] == name)
+    r = run_case(case)
+    assert r.underruns == []
+    assert 0 < r.late_by_s <= 0.6 * promise_s(r, "first-visit" in name), r.to_dict()
+
+
+def _uniform_paragraph(total: float, ttfa: float = 0.05) -> tuple[list[float], list[float]]:
+    """The paragraph spoken in ``total`` seconds, in 320 ms chunks at 0.67x real time."""
+    u = _uniform(total, 0.32)
+    return _paced(u, 0.67, ttfa), u
+
+
+def _first_visit_band(step: float = 0.01) -> list[tuple[float, float, int]]:
+    """(voice length, late / promise, underruns) of a first visit, voice by voice."""
+    out = []
+    for i in range(int(round(3.5 / step)) + 1):
+        total = round(8.5 + i * step, 6)
+        r = simulate(*_uniform_paragraph(total), len(PARA))
+        out.append((total, r.late_by_s / promise_s(r, True), len(r.underruns)))
+    return out
+
+
+def test_no_rule_keeps_the_first_visit_promise_for_a_wider_band_of_voices():
+    """A first visit knows no voice's speed. Two voices whose paragraph lasts D1 < D2 send the
+    same arrivals until the shorter one ends (~D1/0.67 s, after both ideal starts), so any rule
+    starts both at the same moment T. No stall for D2 needs T >= ideal(D2); the promise for D1
+    needs T <= ideal(D1) + 50 ms + 15 % of it. So no rule keeps the promise without a stall for
+    a voice longer than the D2 where ideal(D2) = 1.15 ideal(D1) + 50 ms. This rule's band of
+    voices served without a stall and on time reaches exactly that bound: it is as wide as any
+    rule's can be; only where it sits is a choice (the default 0.058 s/char)."""
+    band = _first_visit_band()
+    ok = [t for t, ratio, n in band if ratio <= 1 and n == 0]
+    lo, hi = min(ok), max(ok)
+    assert ok == [t for t, _, _ in band if lo <= t <= hi]  # one band, no holes
+    assert (lo, hi) == (pytest.approx(9.26), pytest.approx(10.85))
+    docs = " ".join((FIXTURE.parent.parent / "docs/playground.md").read_text().split())
+    chars = len(PARA)
+    assert f"band is {lo:.2f}–{hi:.2f} s for the paragraph" in docs
+    assert f"({lo / chars:.4f}–{hi / chars:.4f} s/char)" in docs
+    assert all(ratio > 1 and n == 0 for t, ratio, n in band if t < lo)  # faster: late
+    assert all(n == 1 for t, _, n in band if t > hi)  # slower: one stall
+    # the bound any rule has, from the ideal starts alone
+    ideal_lo = ideal_start_s(*_uniform_paragraph(lo))
+    bound = max(
+        t for t, _, _ in band if ideal_start_s(*_uniform_paragraph(t)) <= 1.15 * ideal_lo + 0.05
+    )
+    assert hi == pytest.approx(bound, abs=0.011)
+    # the CPU voice (9.93 s) is inside, well clear of the fast edge
+    cpu = next(ratio for t, ratio, _ in band if t == pytest.approx(PIPER_PARA_S))
+    assert cpu <= 0.6 and PIPER_PARA_S / lo >= 1.07
+
+
+def test_later_takes_keep_the_promise_when_the_length_is_learnt_within_a_few_percent():
+    """A later take learns the voice's seconds per character from past takes; on other texts
+    it is off by a few percent. On this schedule a learnt length up to 4 % long keeps the 10 %
+    promise, 5 % short still plays without a stall; longer costs the promise, shorter one stall
+    (the same band argument as the first visit's, with 10 %)."""
+    arr, dur = _uniform_paragraph(PIPER_PARA_S)
+    chars = len(PARA)
+
+    def later(factor: float):
+        spc = PIPER_PARA_S / chars * factor
+        return simulate(arr, dur, chars, sec_per_char=spc, rate_prior=0.67, chunk_prior=0.32)
+
+    exact = later(1.0)
+    assert exact.underruns == [] and exact.late_by_s / promise_s(exact, False) < 0.5
+    for f in (0.95, 0.97, 1.0, 1.02, 1.04):
+        r = later(f)
+        assert r.underruns == [] and r.late_by_s <= promise_s(r, False), (f, r.to_dict())
+    assert later(1.05).late_by_s > promise_s(later(1.05), False)
+    assert len(later(0.94).underruns) == 1
+
+
 # --------------------------------------------------------------------------- the rule itself
 
 
@@ -650,6 +743,17 @@ def build(rerecord: bool = False) -> dict:
             _paced(up, 0.67, ttfa),
             up,
             learnt=False,
+        )
+    # later takes of the benchmark's uniform 0.67x row (issue #38, item 20): the CPU voice's
+    # real length, learnt exactly from the first visit, on an idle machine and a cold one
+    for ttfa, tag in ((0.05, ""), (1.0, "-cold")):
+        add(
+            f"uniform320-0.67x-later{tag}",
+            "predictable",
+            _paced(up, 0.67, ttfa),
+            up,
+            spc_factor=PIPER_PARA_S / total,
+            rate_prior=0.67,
         )
     # 3 s in a queue, or a voice whose first sentence took 1.2 s, before a 2x stream: one gap
     # is trusted up to real time (first_gap_trust), so no wait for a third chunk

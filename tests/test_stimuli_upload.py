@@ -271,10 +271,13 @@ def test_bytes_are_bounded_before_and_while_writing(live, client, monkeypatch):
         u + "ll/admin/uploads", json={"name": "big.zip", "size": limit + 1}, headers=ADMIN
     )
     assert r.status_code == 413 and f"{limit:,}" in r.json()["detail"]
-    monkeypatch.setenv("LISTENLAB_UPLOAD_MAX_BYTES", str(20 * 1024**2))
-    r = client.post(
-        u + "ll/admin/uploads", json={"name": "b.zip", "size": 21 * 1024**2}, headers=ADMIN
-    )
+    monkeypatch.setenv("LISTENLAB_UPLOAD_MAX_BYTES", str(20 * 1024**2))  # read when an app starts
+    with live_server(listening_app(PW)) as small:
+        r = client.post(
+            small.url + "ll/admin/uploads",
+            json={"name": "b.zip", "size": 21 * 1024**2},
+            headers=ADMIN,
+        )
     assert r.status_code == 413 and "20,971,520" in r.json()["detail"]
     uid = client.post(u + "ll/admin/uploads", json={"name": "s.zip", "size": 1000}, headers=ADMIN)
     uid = uid.json()["upload_id"]
@@ -353,7 +356,12 @@ def test_unfinished_uploads_expire_after_a_day(tmp_path):
 def test_the_deploy_page_states_the_limits_the_code_applies():
     from app.cli import remote
     from app.listening import upload
-    from app.listening.imported import MAX_FILE_BYTES, MAX_ZIP_RATIO
+    from app.listening.imported import (
+        ARCHIVE_SLACK_BYTES,
+        MAX_ARCHIVE_RATIO,
+        MAX_FILE_BYTES,
+        MAX_ZIP_RATIO,
+    )
     from app.server import UPLOAD_CHUNK_LIMIT
 
     root = Path(__file__).resolve().parents[1]
@@ -367,7 +375,8 @@ def test_the_deploy_page_states_the_limits_the_code_applies():
         f"{upload.MAX_SYSTEMS} systems × {upload.MAX_PROMPTS} prompts",
         f"{upload.FREE_MARGIN_BYTES // 2**20} MiB spare".replace(" spare", ""),
         f"{MAX_FILE_BYTES:,}",
-        f"{MAX_ZIP_RATIO} ×",
+        f"{MAX_ZIP_RATIO} × its compressed size + 1 MiB",
+        f"{MAX_ARCHIVE_RATIO} × its own size + {ARCHIVE_SLACK_BYTES // 2**20} MiB",
         f"kept {int(upload.STALE_AFTER_S // 3600)} h",
         f"retried {remote.RETRIES} times",
         f"{remote.CHUNK_BYTES // 2**20} MiB pieces",

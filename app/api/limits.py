@@ -30,6 +30,10 @@ MAX_TEXT_MESSAGE = 128 * 1024
 WS_MESSAGE_OVERHEAD = 512
 """What one queued WebSocket message costs besides its payload (counted in the inbound budget,
 so a flood of tiny messages is bounded too)."""
+BATCH_SECONDS_PER_CHAR = 0.1
+"""How long a batch's text is taken to speak, before any work: 10 characters a second is slow
+speech (the bundled voice reads ordinary text at 14-16; digits and spelled letters are slower,
+which is why the samples are also counted while they are made)."""
 MAX_NEW_TOKENS = MAX_NEW_TOKENS_RANGE[1]
 """vLLM-Omni's adapters refuse a larger ``max_new_tokens`` (``_TTS_MAX_NEW_TOKENS_MAX``)."""
 
@@ -62,6 +66,15 @@ class ApiLimits:
     floods a slow generation cannot grow the server's memory without bound."""
     ws_session_text_chars: int = 20_000
     """Text buffered in one utterance (until ``input.done``) or one sentence."""
+    batch_chars: int = 8_000
+    """``POST /v1/audio/speech/batch``: the characters of all its items' ``input`` together
+    (vLLM-Omni bounds only the count of items, 32; 32 items of 5,000 characters would be 30
+    minutes of generation for one request)."""
+    batch_samples: int = 20_000_000
+    """``POST /v1/audio/speech/batch``: the audio of all its items together, in samples at each
+    item's output rate after its ``speed`` (about 14 minutes at 24 kHz; 40 MB as 16-bit PCM).
+    Estimated from the text (:data:`BATCH_SECONDS_PER_CHAR`) before any work, then counted
+    while generating: an item that would pass it stops with an error."""
     json_depth: int = 32
     decode_timeout_s: float = 30.0
     decode_concurrency: int = 2

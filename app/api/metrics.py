@@ -5,7 +5,8 @@ histogram of seconds from arrival to the first audio, ``metrics/modality.py``, b
 ``metrics/definitions.py`` ``SECONDS_BUCKETS``) and the ``speech_stream_completed`` /
 ``speech_stream_aborted`` counters, labelled by model; ``listenlab api`` keeps the same names
 (one stage, one replica: ``stage="0"``, ``replica="0"``) and adds its own request counter,
-``listenlab_api_requests_total{route,status}``.
+``listenlab_api_requests_total{route,status}``, whose ``route`` is a route's template (or
+``unmatched``), never a client's path: every label value is a series kept until restart.
 """
 
 from __future__ import annotations

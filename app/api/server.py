@@ -42,9 +42,21 @@ async def lifespan(app: FastAPI):
             await state.backend.aclose()
 
 
+UNMATCHED = "unmatched"
+"""The one ``route`` label of every request no route answered (a made-up path, a refused
+``Host``): made-up URLs must not add series."""
+
+
+def route_label(scope) -> str:
+    """The template of the route that answered (``/v1/audio/voices/{name}``: FastAPI leaves it
+    in the scope), never the raw path: each label value is a series ``GET /metrics`` keeps."""
+    path = getattr(scope.get("route"), "path", None)
+    return path if isinstance(path, str) else UNMATCHED
+
+
 class CountRequests:
-    """Counts each HTTP answer by route and status for ``GET /metrics`` (pure ASGI, so
-    streaming bodies pass through untouched)."""
+    """Counts each HTTP answer by route template and status for ``GET /metrics`` (pure ASGI,
+    so streaming bodies pass through untouched)."""
 
     def __init__(self, app):
         self.app = app
@@ -58,7 +70,7 @@ class CountRequests:
 
         async def counted(message):
             if message["type"] == "http.response.start":
-                state.metrics.request(scope.get("path", ""), message["status"])
+                state.metrics.request(route_label(scope), message["status"])
             await send(message)
 
         return await self.app(scope, receive, counted)

@@ -11,7 +11,7 @@ import contextlib
 import time
 import uuid
 import weakref
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, replace
 
 from fastapi import APIRouter, Depends, Request
@@ -248,14 +248,21 @@ async def _whole_file(
     )
 
 
-async def collect_file(state: ApiState, body: SpeechBody, req: SpeechRequest) -> bytes:
-    """The whole utterance as ``body.response_format`` bytes (batch items: no client to watch)."""
+async def collect_file(
+    state: ApiState,
+    body: SpeechBody,
+    req: SpeechRequest,
+    on_audio: Callable[[int, int], None] = lambda _frames, _rate: None,
+) -> bytes:
+    """The whole utterance as ``body.response_format`` bytes (batch items: their batch watches
+    the client). ``on_audio(frames, rate)`` sees each chunk first and may raise to stop it."""
     out = StreamOutput(None)
     parts: list[bytes] = []
     with state.track("speech-batch", req.request_id):
         stream = state.backend.stream(req)
         try:
             async for chunk in stream:
+                on_audio(chunk.frames, chunk.sample_rate)
                 parts.append(out.pcm(chunk))
         finally:
             await stream.aclose()

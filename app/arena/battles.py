@@ -104,56 +104,20 @@ def check_id(value: Any, what: str = "battle id") -> str:
     return s
 
 
-# --------------------------------------------------------------------------- records
+# --------------------------------------------------------------------------- what a page sees
 
 
-@dataclass(frozen=True)
-class Battle:
-    battle_id: str
-    owner: str
-    text: str
-    text_source: str
-    system_a: str
-    system_b: str
-    created_ts: float
-    played_a_ts: float | None
-    played_b_ts: float | None
-    voted: str | None = None
-    """The choice, once voted."""
-
-    @classmethod
-    def of(cls, r: BattleRecord) -> Battle:
-        return cls(
-            r.battle_id,
-            r.owner,
-            r.text,
-            r.text_source,
-            r.system_a,
-            r.system_b,
-            r.created_ts,
-            r.played_a_ts,
-            r.played_b_ts,
-            r.voted,
-        )
-
-    def system(self, side: str) -> str:
-        return self.system_a if side == "a" else self.system_b
-
-    @property
-    def both_played(self) -> bool:
-        return self.played_a_ts is not None and self.played_b_ts is not None
-
-    def public(self) -> dict[str, Any]:
-        """What the owner's page may see: the names only once the vote is in."""
-        d: dict[str, Any] = {
-            "battle_id": self.battle_id,
-            "text": self.text,
-            "played": {"a": self.played_a_ts is not None, "b": self.played_b_ts is not None},
-            "voted": self.voted,
-        }
-        if self.voted is not None:
-            d["systems"] = {"a": self.system_a, "b": self.system_b}
-        return d
+def owner_view(bt: BattleRecord) -> dict[str, Any]:
+    """What the owner's page may see of a battle: the system names only once the vote is in."""
+    d: dict[str, Any] = {
+        "battle_id": bt.battle_id,
+        "text": bt.text,
+        "played": {"a": bt.played_a_ts is not None, "b": bt.played_b_ts is not None},
+        "voted": bt.voted,
+    }
+    if bt.voted is not None:
+        d["systems"] = {"a": bt.system_a, "b": bt.system_b}
+    return d
 
 
 @dataclass(frozen=True)
@@ -298,7 +262,7 @@ class Arena:
         text_source: str = "typed",
         now: float | None = None,
         voter: str | None = None,
-    ) -> Battle:
+    ) -> BattleRecord:
         """Check the rate limits, pick the pair, store the battle (one transaction, so two
         concurrent requests cannot both slip under the limit). ``voter``: the stored voter
         hash (:meth:`voter_hash`); the owner's when not given (tests, one-user tools)."""
@@ -309,21 +273,26 @@ class Arena:
         self.rows.add_battle(
             rec, voter, lambda w: self.limits.check_battle(w, now), window_s=WINDOW_S
         )
-        return Battle.of(rec)
+        return rec
 
-    def get(self, battle_id: Any, owner: str | None) -> Battle:
+    def get(self, battle_id: Any, owner: str | None) -> BattleRecord:
         """The battle, if ``owner`` made it; another visitor's battle is refused."""
         r = self.rows.battle(check_id(battle_id))
         if r is None:
             raise UnknownBattle("no such battle (it may have been made on another server)")
         if owner is None or r.owner != owner:
             raise NotYours("this battle belongs to another visitor's session")
-        return Battle.of(r)
+        return r
 
     # -- streams and plays
 
     def start_stream(
-        self, battle: Battle, side: str, take_id: str, ws_session: str, now: float | None = None
+        self,
+        battle: BattleRecord,
+        side: str,
+        take_id: str,
+        ws_session: str,
+        now: float | None = None,
     ) -> None:
         """Record a stream of ``side``. The player plays one stream at a time, so every earlier
         stream of this page that was not yet reported played is *superseded* now: a play
@@ -364,7 +333,7 @@ class Arena:
         take_id: Any,
         played_ms: Any,
         now: float | None = None,
-    ) -> Battle:
+    ) -> BattleRecord:
         """The page reports that ``take_id`` (a stream of ``side``) played to its end.
 
         Accepted only if the server streamed that take for this battle's side, the stream was
@@ -390,7 +359,7 @@ class Arena:
         choice: Any,
         now: float | None = None,
         voter: str | None = None,
-    ) -> tuple[Battle, bool]:
+    ) -> tuple[BattleRecord, bool]:
         """Store the battle's one vote; returns (battle with names, created).
 
         A re-sent identical vote returns ``created=False`` and changes nothing; a different
@@ -430,7 +399,7 @@ class Arena:
         if not created and bt.voted != choice:
             raise AlreadyVoted(
                 f"you already voted {bt.voted!r} in this battle; one vote per battle",
-                battle=bt.public(),
+                battle=owner_view(bt),
             )
         return bt, created
 

@@ -31,6 +31,10 @@ COMMANDS: dict[str, tuple[str, str]] = {
         "listening tests: create (with stimuli), list, results, open, close, upload, export "
         "(locally, or on a deployed server with --server URL)",
     ),
+    "metrics": (
+        "app.cli.metrics",
+        "machine scores (predicted MOS, WER/CER, speaker similarity, ...) of audio files",
+    ),
     "db": (
         "app.cli.db",
         "copy a study between SQLite and PostgreSQL (checked); row counts and checksums",

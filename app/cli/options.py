@@ -4,9 +4,9 @@ answers (``listenlab serve`` and ``listenlab api``)."""
 from __future__ import annotations
 
 import argparse
-import os
 
-from app.web.guard import ENV_ALLOWED_ORIGINS, default_allowed_hosts
+from app.config import ServeSettings, serve_settings
+from app.web.guard import default_allowed_hosts
 
 
 def add_host_args(p: argparse.ArgumentParser) -> None:
@@ -29,18 +29,23 @@ def add_host_args(p: argparse.ArgumentParser) -> None:
     )
 
 
-def hosts_from_args(args: argparse.Namespace, bound: str) -> tuple[list[str], list[str] | None]:
+def hosts_from_args(
+    args: argparse.Namespace, bound: str, settings: ServeSettings | None = None
+) -> tuple[list[str], list[str] | None]:
+    """The Host names and page origins to answer: the flags plus the environment's
+    (``settings``, read once by the command; :func:`app.config.serve_settings` when None)."""
+    env = settings or serve_settings()
     extra = [h.strip() for v in args.allowed_hosts for h in v.split(",") if h.strip()]
     origins = [o.strip() for v in args.allowed_origins for o in v.split(",") if o.strip()]
     hosts = default_allowed_hosts(bound, extra)
-    if bound in ("0.0.0.0", "::") and not extra and not os.environ.get("SPACE_HOST"):
+    if bound in ("0.0.0.0", "::") and not extra and not env.space_host:
         print(
             "listenlab: bound to all interfaces; answered Host names: "
             f"{', '.join(hosts)} and any IP address. Add your domain with --allowed-hosts.",
             flush=True,
         )
-    if origins:
-        origins += [o for o in os.environ.get(ENV_ALLOWED_ORIGINS, "").split(",") if o.strip()]
+    if origins:  # given origins replace the app's default, which is the environment's list
+        origins += env.allowed_origins
     return hosts, (origins or None)
 
 

@@ -9,9 +9,10 @@ the same export zip. ``--stimuli DIR`` (or a ``.zip``) is first uploaded in 16 M
 again), imported and checked there, and the test refers to the imported set.
 
 The admin password comes from ``$LISTENLAB_ADMIN_PASSWORD`` (sent as ``Authorization:
-Bearer``), never from a flag (it would show in ``ps`` and the shell history). Certificates are
-verified (the system's CAs, ``$SSL_CERT_FILE``, or ``--cacert FILE``); there is no switch to
-turn that off. Only the standard library is used (``http.client``, ``ssl``, ``zipfile``), so
+Bearer``), never from a flag (it would show in ``ps`` and the shell history), and only over
+HTTPS, or plain HTTP to this machine itself (a loopback address or ``localhost``): any other
+``http://`` server is refused before anything is sent. Certificates are verified (the system's
+CAs, ``$SSL_CERT_FILE``, or ``--cacert FILE``); there is no switch to turn that off. Only the standard library is used (``http.client``, ``ssl``, ``zipfile``), so
 the client starts fast and needs nothing the laptop lacks.
 
 This module is the ``test`` command's entry (:data:`app.cli.COMMANDS`): it adds the local
@@ -24,8 +25,9 @@ from __future__ import annotations
 import argparse
 import hashlib
 import http.client
+import io
+import ipaddress
 import json
-import os
 import ssl
 import sys
 import tempfile
@@ -37,9 +39,10 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import quote, urlsplit
 
+from app.config import ENV_ADMIN_PASSWORD, admin_password
 from backends.errors import BackendError, InvalidRequest
 
-ENV_PASSWORD = "LISTENLAB_ADMIN_PASSWORD"
+ENV_PASSWORD = ENV_ADMIN_PASSWORD
 CHUNK_BYTES = 16 * 1024 * 1024
 """The server's per-request limit (``app.listening.upload.MAX_CHUNK_BYTES``)."""
 RETRIES = 5
@@ -67,6 +70,8 @@ class Client:
         parts = urlsplit(self.base)
         if parts.scheme not in ("http", "https") or not parts.hostname:
             raise InvalidRequest(f"--server must be an http(s):// URL, not {self.base!r}")
+        if parts.scheme == "http" and not is_loopback(parts.hostname):
+            raise InvalidRequest(plain_http_refused(self.base))
         self.https = parts.scheme == "https"
         self.host = parts.hostname
         self.port = parts.port or (443 if self.https else 80)
@@ -115,6 +120,26 @@ class Client:
 
     def json(self, method: str, path: str, body: Any = None, headers: dict | None = None) -> Any:
         return json.loads(self.request(method, path, body, headers) or b"null")
+
+
+def is_loopback(host: str) -> bool:
+    """``localhost`` or a loopback address: plain HTTP never leaves this machine."""
+    if host.lower() in ("localhost", "localhost."):
+        return True
+    try:
+        return ipaddress.ip_address(host.strip("[]")).is_loopback
+    except ValueError:
+        return False
+
+
+def plain_http_refused(base: str) -> str:
+    return (
+        f"--server {base}: plain http:// would send the admin password unencrypted over the "
+        "network; use https:// (a Space is https://OWNER-NAME.hf.space; put your own server "
+        "behind a TLS proxy such as Caddy, or reach it through an SSH tunnel: ssh -L "
+        "7860:localhost:7860 HOST, then --server http://127.0.0.1:7860). Plain http:// is "
+        "accepted only to this machine (127.0.0.1, ::1, localhost)."
+    )
 
 
 def message(raw: bytes) -> str:
@@ -239,7 +264,9 @@ class Bar:
 
 
 def client_of(args: argparse.Namespace) -> Client:
-    return Client(args.server, os.environ.get(ENV_PASSWORD) or None, args.cacert)
+    """The server's client, with the admin password (read once, here, from the environment
+    by :func:`app.config.admin_password`)."""
+    return Client(args.server, admin_password(), args.cacert)
 
 
 def run_upload(args: argparse.Namespace) -> int:
@@ -287,28 +314,55 @@ def run_list(args: argparse.Namespace) -> int:
 
 
 def run_results(args: argparse.Namespace) -> int:
+    """As ``test results ID --db``: the tables as text (``--json``: the route's JSON), and
+    with ``--csv DIR`` the export's files (``--public``: without crowd ids and codes)."""
+    c = client_of(args)
+    tid = quote(args.test_id)
     q = "?include_screened=true" if args.include_screened else ""
-    tables = client_of(args).json("GET", f"/ll/admin/tests/{quote(args.test_id)}/results{q}")
+    tables = c.json("GET", f"/ll/admin/tests/{tid}/results{q}")
     if args.csv:
-        import csv
-
-        folder = Path(args.csv)
-        folder.mkdir(parents=True, exist_ok=True)
-        for name, rows in tables.items():
-            with (folder / f"{args.test_id}_{name}.csv").open("w", newline="") as f:
-                w = csv.DictWriter(f, fieldnames=list(rows[0]) if rows else [])
-                w.writeheader()
-                w.writerows(rows)
-    if args.json or not args.csv:
+        public = "?public=true" if args.public else ""
+        write_zip(Path(args.csv), c.request("GET", f"/ll/admin/tests/{tid}/export.zip{public}"))
+    if args.json:
         print(json.dumps(tables))
+        return 0
+    listed = c.json("GET", "/ll/admin/tests")["tests"]
+    t = next((x for x in listed if x.get("test_id") == args.test_id), {})
+    print_tables(f"{t.get('name')} ({t.get('kind')}, {t.get('status')})", tables)
     return 0
+
+
+def write_zip(folder: Path, data: bytes) -> None:
+    """The export zip's files under ``folder``, byte for byte (what ``--db --csv`` writes);
+    a member that would land outside ``folder`` is refused."""
+    root = folder.resolve()
+    with zipfile.ZipFile(io.BytesIO(data)) as z:
+        for name in z.namelist():
+            target = (root / name).resolve()
+            if not target.is_relative_to(root) or name.endswith("/"):
+                raise RemoteError(f"the server's export holds an unexpected entry {name!r}")
+            target.parent.mkdir(parents=True, exist_ok=True)
+            target.write_bytes(z.read(name))
+
+
+def print_tables(header: str, tables: dict[str, list[dict]]) -> None:
+    """The results tables as ``test results ID --db`` prints them."""
+    import pandas as pd
+
+    print(header)
+    with pd.option_context("display.width", 160, "display.max_columns", 30):
+        for name, rows in tables.items():
+            df = pd.DataFrame(rows)
+            print(f"\n== {name} ==")
+            print(df.to_string(index=False) if not df.empty else "(none)")
 
 
 def run_status(args: argparse.Namespace) -> int:
     status = "open" if args.command_test == "open" else "closed"
-    client_of(args).json(
-        "POST", f"/ll/admin/tests/{quote(args.test_id)}/status", {"status": status}
-    )
+    body: dict[str, Any] = {"status": status}
+    if getattr(args, "confirm_not_persistent", False):
+        body["confirm_not_persistent"] = True  # what the server's 409 asks for
+    client_of(args).json("POST", f"/ll/admin/tests/{quote(args.test_id)}/status", body)
     print(f"test {args.test_id} is {status}")
     return 0
 

@@ -63,13 +63,16 @@ def _run_serve(args: argparse.Namespace) -> int:
 
     import uvicorn
 
-    from app.config import backends_from_env, storage
+    from app.config import backends_from_env, serve_settings, storage
     from app.server import WS_MAX_FRAME, create_app
 
+    # a write for a third-party library (Gradio reads it when imported), allowed by
+    # tests/test_architecture.py; every read of the environment is app.config's
     os.environ.setdefault("GRADIO_ANALYTICS_ENABLED", "False")
-    host = args.host or os.environ.get("GRADIO_SERVER_NAME") or "127.0.0.1"
-    port = args.port or int(os.environ.get("GRADIO_SERVER_PORT") or 7860)
-    hosts, origins = hosts_from_args(args, host)
+    env = serve_settings()
+    host = args.host or env.host
+    port = args.port or env.port
+    hosts, origins = hosts_from_args(args, host, env)
     # Bind first: a busy port fails at once, before any model loads and before any banner.
     try:
         info = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)[0]

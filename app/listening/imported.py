@@ -33,7 +33,9 @@ from pathlib import Path
 
 import numpy as np
 
+from app.config import UPLOAD_MAX_BYTES
 from backends.errors import InvalidRequest
+from evaluation.listening.kinds.base import TestKind
 from voices.clips import MAX_UPLOAD_BYTES, ClipError, decode_audio
 
 SYSTEM_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,39}$")
@@ -42,18 +44,31 @@ AUDIO_SUFFIXES = (".wav", ".flac")
 MANIFEST = "manifest.csv"
 PROMPTS = "prompts.csv"
 NATURAL = "natural"
+# One set of limits for a set of stimuli, however it arrives (a folder, a manifest, a local
+# ``--stimuli FILE.zip``, the upload route): docs/deploy.md's table lists them once.
 MAX_FILE_BYTES = MAX_UPLOAD_BYTES
 """Per file: the voice-upload limit (10 MB, about a minute of 44.1 kHz stereo)."""
-MAX_TOTAL_BYTES = 1024 * 1024 * 1024
+MAX_SYSTEMS = TestKind.max_systems
+"""A set holds as many systems as a MOS, A/B or glitch test takes (64)."""
+MAX_PROMPTS = 200
+MAX_TOTAL_BYTES = UPLOAD_MAX_BYTES
+"""All the files of a set together (2 GiB; an upload's own bound is
+``LISTENLAB_UPLOAD_MAX_BYTES``)."""
 MAX_CSV_BYTES = 2 * 1024 * 1024
 MAX_CHANNELS = 2
 MIN_SECONDS = 0.5
 """BS.1770 needs at least one 400 ms block to measure loudness."""
 MAX_TEXT_CHARS = 600
-MAX_ZIP_MEMBERS = 8 * 200 + 16
+MAX_ZIP_MEMBERS = MAX_SYSTEMS * MAX_PROMPTS + 16
+"""Every file of the largest set, plus a few (prompts.csv, a README, folders)."""
 MAX_ZIP_RATIO = 100
 """A member that unpacks to over 100 times its compressed size (plus 1 MB) is a zip bomb:
 audio compresses at best about 3:1 (FLAC in a zip does not shrink at all)."""
+MAX_ARCHIVE_RATIO = 10
+"""The whole archive may unpack to at most 10 times its own size (plus
+:data:`ARCHIVE_SLACK_BYTES`): many members each just under the per-member allowance (64
+members of 1 MiB of zeros in a 242 KB zip) are a bomb too."""
+ARCHIVE_SLACK_BYTES = 8 * 1024**2
 
 
 class ImportProblem(InvalidRequest):
@@ -247,50 +262,34 @@ def unpack_zip(
 
     Refused, naming the member: absolute or ``..`` paths, symlinks, more members than a test
     can use, a member over the per-file limit or over :data:`MAX_ZIP_RATIO` times its
-    compressed size, more than the total limit once unpacked (sizes are counted while
-    reading, not taken from the headers)."""
+    compressed size; and for the archive as a whole, more than ``max_total`` bytes or more
+    than :data:`MAX_ARCHIVE_RATIO` times its own size (+ :data:`ARCHIVE_SLACK_BYTES`) once
+    unpacked. The sizes the headers declare are checked before anything is written, and the
+    bytes are counted again while reading (headers can lie)."""
     dest = Path(dest).resolve()
     try:
         zf = zipfile.ZipFile(archive)
+        size = os.path.getsize(archive)
     except (OSError, zipfile.BadZipFile) as e:
         raise ImportProblem(f"the upload is not a readable .zip ({e})") from None
     with zf:
         infos = zf.infolist()
         if len(infos) > max_members:
             raise ImportProblem(f"the .zip has {len(infos)} entries; at most {max_members}")
+        budget = min(max_total, MAX_ARCHIVE_RATIO * size + ARCHIVE_SLACK_BYTES)
+        for info in infos:
+            _check_member(info)
+        declared = sum(i.file_size for i in infos)
+        if declared > budget:
+            raise ImportProblem(_too_big(declared, size, max_total))
         total = 0
         for info in infos:
-            name = info.filename
-            parts = Path(name).parts
-            if name.startswith(("/", "\\")) or ".." in parts or ":" in name:
-                raise ImportProblem(f"{name} in the .zip points outside the folder; refused")
-            if stat.S_ISLNK(info.external_attr >> 16):
-                raise ImportProblem(f"{name} in the .zip is a symlink; refused")
-            target = dest / name
+            target = dest / info.filename
             if info.is_dir():
                 target.mkdir(parents=True, exist_ok=True)
                 continue
-            limit = MAX_CSV_BYTES if name.lower().endswith(".csv") else MAX_FILE_BYTES
             target.parent.mkdir(parents=True, exist_ok=True)
-            n = 0
-            with zf.open(info) as src, target.open("wb") as out:
-                while block := src.read(1 << 20):
-                    n += len(block)
-                    total += len(block)
-                    if n > limit:
-                        raise ImportProblem(
-                            f"{name} in the .zip unpacks to over {limit // 2**20} MB; refused"
-                        )
-                    if n > MAX_ZIP_RATIO * info.compress_size + 2**20:
-                        raise ImportProblem(
-                            f"{name} in the .zip unpacks to over {MAX_ZIP_RATIO} times its "
-                            "compressed size (a zip bomb); refused"
-                        )
-                    if total > max_total:
-                        raise ImportProblem(
-                            f"the .zip unpacks to over {max_total:,} bytes; refused"
-                        )
-                    out.write(block)
+            total = _extract(zf, info, target, total, budget, size, max_total)
     top = [p for p in dest.iterdir() if not p.name.startswith((".", "__MACOSX"))]
     if len(top) == 1 and top[0].is_dir() and not (top[0] / MANIFEST).exists():
         inner = [p for p in top[0].iterdir() if p.is_dir()]
@@ -301,12 +300,66 @@ def unpack_zip(
     return dest
 
 
+def _check_member(info: zipfile.ZipInfo) -> None:
+    """No absolute or ``..`` path, no drive, no symlink; its declared size within the limits
+    (they are checked again on the bytes read: :func:`_extract`)."""
+    name = info.filename
+    parts = Path(name).parts
+    if name.startswith(("/", "\\")) or ".." in parts or ":" in name:
+        raise ImportProblem(f"{name} in the .zip points outside the folder; refused")
+    if stat.S_ISLNK(info.external_attr >> 16):
+        raise ImportProblem(f"{name} in the .zip is a symlink; refused")
+    _member_size(name, info.file_size, info.compress_size)
+
+
+def _member_size(name: str, n: int, compressed: int) -> None:
+    if n > MAX_ZIP_RATIO * compressed + 2**20:
+        raise ImportProblem(
+            f"{name} in the .zip unpacks to over {MAX_ZIP_RATIO} times its compressed size "
+            "(a zip bomb); refused"
+        )
+    limit = MAX_CSV_BYTES if name.lower().endswith(".csv") else MAX_FILE_BYTES
+    if n > limit:
+        raise ImportProblem(f"{name} in the .zip unpacks to over {limit // 2**20} MB; refused")
+
+
+def _too_big(unpacked: int, size: int, max_total: int) -> str:
+    if unpacked > max_total:
+        return f"the .zip unpacks to over {max_total:,} bytes; refused"
+    return (
+        f"the .zip ({size:,} bytes) unpacks to over {MAX_ARCHIVE_RATIO} times its size (a zip "
+        "bomb); refused"
+    )
+
+
+def _extract(
+    zf: zipfile.ZipFile,
+    info: zipfile.ZipInfo,
+    target: Path,
+    total: int,
+    budget: int,
+    size: int,
+    max_total: int,
+) -> int:
+    """One member to ``target``, counted as it is read; the archive's running total after it."""
+    n = 0
+    with zf.open(info) as src, target.open("wb") as out:
+        while block := src.read(1 << 20):
+            n += len(block)
+            total += len(block)
+            _member_size(info.filename, n, info.compress_size)
+            if total > budget:
+                raise ImportProblem(_too_big(total, size, max_total))
+            out.write(block)
+    return total
+
+
 def scan(
     source: str | Path,
     *,
     natural: tuple[str, ...] = (),
-    max_systems: int = 8,
-    max_prompts: int = 200,
+    max_systems: int = MAX_SYSTEMS,
+    max_prompts: int = MAX_PROMPTS,
     check_audio: bool = True,
     max_total: int = MAX_TOTAL_BYTES,
 ) -> ImportedSet:
@@ -380,6 +433,10 @@ def scan(
 
 
 __all__ = [
+    "MAX_PROMPTS",
+    "MAX_SYSTEMS",
+    "MAX_TOTAL_BYTES",
+    "MAX_ZIP_MEMBERS",
     "ImportProblem",
     "ImportedAudio",
     "ImportedSet",

@@ -24,6 +24,11 @@ of megabytes that a Space's proxy, a laptop's Wi-Fi or a tired admin can cut off
 A test is then created with ``stimuli`` set to the set's ``path`` (what the designer's
 "Your own audio" box holds). Everything is admin-only (:func:`app.web.admin.require_admin`).
 Unfinished uploads older than :data:`STALE_AFTER_S` are removed when a new one starts.
+
+Disk is promised, not only checked: an upload starts only if the free disk, less what the
+unfinished uploads may still write (each its zip's missing bytes and its unpacked copy), holds
+the new one's zip and unpacked copy plus :data:`FREE_MARGIN_BYTES`; the check and the promise
+are made under one lock, so parallel starts cannot all pass on the same free space.
 """
 
 from __future__ import annotations
@@ -44,20 +49,24 @@ from typing import Any
 
 from fastapi import APIRouter, Depends, Request
 
-from app.listening.imported import MAX_FILE_BYTES, ImportProblem, scan, unpack_zip
+from app.config import ENV_UPLOAD_MAX_BYTES, UPLOAD_MAX_BYTES, upload_max_bytes
+from app.listening.imported import (
+    MAX_PROMPTS,
+    MAX_SYSTEMS,
+    MAX_ZIP_MEMBERS,
+    ImportProblem,
+    scan,
+    unpack_zip,
+)
 from app.listening.routes import json_body
 from app.web.admin import require_admin
 from backends.errors import Conflict, InvalidRequest, NotFound
-from evaluation.listening.kinds.base import TestKind
 
-ENV_MAX_BYTES = "LISTENLAB_UPLOAD_MAX_BYTES"
-DEFAULT_MAX_BYTES = 2 * 1024**3
+ENV_MAX_BYTES = ENV_UPLOAD_MAX_BYTES
+DEFAULT_MAX_BYTES = UPLOAD_MAX_BYTES
 """2 GiB: one upload's zip, and the same bound on what it unpacks to."""
 MAX_CHUNK_BYTES = 16 * 1024**2
 """One ``PUT`` carries at most 16 MiB (the guard refuses a bigger body before it is read)."""
-MAX_SYSTEMS = TestKind.max_systems
-"""A set holds as many systems as a MOS, A/B or glitch test takes."""
-MAX_PROMPTS = 200
 STALE_AFTER_S = 24 * 3600.0
 FREE_MARGIN_BYTES = 256 * 1024**2
 """An upload starts only if the disk keeps this much free after the zip and its unpacked copy."""
@@ -66,20 +75,10 @@ UPLOADS = "uploads"
 SETS = "stimuli"
 SET_META = ".listenlab-set.json"
 WRITE_BYTES = 1024**2
-
-
-def max_upload_bytes(environ: dict[str, str] | None = None) -> int:
-    """``$LISTENLAB_UPLOAD_MAX_BYTES`` (default :data:`DEFAULT_MAX_BYTES`)."""
-    raw = (environ if environ is not None else os.environ).get(ENV_MAX_BYTES, "")
-    if not raw.strip():
-        return DEFAULT_MAX_BYTES
-    try:
-        value = int(raw)
-    except ValueError:
-        raise InvalidRequest(f"{ENV_MAX_BYTES} must be a number of bytes, not {raw!r}") from None
-    if value < MAX_FILE_BYTES:
-        raise InvalidRequest(f"{ENV_MAX_BYTES} must be at least {MAX_FILE_BYTES} bytes")
-    return value
+LOCK = ".uploads.lock"
+"""Beside the uploads folder: held while an upload's disk is checked and promised."""
+max_upload_bytes = upload_max_bytes
+"""``$LISTENLAB_UPLOAD_MAX_BYTES`` (read in :mod:`app.config`)."""
 
 
 class UploadTooLarge(InvalidRequest):
@@ -126,8 +125,10 @@ class Uploads:
 
     @classmethod
     def of(cls, request: Request) -> Uploads:
+        """The app's uploads; the limit from its settings (read once), else the environment."""
         store = request.app.state.listenlab.store
-        return cls(Path(store.root), max_upload_bytes())
+        web = getattr(request.app.state, "web", None)
+        return cls(Path(store.root), web.upload_max_bytes if web else upload_max_bytes())
 
     def folder(self, upload_id: str) -> Path:
         if not ID_RE.match(upload_id or ""):
@@ -161,22 +162,40 @@ class Uploads:
         done = self.set_of(upload_id)
         if done is not None:  # the same bytes were imported before: reuse the set
             return UploadInfo(upload_id, name, total, total, True, imported=asdict(done))
-        if (d / "meta.json").is_file():
-            info = self.info(upload_id)
-            if info.total == total:
-                return info
-            raise Conflict(f"upload {upload_id} exists with another size ({info.total:,} bytes)")
-        free = shutil.disk_usage(self.root).free
-        if free < 2 * total + FREE_MARGIN_BYTES:
-            raise UploadTooLarge(
-                f"not enough disk: {free:,} bytes free; {name} needs {2 * total:,} (the zip and "
-                f"its unpacked files) plus {FREE_MARGIN_BYTES:,} spare"
-            )
-        d.mkdir(parents=True, exist_ok=True)
-        (d / "data.zip").touch()
-        meta = {"name": name[:200], "total": total, "sha256": sha256, "started": time.time()}
-        (d / "meta.json").write_text(json.dumps(meta), encoding="utf-8")
+        self.root.mkdir(parents=True, exist_ok=True)
+        with (self.root / LOCK).open("a") as lock:
+            fcntl.flock(lock, fcntl.LOCK_EX)  # one promise at a time (other replicas too)
+            if (d / "meta.json").is_file():
+                info = self.info(upload_id)
+                if info.total == total:
+                    return info
+                raise Conflict(
+                    f"upload {upload_id} exists with another size ({info.total:,} bytes)"
+                )
+            self.check_room(name, total)
+            d.mkdir(parents=True, exist_ok=True)
+            (d / "data.zip").touch()
+            meta = {"name": name[:200], "total": total, "sha256": sha256, "started": time.time()}
+            (d / "meta.json").write_text(json.dumps(meta), encoding="utf-8")
         return self.info(upload_id)
+
+    def promised(self) -> tuple[int, int]:
+        """(bytes the unfinished uploads may still write, how many there are): each its zip's
+        missing bytes and its unpacked copy."""
+        pending = self.pending()
+        return sum(2 * u.total - u.offset for u in pending), len(pending)
+
+    def check_room(self, name: str, total: int) -> None:
+        """Refuse an upload the disk cannot hold beside what is promised already."""
+        free = shutil.disk_usage(self.root).free
+        promised, n = self.promised()
+        need = 2 * total + FREE_MARGIN_BYTES
+        if free - promised < need:
+            held = f", {promised:,} of them promised to {n} unfinished upload(s)" if n else ""
+            raise UploadTooLarge(
+                f"not enough disk: {free:,} bytes free{held}; {name} needs {2 * total:,} (the "
+                f"zip and its unpacked files) plus {FREE_MARGIN_BYTES:,} spare"
+            )
 
     def sweep(self, now: float | None = None) -> list[str]:
         """Remove unfinished uploads untouched for :data:`STALE_AFTER_S`; their ids."""
@@ -327,12 +346,7 @@ def _checked_set(up: Uploads, d: Path, info: UploadInfo, natural: tuple[str, ...
     staging = d / "unpacked"
     shutil.rmtree(staging, ignore_errors=True)
     staging.mkdir()
-    root = unpack_zip(
-        d / "data.zip",
-        staging,
-        max_members=MAX_SYSTEMS * MAX_PROMPTS + 16,
-        max_total=up.max_bytes,
-    )
+    root = unpack_zip(d / "data.zip", staging, max_members=MAX_ZIP_MEMBERS, max_total=up.max_bytes)
     (d / "data.zip").unlink()
     checked = scan(
         root,

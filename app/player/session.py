@@ -33,9 +33,19 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 from fastapi import APIRouter, WebSocket, WebSocketDisconnect
 
+from app.player.messages import (
+    CLONE_PREFIX,
+    CloneUnavailable,
+    check_voice,
+    clone_request,
+    speak_request,
+    start_message,
+    take_summary,
+    write_report,
+)
 from app.web.outbox import CLOSE_CODE, CLOSE_REASON, Outbox
 from backends.base import Backend, SpeechRequest
-from backends.errors import InvalidRequest, ListenlabError, UnknownVoice, Unsupported
+from backends.errors import InvalidRequest, ListenlabError
 from evaluation.takes import ChunkRecord, Recorder, Take, TakeFailed
 
 if TYPE_CHECKING:
@@ -48,11 +58,6 @@ HEADER = struct.Struct("<IIf")
 MAX_MESSAGE_CHARS = 64_000
 MAX_PENDING_REPORTS = 500
 """Reports held for one take while it is still generating (a page sends a handful)."""
-CLONE_PREFIX = "lib:"
-
-
-class CloneUnavailable(Unsupported):
-    pass
 
 
 @dataclass
@@ -122,7 +127,7 @@ class Session:
                 )
                 return
             if take_id in self.saved:
-                await self.write_report(msg)
+                await write_report(self, msg)
             else:
                 waiting = self.pending.setdefault(take_id, [])
                 if len(waiting) >= MAX_PENDING_REPORTS:  # memory per session stays bounded
@@ -160,111 +165,7 @@ class Session:
             with contextlib.suppress(asyncio.CancelledError, Exception):
                 await g.task
 
-    async def write_report(self, msg: dict[str, Any]) -> None:
-        from app.web.inputs import client_id
-
-        store = self.state.store
-        take_id = msg["take_id"]
-        try:
-            if msg["type"] == "glitch":
-                from app.store import GlitchReport
-
-                kind = msg.get("kind") or None
-                w = await asyncio.to_thread(
-                    store.add_glitch_report,
-                    GlitchReport(
-                        report_id=client_id(msg.get("report_id")) or uuid.uuid4().hex,
-                        take_id=take_id,
-                        rater_id=f"playground:{self.session_id}",
-                        position_ms=float(msg.get("position_ms", 0.0)),
-                        kind=kind,
-                        note=(str(msg.get("note"))[:500] if msg.get("note") else None),
-                    ),
-                )
-                row = store.glitch_report(w.id)
-                self.send(
-                    {
-                        "type": "glitch_saved",
-                        "take_id": take_id,
-                        "report_id": w.id,
-                        "position_ms": row.position_ms,
-                        "boundary_index": row.boundary_index,
-                        "boundary_ms": row.boundary_ms,
-                        "distance_ms": row.distance_ms,
-                        "kind": row.kind,
-                    }
-                )
-            else:
-                positions = [float(p) for p in msg.get("positions_ms") or []][:1000]
-                await asyncio.to_thread(
-                    store.record_underruns,
-                    take_id,
-                    count=int(msg.get("count", 0)),
-                    stall_ms=float(msg.get("stall_ms", 0.0)),
-                    positions=positions,
-                    report_id=client_id(msg.get("report_id")) or uuid.uuid4().hex,
-                    rater_id=f"playground:{self.session_id}",
-                )
-                self.send({"type": "underruns_saved", "take_id": take_id})
-        except (ListenlabError, ValueError, TypeError, KeyError) as e:
-            self.send(
-                {"type": "report_error", "take_id": take_id, "message": f"report not saved: {e}"}
-            )
-
     # -- generation
-
-    def _request(self, entry: BackendEntry, msg: dict[str, Any]) -> tuple[SpeechRequest, str]:
-        caps = entry.backend.capabilities
-        mode = "whole" if msg.get("mode") == "whole" else "stream"
-        seed = msg.get("seed")
-        speed = float(msg.get("speed") or 1.0)
-        if speed != 1.0 and not caps.speed:
-            raise InvalidRequest(f"the {entry.label} backend has no speed control")
-        if speed != 1.0 and mode == "stream" and not caps.speed_streaming:
-            raise InvalidRequest(
-                "speed applies only to non-streaming output on this backend (as in vLLM-Omni); "
-                "untick streaming or set speed to 1"
-            )
-        req = SpeechRequest(
-            text=str(msg.get("text") or ""),
-            voice=(str(msg["voice"]) if msg.get("voice") else None),
-            language=(str(msg["language"]) if msg.get("language") and caps.languages else None),
-            instructions=(
-                str(msg["instructions"]) if msg.get("instructions") and caps.instructions else None
-            ),
-            speed=speed,
-            seed=(int(seed) if seed not in (None, "") and caps.seed else None),
-        )
-        return req.validated(), mode
-
-    def _check_voice(self, entry: BackendEntry, req: SpeechRequest) -> None:
-        """A voice named directly must not be another visitor's clip in the backend's own
-        store: it is refused as unknown, as if it were not there."""
-        if self.admin or not req.voice or req.voice.startswith(CLONE_PREFIX):
-            return
-        _mine, others = self.state.library.remote_names(entry.label, self.owner, self.admin)
-        if req.voice in others:
-            raise UnknownVoice(f"unknown voice {req.voice!r}")
-
-    async def _clone(self, entry: BackendEntry, req: SpeechRequest) -> SpeechRequest:
-        """Resolve a library voice (``lib:<id>``) for this backend, or say it cannot clone."""
-        from dataclasses import replace
-
-        from voices.library import sync_voice
-
-        vid = req.voice[len(CLONE_PREFIX) :]
-        lib = self.state.library
-        v = lib.get_for(vid, self.owner, self.admin, use=True)  # own, shared, or admin
-        caps = entry.backend.capabilities
-        if caps.voice_library:
-            name = await sync_voice(entry.backend, entry.label, lib, vid)
-            return replace(req, voice=name)
-        if caps.cloning:
-            return replace(req, voice=None, ref_audio=lib.wav(vid), ref_text=v.ref_text)
-        raise CloneUnavailable(
-            f"cloning is unavailable on the {entry.label} backend: it cannot clone voices. "
-            "Pick a backend that supports cloning (e.g. a vLLM-Omni Base model)."
-        )
 
     async def generate(self, token: int, msg: dict[str, Any]) -> None:
         state = self.state
@@ -274,10 +175,10 @@ class Session:
             self.send({"type": "error", "token": token, "message": f"unknown backend {label!r}"})
             return
         try:
-            req, mode = self._request(entry, msg)
-            self._check_voice(entry, req)
+            req, mode = speak_request(entry, msg)
+            check_voice(self, entry, req)
             if req.voice and req.voice.startswith(CLONE_PREFIX):
-                req = await self._clone(entry, req)
+                req = await clone_request(self, entry, req)
         except CloneUnavailable as e:
             self.send({"type": "error", "token": token, "message": str(e), "clone": "unavailable"})
             return
@@ -293,58 +194,32 @@ class Session:
         """Queue for ``entry``, stream (or fetch whole) ``req`` to the page, save the take.
 
         The page learns only the take id, never the backend: handlers for blind tests call this
-        with a system the server chose.
+        with a system the server chose. A Stop (this task cancelled) is always answered with
+        ``cancelled``, wherever it lands: in the queue, during the stream, or between the last
+        frame and ``done`` (the take is then saved whole, with the marks sent for it).
         """
-
-        def queued(pos: int) -> None:
-            self.send({"type": "queued", "token": token, "position": pos})
-
-        take: Take | None = None
-        status_msg: dict[str, Any]
         self._cancelled = None
         self.mine.add(req.request_id)
         if self.current and self.current.token == token:
             self.current.take_id = req.request_id
-        learnt = await self._learnt(entry.label)
-        async with entry.gate.slot(queued):
-            self.send({"type": "generating", "token": token, "take_id": req.request_id})
-            try:
-                if mode == "whole":
-                    take = await self._whole(entry.backend, req, token, learnt)
-                else:
-                    take = await self._stream(entry.backend, req, token, learnt)
-                status_msg = {"type": "done", "token": token, "status": "ok"}
-            except TakeFailed as e:
-                take = e.take
-                status_msg = {
-                    "type": "error",
-                    "token": token,
-                    "status": "error",
-                    "message": f"the stream failed: {e}",
-                    "partial": bool(take.chunks),
-                }
-            except InvalidRequest as e:
-                self.send({"type": "error", "token": token, "message": str(e), "partial": False})
-                return
-            except asyncio.CancelledError:
-                take = self._cancelled
-                if take is not None and take.chunks:
-                    await self._save(entry, take)
-                self.send({"type": "cancelled", "token": token, "take_id": req.request_id})
-                raise
-            except Exception as e:  # engine bug: never present it as success
-                log.exception("generation failed")
-                self.send(
-                    {
-                        "type": "error",
-                        "token": token,
-                        "message": f"backend error: {e}",
-                        "partial": False,
-                    }
-                )
-                return
+        cancelled = {"type": "cancelled", "token": token, "take_id": req.request_id}
+        try:
+            outcome = await self._generate(token, entry, req, mode)
+        except asyncio.CancelledError:
+            take = self._cancelled
+            if take is not None and take.chunks:
+                await self._save_whatever(entry, take)
+            self.send(cancelled)
+            raise
+        if outcome is None:  # refused or failed: the page has its error already
+            return
+        take, status_msg = outcome
         if take is not None and take.chunks:
-            await self._save(entry, take)
+            try:
+                await self._save_whatever(entry, take)
+            except asyncio.CancelledError:
+                self.send(cancelled)  # a Stop after the last frame: saved, and answered
+                raise
         for m in self.pending.pop(req.request_id, []):  # no audio, so nothing to attach them to
             self.send(
                 {
@@ -353,10 +228,55 @@ class Session:
                     "message": f"{m['type']} report not stored: the take has no audio",
                 }
             )
-        status_msg.update(self._summary(take))
+        status_msg.update(take_summary(take))
         self.send(status_msg)
         if take is not None and take.chunks:
             asyncio.create_task(self._findings(take, token))
+
+    async def _generate(
+        self, token: int, entry: BackendEntry, req: SpeechRequest, mode: str
+    ) -> tuple[Take | None, dict[str, Any]] | None:
+        """The take and the status to send once it is saved; None when the page was already
+        told why there is none. A Stop propagates (:meth:`run` answers it)."""
+
+        def queued(pos: int) -> None:
+            self.send({"type": "queued", "token": token, "position": pos})
+
+        learnt = await self._learnt(entry.label)
+        async with entry.gate.slot(queued):
+            self.send({"type": "generating", "token": token, "take_id": req.request_id})
+            try:
+                if mode == "whole":
+                    take = await self._whole(entry.backend, req, token, learnt)
+                else:
+                    take = await self._stream(entry.backend, req, token, learnt)
+                return take, {"type": "done", "token": token, "status": "ok"}
+            except TakeFailed as e:
+                return e.take, {
+                    "type": "error",
+                    "token": token,
+                    "status": "error",
+                    "message": f"the stream failed: {e}",
+                    "partial": bool(e.take.chunks),
+                }
+            except InvalidRequest as e:
+                self.send({"type": "error", "token": token, "message": str(e), "partial": False})
+                return None
+            except Exception as e:  # engine bug: never present it as success (a Stop passes)
+                log.exception("generation failed")
+                msg = f"backend error: {e}"
+                self.send({"type": "error", "token": token, "message": msg, "partial": False})
+                return None
+
+    async def _save_whatever(self, entry: BackendEntry, take: Take) -> None:
+        """:meth:`_save` to the end even if a Stop lands meanwhile (a take cut in its save
+        would lose its row and the marks waiting for it); the Stop is re-raised after."""
+        task = asyncio.ensure_future(self._save(entry, take))
+        try:
+            await asyncio.shield(task)
+        except asyncio.CancelledError:
+            await task
+            raise
 
     async def _learnt(self, label: str) -> dict[str, Any] | None:
         """Chars -> seconds and generation rate learnt from this backend's past takes."""
@@ -377,7 +297,7 @@ class Session:
         try:
             async for c in rec:
                 if n == 0:
-                    self.send(self._start(req, c.sample_rate, c.channels, token, learnt, c))
+                    self.send(start_message(req, c.sample_rate, c.channels, token, learnt, c))
                 head = HEADER.pack(token, n, (c.arrived - rec.t0) * 1000.0)
                 self.send(head + c.pcm.astype("<i2", copy=False).tobytes())
                 n += 1
@@ -406,50 +326,9 @@ class Session:
             take_id=req.request_id,
             meta={"mode": "whole"},
         )
-        self.send(self._start(req, audio.sample_rate, audio.channels, token, learnt, audio))
+        self.send(start_message(req, audio.sample_rate, audio.channels, token, learnt, audio))
         self.send(HEADER.pack(token, 0, ms) + pcm.astype("<i2").tobytes())
         return take
-
-    def _start(
-        self,
-        req: SpeechRequest,
-        sr: int,
-        ch: int,
-        token: int,
-        learnt: dict | None = None,
-        first: Any = None,
-    ) -> dict[str, Any]:
-        """``learnt``: the start rule's priors for this backend (``evaluation.playout.learn``);
-        ``assumed``: set when the rate/channels were not read from the stream (and from what),
-        taken from the first chunk's ``assumed_format`` (e.g. the remote backend's,
-        ``backends/vllm_omni/remote/server.py``)."""
-        return {
-            "type": "start",
-            "token": token,
-            "take_id": req.request_id,
-            "sample_rate": sr,
-            "channels": ch,
-            "text_chars": len(req.text),
-            "learnt": learnt,
-            "assumed": getattr(first, "assumed_format", None),
-        }
-
-    @staticmethod
-    def _summary(take: Take | None) -> dict[str, Any]:
-        if take is None:
-            return {}
-        sr = take.sample_rate or 1
-        return {
-            "take_id": take.take_id,
-            "ttfa_ms": take.ttfa_ms,
-            "rtf": take.rtf,
-            "total_ms": take.total_ms,
-            "chunks": len(take.chunks),
-            "frames": take.frames,
-            "duration_s": take.duration_s,
-            "boundaries_ms": [b * 1000.0 / sr for b in take.boundaries],
-            "arrivals_ms": [c.arrival_ms for c in take.chunks],
-        }
 
     async def _save(self, entry: BackendEntry, take: Take) -> None:
         take.meta.setdefault("session", self.session_id)
@@ -466,7 +345,7 @@ class Session:
             return
         self.saved.add(take.take_id)
         for m in self.pending.pop(take.take_id, []):
-            await self.write_report(m)
+            await write_report(self, m)
 
     async def _findings(self, take: Take, token: int) -> None:
         try:
@@ -520,16 +399,30 @@ def _field_error(e: Exception) -> str:
     return text[:200] or type(e).__name__
 
 
+def new_session(ws: WebSocket, state: AppState) -> Session:
+    """The page's session: its owner, whether it is the admin, its outbox's stall time (from
+    the app's settings, read once)."""
+    from app.web.admin import policy as admin_policy
+    from app.web.identity import identity
+
+    web = getattr(ws.app.state, "web", None)
+    return Session(
+        ws,
+        state,
+        outbox=Outbox(stall_s=web.ws_stall_s) if web is not None else Outbox(),
+        owner=identity(ws).owner_id,
+        admin=admin_policy(ws).is_admin(ws),
+    )
+
+
 async def serve_session(ws: WebSocket, state: AppState) -> None:
     """One page's socket. A malformed message gets an ``error`` (no token, so it never ends a
     playing stream) and the socket stays open: binary frames, bad JSON, too deep or too big
     messages, wrong field types."""
-    from app.web.admin import policy as admin_policy
-    from app.web.identity import identity
     from app.web.inputs import loads_limited
 
     await ws.accept()
-    session = Session(ws, state, owner=identity(ws).owner_id, admin=admin_policy(ws).is_admin(ws))
+    session = new_session(ws, state)
     writer = asyncio.create_task(session.writer())
     closing: list[asyncio.Task] = []
 

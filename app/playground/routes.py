@@ -10,9 +10,11 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import re
 from dataclasses import asdict
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
 from fastapi import APIRouter, File, Form, Request, UploadFile
 from fastapi.responses import FileResponse
@@ -23,7 +25,8 @@ from app.web.identity import identity
 from app.web.inputs import loads_limited
 from app.web.offload import OffloadTimeout
 from backends.base import Voice
-from backends.errors import Forbidden, InvalidRequest, NotFound
+from backends.errors import Forbidden, InvalidRequest, ListenlabError, NotFound
+from backends.registry import BackendSpec
 from voices.clips import MAX_SECONDS, MAX_UPLOAD_BYTES, MIN_SECONDS, ClipError, prepare_clip
 from voices.library import VoiceLibrary
 
@@ -62,11 +65,37 @@ def visible_voices(
     return [v for v in voices if v.kind != "uploaded" or v.name in mine]
 
 
+HIDDEN_HOST = "(hidden)"
+"""What a visitor sees in place of a remote engine's host and port."""
+
+
+def remote_hosts(spec: str) -> list[str]:
+    """The ``host:port`` and host of a spec's remote server (none for a local engine)."""
+    try:
+        target = BackendSpec.parse(spec).target
+    except ListenlabError:
+        return []
+    u = urlsplit(target or "")
+    return [h for h in (u.netloc.rpartition("@")[2], u.hostname) if h]
+
+
+def for_visitor(text: str | None, spec: str, admin: bool) -> str | None:
+    """``text`` with the remote server's address hidden unless the admin asks: a public Space
+    must not publish the internal address of the GPU server behind it (the admin needs it to
+    see which server a label is)."""
+    if admin or text is None:
+        return text
+    for host in remote_hosts(spec):  # host:port first, then the bare name where it stands alone
+        text = re.sub(rf"(?<![\w.-]){re.escape(host)}(?![\w.-])", HIDDEN_HOST, text)
+    return text
+
+
 async def backend_json(
     entry: BackendEntry, library: VoiceLibrary, owner: str, admin: bool
 ) -> dict[str, Any]:
     """One backend as the page needs it: capabilities, the voices this visitor may see,
-    whether it clones, its queue."""
+    whether it clones, its queue. A visitor sees a remote engine's spec and errors without
+    its server's address (:func:`for_visitor`)."""
     with contextlib.suppress(Exception):  # remote engines learn their capabilities from the server
         await asyncio.wait_for(entry.backend.refresh(), 5.0)
     caps = entry.backend.capabilities
@@ -74,11 +103,11 @@ async def backend_json(
         voices = await asyncio.wait_for(entry.backend.voices(), 5.0)
         voice_error = None
     except Exception as e:  # a remote server being down must not break the page
-        voices, voice_error = [], str(e)
+        voices, voice_error = [], for_visitor(str(e), entry.spec, admin)
     can_clone = caps.cloning or caps.voice_library
     return {
         "label": entry.label,
-        "spec": entry.spec,
+        "spec": for_visitor(entry.spec, entry.spec, admin),
         "capabilities": asdict(caps),
         "voices": [
             asdict(v)
@@ -99,7 +128,8 @@ async def backend_json(
 @router.get("/ll/health")
 async def health(request: Request) -> dict[str, Any]:
     state = _state(request)
-    kept = state.storage.public() if state.storage else {"persistent": True, "note": ""}
+    _owner, admin = _who(request)
+    kept = state.storage.public(admin) if state.storage else {"persistent": True, "note": ""}
     return {"status": "ok", "backends": list(state.backends), "storage": kept}
 
 

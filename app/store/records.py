@@ -214,19 +214,29 @@ class GlitchReport:
 
 @dataclass(frozen=True)
 class BattleRecord:
-    """An arena battle as stored: one text, two systems (sides ``a`` and ``b``), when each
-    side was accepted as played, and the vote's choice once voted."""
+    """An arena battle, the one record the store keeps and the arena's rules
+    (:mod:`app.arena.battles`) work on: one text, two systems (sides ``a`` and ``b``), when
+    each side was accepted as played, and the vote's choice once voted."""
 
     battle_id: str
     owner: str
     text: str
     text_source: str
+    """``prompt`` (a bundled prompt) or ``typed``."""
     system_a: str
     system_b: str
     created_ts: float
     played_a_ts: float | None = None
     played_b_ts: float | None = None
     voted: str | None = None
+    """The choice, once voted."""
+
+    def system(self, side: str) -> str:
+        return self.system_a if side == "a" else self.system_b
+
+    @property
+    def both_played(self) -> bool:
+        return self.played_a_ts is not None and self.played_b_ts is not None
 
 
 @dataclass(frozen=True)

@@ -27,7 +27,6 @@ import hashlib
 import hmac
 import html
 import ipaddress
-import os
 import secrets
 import shutil
 import tempfile
@@ -42,11 +41,12 @@ from fastapi.responses import FileResponse, JSONResponse
 from starlette.background import BackgroundTask
 from starlette.requests import HTTPConnection
 
+from app.config import ENV_ADMIN_PASSWORD, WebSettings
 from app.web.proxies import Proxies
 from app.web.ratelimit import FailureTally, LoginThrottle
 from backends.errors import Forbidden, TooMany
 
-ENV_PASSWORD = "LISTENLAB_ADMIN_PASSWORD"
+ENV_PASSWORD = ENV_ADMIN_PASSWORD
 COOKIE = "ll_admin"
 COOKIE_MAX_AGE_S = 12 * 3600
 PROXY_HEADERS = ("x-forwarded-for", "forwarded", "x-real-ip")
@@ -83,17 +83,21 @@ class AdminPolicy:
 
     @classmethod
     def from_env(
-        cls, proxies: Proxies | None = None, tally: FailureTally | None = None
+        cls,
+        proxies: Proxies | None = None,
+        tally: FailureTally | None = None,
+        settings: WebSettings | None = None,
     ) -> AdminPolicy:
-        """``tally``: where wrong passwords are counted when it is not this process's memory
-        (the shared database of several replicas)."""
-        pw = os.environ.get(ENV_PASSWORD) or None
-        key = os.environ.get("LISTENLAB_SECRET_KEY")
+        """From the app's settings (read once), else the environment's now. ``tally``: where
+        wrong passwords are counted when it is not this process's memory (the shared
+        database of several replicas)."""
+        web = settings if settings is not None else WebSettings.from_env()
+        key = web.secret_key
         secret = key.encode() if key else secrets.token_bytes(32)
         return cls(
-            pw,
+            web.admin_password,
             secret,
-            proxies if proxies is not None else Proxies.from_env(),
+            proxies if proxies is not None else Proxies.from_env(web),
             LoginThrottle(tally=tally),
         )
 
@@ -104,7 +108,12 @@ class AdminPolicy:
 
     def describe(self) -> str:
         if self.password:
-            return "Admin pages need the password set in LISTENLAB_ADMIN_PASSWORD."
+            # the password is set on the server: say how to give it, never to set it
+            return (
+                "Admin pages need the password this server was started with: enter it in the "
+                "form, or send it as 'Authorization: Bearer PASSWORD' (listenlab's CLI sends "
+                f"the {ENV_PASSWORD} of its own environment)."
+            )
         return (
             "No LISTENLAB_ADMIN_PASSWORD is set: admin pages answer only requests from this "
             "machine (localhost). Set it to administer a public deployment."

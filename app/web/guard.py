@@ -11,6 +11,13 @@ reading the body is too late (a 200 MB JSON body is in memory by then).
   request's ``Host``) or an allowed origin. No ``Origin`` (a script, not a browser) is allowed.
 * **Cross-site writes**: POST/PUT/PATCH/DELETE with ``Sec-Fetch-Site: cross-site`` or with a
   foreign ``Origin`` get 403, so another site cannot make a visitor's browser delete voices.
+* **Cross-site admin requests**: any request to an admin route that a browser marks as coming
+  from another site (``Sec-Fetch-Site: cross-site`` or ``same-site``) gets 403, unless it opens
+  an admin *page* (a navigation, as huggingface.co's frame does): another site cannot make a
+  logged-in admin's browser build ``snapshot.zip`` or ``export.zip``.
+* **Framing**: every answer says which sites may show it in a frame
+  (``Content-Security-Policy: frame-ancestors 'self' …``; ``X-Frame-Options: SAMEORIGIN`` when
+  no other site may), so no other site can frame the admin pages and click for the admin.
 * **Body size** per route (``Content-Length`` first, then counted while reading): 413.
 * **Closed routes** (e.g. Gradio's upload route of an app with no upload component): 404.
 * **No credentialed CORS**: a response to a foreign ``Origin`` loses its
@@ -24,17 +31,19 @@ from __future__ import annotations
 
 import ipaddress
 import json
-import os
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import urlsplit
 
-ENV_ALLOWED_HOSTS = "LISTENLAB_ALLOWED_HOSTS"
-ENV_ALLOWED_ORIGINS = "LISTENLAB_ALLOWED_ORIGINS"
-LOCAL_HOSTS = ("localhost", "127.0.0.1", "::1", "testserver")
-"""``testserver`` is Starlette's TestClient; a single-label name no public site can have."""
+from app.config import ENV_ALLOWED_HOSTS, ENV_ALLOWED_ORIGINS, WebSettings
+
+LOCAL_HOSTS = ("localhost", "127.0.0.1", "::1")
 UNSAFE_METHODS = frozenset({"POST", "PUT", "PATCH", "DELETE"})
+OTHER_SITE = frozenset({"cross-site", "same-site"})
+"""``Sec-Fetch-Site`` values of a request another site's page made (``same-site``: another
+subdomain, such as another Space on the same parent domain)."""
+PAGE_DESTS = frozenset({"document", "iframe", "frame"})
 
 ErrorBody = Callable[[str, int], dict[str, Any]]
 
@@ -42,10 +51,6 @@ ErrorBody = Callable[[str, int], dict[str, Any]]
 def simple_error(message: str, status: int) -> dict[str, Any]:
     """The Playground's error shape: ``{"error": message}``."""
     return {"error": message}
-
-
-def _split_list(v: str | None) -> list[str]:
-    return [x.strip() for x in (v or "").split(",") if x.strip()]
 
 
 def _host_only(hostport: str) -> str:
@@ -56,14 +61,18 @@ def _host_only(hostport: str) -> str:
     return h.rsplit(":", 1)[0] if h.count(":") == 1 else h
 
 
-def default_allowed_hosts(bound: str | None = None, extra: Iterable[str] = ()) -> list[str]:
-    """Bound host + localhost + ``$SPACE_HOST`` + ``$LISTENLAB_ALLOWED_HOSTS`` + ``extra``."""
+def default_allowed_hosts(
+    bound: str | None = None, extra: Iterable[str] = (), settings: WebSettings | None = None
+) -> list[str]:
+    """Bound host + localhost + ``$SPACE_HOST`` + ``$LISTENLAB_ALLOWED_HOSTS`` + ``extra``
+    (``settings``: the app's, read once; else the environment's now)."""
+    web = settings if settings is not None else WebSettings.from_env()
     hosts = list(LOCAL_HOSTS)
     if bound and bound not in ("0.0.0.0", "::", ""):
         hosts.append(bound)
-    if os.environ.get("SPACE_HOST"):
-        hosts.append(os.environ["SPACE_HOST"])
-    hosts += _split_list(os.environ.get(ENV_ALLOWED_HOSTS))
+    if web.space_host:
+        hosts.append(web.space_host)
+    hosts += list(web.allowed_hosts)
     hosts += list(extra)
     return list(dict.fromkeys(_host_only(h) if h != "*" else "*" for h in hosts))
 
@@ -74,7 +83,7 @@ class GuardConfig:
 
     allowed_hosts: Sequence[str] = field(default_factory=default_allowed_hosts)
     allowed_origins: Sequence[str] = field(
-        default_factory=lambda: _split_list(os.environ.get(ENV_ALLOWED_ORIGINS))
+        default_factory=lambda: list(WebSettings.from_env().allowed_origins)
     )
     """Extra page origins (``https://example.org``) whose pages may use the WebSockets."""
     body_limits: Sequence[tuple[str, str, int]] = ()
@@ -84,6 +93,38 @@ class GuardConfig:
     error_body: ErrorBody = simple_error
     closed: Sequence[tuple[str, str]] = ()
     """``(method or "*", exact path)`` answered 404 (a route no page of this server needs)."""
+    frame_ancestors: Sequence[str] | None = None
+    """Origins besides the page's own that may frame this server's answers; None: no header
+    (``listenlab api`` serves no pages)."""
+    admin_paths: Sequence[str] = ()
+    """Admin routes (a path ending in ``/`` is a prefix): refused to another site's requests."""
+    admin_pages: Sequence[str] = ()
+    """Admin pages (exact paths) another site may still open as a page (huggingface.co frames
+    the Space): only a navigation, never a fetch, an image or a download from another page."""
+
+    def frame_headers(self) -> list[tuple[bytes, bytes]]:
+        """``frame-ancestors`` (and ``X-Frame-Options`` when only this site may frame)."""
+        if self.frame_ancestors is None:
+            return []
+        others = " ".join(self.frame_ancestors)
+        csp = f"frame-ancestors 'self' {others}".strip()
+        headers = [(b"content-security-policy", csp.encode("latin-1"))]
+        if not self.frame_ancestors:
+            headers.append((b"x-frame-options", b"SAMEORIGIN"))
+        return headers
+
+    def other_site_refused(self, path: str, h: dict[str, str]) -> bool:
+        """An admin route asked from another site's page (``Sec-Fetch-Site``), other than a
+        navigation to an admin page. Scripts send no ``Sec-Fetch-*`` and are not concerned."""
+        if h.get("sec-fetch-site", "").lower() not in OTHER_SITE:
+            return False
+        if not any(path.startswith(p) if p.endswith("/") else path == p for p in self.admin_paths):
+            return False
+        navigation = (
+            h.get("sec-fetch-mode", "").lower() == "navigate"
+            and h.get("sec-fetch-dest", "").lower() in PAGE_DESTS
+        )
+        return not (navigation and path in self.admin_pages)
 
     def is_closed(self, method: str, path: str) -> bool:
         return any((m == "*" or m == method) and path == p for m, p in self.closed)
@@ -204,6 +245,12 @@ class GuardMiddleware:
         method = scope.get("method", "GET")
         if cfg.is_closed(method, scope.get("path", "")):
             return await self._reject_http(send, 404, "this route is closed on this server")
+        if cfg.other_site_refused(scope.get("path", ""), h):
+            return await self._reject_http(
+                send, 403, "cross-site request refused: admin routes answer this site's own pages"
+            )
+        if cfg.frame_ancestors is not None:
+            send = _with_headers(send, cfg.frame_headers())
         origin = h.get("origin")
         if origin is not None and not cfg.origin_ok(origin, host):
             send = _without_cors(send)  # no foreign page may read answers with our cookies
@@ -271,6 +318,19 @@ def _aborter(send) -> Callable[[], bool]:
         return True
 
     return abort
+
+
+def _with_headers(send, extra: list[tuple[bytes, bytes]]):
+    """``send`` adding ``extra`` response headers (replacing any of the same names)."""
+    names = {k for k, _ in extra}
+
+    async def add(msg):
+        if msg.get("type") == "http.response.start":
+            kept = [(k, v) for k, v in msg.get("headers", []) if k.lower() not in names]
+            msg = {**msg, "headers": kept + extra}
+        await send(msg)
+
+    return add
 
 
 def _without_cors(send):

@@ -22,7 +22,6 @@ from __future__ import annotations
 import base64
 import hashlib
 import json
-import os
 import re
 import secrets
 import time
@@ -32,6 +31,7 @@ from typing import Any
 
 from starlette.requests import HTTPConnection
 
+from app.config import WebSettings
 from app.web.proxies import Proxies
 
 COOKIE = "ll_owner"
@@ -88,28 +88,29 @@ HF_SESSION_MAX_AGE_S = 14 * 24 * 3600
 """Starlette's SessionMiddleware defaults, as Gradio's ``attach_oauth`` uses them."""
 
 
-def hf_login_configured() -> bool:
-    """The Space has Hugging Face login (OAuth) enabled."""
-    return bool(os.environ.get("OAUTH_CLIENT_ID"))
+def hf_login_configured(settings: WebSettings | None = None) -> bool:
+    """The Space has Hugging Face login (OAuth) enabled (``settings``: the app's, read once;
+    else the environment's now)."""
+    web = settings if settings is not None else WebSettings.from_env()
+    return bool(web.hf_client_id)
 
 
-def hf_user(conn: HTTPConnection) -> str | None:
+def hf_user(conn: HTTPConnection, settings: WebSettings | None = None) -> str | None:
     """The Hugging Face user name of this request's Gradio login session, or None.
 
     Gradio (``gradio.oauth.attach_oauth``) keeps ``oauth_info`` in Starlette's session cookie,
     signed with ``sha256($OAUTH_CLIENT_SECRET + "-v4")``; the signature is checked here with the
     same key (itsdangerous, installed with ``gradio[oauth]``), so a forged cookie is no login.
     """
+    web = settings if settings is not None else WebSettings.from_env()
     raw = conn.cookies.get(HF_SESSION_COOKIE)
-    if not raw or not hf_login_configured():
+    if not raw or not hf_login_configured(web):
         return None
     try:
         import itsdangerous
     except ImportError:  # gradio[oauth] not installed: there is no login to read
         return None
-    secret = hashlib.sha256(
-        (os.environ.get("OAUTH_CLIENT_SECRET", "") + "-v4").encode()
-    ).hexdigest()
+    secret = hashlib.sha256((web.hf_client_secret + "-v4").encode()).hexdigest()
     try:
         data = itsdangerous.TimestampSigner(secret).unsign(raw, max_age=HF_SESSION_MAX_AGE_S)
         info = json.loads(base64.b64decode(data)).get("oauth_info") or {}

@@ -11,8 +11,13 @@ import json
 import re
 from typing import Any
 
+from backends.errors import InvalidRequest
+
 MAX_JSON_DEPTH = 32
 """Deepest nesting accepted in a JSON body or message (no request needs more than 3)."""
+JSON_BODY_BYTES = 64 * 1024
+"""The largest JSON body of ``listenlab serve``'s own routes (``/ll/…``): a listening test's
+spec with its 200 prompts is about 17 KB."""
 
 CLIENT_ID_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
 """An id a client may choose (a report id): letters and digits first, no formula character,
@@ -59,11 +64,29 @@ def loads_limited(raw: str | bytes, max_depth: int = MAX_JSON_DEPTH) -> Any:
     return data
 
 
+def json_object(raw: bytes | str, max_depth: int = MAX_JSON_DEPTH) -> dict[str, Any]:
+    """A request body's JSON object (``{}`` when empty); a clear 400 for anything else,
+    nesting too deep included (Python's own parser raises RecursionError near 1,000 levels)."""
+    if not raw:
+        return {}
+    try:
+        d = loads_limited(raw, max_depth)
+    except JsonTooDeep as e:
+        raise InvalidRequest(f"the body's {e}") from None
+    except ValueError:
+        raise InvalidRequest("the body must be JSON") from None
+    if not isinstance(d, dict):
+        raise InvalidRequest("the body must be a JSON object")
+    return d
+
+
 __all__ = [
     "CLIENT_ID_RE",
+    "JSON_BODY_BYTES",
     "MAX_JSON_DEPTH",
     "JsonTooDeep",
     "client_id",
     "json_depth_ok",
+    "json_object",
     "loads_limited",
 ]

@@ -19,28 +19,22 @@ from __future__ import annotations
 
 import asyncio
 import json
-import os
 from collections import deque
 from collections.abc import Callable
 from typing import Any
+
+from app.config import ENV_WS_STALL_S, WS_STALL_S, WebSettings
 
 SOFT_BYTES = 2 * 1024 * 1024
 """About 40 s of 24 kHz mono PCM: more than a page's player ever needs queued at once."""
 HARD_BYTES = 12 * 1024 * 1024
 """A take sent whole is one message (a 2-minute take at 48 kHz is 11 MB); beyond that, close."""
-STALL_S = 30.0
+STALL_S = WS_STALL_S
 """How long a client may leave the queue over the soft budget before it is closed
-(``$LISTENLAB_WS_STALL_S`` overrides it)."""
-ENV_STALL_S = "LISTENLAB_WS_STALL_S"
+(``$LISTENLAB_WS_STALL_S`` overrides it: :class:`app.config.WebSettings`)."""
+ENV_STALL_S = ENV_WS_STALL_S
 CLOSE_CODE = 1008
 CLOSE_REASON = "the client is not reading its messages"
-
-
-def _env_float(name: str, default: float) -> float:
-    try:
-        return max(0.1, float(os.environ.get(name, default)))
-    except ValueError:
-        return default
 
 
 class Outbox:
@@ -57,7 +51,7 @@ class Outbox:
         """Called once, on the overflow (the socket's owner closes the connection)."""
         self.soft_bytes = soft_bytes
         self.hard_bytes = hard_bytes
-        self.stall_s = stall_s if stall_s is not None else _env_float(ENV_STALL_S, STALL_S)
+        self.stall_s = stall_s if stall_s is not None else WebSettings.from_env().ws_stall_s
         self.bytes = 0
         self.peak_bytes = 0
         self.overflowed = False

@@ -16,18 +16,14 @@ the player's WebSocket and every cookie need the same answer.
 from __future__ import annotations
 
 import ipaddress
-import os
 from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
-ENV_TRUSTED_PROXIES = "LISTENLAB_TRUSTED_PROXIES"
+from app.config import ENV_TRUSTED_PROXIES, WebSettings
+
 SPACE_PROXY_NETS = ("10.0.0.0/8", "172.16.0.0/12", "192.168.0.0/16", "fc00::/7")
 """Where a Space's own proxy connects from (private addresses; never a visitor's)."""
-
-
-def _split_list(v: str | None) -> list[str]:
-    return [x.strip() for x in (v or "").split(",") if x.strip()]
 
 
 Network = ipaddress.IPv4Network | ipaddress.IPv6Network
@@ -64,9 +60,11 @@ class Proxies:
         return cls(tuple(nets))
 
     @classmethod
-    def from_env(cls) -> Proxies:
-        spec = _split_list(os.environ.get(ENV_TRUSTED_PROXIES))
-        if not spec and os.environ.get("SPACE_ID"):
+    def from_env(cls, settings: WebSettings | None = None) -> Proxies:
+        """From the app's settings (read once), else the environment's now."""
+        web = settings if settings is not None else WebSettings.from_env()
+        spec = list(web.trusted_proxies)
+        if not spec and web.space_id:
             spec = list(SPACE_PROXY_NETS)
         return cls.parse(spec)
 

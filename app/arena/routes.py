@@ -1,0 +1,139 @@
+"""The arena's HTTP routes: module-level routers that read the app's arena from
+``request.app.state.arena`` (put there by :func:`app.arena.install`).
+
+A refusal is an :class:`app.arena.battles.ArenaError`, answered by the one JSON error handler
+(:func:`app.web.errors.error_response`) with their class's HTTP status. A JSON body is parsed
+with the app's bounded parser (:func:`app.web.inputs.loads_limited`): nesting deeper than
+:data:`app.web.inputs.MAX_JSON_DEPTH` is a 400 with that reason, never a 500.
+
+Public (:data:`router`): ``POST /ll/arena/session``, ``GET /ll/arena/api/prompt``,
+``GET /ll/arena/api/leaderboard``, ``GET /ll/arena/api/battles/{id}``,
+``POST /ll/arena/api/battles/{id}/vote`` {choice}. Admin only (:data:`admin`):
+``GET /ll/arena/api/votes.csv``, ``GET /ll/arena/api/voters``,
+``POST /ll/arena/api/voters/{voter}/drop``, ``GET``/``POST /ll/arena/api/settings`` (the
+listing threshold, kept in the DB).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import re
+from typing import Annotated, Any
+
+from fastapi import APIRouter, Depends, Request
+from fastapi.responses import PlainTextResponse
+
+from app.arena.battles import ArenaError, owner_view
+from app.arena.service import ArenaService, owner_of
+from app.web.admin import require_admin
+from app.web.identity import COOKIE, owner_for_token
+from app.web.inputs import JsonTooDeep, loads_limited
+
+VOTER_RE = re.compile(r"^(ip|hf):[0-9a-f]{24}$")
+
+
+def arena_service(request: Request) -> ArenaService:
+    """FastAPI dependency: the app's arena (set by :func:`app.arena.install`)."""
+    return request.app.state.arena
+
+
+Service = Annotated[ArenaService, Depends(arena_service)]
+router = APIRouter()
+admin = APIRouter(dependencies=[Depends(require_admin)])
+
+
+async def json_body(request: Request) -> Any:
+    """The request's JSON, or None when it is not JSON; too deep a nesting is refused (400)."""
+    raw = await request.body()
+    try:
+        return loads_limited(raw)
+    except JsonTooDeep as e:
+        raise ArenaError(str(e)) from None
+    except ValueError:  # not JSON (UnicodeDecodeError is one too)
+        return None
+
+
+@router.post("/ll/arena/session")
+async def arena_session(request: Request, svc: Service) -> dict[str, Any]:
+    """The page's first call: how the arena is set up. The identity cookie comes with this
+    answer (as with any other) when the visitor has none yet."""
+    cookie = request.cookies.get(COOKIE)
+    fresh = cookie is None or owner_of(request) != owner_for_token(cookie)
+    return {
+        "systems": len(svc.systems),
+        "ready": len(svc.systems) >= 2,
+        "max_chars": svc.config.limits.max_chars,
+        "battles_per_minute": svc.config.limits.battles_per_minute,
+        "new_session": fresh,
+    }
+
+
+@router.get("/ll/arena/api/prompt")
+async def arena_prompt(svc: Service) -> dict[str, Any]:
+    return {"text": svc.random_prompt()}
+
+
+@router.get("/ll/arena/api/leaderboard")
+async def arena_leaderboard(svc: Service) -> dict[str, Any]:
+    return await svc.board()
+
+
+@router.get("/ll/arena/api/battles/{battle_id}")
+async def arena_battle(battle_id: str, request: Request, svc: Service) -> dict[str, Any]:
+    bt = await asyncio.to_thread(svc.arena.get, battle_id, owner_of(request))
+    return owner_view(bt)
+
+
+@router.post("/ll/arena/api/battles/{battle_id}/vote")
+async def arena_vote(battle_id: str, request: Request, svc: Service) -> dict[str, Any]:
+    payload = await json_body(request)
+    if not isinstance(payload, dict):
+        raise ArenaError('send JSON {"choice": "a"|"b"|"tie"|"both_bad"}')
+    return await svc.vote(owner_of(request), battle_id, payload.get("choice"), svc.voter(request))
+
+
+@admin.get("/ll/arena/api/voters")
+async def arena_voters(svc: Service) -> dict[str, Any]:
+    """Votes per voter hash, most first: what the admin looks at before dropping one."""
+    df = await asyncio.to_thread(svc.arena.voters_frame)
+    return {"voters": df.to_dict(orient="records")}
+
+
+@admin.post("/ll/arena/api/voters/{voter}/drop")
+async def arena_drop_voter(voter: str, svc: Service) -> dict[str, Any]:
+    """Delete every vote of a voter and refuse its later ones; the board recomputes."""
+    if not VOTER_RE.match(voter):
+        raise ArenaError("a voter is 'ip:' or 'hf:' and 24 hex digits")
+    n = await asyncio.to_thread(svc.arena.drop_voter, voter)
+    return {"voter": voter, "votes_dropped": n}
+
+
+@admin.get("/ll/arena/api/settings")
+async def arena_settings(svc: Service) -> dict[str, Any]:
+    """The admin's knobs: the listing threshold (and the deployment's default)."""
+    return {
+        "min_votes": await asyncio.to_thread(svc.min_votes),
+        "default_min_votes": svc.config.min_votes,
+    }
+
+
+@admin.post("/ll/arena/api/settings")
+async def arena_set_settings(request: Request, svc: Service) -> dict[str, Any]:
+    """Set the listing threshold (``{"min_votes": N}``; null: back to the default). It is
+    kept in the DB, so it survives a restart; the board recomputes on its next read."""
+    body = await json_body(request)
+    if not isinstance(body, dict) or "min_votes" not in body:
+        raise ArenaError('send {"min_votes": N} (or null for the default)')
+    await asyncio.to_thread(svc.set_min_votes, body["min_votes"])
+    return await arena_settings(svc)
+
+
+@admin.get("/ll/arena/api/votes.csv")
+async def arena_votes_csv(svc: Service) -> PlainTextResponse:
+    from evaluation.report import safe_csv
+
+    df = await asyncio.to_thread(svc.arena.votes_frame)
+    return PlainTextResponse(safe_csv(df), media_type="text/csv")
+
+
+__all__ = ["VOTER_RE", "admin", "arena_service", "json_body", "router"]
