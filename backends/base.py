@@ -282,6 +282,12 @@ class Backend(abc.ABC):
     def describe(self) -> str:
         return self.spec or self.name
 
+    def usage(self, request_id: str) -> dict[str, Any] | None:
+        """The token counts a remote server reported for the request ``request_id`` (its
+        ``speech.audio.done`` usage or usage headers), taken once; None when none were
+        reported (listenlab's own voices count no tokens)."""
+        return None
+
     def note(self, request: SpeechRequest | None = None) -> str | None:
         """What this backend does not do that its model would (a CPU voice standing in for a
         GPU model: "cpu voice; clone not applied"), for ``request`` or any request; None when

@@ -259,6 +259,7 @@ class VllmOmniBackend(Backend):
     ):
         self.model_path = model_path
         self.adapter = adapter
+        self.unit = getattr(adapter, "unit", None)  # its model's rules, whatever the served name
         self.engine_kwargs = dict(engine_kwargs or {})
         self._engine: Any = None
         self._start_lock = asyncio.Lock()

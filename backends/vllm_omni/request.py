@@ -134,7 +134,7 @@ def speech_request(
     """The one way a body or session config becomes a validated ``SpeechRequest`` for
     ``backend``. ``ref_audio`` is the decoded clip as mono WAV (or None). A voice named
     ``default`` is vLLM-Omni's placeholder for none."""
-    if ref_audio is not None and not backend.capabilities.cloning:
+    if ref_audio is not None and not backend.capabilities.cloning and backend.unit is None:
         raise InvalidRequest(
             f"the {backend.describe()} backend cannot clone voices, so ref_audio is not supported"
         )

@@ -186,6 +186,16 @@ class VllmOmniHttpBackend(Backend):
         if r.status_code >= 400:
             raise BackendError(error_message(r.content, r.status_code), status=r.status_code)
 
+    def usage(self, request_id: str) -> dict[str, Any] | None:
+        """What the server reported for ``request_id`` (its usage headers or the SSE
+        ``speech.audio.done`` usage), taken once."""
+        return self.server.usage.pop(request_id, None)
+
+    @property
+    def unit(self) -> Any:
+        """The served model's unit, by the server's model name (None: a model no unit knows)."""
+        return model_unit(self.upstream_model)
+
     # -- the served model's rules
 
     @property
