@@ -160,6 +160,17 @@ class WireProfile:
             out.append(self.ttfa_ms / 1000.0 + gen + self.stall_before(i))
         return out
 
+    def summary(self) -> str:
+        """The wire in a few words, for a system picker: ``24 kHz mono, 80 ms then 2 s chunks``."""
+        khz = f"{self.sample_rate / 1000:g} kHz"
+        layout = {1: "mono", 2: "stereo"}.get(self.channels, f"{self.channels} channels")
+        if self.whole_file:
+            return f"{khz} {layout}, the whole file at the end"
+        first = [1000.0 * f / self.frame_hz for f in self.first_frames]
+        steady = 1000.0 * self.chunk_frames / self.frame_hz
+        head = ", ".join(_ms(x) for x in dict.fromkeys(first))
+        return f"{khz} {layout}, {head} then {_ms(steady)} chunks"
+
     def describe(self) -> dict[str, object]:
         """JSON-safe summary for the README, the Playground and the API."""
         whole = self.whole_file
@@ -176,6 +187,7 @@ class WireProfile:
             "steady_chunk_ms": None if whole else 1000.0 * self.chunk_frames / self.frame_hz,
             "whole_file": self.whole_file,
             "unit": self.unit,
+            "summary": self.summary(),
             "pace": self.pace,
             "jitter_ms": self.jitter_ms,
             "stalls": [[s.after, s.seconds] for s in self.stalls],
@@ -183,6 +195,10 @@ class WireProfile:
             "source": self.source,
             "assumptions": self.assumptions,
         }
+
+
+def _ms(ms: float) -> str:
+    return f"{ms:.0f} ms" if ms < 1000 else f"{ms / 1000:.3g} s"
 
 
 WHOLE = 2**62

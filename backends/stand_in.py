@@ -75,7 +75,7 @@ class StandIn:
             speed=True,
             speed_streaming=self.unit.speed_streaming,
             instructions=self.unit.instructions,
-            voice_library=True,
+            voice_library=self.unit.cloning,  # what a voice picker may offer; uploads are kept
         )
 
     def add_voice(self, name: str, wav: bytes, ref_text: str | None) -> Voice:

@@ -95,7 +95,8 @@ def test_the_model_card_says_the_limit_and_the_stand_in(qwen_as_tts1):
     ll = card["listenlab"]
     assert ll["model"] == "qwen3_tts" and ll["rules"]["reference_type"] == "qwen3_tts"
     assert ll["stand_in"].startswith("cpu voice (piper?deterministic=1) for Qwen3-TTS")
-    assert (ll["sample_rate"], ll["channels"], ll["voice_library"]) == (24000, 1, True)
+    # a CustomVoice checkpoint: no cloning to offer (uploads are still kept, as vLLM-Omni does)
+    assert (ll["sample_rate"], ll["channels"], ll["cloning"]) == (24000, 1, False)
 
 
 def test_a_clone_only_model_takes_a_clip_and_says_it_did_not_clone(clip):
@@ -210,3 +211,33 @@ def test_metrics_families_and_a_disconnect_counted_closed():
         assert metric(text, "process_resident_memory_bytes") > 10e6
         assert metric(text, "http_requests_total", handler="/v1/audio/speech", status="2xx") == 2
         assert metric(text, "python_gc_collections_total", generation="0") > 0
+
+
+def test_the_playground_lists_each_models_rate_and_schedule(tmp_path):
+    from app.server import create_app
+    from tests.support.app_util import live_server
+
+    app = create_app(
+        {
+            "piper": "piper?deterministic=1",
+            "qwen3": "piper?deterministic=1&profile=qwen3-tts",
+            "cosy": "piper?deterministic=1&profile=cosyvoice3",
+            "index": "piper?deterministic=1&profile=indextts2",
+            "music": "piper?deterministic=1&profile=minimax-music3",
+        },
+        tmp_path / "listenlab.db",
+    )
+    with live_server(app) as live:
+        d = httpx.get(live.url + "ll/api/config", trust_env=False).json()
+    systems = {b["label"]: b for b in d["backends"]}
+    assert systems["piper"]["model"] is None
+    qwen = systems["qwen3"]
+    assert qwen["model"]["title"] == "Qwen3-TTS"
+    assert qwen["model"]["schedule"] == "24 kHz mono, 80 ms then 2 s chunks"
+    assert qwen["model"]["stand_in"].startswith("cpu voice (piper?deterministic=1) for Qwen3-TTS")
+    assert {"vivian", "ryan"} <= {v["name"] for v in qwen["voices"]} and not qwen["can_clone"]
+    cosy = systems["cosy"]
+    assert cosy["model"]["schedule"] == "24 kHz mono, 600 ms, 1.2 s then 2.4 s chunks"
+    assert cosy["capabilities"]["clone_required"] and cosy["can_clone"]
+    assert systems["index"]["model"]["schedule"] == "22.05 kHz mono, the whole file at the end"
+    assert systems["music"]["model"]["schedule"] == "32 kHz stereo, 5 s then 4 s chunks"

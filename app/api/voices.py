@@ -168,7 +168,7 @@ async def upload_audio(state: ApiState, audio_sample: UploadFile, form: dict) ->
 
     def keeps_voices() -> bool:  # a stand-in keeps uploads for any model, as vLLM-Omni does
         caps = backend.capabilities
-        return caps.cloning or caps.voice_library
+        return caps.cloning or caps.voice_library or backend.note() is not None
 
     if not keeps_voices():
         with contextlib.suppress(Exception):
