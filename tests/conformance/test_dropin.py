@@ -380,8 +380,15 @@ def test_metrics_are_the_references_families(pair):
     assert omni.status_code == ours.status_code == 200
     assert all(r.headers["content-type"].startswith("text/plain") for r in (omni, ours))
     theirs, mine = metric_types(omni.text), metric_types(ours.text)
-    shared = {k: v for k, v in mine.items() if k.startswith("vllm_omni:")}
+    shared = {k: v for k, v in mine.items() if not k.startswith("listenlab_")}
     assert shared and all(theirs.get(k) == v for k, v in shared.items()), (shared, theirs)
+    # every family of theirs is exported here or listed absent with its reason
+    from app.api.metrics import ABSENT
+
+    missing = set(theirs) - set(mine) - set(ABSENT)
+    missing -= {k for k in theirs if k.endswith("_created")}  # prometheus_client's timestamps
+    assert not missing, sorted(missing)
+    assert set(ABSENT) <= set(theirs), set(ABSENT) - set(theirs)
     count = re.search(r"^vllm_omni:audio_ttfp_s_count(?:\{[^}]*\})? (\S+)$", ours.text, re.M)
     assert count and float(count.group(1)) >= 1
 
