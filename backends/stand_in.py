@@ -116,11 +116,12 @@ class StandIn:
 
     def plain(self, request: SpeechRequest) -> SpeechRequest:
         """The request the CPU voice speaks: the text, speed and seed, once the model's rules
-        took it (:meth:`check`). A reference clip is decoded first (bounded: size, length,
-        1-30 s), so a clip the model could not use is refused; the voice, clip, transcript,
-        style, language and model fields are dropped."""
+        took it (:meth:`check`). A reference clip of a model that clones is decoded first
+        (bounded: size, length, 1-30 s), so a clip the model could not use is refused (a model
+        that does not clone never reads the field: Step-Audio2 speaks the same with any value);
+        the voice, clip, transcript, style, language and model fields are dropped."""
         self.check(request)
-        if request.ref_audio is not None:
+        if request.ref_audio is not None and self.unit.cloning:
             decode_ref_audio(request.ref_audio)
         return replace(
             request,
@@ -141,7 +142,7 @@ class StandIn:
             return "; ".join(said)
         if request.voice:
             said.append(f"voice {request.voice!r} not applied")
-        if request.ref_audio is not None:
+        if request.ref_audio is not None and self.unit.cloning:
             said.append("clone not applied")
         if request.instructions:
             said.append("instructions not applied")

@@ -123,7 +123,7 @@ async def check_speech(body: Any, state: ApiState) -> RequestView:
         check_stream_speed(body.speed, label, state)
     refuse(adapter_error(view, ctx))
     refuse_unhonoured(view, state, ctx)
-    return view
+    return unread_fields_dropped(view, ctx)
 
 
 async def check_unit(config: Any, text: str, state: ApiState) -> RequestView:
@@ -134,6 +134,15 @@ async def check_unit(config: Any, text: str, state: ApiState) -> RequestView:
     view.input = text  # "default" stays a voice name here: only create_speech maps it
     refuse(adapter_error(view, ctx))
     refuse_unhonoured(view, state, ctx)
+    return unread_fields_dropped(view, ctx)
+
+
+def unread_fields_dropped(view: RequestView, ctx: RuleContext) -> RequestView:
+    """A model whose adapter never reads ``ref_audio`` (Step-Audio2) speaks the same with any
+    value there, so the clip is neither decoded nor passed on."""
+    if not ctx.rules.reads_ref_audio:
+        view.ref_audio = None
+        view.ref_text = None
     return view
 
 

@@ -81,6 +81,10 @@ class SpeechRules:
     ``_TTS_MAX_INSTRUCTIONS_LENGTH``, checked in Qwen3-TTS's ``validate`` only)."""
     embedding_dims: tuple[tuple[str, int], ...] = ()
     """``speaker_embedding`` dimension by checkpoint size (Qwen3-TTS: the talker hidden size)."""
+    reads_ref_audio: bool = True
+    """The adapter reads ``ref_audio`` at all (to clone or to refuse it). False: it never looks
+    at the field (Covo-Audio, Step-Audio2), so any value, even one that is not a clip, is
+    ignored and the same speech comes back."""
 
     def validate(self, view: RequestView, ctx: RuleContext) -> str | None:
         """The adapter's ``validate()``: the first refusal, or None. This is the check most

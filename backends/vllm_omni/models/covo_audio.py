@@ -51,7 +51,7 @@ MODEL = ModelUnit(
     sample_rate=24000,
     channels=1,
     open_voices=True,
-    rules=InputOnlyRules("covo_audio", rules_text(RULE_SOURCES)),
+    rules=InputOnlyRules("covo_audio", rules_text(RULE_SOURCES), reads_ref_audio=False),
     schedule=ChunkSchedule(
         frame_hz=25.0,
         first_frames=(1,),

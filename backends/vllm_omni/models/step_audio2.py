@@ -37,7 +37,7 @@ MODEL = ModelUnit(
     channels=1,
     instructions=True,
     open_voices=True,
-    rules=InputOnlyRules("step_audio2", rules_text(RULE_SOURCES)),
+    rules=InputOnlyRules("step_audio2", rules_text(RULE_SOURCES), reads_ref_audio=False),
     schedule=ChunkSchedule(
         frame_hz=25.0,
         first_frames=(1,),
