@@ -60,7 +60,7 @@ def leaderboard(
     both_bad = both_bad_counts(v)
     if not v.empty:
         v["choice"] = v["choice"].replace({"both_bad": "tie"})
-    df = bt_leaderboard(v, min_votes=min_votes, n_boot=n_boot, seed=seed)
+    df = bt_leaderboard(v, min_votes=min_votes, n_boot=n_boot, seed=seed, voter="voter")
     rows = []
     for r in df.to_dict("records"):
         bb = both_bad.get(str(r["system"]), 0)

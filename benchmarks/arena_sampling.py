@@ -1,0 +1,352 @@
+"""The arena's pair choice against known truth: how well the board ranks the systems after K
+votes when the next pair is chosen by expected information gain (the arena's rule,
+:func:`evaluation.arena.sampling.choose_pair`) or by vote counts (the first rule,
+:func:`evaluation.arena.sampling.count_weighted_pair`), and whether the board's intervals
+cover the true strengths (issue #42).
+
+Each simulated arena draws true log-strengths ``θ ~ N(0, spread²)`` for N systems and a crowd:
+
+* ``clean``: every vote follows the model. The expected score of ``i`` against ``j`` (a win,
+  or half of a tie) is ``σ(θi − θj)``; a tie comes with probability ``0.2 · 4σ(1 − σ)``.
+* ``noisy``: as clean, but 30 % of votes are a coin flip (inattentive voters).
+* ``adversarial``: as clean, but 15 % of votes come from a ring that picks one low system
+  (the 25th percentile) whenever it battles and otherwise votes against the truth.
+
+Votes arrive in batches of 10 (battles are drawn before the votes of the previous ones are
+in, as on a live arena): the sampler sees the counted votes at the start of each batch, and
+the battles of the batch it already drew as votes on their way (as the arena counts battles
+of the last minutes not yet voted, :func:`evaluation.arena.sampling.with_pending`). The
+board is the arena's own fit (:func:`evaluation.stats.bt_leaderboard`: evalica's
+Bradley–Terry with 2 virtual games); its rank correlation with θ (Kendall τ_b and Spearman
+ρ) is read after K = 2, 5, 10, 20 and 40 votes per system on average (K = 1, 2.5, 5, 10, 20
+× N votes). Both samplers see the same truth in an arena, so their difference is paired;
+its Monte Carlo error is 1.96 × sd / √arenas.
+
+The coverage part runs the board itself (:func:`evaluation.arena.leaderboard`: 200
+bootstrap resamples over voters, 95 % percentile intervals) on clean arenas and counts how
+often a listed system's interval holds its true rating (``1500 + 400/ln 10 · (θ − mean θ)``).
+
+Writes ``benchmarks/results/arena_sampling.json`` (resumable: finished cells are kept).
+
+    .venv/bin/python benchmarks/arena_sampling.py [--quick] [--arenas N] [--coverage-arenas N]
+    .venv/bin/python benchmarks/arena_sampling.py --markdown   # the tables for docs/arena.md
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+from scipy import stats as st
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from evaluation.arena import leaderboard  # noqa: E402
+from evaluation.arena.sampling import (  # noqa: E402
+    SamplingRules,
+    choose_pair,
+    count_weighted_pair,
+    pair_totals,
+    posterior,
+    tally_of,
+    with_pending,
+)
+from evaluation.stats import bt_leaderboard  # noqa: E402
+
+SYSTEM_COUNTS = (6, 12, 24)
+SPREADS = (0.5, 1.0)
+CROWDS = ("clean", "noisy", "adversarial")
+VOTES_PER_SYSTEM = (2, 5, 10, 20, 40)
+"""Checkpoints: K = this × N / 2 votes (each vote involves two systems)."""
+COVERAGE_AT = (10, 20, 40)
+SAMPLERS = ("count", "gain")
+BATCH = 10
+VOTES_PER_VOTER = 8
+TIE_RATE = 0.2
+NOISE = 0.3
+RING_SHARE = 0.15
+SCALE = 400 / np.log(10)
+METHOD = (
+    "v2: batches of 10 (pending battles count), ties 0.2*4p(1-p), noise 0.3, "
+    "ring 0.15 at the 25th percentile"
+)
+
+
+@dataclass(frozen=True)
+class Cell:
+    n: int
+    spread: float
+    crowd: str
+
+    @property
+    def key(self) -> str:
+        return f"n={self.n} spread={self.spread} {self.crowd}"
+
+
+def checkpoints(n: int, per_system: tuple[int, ...] = VOTES_PER_SYSTEM) -> list[int]:
+    return [int(round(k * n / 2)) for k in per_system]
+
+
+def truth(n: int, spread: float, rng: np.random.Generator) -> np.ndarray:
+    t = rng.normal(0.0, spread, n)
+    return t - t.mean()
+
+
+def outcome(cell: Cell, theta: np.ndarray, i: int, j: int, rng: np.random.Generator) -> str:
+    """One vote on side A = ``i`` and side B = ``j``: ``a``, ``b`` or ``tie``."""
+    u = rng.random()
+    if cell.crowd == "noisy" and u < NOISE:
+        return "a" if rng.random() < 0.5 else "b"
+    if cell.crowd == "adversarial" and u < RING_SHARE:
+        target = int(np.argsort(theta)[len(theta) // 4])
+        if target in (i, j):
+            return "a" if i == target else "b"
+        return "a" if theta[i] < theta[j] else "b"
+    p = 1.0 / (1.0 + np.exp(-(theta[i] - theta[j])))
+    tie = TIE_RATE * 4 * p * (1 - p)
+    r = rng.random()
+    return "tie" if r < tie else "a" if r < tie + p - tie / 2 else "b"
+
+
+def board_fit(systems: list[str], rows: list[tuple[str, str, str, str]]) -> np.ndarray:
+    """The board's point ratings (log-strength scale, mean 0), in ``systems``' order."""
+    df = pd.DataFrame(rows, columns=["system_a", "system_b", "choice", "voter"])
+    b = bt_leaderboard(df, n_boot=0, voter="voter").set_index("system")
+    return ((b["rating"].reindex(systems).fillna(1500.0) - 1500.0) / SCALE).to_numpy()
+
+
+def run_arena(cell: Cell, sampler: str, seed: int, coverage: bool = False) -> dict:
+    """One simulated arena: the board's τ and ρ at each checkpoint (and, with ``coverage``,
+    which listed systems' intervals hold the truth)."""
+    rng_truth = np.random.default_rng([seed, cell.n, int(cell.spread * 10)])
+    theta = truth(cell.n, cell.spread, rng_truth)
+    systems = [f"s{k:02d}" for k in range(cell.n)]
+    index = {s: k for k, s in enumerate(systems)}
+    rng = np.random.default_rng([seed, 1 + SAMPLERS.index(sampler)])
+    rules = SamplingRules()
+    marks = checkpoints(cell.n, COVERAGE_AT if coverage else VOTES_PER_SYSTEM)
+    rows: list[tuple[str, str, str, str]] = []
+    out: dict = {"tau": [], "rho": [], "covered": [], "listed": [], "why": {}}
+    post = None
+    while len(rows) < marks[-1]:
+        tally = tally_of((a, b, c) for a, b, c, _ in rows)
+        pending: dict[tuple[str, str], int] = {}
+        if sampler == "gain":
+            post = posterior(systems, tally, start=None if post is None else post.mean)
+        for _ in range(BATCH):
+            if sampler == "gain":
+                pc = choose_pair(with_pending(post, pending), tally, rng, rules)
+                key = tuple(sorted((pc.a, pc.b)))
+                pending[key] = pending.get(key, 0) + 1
+            else:
+                pc = count_weighted_pair(systems, pair_totals(tally), rng)
+            out["why"][pc.why] = out["why"].get(pc.why, 0) + 1
+            choice = outcome(cell, theta, index[pc.a], index[pc.b], rng)
+            rows.append((pc.a, pc.b, choice, f"v{len(rows) // VOTES_PER_VOTER}"))
+            if len(rows) in marks:
+                score(out, cell, systems, theta, rows, coverage)
+    return out
+
+
+def score(out: dict, cell: Cell, systems, theta, rows, coverage: bool) -> None:
+    if coverage:
+        df = pd.DataFrame(rows, columns=["system_a", "system_b", "choice", "voter"])
+        board = leaderboard(df, min_votes=20, n_boot=200, seed=len(rows))
+        true = {s: 1500.0 + SCALE * t for s, t in zip(systems, theta, strict=True)}
+        listed = board["listed"]
+        out["covered"].append(
+            [r["ci_low"] - 0.05 <= true[r["system"]] <= r["ci_high"] + 0.05 for r in listed]
+        )
+        out["listed"].append(len(listed))
+        return
+    fit = board_fit(systems, rows)
+    out["tau"].append(float(st.kendalltau(fit, theta).statistic))
+    out["rho"].append(float(st.spearmanr(fit, theta).statistic))
+
+
+def mc(x: np.ndarray) -> tuple[float, float]:
+    """Mean and its Monte Carlo error (1.96 × sd / √n)."""
+    x = np.asarray(x, dtype=float)
+    return float(x.mean()), float(1.96 * x.std(ddof=1) / np.sqrt(len(x))) if len(x) > 1 else 0.0
+
+
+def summarise(cell: Cell, runs: dict[str, list[dict]]) -> dict:
+    ks = checkpoints(cell.n)
+    res: dict = {"K": ks, "votes_per_system": list(VOTES_PER_SYSTEM), "arenas": len(runs["gain"])}
+    for metric in ("tau", "rho"):
+        m = {s: np.array([r[metric] for r in runs[s]]) for s in SAMPLERS}
+        for s in SAMPLERS:
+            res[f"{metric}_{s}"] = [round(mc(m[s][:, k])[0], 4) for k in range(len(ks))]
+            res[f"{metric}_{s}_mc"] = [round(mc(m[s][:, k])[1], 4) for k in range(len(ks))]
+        d = m["gain"] - m["count"]
+        res[f"{metric}_gain_minus_count"] = [round(mc(d[:, k])[0], 4) for k in range(len(ks))]
+        res[f"{metric}_gain_minus_count_mc"] = [round(mc(d[:, k])[1], 4) for k in range(len(ks))]
+    why: dict[str, int] = {}
+    for r in runs["gain"]:
+        for k, v in r["why"].items():
+            why[k] = why.get(k, 0) + v
+    total = sum(why.values())
+    res["gain_draws"] = {k: round(v / total, 3) for k, v in sorted(why.items())}
+    return res
+
+
+def coverage_summary(runs: list[dict]) -> dict:
+    out = {"K": None, "coverage": [], "mc_se": [], "listed_share": []}
+    for k in range(len(COVERAGE_AT)):
+        per_arena = [np.mean(r["covered"][k]) for r in runs if r["covered"][k]]
+        flat = [c for r in runs for c in r["covered"][k]]
+        cov = float(np.mean(flat)) if flat else float("nan")
+        se = float(np.std(per_arena, ddof=1) / np.sqrt(len(per_arena))) if per_arena else 0.0
+        out["coverage"].append(round(cov, 4))
+        out["mc_se"].append(round(se, 4))
+        out["listed_share"].append(round(float(np.mean([r["listed"][k] for r in runs])), 2))
+    return out
+
+
+def _writer(path: Path, res: dict):
+    def save() -> None:
+        tmp = path.with_name(path.name + ".tmp")
+        tmp.write_text(json.dumps(res, indent=1) + "\n", encoding="utf-8")
+        tmp.replace(path)
+
+    return save
+
+
+def run_curves(res: dict, arenas: int, save) -> None:
+    cells = res.setdefault("cells", {})
+    for n in SYSTEM_COUNTS:
+        for spread in SPREADS:
+            for crowd in CROWDS:
+                cell = Cell(n, spread, crowd)
+                if cells.get(cell.key, {}).get("arenas", 0) >= arenas:
+                    continue
+                t = time.monotonic()
+                runs = {s: [run_arena(cell, s, seed) for seed in range(arenas)] for s in SAMPLERS}
+                cells[cell.key] = {**summarise(cell, runs), "seconds": round(time.monotonic() - t)}
+                print(cell.key, json.dumps(cells[cell.key]["tau_gain_minus_count"]), flush=True)
+                save()
+
+
+def run_coverage(res: dict, arenas: int, save) -> None:
+    cov = res.setdefault("coverage", {})
+    for n in SYSTEM_COUNTS:
+        for spread in SPREADS:
+            cell = Cell(n, spread, "clean")
+            for s in SAMPLERS:
+                key = f"{cell.key} {s}"
+                if cov.get(key, {}).get("arenas", 0) >= arenas:
+                    continue
+                runs = [run_arena(cell, s, 10_000 + seed, coverage=True) for seed in range(arenas)]
+                cov[key] = {
+                    **coverage_summary(runs),
+                    "K": checkpoints(n, COVERAGE_AT),
+                    "arenas": arenas,
+                }
+                print(key, cov[key]["coverage"], flush=True)
+                save()
+
+
+def headline(res: dict) -> dict:
+    """Over all cells: at which K the gain curve is above the count curve, and by how much."""
+    out = {}
+    for metric in ("tau", "rho"):
+        rows = []
+        for key, c in res.get("cells", {}).items():
+            for k, d, e in zip(
+                c["votes_per_system"],
+                c[f"{metric}_gain_minus_count"],
+                c[f"{metric}_gain_minus_count_mc"],
+                strict=True,
+            ):
+                rows.append({"cell": key, "votes_per_system": k, "diff": d, "mc": e})
+        if not rows:
+            continue
+        df = pd.DataFrame(rows)
+        by_k = df.groupby("votes_per_system")["diff"]
+        out[metric] = {
+            "mean_diff_by_votes_per_system": {int(k): round(v, 4) for k, v in by_k.mean().items()},
+            "min_diff_by_votes_per_system": {int(k): round(v, 4) for k, v in by_k.min().items()},
+            "cells_above": int((df["diff"] > df["mc"]).sum()),
+            "cells_below": int((df["diff"] < -df["mc"]).sum()),
+            "cells": len(df),
+        }
+    return out
+
+
+def markdown(res: dict) -> str:
+    lines = [
+        "| systems | spread | crowd | K | τ count | τ gain | gain − count |",
+        "| ---: | ---: | --- | ---: | ---: | ---: | ---: |",
+    ]
+    for key, c in res.get("cells", {}).items():
+        n, spread, crowd = key.split()
+        for k, K in enumerate(c["K"]):
+            lines.append(
+                f"| {n[2:]} | {spread[7:]} | {crowd} | {K} | "
+                f"{c['tau_count'][k]:.3f} ± {c['tau_count_mc'][k]:.3f} | "
+                f"{c['tau_gain'][k]:.3f} ± {c['tau_gain_mc'][k]:.3f} | "
+                f"{c['tau_gain_minus_count'][k]:+.3f} ± {c['tau_gain_minus_count_mc'][k]:.3f} |"
+            )
+    lines += [
+        "",
+        "| systems | spread | sampler | K | coverage | MC se | listed |",
+        "| ---: | ---: | --- | ---: | ---: | ---: | ---: |",
+    ]
+    for key, c in res.get("coverage", {}).items():
+        n, spread, _crowd, sampler = key.split()
+        for k, K in enumerate(c["K"]):
+            lines.append(
+                f"| {n[2:]} | {spread[7:]} | {sampler} | {K} | {c['coverage'][k]:.3f} | "
+                f"{c['mc_se'][k]:.3f} | {c['listed_share'][k]} |"
+            )
+    return "\n".join(lines)
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--quick", action="store_true", help="40 arenas per cell, 20 for coverage")
+    ap.add_argument("--arenas", type=int, default=None, help="arenas per cell (default 200)")
+    ap.add_argument(
+        "--coverage-arenas", type=int, default=None, help="arenas per coverage cell (default 60)"
+    )
+    ap.add_argument("--part", choices=("all", "curves", "coverage"), default="all")
+    ap.add_argument("--out", default=str(ROOT / "benchmarks/results/arena_sampling.json"))
+    ap.add_argument("--markdown", action="store_true", help="print the docs' tables and stop")
+    args = ap.parse_args()
+    out = Path(args.out)
+    try:
+        res = json.loads(out.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        res = {}
+    if args.markdown:
+        print(markdown(res))
+        return 0
+    if res.get("method") != METHOD:
+        res = {"method": METHOD}
+    save = _writer(out, res)
+    res["machine"] = f"{platform.machine()}, {os.cpu_count()} cores"
+    res["load_avg_1m_at_start"] = round(os.getloadavg()[0], 2)
+    res["rules"] = SamplingRules().__dict__
+    t = time.monotonic()
+    if args.part in ("all", "curves"):
+        run_curves(res, args.arenas or (40 if args.quick else 200), save)
+    if args.part in ("all", "coverage"):
+        run_coverage(res, args.coverage_arenas or (20 if args.quick else 60), save)
+    res["headline"] = headline(res)
+    res["seconds"] = round(time.monotonic() - t)
+    save()
+    print(json.dumps(res["headline"], indent=1))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
