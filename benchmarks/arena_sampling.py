@@ -169,6 +169,10 @@ def score(out: dict, cell: Cell, systems, theta, rows, coverage: bool) -> None:
         out["listed"].append(len(listed))
         return
     fit = board_fit(systems, rows)
+    if np.ptp(fit) == 0:  # a board with every rating equal orders nothing: no correlation
+        out["tau"].append(0.0)
+        out["rho"].append(0.0)
+        return
     out["tau"].append(float(st.kendalltau(fit, theta).statistic))
     out["rho"].append(float(st.spearmanr(fit, theta).statistic))
 
@@ -212,10 +216,23 @@ def coverage_summary(runs: list[dict]) -> dict:
     return out
 
 
-def _writer(path: Path, res: dict):
+def _writer(path: Path, res: dict, part: str):
+    """Save ``res``; a part run on its own (``--part``) merges its section into what another
+    run (the other part, at the same time) saved meanwhile."""
+    own = {"curves": "cells", "coverage": "coverage"}.get(part)
+
     def save() -> None:
-        tmp = path.with_name(path.name + ".tmp")
-        tmp.write_text(json.dumps(res, indent=1) + "\n", encoding="utf-8")
+        out = res
+        if own is not None:
+            try:
+                disk = json.loads(path.read_text(encoding="utf-8"))
+            except (OSError, ValueError):
+                disk = {}
+            if disk.get("method") == res.get("method"):
+                out = {**disk, own: res.get(own, {})}
+                out["headline"] = headline(out)
+        tmp = path.with_name(f"{path.name}.{os.getpid()}.tmp")
+        tmp.write_text(json.dumps(out, indent=1) + "\n", encoding="utf-8")
         tmp.replace(path)
 
     return save
@@ -332,7 +349,7 @@ def main() -> int:
         return 0
     if res.get("method") != METHOD:
         res = {"method": METHOD}
-    save = _writer(out, res)
+    save = _writer(out, res, args.part)
     res["machine"] = f"{platform.machine()}, {os.cpu_count()} cores"
     res["load_avg_1m_at_start"] = round(os.getloadavg()[0], 2)
     res["rules"] = SamplingRules().__dict__

@@ -31,6 +31,10 @@ COMMANDS: dict[str, tuple[str, str]] = {
         "listening tests: create (with stimuli), list, results, open, close, upload, export "
         "(locally, or on a deployed server with --server URL)",
     ),
+    "arena": (
+        "app.cli.arena",
+        "the arena's votes: export them as a Hugging Face dataset (or CSV)",
+    ),
     "db": (
         "app.cli.db",
         "copy a study between SQLite and PostgreSQL (checked); row counts and checksums",

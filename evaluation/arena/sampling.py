@@ -54,12 +54,12 @@ Tally = Mapping[tuple[str, str], tuple[float, float, float]]
 class SamplingRules:
     """How the next pair is drawn (the defaults are the arena's; ``docs/arena.md`` lists them)."""
 
-    explore: float = 0.1
+    explore: float = 0.05
     """Share of battles whose pair is drawn uniformly among all pairs."""
     floor_share: float = 0.5
     """A system with fewer votes than this share of its fair share (2 × votes / systems) is in
     the next battle (once there are at least as many votes as systems)."""
-    near_best: float = 0.75
+    near_best: float = 0.9
     """Pairs whose gain is at least this share of the best gain are candidates."""
     min_candidates: int = 3
     """At least this many of the best pairs are candidates (when there are that many)."""
