@@ -76,7 +76,8 @@ NOISE = 0.3
 RING_SHARE = 0.15
 SCALE = 400 / np.log(10)
 METHOD = (
-    "v2: batches of 10 (pending battles count), ties 0.2*4p(1-p), noise 0.3, "
+    "v3: common random numbers, normal bootstrap intervals, batches of 10 (pending battles "
+    "count), ties 0.2*4p(1-p), noise 0.3, "
     "ring 0.15 at the 25th percentile"
 )
 
@@ -101,20 +102,39 @@ def truth(n: int, spread: float, rng: np.random.Generator) -> np.ndarray:
     return t - t.mean()
 
 
-def outcome(cell: Cell, theta: np.ndarray, i: int, j: int, rng: np.random.Generator) -> str:
-    """One vote on side A = ``i`` and side B = ``j``: ``a``, ``b`` or ``tie``."""
-    u = rng.random()
-    if cell.crowd == "noisy" and u < NOISE:
-        return "a" if rng.random() < 0.5 else "b"
-    if cell.crowd == "adversarial" and u < RING_SHARE:
+def outcome(cell: Cell, theta: np.ndarray, i: int, j: int, u: np.ndarray) -> str:
+    """One vote on side A = ``i`` and side B = ``j``: ``a``, ``b`` or ``tie``, from three
+    uniform numbers ``u`` drawn for the pair (so both samplers get the same answer to the
+    same question: common random numbers, see :func:`answers`)."""
+    x, y = min(i, j), max(i, j)
+    if cell.crowd == "noisy" and u[0] < NOISE:
+        w = x if u[1] < 0.5 else y
+    elif cell.crowd == "adversarial" and u[0] < RING_SHARE:
         target = int(np.argsort(theta)[len(theta) // 4])
-        if target in (i, j):
-            return "a" if i == target else "b"
-        return "a" if theta[i] < theta[j] else "b"
-    p = 1.0 / (1.0 + np.exp(-(theta[i] - theta[j])))
-    tie = TIE_RATE * 4 * p * (1 - p)
-    r = rng.random()
-    return "tie" if r < tie else "a" if r < tie + p - tie / 2 else "b"
+        w = target if target in (i, j) else (x if theta[x] < theta[y] else y)
+    else:
+        p = 1.0 / (1.0 + np.exp(-(theta[x] - theta[y])))
+        tie = TIE_RATE * 4 * p * (1 - p)
+        if u[2] < tie:
+            return "tie"
+        w = x if u[2] < tie + p - tie / 2 else y
+    return "a" if w == i else "b"
+
+
+class Answers:
+    """The crowd's answers, fixed per arena: the m-th vote on a pair uses the m-th triple of
+    uniforms drawn for that pair, whichever sampler asks (common random numbers: the
+    samplers' difference is then what they asked, not luck)."""
+
+    def __init__(self, seed: int):
+        self.seed = seed
+        self.seen: dict[tuple[int, int], int] = {}
+
+    def __call__(self, i: int, j: int) -> np.ndarray:
+        key = (min(i, j), max(i, j))
+        m = self.seen.get(key, 0)
+        self.seen[key] = m + 1
+        return np.random.default_rng([self.seed, 77, key[0], key[1], m]).random(3)
 
 
 def board_fit(systems: list[str], rows: list[tuple[str, str, str, str]]) -> np.ndarray:
@@ -137,6 +157,7 @@ def run_arena(cell: Cell, sampler: str, seed: int, coverage: bool = False) -> di
     rows: list[tuple[str, str, str, str]] = []
     out: dict = {"tau": [], "rho": [], "covered": [], "listed": [], "why": {}}
     post = None
+    answers = Answers(seed)
     while len(rows) < marks[-1]:
         tally = tally_of((a, b, c) for a, b, c, _ in rows)
         pending: dict[tuple[str, str], int] = {}
@@ -150,7 +171,8 @@ def run_arena(cell: Cell, sampler: str, seed: int, coverage: bool = False) -> di
             else:
                 pc = count_weighted_pair(systems, pair_totals(tally), rng)
             out["why"][pc.why] = out["why"].get(pc.why, 0) + 1
-            choice = outcome(cell, theta, index[pc.a], index[pc.b], rng)
+            i, j = index[pc.a], index[pc.b]
+            choice = outcome(cell, theta, i, j, answers(i, j))
             rows.append((pc.a, pc.b, choice, f"v{len(rows) // VOTES_PER_VOTER}"))
             if len(rows) in marks:
                 score(out, cell, systems, theta, rows, coverage)
@@ -229,7 +251,7 @@ def _writer(path: Path, res: dict, part: str):
             except (OSError, ValueError):
                 disk = {}
             if disk.get("method") == res.get("method"):
-                out = {**disk, own: res.get(own, {})}
+                out = {**disk, own: {**disk.get(own, {}), **res.get(own, {})}}
                 out["headline"] = headline(out)
         tmp = path.with_name(f"{path.name}.{os.getpid()}.tmp")
         tmp.write_text(json.dumps(out, indent=1) + "\n", encoding="utf-8")
@@ -238,9 +260,9 @@ def _writer(path: Path, res: dict, part: str):
     return save
 
 
-def run_curves(res: dict, arenas: int, save) -> None:
+def run_curves(res: dict, arenas: int, save, counts=SYSTEM_COUNTS) -> None:
     cells = res.setdefault("cells", {})
-    for n in SYSTEM_COUNTS:
+    for n in counts:
         for spread in SPREADS:
             for crowd in CROWDS:
                 cell = Cell(n, spread, crowd)
@@ -253,9 +275,9 @@ def run_curves(res: dict, arenas: int, save) -> None:
                 save()
 
 
-def run_coverage(res: dict, arenas: int, save) -> None:
+def run_coverage(res: dict, arenas: int, save, counts=SYSTEM_COUNTS) -> None:
     cov = res.setdefault("coverage", {})
-    for n in SYSTEM_COUNTS:
+    for n in counts:
         for spread in SPREADS:
             cell = Cell(n, spread, "clean")
             for s in SAMPLERS:
@@ -336,6 +358,12 @@ def main() -> int:
         "--coverage-arenas", type=int, default=None, help="arenas per coverage cell (default 60)"
     )
     ap.add_argument("--part", choices=("all", "curves", "coverage"), default="all")
+    ap.add_argument(
+        "--systems",
+        default=",".join(map(str, SYSTEM_COUNTS)),
+        help="system counts to run (comma-separated; runs of other counts may write the same "
+        "file at the same time)",
+    )
     ap.add_argument("--out", default=str(ROOT / "benchmarks/results/arena_sampling.json"))
     ap.add_argument("--markdown", action="store_true", help="print the docs' tables and stop")
     args = ap.parse_args()
@@ -354,10 +382,11 @@ def main() -> int:
     res["load_avg_1m_at_start"] = round(os.getloadavg()[0], 2)
     res["rules"] = SamplingRules().__dict__
     t = time.monotonic()
+    counts = tuple(int(x) for x in args.systems.split(","))
     if args.part in ("all", "curves"):
-        run_curves(res, args.arenas or (40 if args.quick else 200), save)
+        run_curves(res, args.arenas or (40 if args.quick else 200), save, counts)
     if args.part in ("all", "coverage"):
-        run_coverage(res, args.coverage_arenas or (20 if args.quick else 60), save)
+        run_coverage(res, args.coverage_arenas or (20 if args.quick else 60), save, counts)
     res["headline"] = headline(res)
     res["seconds"] = round(time.monotonic() - t)
     save()

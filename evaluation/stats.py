@@ -430,9 +430,13 @@ def bt_leaderboard(
     scale: float = 400 / np.log(10),
     base: float = 1500.0,
     voter: str = "rater_id",
+    interval: str = "percentile",
 ) -> pd.DataFrame:
     """Bradley–Terry ratings on an Elo-like scale (``base + scale * log-strength``), with
-    percentile bootstrap intervals, sorted by the interval's lower bound.
+    bootstrap intervals, sorted by the interval's lower bound. ``interval``: ``percentile``
+    (the resamples' quantiles) or ``normal`` (the point ± z × the resamples' sd: centred on
+    the point, so the prior's shrinkage is not counted twice; the arena's, whose coverage
+    ``benchmarks/arena_sampling.py`` checks).
 
     The bootstrap resamples voters (the ``voter`` column: every vote of a drawn voter comes
     along), since one voter's votes lean together; without that column it resamples votes.
@@ -469,6 +473,9 @@ def bt_leaderboard(
         boots[i] = _bt_fit(x[idx], y[idx], w[idx], systems, prior)
     alpha = (1 - confidence) / 2
     lo, hi = np.quantile(boots, [alpha, 1 - alpha], axis=0) if n_boot else (point, point)
+    if interval == "normal" and n_boot > 1:
+        half = stats.norm.ppf(1 - alpha) * boots.std(axis=0, ddof=1)
+        lo, hi = point - half, point + half
     rows = []
     for i, s in enumerate(systems):
         mine = (x == s) | (y == s)

@@ -60,7 +60,9 @@ def leaderboard(
     both_bad = both_bad_counts(v)
     if not v.empty:
         v["choice"] = v["choice"].replace({"both_bad": "tie"})
-    df = bt_leaderboard(v, min_votes=min_votes, n_boot=n_boot, seed=seed, voter="voter")
+    df = bt_leaderboard(
+        v, min_votes=min_votes, n_boot=n_boot, seed=seed, voter="voter", interval="normal"
+    )
     rows = []
     for r in df.to_dict("records"):
         bb = both_bad.get(str(r["system"]), 0)
@@ -79,8 +81,10 @@ def leaderboard(
         )
         rows.append(asdict(row))
     return {
-        "method": "Bradley-Terry (evalica), Elo-like scale 1500 + 400*log10(strength); "
-        f"95% percentile bootstrap over votes ({n_boot} resamples); sorted by the lower bound",
+        "method": "Bradley-Terry (evalica, 2 virtual games per system against an average "
+        "opponent), Elo-like scale 1500 + 400*log10(strength); 95% interval = rating ± 1.96 "
+        f"× the sd of {n_boot} bootstrap resamples of voters (of votes where a vote has no "
+        "voter); sorted by the interval's lower bound",
         "rank": "1 + the number of listed systems significantly stronger (Wald test of each "
         "pair's difference with its bootstrap sd, Holm-corrected over all listed pairs, 5%); "
         "systems not told apart share a rank",
