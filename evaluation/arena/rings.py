@@ -14,8 +14,9 @@ one model, coordinated votes for one model, accounts sharing an address: see
   expects (one-sided z ≥ ``z_against`` over at least ``min_votes`` decisive votes, and at
   least ``against_share`` of them against the panel).
 * ``ring``: against-panel voters who agree with each other: on the pairs two of them both
-  judged, the same winner in at least ``agree_share`` of at least ``min_shared`` votes.
-  Each connected group of two or more is one ring.
+  judged, the same winner (each voter's most frequent) in at least ``agree_share`` of at
+  least ``min_shared`` shared votes (a pair weighs the fewer votes of the two on it). Each
+  connected group of two or more is one ring.
 * ``shared_owner``: one browser session (the owner cookie) voting as two or more voters
   (one browser behind several addresses or logins).
 * ``network_burst``: at least ``burst_voters`` voters of one network (IPv4 /24, IPv6 /48)
@@ -50,7 +51,7 @@ class RingRules:
     z_against: float = 3.5
     against_share: float = 0.5
     agree_share: float = 0.8
-    min_shared: int = 3
+    min_shared: int = 5
     burst_voters: int = 3
     burst_votes: int = 15
     burst_window_s: float = 600.0
@@ -143,13 +144,13 @@ def against_panel(d: pd.DataFrame, rules: RingRules) -> dict[str, tuple[int, int
 
 def agreeing_groups(d: pd.DataFrame, voters: list[str], rules: RingRules) -> list[list[str]]:
     """Connected groups (2 or more) of ``voters`` who name the same winners on shared pairs."""
-    pref: dict[str, dict[tuple[str, str], str]] = {}
+    pref: dict[str, dict[tuple[str, str], tuple[str, int]]] = {}
     for voter in voters:
         g = d[d["voter"] == voter]
         pairs: dict[tuple[str, str], list[str]] = {}
         for w, lo in zip(g["winner"], g["loser"], strict=True):
             pairs.setdefault(tuple(sorted((w, lo))), []).append(w)
-        pref[voter] = {p: max(set(ws), key=ws.count) for p, ws in pairs.items()}
+        pref[voter] = {p: (max(sorted(set(ws)), key=ws.count), len(ws)) for p, ws in pairs.items()}
     parent = {v: v for v in voters}
 
     def root(v: str) -> str:
@@ -160,8 +161,10 @@ def agreeing_groups(d: pd.DataFrame, voters: list[str], rules: RingRules) -> lis
     for k, a in enumerate(voters):
         for b in voters[k + 1 :]:
             shared = set(pref[a]) & set(pref[b])
-            same = sum(pref[a][p] == pref[b][p] for p in shared)
-            if len(shared) >= rules.min_shared and same / len(shared) >= rules.agree_share:
+            weight = {p: min(pref[a][p][1], pref[b][p][1]) for p in shared}
+            n = sum(weight.values())
+            same = sum(w for p, w in weight.items() if pref[a][p][0] == pref[b][p][0])
+            if n >= rules.min_shared and same / n >= rules.agree_share:
                 parent[root(a)] = root(b)
     groups: dict[str, list[str]] = {}
     for v in voters:
