@@ -43,7 +43,9 @@ def honest_votes(app, voters: int = 14, each: int = 10) -> None:
             p = 1 / (1 + np.exp(-(THETA[a] - THETA[b])))
             choice = "a" if rng.random() < p else "b"
             bid, ts = f"{k:032x}", T0 + 60 * k
-            rec = BattleRecord(bid, f"o{v}", f"h{k}", "prompt", a, b, ts, text_key=f"h{k}", network=net)
+            rec = BattleRecord(
+                bid, f"o{v}", f"h{k}", "prompt", a, b, ts, text_key=f"h{k}", network=net
+            )
             rows.add_battle(rec, voter, lambda w: None)
             rows.add_vote(ArenaVote(bid, choice, a, b, "prompt", 9000.0, ts + 9, voter))
             k += 1
