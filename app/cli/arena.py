@@ -68,7 +68,7 @@ def add_cli(sub: argparse._SubParsersAction) -> None:
         description="The arena's data. `arena export --format hf --out DIR` writes the votes "
         "(both clips as Audio columns, the text, the outcome), the board and a dataset card.",
     )
-    asub = p.add_subparsers(dest="command_arena", required=True)
+    asub = p.add_subparsers(dest="command_arena", required=True, help="what to do")
     ex = asub.add_parser(
         "export",
         help="write the votes and the board as a Hugging Face dataset or CSV files",
