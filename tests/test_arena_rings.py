@@ -1,6 +1,6 @@
 """The voting-ring flags (evaluation/arena/rings.py) on simulated crowds with known truth, and
-the admin's reversible exclusions and the first-use rule on a real store (app/arena/audit.py,
-app/store/arena.py)."""
+the admin's reversible exclusions and the first-use rule on a real store of each engine,
+SQLite and PostgreSQL (app/arena/audit.py, app/store/arena.py)."""
 
 from __future__ import annotations
 
@@ -10,9 +10,14 @@ import pytest
 
 from app.arena.audit import Audit, admin_name, clean_reason
 from app.arena.battles import Arena, ArenaError, Limits
-from app.store import Store
+from app.store import open_store
 from app.store.arena import AlreadyExcluded, UnknownExclusion
 from evaluation.arena.rings import RingRules, ring_flags
+from tests.support.postgres import (  # noqa: F401 (fixtures)
+    db_target_fixture,
+    pg_cluster_fixture,
+    pg_url_fixture,
+)
 
 SYSTEMS = ["a", "b", "c", "d"]
 THETA = {"a": 1.0, "b": 0.5, "c": 0.0, "d": -1.0}
@@ -74,8 +79,9 @@ def test_one_system_shared_owner_and_quiet_crowds():
 
 
 @pytest.fixture
-def arena(tmp_path):
-    store = Store.open(tmp_path / "ll.db")
+def arena(tmp_path, db_target):
+    """The arena on a real store of each engine (SQLite, and a PostgreSQL database)."""
+    store = open_store(db_target, local_dir=tmp_path / "local")
     yield Arena(store, Limits(battles_per_minute=1000, votes_per_hour=1000, votes_per_day=1000))
     store.close()
 
