@@ -311,8 +311,12 @@ def headline(res: dict) -> dict:
             continue
         df = pd.DataFrame(rows)
         by_k = df.groupby("votes_per_system")["diff"]
+        pooled = df.groupby("votes_per_system")["mc"].apply(
+            lambda e: float(np.sqrt((e**2).sum()) / len(e))
+        )
         out[metric] = {
             "mean_diff_by_votes_per_system": {int(k): round(v, 4) for k, v in by_k.mean().items()},
+            "mean_diff_mc_by_votes_per_system": {int(k): round(v, 4) for k, v in pooled.items()},
             "min_diff_by_votes_per_system": {int(k): round(v, 4) for k, v in by_k.min().items()},
             "cells_above": int((df["diff"] > df["mc"]).sum()),
             "cells_below": int((df["diff"] < -df["mc"]).sum()),
@@ -322,32 +326,52 @@ def headline(res: dict) -> dict:
 
 
 def markdown(res: dict) -> str:
+    """The docs' tables: τ per cell (count, and gain − count with its MC error) at each K, the
+    mean difference over the cells, and the intervals' coverage where most systems are listed."""
+    ks = " | ".join(str(k) for k in VOTES_PER_SYSTEM)
     lines = [
-        "| systems | spread | crowd | K | τ count | τ gain | gain − count |",
-        "| ---: | ---: | --- | ---: | ---: | ---: | ---: |",
+        f"| systems | spread | crowd | Kendall τ at K votes per system: | {ks} |",
+        "| ---: | ---: | --- | --- |" + " ---: |" * len(VOTES_PER_SYSTEM),
     ]
-    for key, c in res.get("cells", {}).items():
+    order = sorted(res.get("cells", {}).items(), key=lambda kv: cell_order(kv[0]))
+    for key, c in order:
         n, spread, crowd = key.split()
-        for k, K in enumerate(c["K"]):
-            lines.append(
-                f"| {n[2:]} | {spread[7:]} | {crowd} | {K} | "
-                f"{c['tau_count'][k]:.3f} ± {c['tau_count_mc'][k]:.3f} | "
-                f"{c['tau_gain'][k]:.3f} ± {c['tau_gain_mc'][k]:.3f} | "
-                f"{c['tau_gain_minus_count'][k]:+.3f} ± {c['tau_gain_minus_count_mc'][k]:.3f} |"
-            )
+        count = " | ".join(
+            f"{m:.3f} ± {e:.3f}" for m, e in zip(c["tau_count"], c["tau_count_mc"], strict=True)
+        )
+        diff = " | ".join(
+            f"{m:+.3f} ± {e:.3f}"
+            for m, e in zip(c["tau_gain_minus_count"], c["tau_gain_minus_count_mc"], strict=True)
+        )
+        lines.append(f"| {n[2:]} | {spread[7:]} | {crowd} | vote counts (before) | {count} |")
+        lines.append(f"| | | | information gain − vote counts | {diff} |")
+    h = res.get("headline", {}).get("tau", {})
+    if h:
+        lines += ["", "| votes per system | mean τ gain − count over the cells | its MC error |"]
+        lines += ["| ---: | ---: | ---: |"]
+        for k, d in h["mean_diff_by_votes_per_system"].items():
+            e = h.get("mean_diff_mc_by_votes_per_system", {}).get(k, float("nan"))
+            lines.append(f"| {k} | {d:+.3f} | ± {e:.3f} |")
     lines += [
         "",
-        "| systems | spread | sampler | K | coverage | MC se | listed |",
+        "| systems | spread | pairs chosen by | K | coverage | MC se | systems listed |",
         "| ---: | ---: | --- | ---: | ---: | ---: | ---: |",
     ]
-    for key, c in res.get("coverage", {}).items():
+    for key, c in sorted(res.get("coverage", {}).items(), key=lambda kv: cell_order(kv[0])):
         n, spread, _crowd, sampler = key.split()
         for k, K in enumerate(c["K"]):
+            if c["listed_share"][k] < int(n[2:]) / 2:
+                continue  # too few systems listed for a coverage to mean much
             lines.append(
                 f"| {n[2:]} | {spread[7:]} | {sampler} | {K} | {c['coverage'][k]:.3f} | "
-                f"{c['mc_se'][k]:.3f} | {c['listed_share'][k]} |"
+                f"{c['mc_se'][k]:.3f} | {c['listed_share'][k]:g} |"
             )
     return "\n".join(lines)
+
+
+def cell_order(key: str) -> tuple:
+    parts = key.split()
+    return (int(parts[0][2:]), float(parts[1][7:]), CROWDS.index(parts[2]), *parts[3:])
 
 
 def main() -> int:
@@ -366,6 +390,9 @@ def main() -> int:
     )
     ap.add_argument("--out", default=str(ROOT / "benchmarks/results/arena_sampling.json"))
     ap.add_argument("--markdown", action="store_true", help="print the docs' tables and stop")
+    ap.add_argument(
+        "--summarise", action="store_true", help="recompute the headline from the file and stop"
+    )
     args = ap.parse_args()
     out = Path(args.out)
     try:
@@ -374,6 +401,11 @@ def main() -> int:
         res = {}
     if args.markdown:
         print(markdown(res))
+        return 0
+    if args.summarise:  # the headline again, from every cell in the file (after split runs)
+        res["headline"] = headline(res)
+        out.write_text(json.dumps(res, indent=1) + "\n", encoding="utf-8")
+        print(json.dumps(res["headline"], indent=1))
         return 0
     if res.get("method") != METHOD:
         res = {"method": METHOD}
