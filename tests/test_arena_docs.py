@@ -11,6 +11,7 @@ import pytest
 
 from app.arena import audit, export, lineup
 from app.arena.battles import PENDING_S
+from app.arena.service import IPV4_NETWORK, IPV6_NETWORK
 from evaluation.arena import sampling
 from evaluation.arena.rings import RingRules
 
@@ -32,7 +33,8 @@ def claims() -> list[str]:
         f"binomial p < {r.p_value:g}",
         f"one-sided z ≥ {r.z_against} over at least {r.min_votes} decisive votes",
         f"on at least {r.agree_share * 100:g} % of at least {r.min_shared} shared votes",
-        f"at least {r.burst_voters} voters of one network (IPv4 /24, IPv6 /48) casting at "
+        f"at least {r.burst_voters} voters of one network (`a.b.c.0/{IPV4_NETWORK}` for IPv4, "
+        f"the first {IPV6_NETWORK} bits for IPv6) casting at "
         f"least {r.burst_votes} votes within {r.burst_window_s / 60:.0f} minutes",
         f"the reason is required, {audit.MIN_REASON_CHARS}–{audit.MAX_REASON_CHARS} characters;"
         f" the name at most {audit.MAX_BY_CHARS}",

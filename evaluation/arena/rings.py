@@ -120,7 +120,7 @@ def one_system_flags(d: pd.DataFrame, rules: RingRules) -> list[Flag]:
                         f"picked {s} in {k} of {n} decisive battles it was in; the panel "
                         f"expects {p_s.mean():.0%} (binomial p = {p:.1e})",
                         round(-np.log10(max(p, 1e-300)), 1),
-                        {"system": s, "picked": k, "battles": n, "panel_share": p_s.mean()},
+                        {"system": s, "picked": k, "battles": n, "panel_share": float(p_s.mean())},
                     )
                 )
     return out
