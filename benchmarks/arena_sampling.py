@@ -22,9 +22,10 @@ Bradley–Terry with 2 virtual games); its rank correlation with θ (Kendall τ_
 × N votes). Both samplers see the same truth in an arena, so their difference is paired;
 its Monte Carlo error is 1.96 × sd / √arenas.
 
-The coverage part runs the board itself (:func:`evaluation.arena.leaderboard`: 200
-bootstrap resamples over voters, 95 % percentile intervals) on clean arenas and counts how
-often a listed system's interval holds its true rating (``1500 + 400/ln 10 · (θ − mean θ)``).
+The coverage part runs the board itself (:func:`evaluation.arena.leaderboard`: the rating ±
+1.96 × the larger of the sd over 200 bootstrap resamples of voters and the sd from the fit's
+observed information) on clean arenas, after 20 and 40 votes per system, and counts how often
+a listed system's interval holds its true rating (``1500 + 400/ln 10 · (θ − mean θ)``).
 
 Writes ``benchmarks/results/arena_sampling.json`` (resumable: finished cells are kept).
 
@@ -67,7 +68,7 @@ SPREADS = (0.5, 1.0)
 CROWDS = ("clean", "noisy", "adversarial")
 VOTES_PER_SYSTEM = (2, 5, 10, 20, 40)
 """Checkpoints: K = this × N / 2 votes (each vote involves two systems)."""
-COVERAGE_AT = (10, 20, 40)
+COVERAGE_AT = (20, 40)
 SAMPLERS = ("count", "gain")
 BATCH = 10
 VOTES_PER_VOTER = 8
@@ -75,6 +76,7 @@ TIE_RATE = 0.2
 NOISE = 0.3
 RING_SHARE = 0.15
 SCALE = 400 / np.log(10)
+COVERAGE_METHOD = "rating ± 1.96 × max(bootstrap sd over voters, observed-information sd)"
 METHOD = (
     "v3: common random numbers, normal bootstrap intervals, batches of 10 (pending battles "
     "count), ties 0.2*4p(1-p), noise 0.3, "
@@ -251,7 +253,11 @@ def _writer(path: Path, res: dict, part: str):
             except (OSError, ValueError):
                 disk = {}
             if disk.get("method") == res.get("method"):
-                out = {**disk, own: {**disk.get(own, {}), **res.get(own, {})}}
+                theirs = disk.get(own, {})
+                if own == "coverage" and disk.get("coverage_method") != COVERAGE_METHOD:
+                    theirs = {}
+                out = {**disk, own: {**theirs, **res.get(own, {})}}
+                out["coverage_method"] = res.get("coverage_method", disk.get("coverage_method"))
                 out["headline"] = headline(out)
         tmp = path.with_name(f"{path.name}.{os.getpid()}.tmp")
         tmp.write_text(json.dumps(out, indent=1) + "\n", encoding="utf-8")
@@ -275,12 +281,12 @@ def run_curves(res: dict, arenas: int, save, counts=SYSTEM_COUNTS) -> None:
                 save()
 
 
-def run_coverage(res: dict, arenas: int, save, counts=SYSTEM_COUNTS) -> None:
+def run_coverage(res: dict, arenas: int, save, counts=SYSTEM_COUNTS, samplers=SAMPLERS) -> None:
     cov = res.setdefault("coverage", {})
     for n in counts:
         for spread in SPREADS:
             cell = Cell(n, spread, "clean")
-            for s in SAMPLERS:
+            for s in samplers:
                 key = f"{cell.key} {s}"
                 if cov.get(key, {}).get("arenas", 0) >= arenas:
                     continue
@@ -391,6 +397,9 @@ def main() -> int:
     ap.add_argument("--out", default=str(ROOT / "benchmarks/results/arena_sampling.json"))
     ap.add_argument("--markdown", action="store_true", help="print the docs' tables and stop")
     ap.add_argument(
+        "--samplers", default=",".join(SAMPLERS), help="coverage: which rules (count,gain)"
+    )
+    ap.add_argument(
         "--summarise", action="store_true", help="recompute the headline from the file and stop"
     )
     args = ap.parse_args()
@@ -409,6 +418,9 @@ def main() -> int:
         return 0
     if res.get("method") != METHOD:
         res = {"method": METHOD}
+    if res.get("coverage_method") != COVERAGE_METHOD:  # intervals of another kind: again
+        res["coverage"] = {}
+        res["coverage_method"] = COVERAGE_METHOD
     save = _writer(out, res, args.part)
     res["machine"] = f"{platform.machine()}, {os.cpu_count()} cores"
     res["load_avg_1m_at_start"] = round(os.getloadavg()[0], 2)
@@ -418,7 +430,10 @@ def main() -> int:
     if args.part in ("all", "curves"):
         run_curves(res, args.arenas or (40 if args.quick else 200), save, counts)
     if args.part in ("all", "coverage"):
-        run_coverage(res, args.coverage_arenas or (20 if args.quick else 60), save, counts)
+        samplers = tuple(args.samplers.split(","))
+        run_coverage(
+            res, args.coverage_arenas or (20 if args.quick else 60), save, counts, samplers
+        )
     res["headline"] = headline(res)
     res["seconds"] = round(time.monotonic() - t)
     save()

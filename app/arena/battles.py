@@ -303,9 +303,6 @@ class Arena:
 
     # -- battles
 
-    def pair_votes(self) -> dict[tuple[str, str], int]:
-        return self.rows.pair_votes()
-
     def new_battle(
         self,
         owner: str,

@@ -237,16 +237,6 @@ class ArenaTables(ArenaAudit):
 
     # -- battles
 
-    def pair_votes(self) -> dict[tuple[str, str], int]:
-        """Votes per pair of systems, the pair sorted (either side order is one pair)."""
-        out: dict[tuple[str, str], int] = {}
-        for a, b, n in self.sql.execute(
-            "SELECT system_a, system_b, count(*) FROM arena_votes GROUP BY system_a, system_b"
-        ).fetchall():
-            x, y = sorted((a, b))
-            out[(x, y)] = out.get((x, y), 0) + n
-        return out
-
     def add_battle(
         self,
         battle: BattleRecord,

@@ -131,8 +131,6 @@ class ArenaStore(Protocol):
     transaction, on what it read there, so two concurrent requests cannot both pass.
     """
 
-    def pair_votes(self) -> dict[tuple[str, str], int]: ...
-
     def add_battle(
         self,
         battle: BattleRecord,
