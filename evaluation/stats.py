@@ -431,9 +431,10 @@ def bt_leaderboard(
     scale: float = 400 / np.log(10),
     base: float = 1500.0,
     voter: str = "rater_id",
+    interval: str = "percentile",
 ) -> pd.DataFrame:
     """Bradley–Terry ratings on an Elo-like scale (``base + scale * log-strength``), with
-    percentile bootstrap intervals, sorted by the interval's lower bound.
+    bootstrap intervals (``interval``: :func:`bootstrap_bounds`), sorted by the lower bound.
 
     The bootstrap resamples voters (the ``voter`` column: every vote of a drawn voter comes
     along), since one voter's votes lean together; without that column it resamples votes.
@@ -468,8 +469,7 @@ def bt_leaderboard(
     for i in range(n_boot):
         idx = draw()
         boots[i] = _bt_fit(x[idx], y[idx], w[idx], systems, prior)
-    alpha = (1 - confidence) / 2
-    lo, hi = np.quantile(boots, [alpha, 1 - alpha], axis=0) if n_boot else (point, point)
+    lo, hi = bootstrap_bounds(point, boots, confidence, interval)
     rows = []
     for i, s in enumerate(systems):
         mine = (x == s) | (y == s)
@@ -498,6 +498,21 @@ def bt_leaderboard(
     df["rank"] = np.where(df["listed"], 1 + df["better_systems"], 0)
     df.attrs["resampled"] = "voters" if _has_voters(v, voter) else "votes"
     return df
+
+
+def bootstrap_bounds(
+    point: np.ndarray, boots: np.ndarray, confidence: float, interval: str = "percentile"
+) -> tuple[np.ndarray, np.ndarray]:
+    """The interval from bootstrap resamples: ``percentile`` (their quantiles) or ``normal``
+    (the point ± z × their sd: centred on the point, so a prior's pull towards the middle is
+    not counted twice; the arena's, whose coverage ``benchmarks/arena_sampling.py`` checks)."""
+    alpha = (1 - confidence) / 2
+    if not len(boots):
+        return point, point
+    if interval == "normal" and len(boots) > 1:
+        half = stats.norm.ppf(1 - alpha) * boots.std(axis=0, ddof=1)
+        return point - half, point + half
+    return tuple(np.quantile(boots, [alpha, 1 - alpha], axis=0))
 
 
 def _has_voters(v: pd.DataFrame, voter: str) -> bool:
@@ -545,6 +560,7 @@ __all__ = [
     "ScreeningRules",
     "ab_table",
     "add_z_scores",
+    "bootstrap_bounds",
     "bt_leaderboard",
     "mos_table",
     "mushra_conditions",

@@ -40,11 +40,13 @@ TABLES = all_tables()
 NAMES = {t.name for t in TABLES}
 
 
-def test_schema_version_is_seven():
-    """Version 7 made PostgreSQL sort text byte by byte; SQLite has nothing to do at it."""
-    assert SCHEMA_VERSION == 7
+def test_schema_version_is_eight():
+    """Version 7 made PostgreSQL sort text byte by byte; SQLite has nothing to do at it.
+    Version 8 is the arena's second (#42)."""
+    assert SCHEMA_VERSION == 8
     assert changes_at(7, "postgresql") and not changes_at(7, "sqlite")
     assert all(changes_at(v, "sqlite") for v in range(1, 7))
+    assert changes_at(8, "sqlite") and changes_at(8, "postgresql")
     assert set(MIGRATIONS) == set(range(1, SCHEMA_VERSION + 1))
 
 
@@ -257,12 +259,12 @@ def test_an_old_sqlite_store_migrates_with_its_rows(tmp_path, version):
         assert s.schema_version == SCHEMA_VERSION and sqlite_shape(s.conn) == migrated
 
 
-def test_a_read_only_open_reads_a_sqlite_file_version_7_does_not_change(tmp_path):
-    """SQLite has nothing to do at version 7: a version-6 file is read as it is (``report``,
-    ``db check``); a version-5 one still needs ``serve`` to migrate it first."""
+def test_a_read_only_open_refuses_a_sqlite_file_a_migration_would_change(tmp_path):
+    """SQLite has nothing to do at version 7, but version 8 adds the arena's columns:
+    a version-6 file needs ``serve`` to migrate it first, as a version-5 one does."""
     _old_sqlite(tmp_path / "v6.db", 6)
-    with Store.open(tmp_path / "v6.db", read_only=True) as s:
-        assert s.schema_version == 6 and s.frame("systems")["system_id"].tolist() == ["s1"]
+    with pytest.raises(StoreError, match="schema version 6 .*start `listenlab serve`"):
+        Store.open(tmp_path / "v6.db", read_only=True)
     _old_sqlite(tmp_path / "v5.db", 5)
     with pytest.raises(StoreError, match="schema version 5 .*start `listenlab serve`"):
         Store.open(tmp_path / "v5.db", read_only=True)

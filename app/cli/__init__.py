@@ -35,6 +35,10 @@ COMMANDS: dict[str, tuple[str, str]] = {
         "app.cli.metrics",
         "machine scores (predicted MOS, WER/CER, speaker similarity, ...) of audio files",
     ),
+    "arena": (
+        "app.cli.arena",
+        "the arena's votes: export them as a Hugging Face dataset (or CSV)",
+    ),
     "db": (
         "app.cli.db",
         "copy a study between SQLite and PostgreSQL (checked); row counts and checksums",

@@ -36,6 +36,7 @@ from app.store.records import (
 if TYPE_CHECKING:
     import pandas as pd
 
+    from app.store.arena import Exclusion
     from evaluation.takes import Take
 
 
@@ -130,8 +131,6 @@ class ArenaStore(Protocol):
     transaction, on what it read there, so two concurrent requests cannot both pass.
     """
 
-    def pair_votes(self) -> dict[tuple[str, str], int]: ...
-
     def add_battle(
         self,
         battle: BattleRecord,
@@ -165,7 +164,14 @@ class ArenaStore(Protocol):
 
     def votes_since(self, voter: str, since_ts: float) -> tuple[int, float | None]: ...
 
-    def add_vote(self, v: ArenaVote, check: Callable[[], None] | None = None) -> bool: ...
+    def add_vote(
+        self,
+        v: ArenaVote,
+        check: Callable[[], None] | None = None,
+        counts: Callable[[int], tuple[bool, str | None]] | None = None,
+    ) -> bool: ...
+
+    def earlier_votes_on_text(self, battle_id: str, voter: str | None) -> int: ...
 
     def voter_dropped(self, voter: str) -> bool: ...
 
@@ -182,6 +188,26 @@ class ArenaStore(Protocol):
     def votes_frame(self) -> pd.DataFrame: ...
 
     def vote_count(self) -> int: ...
+
+    def tally(self) -> list[tuple[str, str, str, int]]: ...
+
+    def pending_pairs(self, since_ts: float) -> list[tuple[str, str, int]]: ...
+
+    def board_stamp(self) -> tuple[int, ...]: ...
+
+    def exclude(self, e: Exclusion) -> Exclusion: ...
+
+    def undo_exclusion(self, exclusion_id: str, by: str, reason: str, at: str) -> Exclusion: ...
+
+    def exclusion(self, exclusion_id: str) -> Exclusion | None: ...
+
+    def active_exclusion(self, voter: str) -> Exclusion | None: ...
+
+    def exclusions(self) -> list[Exclusion]: ...
+
+    def audit_frame(self) -> pd.DataFrame: ...
+
+    def export_frame(self) -> pd.DataFrame: ...
 
 
 @runtime_checkable

@@ -42,6 +42,10 @@ from evaluation.tablespec import (
     text,
 )
 
+ARENA_V2 = 8
+"""The arena's second version (#42): first use of a text per voter, voices, languages, the
+network a battle came from, why its pair was drawn, and the admin's reversible exclusions."""
+
 STORE_TABLES: tuple[Table, ...] = (
     Table(
         "systems",
@@ -381,12 +385,19 @@ STORE_TABLES: tuple[Table, ...] = (
             real("played_a_ts"),
             real("played_b_ts"),
             text("voter"),
+            text("text_key", since=ARENA_V2),
+            text("language", since=ARENA_V2),
+            text("voice_a", since=ARENA_V2),
+            text("voice_b", since=ARENA_V2),
+            text("network", since=ARENA_V2),
+            text("pair_why", since=ARENA_V2),
         ),
         primary_key=("battle_id",),
         indexes=(
             Index("arena_battles_owner", ("owner", "created_ts")),
             Index("arena_battles_created", ("created_ts",)),
             Index("arena_battles_voter", ("voter", "created_ts")),
+            Index("arena_battles_text", ("voter", "text_key"), since=ARENA_V2),
         ),
         order=("created_ts", "battle_id"),
     ),
@@ -426,6 +437,8 @@ STORE_TABLES: tuple[Table, ...] = (
             real("voted_ts", not_null=True),
             key("created_at"),
             text("voter"),
+            integer("counted", not_null=True, default="1", since=ARENA_V2),
+            text("uncounted", since=ARENA_V2),
         ),
         primary_key=("battle_id",),
         indexes=(Index("arena_votes_voter", ("voter", "voted_ts")),),
@@ -444,6 +457,26 @@ STORE_TABLES: tuple[Table, ...] = (
         (text("voter"), integer("votes_dropped", not_null=True), key("dropped_at")),
         primary_key=("voter",),
         order=("voter",),
+    ),
+    Table(
+        "arena_exclusions",  # the admin's reversible exclusions of voters, with who, when, why
+        ARENA_V2,
+        (
+            text("exclusion_id"),
+            key("voter"),
+            key("reason"),
+            text("flags"),
+            integer("votes", not_null=True),
+            key("excluded_by"),
+            key("excluded_at"),
+            real("excluded_ts", not_null=True),
+            text("undone_by"),
+            text("undone_at"),
+            text("undo_reason"),
+        ),
+        primary_key=("exclusion_id",),
+        indexes=(Index("arena_exclusions_voter", ("voter", "excluded_ts")),),
+        order=("excluded_ts", "exclusion_id"),
     ),
     Table(
         "login_failures",  # the admin login's back-off, shared by PostgreSQL replicas
