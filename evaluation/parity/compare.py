@@ -1,25 +1,25 @@
-"""The paired interval over prompts, the non-inferiority decision, and the planner.
+"""The paired interval over prompts, the decision against a margin, and the planner.
 
 Why this method: the same prompt read by both sides is a pair (a hard sentence is hard for
 both), so the unit is the prompt's difference ``d_i`` (candidate minus reference, each side's
 mean over its takes). The interval is Student's t on those differences
-(:func:`evaluation.stats.t_interval`), at 90 %: its worse end is the one-sided 95 % bound, the
-usual non-inferiority test at 5 % (two one-sided tests for a ``closer`` measure).
-``benchmarks/parity.py`` checks it by simulation with known truth (coverage, the pass rate when
-the candidate is exactly the margin worse, the pass rate when it is as good) on normal,
-heavy-tailed, skewed and spiky differences before a report shows it (``docs/parity.md``).
+(:func:`evaluation.stats.t_interval`) at 90 %, so each of its ends is a one-sided 95 % bound.
+``benchmarks/parity.py`` checks it by simulation with known truth (coverage; how often a
+candidate exactly at the margin is failed, and how often one as good as the reference is) on
+normal, heavy-tailed, skewed and spiky differences before a report shows it (``docs/parity.md``).
 
-Decisions:
+Decisions, per measure:
 
-* ``pass``: the interval's worse end is within the margin (``higher``: low >= -margin;
-  ``lower``: high <= margin; ``closer``: both ends within +-margin);
-* ``worse``: the point estimate itself is beyond the margin;
-* ``unsure``: the estimate is within the margin but the interval reaches past it (too few
-  prompts, or too much spread, to show parity: the planner says how many would do);
-* ``reported``: no margin (the measure is shown, not decided); ``too few``: fewer than two
-  prompts with a value on both sides.
+* ``pass``: non-inferiority shown: the interval's worse end is within the margin (``higher``:
+  low >= -margin; ``lower``: high <= margin; ``closer``: both ends within +-margin);
+* ``worse``: inferiority shown: even the interval's better end is beyond the margin (a
+  candidate exactly at the margin is failed 5 % of the time; one that is better, never);
+* ``unsure``: neither (too few prompts, or too much spread: the planner says how many would
+  show parity); ``too few``: fewer than two prompts with a value on both sides;
+* ``reported``: no margin (the measure is shown, not decided).
 
-Only ``pass`` and ``reported`` let the run pass: non-inferiority must be shown.
+The run fails on any ``worse``; with ``--strict`` also on ``unsure`` and ``too few`` (parity
+must then be shown on every decided measure: an integrator's sign-off with enough prompts).
 """
 
 from __future__ import annotations
@@ -38,7 +38,8 @@ POWER = 0.95
 """The planner's chance that a candidate as good as the reference passes one measure."""
 MAX_PLAN = 10_000
 DECISIONS = ("pass", "worse", "unsure", "reported", "too few")
-PASSING = frozenset({"pass", "reported"})
+SHOWN = frozenset({"pass", "reported"})
+"""Decisions that need nothing more (``--strict`` passes only these)."""
 
 
 @dataclass(frozen=True)
@@ -62,8 +63,13 @@ class Comparison:
     spread and margin (None without a margin or a spread)."""
 
     @property
-    def passed(self) -> bool:
-        return self.decision in PASSING
+    def shown(self) -> bool:
+        """Parity shown (or nothing to decide)."""
+        return self.decision in SHOWN
+
+    @property
+    def worse(self) -> bool:
+        return self.decision == "worse"
 
 
 def paired_interval(d: Sequence[float], confidence: float = CONFIDENCE) -> tuple[float, float]:
@@ -81,11 +87,11 @@ def decide(m: Measure, delta: float, low: float, high: float, margin: float | No
     if margin is None:
         return "reported"
     if m.direction == "higher":
-        ok, beyond = low >= -margin, delta < -margin
+        ok, beyond = low >= -margin, high < -margin
     elif m.direction == "lower":
-        ok, beyond = high <= margin, delta > margin
+        ok, beyond = high <= margin, low > margin
     else:
-        ok, beyond = -margin <= low and high <= margin, abs(delta) > margin
+        ok, beyond = -margin <= low and high <= margin, low > margin or high < -margin
     return "pass" if ok else ("worse" if beyond else "unsure")
 
 
@@ -146,12 +152,13 @@ def compare(
     low, high = paired_interval(d[ok]) if n >= 2 else (math.nan, math.nan)
     delta = float(d[ok].mean()) if n else math.nan
     sd = float(d[ok].std(ddof=1)) if n >= 2 else math.nan
-    both = ok & np.isfinite(r) & np.isfinite(c)
+    both = ok if n else np.ones_like(ok)  # no pair: each side's own mean, for the report
+    rs, cs = r[both & np.isfinite(r)], c[both & np.isfinite(c)]
     out = Comparison(
         measure=m.name,
         n=n,
-        reference=float(r[both].mean()) if both.any() else math.nan,
-        candidate=float(c[both].mean()) if both.any() else math.nan,
+        reference=float(rs.mean()) if len(rs) else math.nan,
+        candidate=float(cs.mean()) if len(cs) else math.nan,
         delta=delta,
         low=float(low),
         high=float(high),
@@ -175,7 +182,7 @@ def loss(m: Measure, delta: float, margin: float | None) -> float:
 __all__ = [
     "CONFIDENCE",
     "DECISIONS",
-    "PASSING",
+    "SHOWN",
     "POWER",
     "Comparison",
     "compare",

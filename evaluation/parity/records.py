@@ -101,18 +101,37 @@ class ParityResult:
     sides: dict[str, Side] = field(default_factory=dict, repr=False)
     """The two sides with their takes (audio, timelines), for the report and the test."""
 
+    strict: bool = False
+    """Fail unless parity is shown on every decided measure (not only on a measure shown
+    worse)."""
+
     @property
     def failures(self) -> list[Comparison]:
-        return [c for c in self.comparisons if not c.passed]
+        """The measures that fail the run: shown worse (and, when strict, not shown within)."""
+        return [c for c in self.comparisons if c.worse or (self.strict and not c.shown)]
+
+    @property
+    def unsure(self) -> list[Comparison]:
+        """Decided measures neither shown within nor shown beyond their margin."""
+        return [c for c in self.comparisons if not c.shown and not c.worse]
 
     @property
     def render_errors(self) -> bool:
         return bool(self.reference.errors or self.candidate.errors)
 
     @property
+    def verdict(self) -> str:
+        """``pass`` (parity shown on every decided measure), ``fail`` (a measure shown worse,
+        a render failed, or strict and not shown) or ``not shown worse``."""
+        mem_worse = self.memory.get("decision") == "worse"
+        if self.failures or mem_worse or self.render_errors:
+            return "fail"
+        return "not shown worse" if self.unsure else "pass"
+
+    @property
     def passed(self) -> bool:
-        mem_ok = self.memory.get("decision", "reported") in {"pass", "reported"}
-        return not self.failures and mem_ok and not self.render_errors
+        """Exit 0: nothing is shown worse (strict: parity is shown on every measure)."""
+        return self.verdict != "fail"
 
     def comparison(self, name: str) -> Comparison:
         return next(c for c in self.comparisons if c.measure == name)
@@ -134,13 +153,17 @@ class ParityResult:
                 "started_at": self.started_at,
                 "seconds": round(self.seconds, 2),
                 "passed": self.passed,
+                "verdict": self.verdict,
+                "strict": self.strict,
                 "reasons": self.reasons(),
+                "unsure": [c.measure for c in self.unsure],
                 "reference": asdict(self.reference),
                 "candidate": asdict(self.candidate),
                 "prompts": [p.to_dict() for p in self.prompts],
                 "margins": self.margins,
                 "measures": [
-                    {**asdict(c), "passed": c.passed, **_about(c.measure)} for c in self.comparisons
+                    {**asdict(c), "shown": c.shown, "worse": c.worse, **_about(c.measure)}
+                    for c in self.comparisons
                 ],
                 "memory": self.memory,
                 "prompt_rows": [asdict(r) for r in self.rows],

@@ -208,6 +208,7 @@ async def parity(
     hub: HubConfig | None = None,
     cache: str | Path | None = None,
     seed: int | None = None,
+    strict: bool = False,
     log: Log | None = None,
 ) -> ParityResult:
     """Compare ``candidate`` with ``reference`` (each a backend spec, a folder or a
@@ -244,6 +245,7 @@ async def parity(
         },
         seconds=time.monotonic() - t0,
         sides={"reference": ref, "candidate": cand},
+        strict=strict,
     )
 
 
