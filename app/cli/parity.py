@@ -87,7 +87,7 @@ def _run(args: argparse.Namespace) -> int:
     else:
         print(Path(paths["md"]).read_text(encoding="utf-8"))
         print(
-            f"{'PASS' if result.passed else 'FAIL'} -> {paths['html']}"
+            f"{result.verdict.upper()} -> {paths['html']}"
             + (f"; listening test {test_id} in {args.listening_test}" if test_id else "")
         )
     return 0 if result.passed else 1
@@ -172,93 +172,86 @@ def make_listening_test(
 def add_cli(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser(
         "parity",
-        help="is a candidate no worse than its reference? (WER, voice, predicted MOS, timing, "
-        "level, pitch, glitches; paired intervals over prompts)",
+        help="is a candidate no worse than its reference? (paired intervals over prompts)",
         description="Compare a candidate (a backend spec rendered now, or a folder of <id>.wav) "
-        "with a reference prompt by prompt. Exit 0 when it is not worse within the margins, 1 "
-        "when it is, 2 on a usage or input error.",
+        "with a reference prompt by prompt: words, voice, predicted MOS, timing, level, pitch, "
+        "glitches, latency. Exit 0 when no measure is shown worse than its margin (--strict: "
+        "when parity is shown on every one), 1 when one is, 2 on a usage or input error.",
     )
-    p.add_argument(
-        "--reference",
-        metavar="DIR|SPEC",
-        help="the reference: a folder of <id>.wav or a backend spec",
-    )
-    p.add_argument(
-        "--candidate", required=True, metavar="DIR|SPEC", help="the candidate: a folder or a spec"
-    )
-    p.add_argument(
-        "--prompts", metavar="CSV", help="id,text (and voice, ref_audio, ref_text) per prompt"
-    )
-    p.add_argument(
-        "-o",
-        "--out",
-        required=True,
-        metavar="DIR",
-        help="write parity.json, parity.html, parity.md and the audio here",
-    )
-    p.add_argument(
+    a = p.add_argument
+    a("--reference", metavar="DIR|SPEC", help="a folder of <id>.wav files, or a backend spec")
+    a("--candidate", required=True, metavar="DIR|SPEC", help="a folder or a backend spec")
+    a("--prompts", metavar="CSV", help="id,text (and voice, ref_audio, ref_text) per prompt")
+    a("-o", "--out", required=True, metavar="DIR", help="parity.json, .html, .md and the audio")
+    a(
         "--takes",
         type=int,
         default=1,
         metavar="N",
-        help="renderings per prompt of a backend side (default 1; more for a non-deterministic backend)",
+        help="renderings per prompt of a backend side (default 1; more for a non-deterministic "
+        "backend)",
     )
-    p.add_argument(
+    a(
         "--margin",
         action="append",
         metavar="NAME=VALUE",
-        help="set one measure's margin ('off': report only); repeatable (docs/parity.md lists the defaults)",
+        help="one measure's margin ('off': report only); repeatable (defaults: docs/parity.md)",
     )
-    p.add_argument(
-        "--baseline",
-        metavar="FILE",
-        help="a stored run's parity.json (or its folder) as the reference",
+    a(
+        "--strict",
+        action="store_true",
+        help="fail unless parity is shown on every decided measure (the report says how many "
+        "prompts that needs)",
     )
-    p.add_argument(
+    a("--baseline", metavar="FILE", help="a stored run's parity.json (or its folder) as reference")
+    a(
         "--baseline-side",
         default="candidate",
         choices=("candidate", "reference"),
-        help="which side of the stored run is the reference (default %(default)s: the version accepted last)",
+        help="the stored run's side used (default %(default)s: the version accepted last)",
     )
-    p.add_argument(
-        "--seed", type=int, help="seed sent with every request (if the backend takes one)"
-    )
-    p.add_argument(
-        "--cache",
-        metavar="DIR",
-        help="keep the metrics' scores here (a second run on the same audio is free)",
-    )
-    p.add_argument(
+    a("--seed", type=int, help="seed sent with every request (if the backend takes one)")
+    _add_scoring(a)
+    _add_listening(a)
+    a("--json", action="store_true", help="print parity.json's content on stdout")
+    a("--quiet", action="store_true", help="no progress on stderr")
+    p.set_defaults(func=_run)
+
+
+def _add_scoring(a: Any) -> None:
+    a("--cache", metavar="DIR", help="keep the metrics' scores here (a second run is free)")
+    a(
         "--hub-cache",
         metavar="DIR",
-        help="a Hugging Face cache folder: Whisper WER and WavLM similarity when their weights are there",
+        help="a Hugging Face cache folder: Whisper WER and WavLM similarity when there",
     )
-    p.add_argument(
+    a(
         "--model",
         action="append",
         default=[],
         metavar="NAME=FOLDER",
-        help="a hub metric's model folder (whisper=..., wavlm=...)",
+        help="a hub metric's model folder (whisper=..., wavlm=...); repeatable",
     )
-    p.add_argument(
+
+
+def _add_listening(a: Any) -> None:
+    a(
         "--listening-test",
         metavar="DB",
         help="also make a blind A/B non-inferiority listening test of the pairs in this store",
     )
-    p.add_argument(
+    a(
         "--cmos-margin",
         type=float,
         default=CMOS_MARGIN,
         help="the listening test's margin in CMOS points (default %(default)s)",
     )
-    p.add_argument(
+    a(
         "--items-per-rater",
         type=int,
-        help=f"the listening test's items per rater (default {LISTENING_ITEMS}, at most the prompts)",
+        help=f"the listening test's items per rater (default {LISTENING_ITEMS}, at most the "
+        "prompts)",
     )
-    p.add_argument("--json", action="store_true", help="print parity.json's content on stdout")
-    p.add_argument("--quiet", action="store_true", help="no progress on stderr")
-    p.set_defaults(func=_run)
 
 
 __all__ = ["CMOS_MARGIN", "LISTENING_ITEMS", "add_cli", "make_listening_test", "stimuli_folder"]

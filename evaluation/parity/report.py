@@ -299,11 +299,6 @@ def render_markdown(result: ParityResult) -> str:
             f"{fmt(c.delta, d, True)} {m.delta_unit} | {interval_text(c)} | "
             f"{'-' if c.margin is None else f'{c.margin:g}'} | {c.decision} |"
         )
-    reasons = result.reasons()
-    lines += [
-        "",
-        "Fails on: " + "; ".join(_md(r) for r in reasons) if reasons else "Nothing fails it.",
-    ]
     lines += [
         "",
         f"Words: {result.tiers.get('words')}; speaker: {result.tiers.get('speaker')}; "
