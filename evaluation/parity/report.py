@@ -113,9 +113,9 @@ def schedule_plot(result: ParityResult) -> str | None:
     )
     for ax, s in zip(axes[0], sides, strict=True):
         for t in s.takes.values():
-            xs = [c.arrival_ms / 1000 for c in t.chunks]
-            ys = [(c.offset + c.frames) / t.sample_rate for c in t.chunks]
-            ax.step(xs, ys, where="post", lw=1)
+            xs = [0.0] + [c.arrival_ms / 1000 for c in t.chunks]
+            ys = [0.0] + [(c.offset + c.frames) / t.sample_rate for c in t.chunks]
+            ax.step(xs, ys, where="post", lw=1, marker=".", ms=3)
         lim = min(ax.get_xlim()[1], ax.get_ylim()[1])
         ax.plot([0, lim], [0, lim], color="0.6", lw=0.7, ls=":", label="real time")
         ax.set_title(f"{s.role}: audio received", fontsize=9)

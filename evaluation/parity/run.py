@@ -39,8 +39,9 @@ METHOD = {
         "one-sided 95 % bound; a 'closer' measure: two one-sided tests at 5 %)"
     ),
     "decision": (
-        "pass: the interval's worse end within the margin; worse: the estimate beyond it; "
-        "unsure: the estimate within but the interval past it; reported: no margin"
+        "pass: the interval's worse end within the margin (parity shown); worse: even its "
+        "better end beyond the margin (shown worse); unsure: neither; reported: no margin. "
+        "The run fails on a measure shown worse (--strict: on any not shown within)"
     ),
     "checked_by": "benchmarks/parity.py (simulation with known truth; docs/parity.md)",
 }
