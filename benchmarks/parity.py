@@ -151,7 +151,7 @@ def damage_power(prompts, piper: Side, values: dict, takes: int, runs: int, cach
                 **{("damaged", k): v for (r, k), v in got.items() if r == "candidate"},
             }
             rows = {}
-            for n in NS:
+            for n in (n for n in NS if n <= len(prompts)):
                 r = draw_runs(
                     vals,
                     prompts,
