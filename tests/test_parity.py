@@ -166,8 +166,9 @@ def test_a_damaged_copy_fails_on_the_measure_meant_to_catch_it(work, kind):
 
 @pytest.mark.slow
 def test_a_better_candidate_never_fails(work):
-    """The reference is the noisy one: the candidate's higher predicted MOS is no loss."""
-    noisy = folder_of(work["second"], work["root"] / "noisy-ref", "noise", 10.0)
+    """The reference is the noisy one (20 dB SNR): the candidate's higher predicted MOS and
+    lower WER are no loss."""
+    noisy = folder_of(work["second"], work["root"] / "noisy-ref", "noise", 20.0)
     out = work["root"] / "better"
     rc = cli(
         "--reference", noisy, "--candidate", work["reference"], "--prompts", work["csv"],
@@ -175,7 +176,7 @@ def test_a_better_candidate_never_fails(work):
     )  # fmt: skip
     d = report(out)
     by = {m["measure"]: m for m in d["measures"]}
-    assert by["predicted_mos"]["delta"] > 1.0 and by["predicted_mos"]["decision"] == "pass"
+    assert by["predicted_mos"]["delta"] > 0.5 and by["predicted_mos"]["decision"] == "pass"
     assert rc == 0 and not any(v == "worse" for v in decisions(d).values()), d["reasons"]
 
 
@@ -279,7 +280,7 @@ def test_a_non_deterministic_voice_with_three_takes(work):
     assert len(d["takes"]) == 2 * 3 * 3
     by = {m["measure"]: m for m in d["measures"]}
     # three different takes of the reference: its own take-to-take similarity is the baseline
-    assert by["speaker_between"]["margin"] == 0.05 and by["speaker_between"]["n"] == 3
+    assert by["speaker_between"]["margin"] == 0.1 and by["speaker_between"]["n"] == 3
     assert 0.8 < by["speaker_between"]["reference"] < 1.0
     assert rc == 0 and d["verdict"] != "fail", d["reasons"]
 
