@@ -196,6 +196,7 @@ MODULE_CIRCLES: list[set[str]] = [
         "evaluation.listening.kinds.glitch",
         "evaluation.listening.kinds.mos",
         "evaluation.listening.kinds.mushra",
+        "evaluation.listening.kinds.parity_ab",  # a kind like the others (#40), in the same circle
         "evaluation.listening.screening",
     },
 ]

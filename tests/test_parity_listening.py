@@ -127,7 +127,7 @@ def test_a_listening_test_made_from_a_parity_run_gives_its_decision(run):
 
     assert run["rc"] == 0, run["report"]["reasons"]
     t = the_test(run["db"])
-    assert t["kind"] == "parity" and t["status"] == "open" and t["stimuli"] >= 6
+    assert t["kind"] == "parity_ab" and t["status"] == "open" and t["stimuli"] >= 6
     block = json.loads(t["config"]["parity"])
     assert block["cmos_margin"] == CMOS_MARGIN and block["machine"]["passed"] is True
     assert block["machine"]["run_id"] == run["report"]["run_id"]

@@ -131,7 +131,7 @@ def make_listening_test(
     from app.store import open_store
     from app.store.listening import TestStore
     from backends.errors import InvalidRequest
-    from evaluation.listening.kinds.parity import config_block
+    from evaluation.listening.kinds.parity_ab import KIND, config_block
 
     missing = [
         p.prompt_id
@@ -148,10 +148,10 @@ def make_listening_test(
     spec = TestSpec.from_dict(
         {
             "name": f"parity {result.run_id}: candidate vs reference",
-            "kind": "parity",
+            "kind": KIND.name,
             "stimuli": str(folder),
             "items_per_rater": n,
-            "ab_mode": "cmos",
+            "ab_mode": KIND.modes[0],
             "open": False,
         }
     )

@@ -1,5 +1,5 @@
 """The listening-test kinds, one folder each: MOS, A/B (with its CMOS mode), MUSHRA, glitch hunt,
-parity (A/B non-inferiority).
+parity A/B (non-inferiority).
 
 Why one registry: a kind used to be ``kind == "mos"`` branches in ten files over three layers,
 and an unknown kind silently got another kind's question or the planner's MOS points. Now
@@ -26,7 +26,7 @@ from evaluation.listening.kinds.base import TestKind
 from evaluation.listening.kinds.glitch import KIND as GLITCH
 from evaluation.listening.kinds.mos import KIND as MOS
 from evaluation.listening.kinds.mushra import KIND as MUSHRA
-from evaluation.listening.kinds.parity import KIND as PARITY
+from evaluation.listening.kinds.parity_ab import KIND as PARITY
 
 BUILT_IN: tuple[TestKind, ...] = (MOS, AB, MUSHRA, GLITCH, PARITY)
 """The kinds the app ships, in the order results are listed and the designer offers them (the

@@ -1,9 +1,9 @@
-// listenlab parity answer (window.LLKinds.parity): Play A and Play B, then the CMOS scale -3..+3
+// listenlab parity answer (window.LLKinds.parity_ab): Play A and Play B, then the CMOS scale -3..+3
 // (B against A). One side is the reference, the other the candidate; the page never says which.
 (function () {
   'use strict';
   const kinds = (window.LLKinds = window.LLKinds || {});
-  kinds.parity = {
+  kinds.parity_ab = {
     render(ctx) {
       ctx.playButtons();
       ctx.vote.className = 'lt-cmos';

@@ -113,8 +113,8 @@ def candidate_cmos(votes: pd.DataFrame, candidate: str, reference: str) -> pd.Da
 
 
 class Parity(Ab):
-    name = "parity"
-    title = "Parity (A/B non-inferiority)"
+    name = "parity_ab"
+    title = "Parity A/B (non-inferiority)"
     folder = Path(__file__).parent
     modes = (CMOS,)
     max_systems = 2
