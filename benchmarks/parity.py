@@ -18,7 +18,7 @@ pairs at the default margins, and the power per damage type and size.
 Draws share the pool, so their rates are estimates from overlapping samples of it (said in the
 JSON). Writes ``benchmarks/results/parity.json``.
 
-    python benchmarks/parity.py [--prompts 24] [--takes 4] [--runs 400] [--cache DIR]
+    python benchmarks/parity.py [--prompts 24] [--takes 4] [--runs 400] [--cache DIR] [--pool DIR]
 """
 
 from __future__ import annotations
@@ -41,7 +41,7 @@ from evaluation.parity.measures import MEASURES, default_margins  # noqa: E402
 from evaluation.parity.prompts import ParityPrompt  # noqa: E402
 from evaluation.parity.run import compare_all  # noqa: E402
 from evaluation.parity.score import measure_sides  # noqa: E402
-from evaluation.parity.sides import Side, render  # noqa: E402
+from evaluation.parity.sides import Side, read_folder, render, save_side  # noqa: E402
 from evaluation.parity.simulate import grid  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -55,12 +55,23 @@ def harvard(n: int) -> list[ParityPrompt]:
     return [ParityPrompt(f"h{i + 1:02d}", t.strip()) for i, t in enumerate(lines[:n]) if t.strip()]
 
 
-async def pool(spec: str, prompts: list[ParityPrompt], takes: int, role: str) -> Side:
+async def pool(
+    spec: str, prompts: list[ParityPrompt], takes: int, role: str, keep: Path | None
+) -> Side:
+    """The rendered takes, kept in ``keep`` (and read back from there on a second run: the
+    scores' cache then has them all)."""
+    if keep is not None and (keep / "h01.wav").is_file():
+        side = read_folder(role, keep, prompts)
+        if side.takes_per_prompt >= takes:
+            return side
     be = load_backend(spec)
     try:
-        return await render(role, be, prompts, takes, log=lambda m: print(m, file=sys.stderr))
+        side = await render(role, be, prompts, takes, log=lambda m: print(m, file=sys.stderr))
     finally:
         await be.aclose()
+    if keep is not None:
+        save_side(side, keep)
+    return side
 
 
 def simulation(reps: int) -> list[dict]:
@@ -177,6 +188,7 @@ def main() -> int:
     ap.add_argument("--reps", type=int, default=20000, help="simulation runs per cell")
     ap.add_argument("--cache", default=str(Path.home() / ".cache" / "listenlab-parity-bench"))
     ap.add_argument("--out", default="benchmarks/results/parity.json")
+    ap.add_argument("--pool", help="keep the rendered takes here (a second run reads them)")
     args = ap.parse_args()
     t0 = time.monotonic()
     out: dict = {
@@ -190,8 +202,11 @@ def main() -> int:
         "simulation": simulation(args.reps),
     }
     prompts = harvard(args.prompts)
-    piper = asyncio.run(pool("piper", prompts, args.takes, "reference"))
-    profile = asyncio.run(pool("piper?profile=qwen3-tts", prompts, 2, "candidate"))
+    keep = Path(args.pool) if args.pool else None
+    piper = asyncio.run(pool("piper", prompts, args.takes, "reference", keep and keep / "piper"))
+    profile = asyncio.run(
+        pool("piper?profile=qwen3-tts", prompts, 2, "candidate", keep and keep / "profile")
+    )
     got = measure(prompts, piper, profile, args.cache)
     values = {("piper" if r == "reference" else "profile", k): v for (r, k), v in got.items()}
     out["pool"] = {
