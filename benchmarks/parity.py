@@ -180,6 +180,67 @@ def damage_power(prompts, piper: Side, values: dict, takes: int, runs: int, cach
     return out
 
 
+def pct(x: float) -> str:
+    return f"{100 * x:.1f} %"
+
+
+def simulation_table(rows: list[dict]) -> str:
+    out = [
+        "| differences | prompts | coverage of the 90 % interval | failed at the margin "
+        "| passed at the margin | passed when as good |",
+        "|---|---|---|---|---|---|",
+    ]
+    for r in rows:
+        out.append(
+            f"| {r['shape']} | {r['prompts']} | {pct(r['coverage'])} | "
+            f"{pct(r['worse_at_margin'])} | {pct(r['pass_at_margin'])} | "
+            f"{pct(r['pass_when_equal'])} |"
+        )
+    return "\n".join(out)
+
+
+def same_table(same: dict) -> str:
+    out = [
+        "| pair | prompts | failed (default) | not shown within (`--strict` fails) | most often "
+        "unsure |",
+        "|---|---|---|---|---|",
+    ]
+    for name, by_n in same.items():
+        for n, r in by_n.items():
+            unsure = sorted(r["unsure_by_measure"].items(), key=lambda kv: -kv[1])[:2]
+            words = ", ".join(f"`{k}` {pct(v)}" for k, v in unsure) or "-"
+            out.append(
+                f"| {name.replace('_vs_', ' vs ')} | {n} | {pct(r['failed'])} | "
+                f"{pct(r['failed_strict'])} | {words} |"
+            )
+    return "\n".join(out)
+
+
+def damage_table(damage: dict) -> str:
+    ns = sorted({int(n) for d in damage.values() for s in d["sizes"].values() for n in s})
+    out = [
+        "| damage | size | " + " | ".join(f"failed, {n} prompts" for n in ns) + " | failed by |",
+        "|---|---|" + "---|" * len(ns) + "---|",
+    ]
+    for kind, d in damage.items():
+        for size, by_n in d["sizes"].items():
+            last = by_n[str(ns[-1])] if str(ns[-1]) in by_n else by_n[ns[-1]]
+            top = sorted(last["worse_by_measure"].items(), key=lambda kv: -kv[1])[:2]
+            by = ", ".join(f"`{k}`" for k, _ in top) or "-"
+            cells = " | ".join(pct((by_n.get(str(n)) or by_n.get(n))["failed"]) for n in ns)
+            out.append(f"| {kind} | {float(size):g} {d['unit']} | {cells} | {by} |")
+    return "\n".join(out)
+
+
+def docs_tables(results: dict) -> dict[str, str]:
+    """The tables ``docs/parity.md`` prints, written from the results (a test compares)."""
+    return {
+        "simulation": simulation_table(results["simulation"]),
+        "same": same_table(results["same_system"]),
+        "damage": damage_table(results["damage"]),
+    }
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--prompts", type=int, default=24)
@@ -222,6 +283,8 @@ def main() -> int:
     Path(args.out).parent.mkdir(parents=True, exist_ok=True)
     Path(args.out).write_text(json.dumps(out, indent=1, default=float), encoding="utf-8")
     print(f"wrote {args.out} in {out['seconds']:.0f} s")
+    for table in docs_tables(json.loads(json.dumps(out, default=float))).values():
+        print("\n" + table)
     return 0
 
 
