@@ -118,6 +118,37 @@ def draw_runs(values: dict, prompts: list[ParityPrompt], n: int, runs: int, pick
     }
 
 
+def spreads(values: dict, prompts: list[ParityPrompt], takes: int) -> dict:
+    """Per measure: the standard deviation of one prompt's difference between two takes of
+    the CPU voice (every pair of its takes, all prompts), what the margins were set from."""
+    from evaluation.parity.measures import BY_NAME
+
+    out = {}
+    for name in (
+        "wer",
+        "cer",
+        "speaker_sim",
+        "predicted_mos",
+        "ms_per_char",
+        "loudness_lufs",
+        "true_peak_dbtp",
+        "f0_median",
+        "f0_range_st",
+    ):
+        m, d = BY_NAME[name], []
+        for p in prompts:
+            for a in range(1, takes + 1):
+                for b in range(a + 1, takes + 1):
+                    x, y = (values["piper", (p.prompt_id, k)].get(name) for k in (a, b))
+                    if x is not None and y is not None:
+                        d.append(m.delta(float(y), float(x)))
+        d = [v for v in d if v == v]
+        mean = sum(d) / len(d)
+        out[name] = round((sum((v - mean) ** 2 for v in d) / (len(d) - 1)) ** 0.5, 4)
+    print("spread of one prompt's difference (same voice, two takes):", out)
+    return out
+
+
 def same_system(values: dict, prompts: list[ParityPrompt], takes: int, runs: int) -> dict:
     def piper_pair(rng):
         a, b = rng.sample(range(1, takes + 1), 2)
@@ -219,14 +250,17 @@ def same_table(same: dict) -> str:
 def damage_table(damage: dict) -> str:
     ns = sorted({int(n) for d in damage.values() for s in d["sizes"].values() for n in s})
     out = [
-        "| damage | size | " + " | ".join(f"failed, {n} prompts" for n in ns) + " | failed by |",
+        "| damage | size | "
+        + " | ".join(f"failed, {n} prompts" for n in ns)
+        + f" | failed by ({ns[-1]} prompts) |",
         "|---|---|" + "---|" * len(ns) + "---|",
     ]
     for kind, d in damage.items():
         for size, by_n in d["sizes"].items():
             last = by_n[str(ns[-1])] if str(ns[-1]) in by_n else by_n[ns[-1]]
-            top = sorted(last["worse_by_measure"].items(), key=lambda kv: -kv[1])[:2]
-            by = ", ".join(f"`{k}`" for k, _ in top) or "-"
+            ranked = sorted(last["worse_by_measure"].items(), key=lambda kv: -kv[1])
+            top = [kv for kv in ranked if kv[1] >= 0.5] or ranked[:1]
+            by = ", ".join(f"`{k}` {pct(v)}" for k, v in top) or "-"
             cells = " | ".join(pct((by_n.get(str(n)) or by_n.get(n))["failed"]) for n in ns)
             out.append(f"| {kind} | {float(size):g} {d['unit']} | {cells} | {by} |")
     return "\n".join(out)
@@ -276,6 +310,7 @@ def main() -> int:
         "profile_takes": 2,
         "draws": "runs draw prompts and takes from this pool: overlapping samples",
     }
+    out["spread"] = spreads(values, prompts, args.takes)
     out["same_system"] = same_system(values, prompts, args.takes, args.runs)
     out["damage"] = damage_power(prompts, piper, values, args.takes, args.runs, args.cache)
     out["seconds"] = round(time.monotonic() - t0, 1)
