@@ -100,6 +100,7 @@ def _run_probe(args: argparse.Namespace) -> int:
         instructions=args.instructions,
         ref_audio=reference_clip(args.ref_audio) if args.ref_audio else None,
         ref_text=args.ref_text,
+        reference=args.reference,
     )
     paths = write_probe(result, args.out) if args.out else {}
     if args.json:
@@ -171,6 +172,12 @@ def add_cli(sub: argparse._SubParsersAction) -> None:
         help="set one threshold (max_stall_ms, max_ttfa_ms, max_start_ms, max_rtf, "
         "max_chunk_gap_ms, max_clipped, min_active, prebuffer_ms (a number or 'rule'), "
         "warnings_fail); repeatable",
+    )
+    p.add_argument(
+        "--reference",
+        metavar="DIR",
+        help="a fourth layer: compare each prompt's solo stream with DIR/<prompt id>.wav "
+        "(listenlab parity's measures and margins; a measure shown worse fails)",
     )
     p.add_argument("--json", action="store_true", help="print the result as JSON on stdout")
     p.set_defaults(func=_run_probe)

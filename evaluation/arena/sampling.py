@@ -46,7 +46,7 @@ NEWTON_TOL = 1e-9
 PAIR_SMOOTHING = 5.0
 """The baseline's weight: ``1 / (PAIR_SMOOTHING + votes on the pair)``."""
 
-Tally = Mapping[tuple[str, str], tuple[float, float, float]]
+PairCounts = Mapping[tuple[str, str], tuple[float, float, float]]
 """Votes per pair ``(x, y)`` with ``x < y``: ``(x won, y won, ties)``."""
 
 
@@ -91,7 +91,7 @@ class PairChoice:
 
 
 def tally_arrays(
-    systems: list[str] | tuple[str, ...], tally: Tally
+    systems: list[str] | tuple[str, ...], tally: PairCounts
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     """``(i, j, games, score_i)`` per pair with votes: indices into ``systems``, the number of
     votes and ``i``'s score (wins + half the ties). Pairs naming an unknown system are left out."""
@@ -109,7 +109,7 @@ def tally_arrays(
 
 def posterior(
     systems: list[str] | tuple[str, ...],
-    tally: Tally,
+    tally: PairCounts,
     *,
     prior_sd: float = PRIOR_SD,
     start: np.ndarray | None = None,
@@ -190,7 +190,7 @@ def all_pairs(n: int, allowed: np.ndarray | None = None) -> tuple[np.ndarray, np
     return i, j
 
 
-def appearances(systems: list[str] | tuple[str, ...], tally: Tally) -> np.ndarray:
+def appearances(systems: list[str] | tuple[str, ...], tally: PairCounts) -> np.ndarray:
     """Counted votes each system took part in."""
     i, j, games, _ = tally_arrays(systems, tally)
     n = len(systems)
@@ -217,7 +217,7 @@ def _starved(seen: np.ndarray, i: np.ndarray, j: np.ndarray, rules: SamplingRule
 
 def choose_pair(
     post: Posterior,
-    tally: Tally,
+    tally: PairCounts,
     rng: np.random.Generator,
     rules: SamplingRules | None = None,
     allowed: np.ndarray | None = None,
@@ -274,7 +274,7 @@ def count_weighted_pair(
 
 
 def tally_of(rows: Iterable[tuple]) -> dict[tuple[str, str], tuple[float, ...]]:
-    """A :data:`Tally` from ``(system_a, system_b, choice)`` rows, or ``(…, n)`` rows of ``n``
+    """A :data:`PairCounts` from ``(system_a, system_b, choice)`` rows, or ``(…, n)`` rows of ``n``
     such votes (``a``, ``b``, ``tie`` or ``both_bad``; both of the last two are ties, as on
     the board)."""
     out: dict[tuple[str, str], list[float]] = {}
@@ -293,7 +293,7 @@ def tally_of(rows: Iterable[tuple]) -> dict[tuple[str, str], tuple[float, ...]]:
     return {k: tuple(v) for k, v in out.items()}
 
 
-def pair_totals(tally: Tally) -> dict[tuple[str, str], float]:
+def pair_totals(tally: PairCounts) -> dict[tuple[str, str], float]:
     """Votes per pair (the baseline's input)."""
     return {k: float(sum(v)) for k, v in tally.items()}
 
@@ -304,7 +304,7 @@ __all__ = [
     "PairChoice",
     "Posterior",
     "SamplingRules",
-    "Tally",
+    "PairCounts",
     "all_pairs",
     "appearances",
     "choose_pair",

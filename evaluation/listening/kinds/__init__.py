@@ -1,4 +1,5 @@
-"""The listening-test kinds, one folder each: MOS, A/B (with its CMOS mode), MUSHRA, glitch hunt.
+"""The listening-test kinds, one folder each: MOS, A/B (with its CMOS mode), MUSHRA, glitch hunt,
+parity A/B (non-inferiority).
 
 Why one registry: a kind used to be ``kind == "mos"`` branches in ten files over three layers,
 and an unknown kind silently got another kind's question or the planner's MOS points. Now
@@ -25,9 +26,10 @@ from evaluation.listening.kinds.base import TestKind
 from evaluation.listening.kinds.glitch import KIND as GLITCH
 from evaluation.listening.kinds.mos import KIND as MOS
 from evaluation.listening.kinds.mushra import KIND as MUSHRA
+from evaluation.listening.kinds.parity_ab import KIND as PARITY
 from evaluation.tablespec import Table, answer_table_problems
 
-BUILT_IN: tuple[TestKind, ...] = (MOS, AB, MUSHRA, GLITCH)
+BUILT_IN: tuple[TestKind, ...] = (MOS, AB, MUSHRA, GLITCH, PARITY)
 """The kinds the app ships, in the order results are listed and the designer offers them (the
 first is the default of a spec that names none)."""
 
@@ -146,6 +148,7 @@ __all__ = [
     "MOS",
     "MUSHRA",
     "NAMES",
+    "PARITY",
     "KindError",
     "TestKind",
     "answer_tables",

@@ -194,6 +194,8 @@ class Ab(TestKind):
     main_table = "ab"
     pairwise_table = "ab_pairwise"
     columns = COLUMNS
+    votes: StoredTable = VOTES
+    """The table this kind's votes go to (a kind built on this one keeps its own)."""
     tables = (VOTES,)
     rater_columns = {"ab_check_failed": "A/B check pairs failed"}
     rating_columns = {
@@ -315,7 +317,7 @@ class Ab(TestKind):
             "condition": ctx.condition,
             "assignment_id": ctx.assignment_id,
         }
-        return Vote(payload, [(VOTES.name, row)])
+        return Vote(payload, [(self.votes.name, row)])
 
     def screening_text(self, scr: TestScreening) -> str | None:
         return (
@@ -361,7 +363,7 @@ class Ab(TestKind):
 
     def ratings(self, data: TestData) -> pd.DataFrame | None:
         """One row per vote, its ``system_id`` the system it went to (``tie`` otherwise)."""
-        ab = data.table(VOTES.name)
+        ab = data.table(self.votes.name)
         if ab.empty:
             return None
         won = ab["choice"].map({"a": 0, "b": 1})
@@ -374,7 +376,7 @@ class Ab(TestKind):
 
         from evaluation import inference, stats
 
-        votes = data.table(VOTES.name)
+        votes = data.table(self.votes.name)
         if votes.empty:
             return []
         kept = ctx.keep(votes)
@@ -452,7 +454,7 @@ class Ab(TestKind):
         from evaluation import plots, stats
 
         o = view.options
-        ab = view.keep(view.table(VOTES.name))
+        ab = view.keep(view.table(self.votes.name))
         tests = ab["test_id"].nunique() if "test_id" in ab and not ab.empty else 0
         matrix = stats.preference_matrix(ab) if view.pool or tests <= 1 else pd.DataFrame()
         board = view.per_test(
