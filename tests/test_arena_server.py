@@ -259,7 +259,8 @@ def test_hostile_messages_get_clear_errors(server, msg, reason, words):
     with page(server, new_cookie(server)) as p:
         m = p.arena(msg.pop("type"), **msg)
         assert m["type"] == "arena_error" and m["reason"] == reason and words in m["message"], m
-        assert p.arena("arena_new", text=TEXT)["type"] == "arena_battle"  # the socket still works
+        got = p.arena("arena_new", text=TEXT)
+        assert got["type"] == "arena_battle", got  # the socket still works
 
 
 def test_speaking_the_other_side_early_interrupts_the_first(server):

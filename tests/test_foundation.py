@@ -17,7 +17,7 @@ import numpy as np
 import pytest
 import soundfile as sf
 
-from backends.base import MAX_TEXT_CHARS, AudioChunk, SpeechRequest
+from backends.base import CPU_VOICE_MAX_CHARS, AudioChunk, SpeechRequest
 from backends.errors import (
     EmptyText,
     ModelUnavailable,
@@ -208,7 +208,7 @@ async def test_closing_the_stream_stops_generation(piper_det):
     [
         ({"text": ""}, EmptyText, "cannot be empty"),
         ({"text": " \n\t "}, EmptyText, "cannot be empty"),
-        ({"text": "x" * (MAX_TEXT_CHARS + 1)}, TextTooLong, "limit is 5000"),
+        ({"text": "x" * (CPU_VOICE_MAX_CHARS + 1)}, TextTooLong, "limit is 50000"),
         ({"text": "Hi.", "voice": "nobody"}, UnknownVoice, "unknown voice 'nobody'"),
         ({"text": "Hi.", "speed": 0.1}, SpeedOutOfRange, "between 0.25 and 4.0"),
         ({"text": "Hi.", "speed": 5}, SpeedOutOfRange, "between 0.25 and 4.0"),

@@ -168,5 +168,11 @@ def test_profile_round_trip_all_modes(piper_det, name, extra):
             # simulated server finished (duration / pace after the request).
             due_ms = 1000 * take.duration_s / PACE
             assert take.chunks[-1].arrival_ms >= due_ms - 20, where
-            # a whole-file model sends one chunk; a schedule's first chunk ends early
-            assert (len(take.chunks) == 1) if profile.whole_file else len(take.chunks) >= 2, where
+            # a whole-file model sends nothing until the whole file is made (the socket may still
+            # hand the one body over in several reads, so count arrivals, not reads); a
+            # schedule's first chunk ends early
+            if profile.whole_file:
+                assert take.chunks[0].arrival_ms >= due_ms - 20, where
+            else:  # the schedule's chunks (a model with long chunks may make one of a short text)
+                planned = len(profile.chunk_sizes(expected.shape[0]))
+                assert len(take.chunks) >= min(2, planned), where

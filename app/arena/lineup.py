@@ -48,9 +48,29 @@ class LineupError(InvalidRequest):
     """The arena file is not usable (the message says where)."""
 
 
+LANGUAGE_NAMES = {
+    "chinese": "zh",
+    "english": "en",
+    "french": "fr",
+    "german": "de",
+    "italian": "it",
+    "japanese": "ja",
+    "korean": "ko",
+    "portuguese": "pt",
+    "russian": "ru",
+    "spanish": "es",
+}
+"""The language names vLLM-Omni's models list (Qwen3-TTS's ``English``…) as tags; a model's
+``Auto`` is no language and is skipped."""
+
+
 def language_tag(value: Any) -> str:
-    """A language as the arena compares it: the primary subtag, lower case (``en-US`` → ``en``)."""
+    """A language as the arena compares it: the primary subtag, lower case (``en-US`` → ``en``,
+    ``English`` → ``en``)."""
     s = str(value or "").strip().replace("_", "-").split("-")[0].lower()
+    s = LANGUAGE_NAMES.get(s, s)
+    if s == "auto":
+        raise LineupError("'Auto' is no language")
     if not (2 <= len(s) <= 8 and s.isascii() and s.isalpha()):
         raise LineupError(f"not a language tag: {str(value)[:40]!r}")
     return s
