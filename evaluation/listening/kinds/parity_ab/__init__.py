@@ -24,7 +24,13 @@ from typing import TYPE_CHECKING, Any
 
 from evaluation.listening.kinds.ab import CMOS, VOTES, Ab
 from evaluation.listening.kinds.ab import COLUMNS as AB_COLUMNS
-from evaluation.listening.kinds.base import ResultContext, Table, not_empty
+from evaluation.listening.kinds.base import (
+    ReportSection,
+    ResultContext,
+    StoreView,
+    Table,
+    not_empty,
+)
 from evaluation.tablespec import Index
 
 if TYPE_CHECKING:
@@ -228,6 +234,11 @@ class Parity(Ab):
 
     def result_lines(self, tables: dict[str, pd.DataFrame]) -> list[str]:
         return self.lines(tables)
+
+    def report(self, view: StoreView) -> list[ReportSection]:
+        """None store-wide: a parity test's decision is its own (its results and export);
+        the A/B kind's sections, under the same table names, would overwrite the A/B tests'."""
+        return []
 
 
 KIND = Parity()
