@@ -315,3 +315,70 @@ def test_the_results_tab_words_and_the_designer_limits(live):
     text = "\n".join(RANK.summary(tables, {}))
     assert "- rank qwen: 1.00 (too few ratings) n=1, raters=1" in text
     assert "rank(joe) - rank(fast)" in text
+
+
+# --------------------------------------------------------------------------- the command line
+
+
+def test_listenlab_test_create_type_rank_and_its_results(tmp_path, capsys):
+    """``listenlab test create --type rank`` on the real Piper voice; two raters vote through
+    the service the routes use (the real SQLite file), the second ranks by position and
+    puts the anchor first, and ``listenlab test results`` screens them out."""
+    from app.cli import main
+    from app.listening.service import Listening
+    from app.store import Store
+
+    db = tmp_path / "lab.db"
+    code = main(
+        ["test", "create", "--db", str(db), "--type", "rank", "--harvard", "3"]
+        + [
+            "--system",
+            "joe=piper?deterministic=1",
+            "--system",
+            "fast=piper?deterministic=1&speed=1.3",
+        ]
+        + ["--system", "slow=piper?deterministic=1&speed=0.8", "--items-per-rater", "3"]
+        + ["--no-headphone-check", "--json"]
+    )
+    made = json.loads(capsys.readouterr().out)
+    assert code == 0 and made["status"] == "open"
+    tid = made["test_id"]
+    with Store.open(db) as store:
+        svc = Listening(store)
+        stim = svc.tests.stimuli(tid)
+        assert sorted(s.kind for s in stim).count("item") == 9  # 3 systems x 3 prompts
+        assert {s.system_id for s in stim if s.kind == "anchor"} == {ANCHOR}
+        for attentive in (True, False):
+            tok = svc.join(tid)["token"]
+            svc.consent(tid, tok)
+            st = svc.status(tid, tok)
+            while not st["finished"]:
+                aid = st["item"]["assignment_id"]
+                a = next(
+                    x for x in store.assignments(tid, st["rater_id"]) if x.assignment_id == aid
+                )
+                for slot, take_id in enumerate(a.slots):
+                    ms = store.load_take(take_id).duration_s * 1000
+                    svc.play_event(
+                        tid, tok, aid, slot, ms, server_elapsed_ms=ms + 100, take_id=take_id,
+                        condition="as_streamed", duration_ms=ms,
+                    )  # fmt: skip
+                systems = a.meta["systems"]
+                want = ["fast", "joe", "slow", ANCHOR]
+                ranks = [1 + sorted(systems, key=want.index).index(s) for s in systems]
+                if not attentive:  # by position, the anchor (if any) first
+                    rest = iter(range(2 if ANCHOR in systems else 1, len(systems) + 1))
+                    ranks = [1 if s == ANCHOR else next(rest) for s in systems]
+                svc.vote(
+                    tid, tok, {"answer_id": f"{aid[:20]}x", "assignment_id": aid, "ranks": ranks}
+                )
+                st = svc.status(tid, tok)
+    code = main(["test", "results", tid, "--db", str(db), "--json"])
+    res = json.loads(capsys.readouterr().out)
+    assert code == 0
+    assert [r["system_id"] for r in res["rank"]] == ["fast", "joe", "slow"]
+    assert [r["mean_rank"] for r in res["rank"]] == [1.0, 2.0, 3.0]
+    raters = sorted(res["raters"], key=lambda r: r["seq"])
+    assert [r["excluded"] for r in raters] == [False, True]
+    assert "ranking check failed x2 of 2" in raters[1]["reasons"]
+    assert raters[1]["rank_check_failed"] == 2 and raters[0]["rank_check_failed"] == 0
