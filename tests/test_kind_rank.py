@@ -382,3 +382,38 @@ def test_listenlab_test_create_type_rank_and_its_results(tmp_path, capsys):
     assert [r["excluded"] for r in raters] == [False, True]
     assert "ranking check failed x2 of 2" in raters[1]["reasons"]
     assert raters[1]["rank_check_failed"] == 2 and raters[0]["rank_check_failed"] == 0
+
+
+# --------------------------------------------------------------------------- the docs
+
+
+def example_text() -> str:
+    """The Results tab's words for the docs' simulated panel (9 honest raters, one who ranks by
+    position, three systems), through the results every test gets."""
+    from evaluation.listening.results import test_results
+    from evaluation.listening.screening import TestScreening
+
+    m = RankModel(system_means=(3.0, 3.5, 4.2), raters=9, prompts=10, bad=("position",))
+    data, _ = rank_data(m, np.random.default_rng(42))
+    data.raters["seq"] = range(len(data.raters))
+    data.raters["answered"] = 12
+    tables = test_results(data, screening=TestScreening(require_headphones=False))
+    titles = dict(zip(tables["methods"]["table"], tables["methods"]["title"], strict=True))
+    return "\n\n".join(RANK.summary(tables, titles))
+
+
+def test_the_docs_example_is_what_the_results_say():
+    import re
+    import textwrap
+    from pathlib import Path
+
+    doc = (Path(__file__).resolve().parents[1] / "docs" / "listening-tests.md").read_text()
+    section = doc[doc.index("## Ranking tests (`rank`)") : doc.index("## Screening")]
+    block = re.search(r"  ```text\n(.*?)  ```", section, re.S).group(1)
+    assert textwrap.dedent(block).strip() == example_text()
+    for number in ("**2**", "**8**", "**3**", "**0.001**", "min(3 s, 95 % of the clip)"):
+        assert number in section, number
+    from evaluation.listening.kinds.rank import RULES
+
+    assert (RULES.min_screens, RULES.position_p, CHECK_SCREENS, MAX_SYSTEMS) == (3, 0.001, 2, 8)
+    assert RULES.max_check_failures == 1 and "on **both** check screens" in section
