@@ -417,3 +417,28 @@ def test_the_docs_example_is_what_the_results_say():
 
     assert (RULES.min_screens, RULES.position_p, CHECK_SCREENS, MAX_SYSTEMS) == (3, 0.001, 2, 8)
     assert RULES.max_check_failures == 1 and "on **both** check screens" in section
+
+
+def test_the_results_tab_shows_the_ranking():
+    """The admin Results tab's view of a ranking test: the words, a plot of the mean ranks
+    with their intervals, the mean-rank table first and the pairs as the pairwise table."""
+    from app.listening.admin.results_tab import results_view
+    from evaluation.listening.results import test_results
+    from evaluation.listening.screening import TestScreening
+
+    m = RankModel(system_means=(3.0, 3.5, 4.2), raters=9, prompts=10, bad=("position",))
+    data, _ = rank_data(m, np.random.default_rng(42))
+    data.raters["seq"] = range(len(data.raters))
+    data.raters["answered"] = 12
+    tables = test_results(data, screening=TestScreening(require_headphones=False))
+    view = results_view(tables)
+    assert list(view["main"]["system_id"]) == ["s3", "s2", "s1"]
+    assert list(view["pairwise"][["x", "y"]].itertuples(index=False, name=None)) == [
+        ("s1", "s2"),
+        ("s1", "s3"),
+        ("s2", "s3"),
+    ]
+    assert view["plot"] is not None
+    assert "ranking check failed x2 of 2" in view["summary"]
+    assert "ranked by position: 100% of 10 screens" in view["summary"]
+    assert "Friedman" in view["summary"] and "- rank s3: 1.38" in view["summary"]
