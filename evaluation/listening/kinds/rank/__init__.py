@@ -448,11 +448,13 @@ class Rank(TestKind):
         if not d.screening:
             return []
         rng = random.Random(f"{d.seed}:rank-check")
+        n = len(d.systems) + 1
         out = []
-        for _ in range(CHECK_SCREENS):
-            slots = [Slot(s) for s in d.systems] + [Slot(ANCHOR, "anchor")]
+        for at in rng.sample(range(n), min(CHECK_SCREENS, n)):
+            slots = [Slot(s) for s in d.systems]
             rng.shuffle(slots)
-            out.append(PlannedItem(0, None, tuple(slots), "gold", float(len(slots))))
+            slots.insert(at, Slot(ANCHOR, "anchor"))
+            out.append(PlannedItem(0, None, tuple(slots), "gold", float(n)))
         return out
 
     def extra_stimuli(self, d: Design) -> frozenset[str]:
