@@ -705,7 +705,7 @@ def one_rank_test(m: RankModel, rng: np.random.Generator) -> dict:
     }
 
 
-RANK_NULL_CELLS = ((0.0, 0.0), (0.5, 0.3), (1.0, 0.6))
+RANK_NULL_CELLS = ((0.0, 0.0), (0.5, 0.3), (1.0, 0.6), (1.0, 0.0))
 """(rater sd, prompt sd) of the false-positive cells: no difference between the systems."""
 
 

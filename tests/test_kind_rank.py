@@ -442,3 +442,22 @@ def test_the_results_tab_shows_the_ranking():
     assert "ranking check failed x2 of 2" in view["summary"]
     assert "ranked by position: 100% of 10 screens" in view["summary"]
     assert "Friedman" in view["summary"] and "- rank s3: 1.38" in view["summary"]
+
+
+def test_the_statistics_page_prints_the_ranking_rows_it_measured():
+    """docs/statistics.md prints the benchmark's ranking tables (``rank_markdown``) of the JSON
+    in the repo: every cell of the grid at >= 0.93, and the tests' false positives."""
+    from pathlib import Path
+
+    from benchmarks.listening_validity import grid_cells, rank_checks, rank_markdown
+
+    root = Path(__file__).resolve().parents[1]
+    res = json.loads((root / "benchmarks/results/listening_validity.json").read_text())
+    part = res["rank"]
+    assert len(part["cells"]) == len(grid_cells()) == 27
+    assert min(c["tests"] for c in part["cells"].values()) >= 200
+    assert part["minimum"]["coverage"] >= 0.93
+    assert all(rank_checks(res).values()) and res["checks"] == res["checks"] | rank_checks(res)
+    page = (root / "docs" / "statistics.md").read_text(encoding="utf-8")
+    assert rank_markdown(res) in page
+    assert f"{part['minimum']['coverage']:.3f}" in page
