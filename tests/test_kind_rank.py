@@ -382,6 +382,17 @@ def test_listenlab_test_create_type_rank_and_its_results(tmp_path, capsys):
     assert [r["excluded"] for r in raters] == [False, True]
     assert "ranking check failed x2 of 2" in raters[1]["reasons"]
     assert raters[1]["rank_check_failed"] == 2 and raters[0]["rank_check_failed"] == 0
+    # the store-wide report: the kind's tables and its rows (the check screens left out)
+    out = tmp_path / "report.html"
+    assert main(["report", str(db), "-o", str(out), "--csv", str(tmp_path / "csv")]) == 0
+    capsys.readouterr()
+    page = out.read_text(encoding="utf-8")
+    assert "Mean rank per system, 1 = best" in page and "ranking check failed x2 of 2" in page
+    assert {p.name for p in (tmp_path / "csv").glob("stats_test_*_rank*.csv")} == {
+        f"stats_test_{tid}_{t}.csv"
+        for t in ("rank", "rank_pairwise", "rank_friedman", "rank_screening")
+    }
+    assert len(pd.read_csv(tmp_path / "csv" / "rank_ratings.csv")) == 2 * 3 * 3
 
 
 # --------------------------------------------------------------------------- the docs
