@@ -266,6 +266,9 @@ def test_a_ranking_test_end_to_end(live):
     assert {r["blocks"]: r["n_blocks"] for r in res["rank_friedman"]} == {"screens": 9, "raters": 3}
     pw = {(r["x"], r["y"]): r for r in res["rank_pairwise"]}
     assert pw[("fast", "joe")]["x_above_share"] == 1.0
+    board = {r["system"]: r for r in res["rank_board"]}
+    assert board["fast"]["wins"] == 18 and board["fast"]["losses"] == 0  # 9 screens x 2 pairs
+    assert board["fast"]["rating"] > board["joe"]["rating"] > board["qwen"]["rating"]
     scr = {r["rater_id"]: r for r in res["rank_screening"]}
     assert all(r["checks"] == 2 and r["check_failed"] == 0 for r in scr.values())
     assert not any(r["excluded"] for r in res["raters"])
@@ -277,7 +280,8 @@ def test_a_ranking_test_end_to_end(live):
     names = set(z.namelist())
     assert {"raw/rank_ratings.csv", "results/rank.csv", "results/rank_pairwise.csv"} <= names
     d = columns()
-    for f in ("raw/rank_ratings.csv", "results/rank.csv", "results/rank_friedman.csv"):
+    files = ("raw/rank_ratings.csv", "results/rank.csv", "results/rank_friedman.csv")
+    for f in (*files, "results/rank_board.csv", "results/rank_screening.csv"):
         head = z.read(f).decode().splitlines()[0].split(",")
         assert set(head) <= set(d[f]), (f, set(head) - set(d[f]))
     ratings = pd.read_csv(io.BytesIO(z.read("raw/ratings.csv")))
@@ -390,7 +394,7 @@ def test_listenlab_test_create_type_rank_and_its_results(tmp_path, capsys):
     assert "Mean rank per system, 1 = best" in page and "ranking check failed x2 of 2" in page
     assert {p.name for p in (tmp_path / "csv").glob("stats_test_*_rank*.csv")} == {
         f"stats_test_{tid}_{t}.csv"
-        for t in ("rank", "rank_pairwise", "rank_friedman", "rank_screening")
+        for t in ("rank", "rank_pairwise", "rank_friedman", "rank_board", "rank_screening")
     }
     assert len(pd.read_csv(tmp_path / "csv" / "rank_ratings.csv")) == 2 * 3 * 3
 

@@ -139,6 +139,19 @@ COLUMNS = {
         "test": "cluster t (two-way cluster-robust t test of the difference) or sign (exact "
         "sign test over raters, when every screen gives the same difference)",
     },
+    "results/rank_board.csv": {
+        "system": "the system",
+        "rating": "Bradley-Terry rating of the implied pairwise wins (1500 + 400 log10 strength)",
+        "ci_low": "95% bootstrap interval over raters, lower bound",
+        "ci_high": "upper bound",
+        "votes": "implied pairs with the system (each screen gives every pair of its clips)",
+        "wins": "pairs won (ranked above the other)",
+        "losses": "pairs lost",
+        "ties": "tied pairs (none: a ranking has no ties)",
+        "listed": "on the board (every system: no minimum)",
+        "better_systems": "systems significantly stronger (Holm, 5%)",
+        "rank": "1 + better_systems",
+    },
     "results/rank_friedman.csv": {
         "blocks": "screens (each screen a block) or raters (each rater's mean ranks a block)",
         "n_blocks": "blocks in the test",
@@ -295,6 +308,34 @@ def friedman_table(kept: pd.DataFrame) -> pd.DataFrame:
         q, p, w = friedman(m.to_numpy(dtype=float))
         rows.append([name, len(m), len(systems), q, len(systems) - 1, p, w])
     return pd.DataFrame(rows, columns=cols)
+
+
+def implied_wins(kept: pd.DataFrame) -> pd.DataFrame:
+    """Each screen's N(N-1)/2 pairs as A/B votes (``system_a`` < ``system_b``, ``choice`` the
+    one ranked above, ``rater_id``): what a Bradley-Terry board reads."""
+    import numpy as np
+    import pandas as pd
+
+    on = ["assignment_id", "rater_id"]
+    m = kept[[*on, "system_id", "rank"]].merge(kept[[*on, "system_id", "rank"]], on=on)
+    m = m[m["system_id_x"] < m["system_id_y"]]
+    return pd.DataFrame(
+        {
+            "system_a": m["system_id_x"].to_numpy(),
+            "system_b": m["system_id_y"].to_numpy(),
+            "choice": np.where(m["rank_x"] < m["rank_y"], "a", "b"),
+            "rater_id": m["rater_id"].to_numpy(),
+        }
+    )
+
+
+def rank_board(kept: pd.DataFrame) -> pd.DataFrame:
+    """The Bradley-Terry board of the implied pairwise wins (:func:`implied_wins`), as the
+    report's and the arena's (:func:`evaluation.stats.bt_leaderboard`: bootstrap over raters,
+    a rater's pairs drawn together)."""
+    from evaluation import stats
+
+    return stats.bt_leaderboard(implied_wins(kept))
 
 
 def position_orders(kept: pd.DataFrame) -> pd.DataFrame:
@@ -550,6 +591,8 @@ class Rank(TestKind):
              PAIRWISE_METHOD, PAIRWISE_ASSUMES),
             ("rank_friedman", friedman_table(kept), f"Ranking: Friedman's test ({who})",
              FRIEDMAN_METHOD, FRIEDMAN_ASSUMES),
+            ("rank_board", rank_board(kept), f"Ranking: Bradley-Terry board of the implied "
+             f"pairwise wins ({who})", BOARD_METHOD, BOARD_ASSUMES),
             ("rank_screening", rank_screening(data).reset_index(), "Ranking screening per rater",
              self.screening_text(ctx.screening) or "", ""),
         ]  # fmt: skip
@@ -620,6 +663,17 @@ PAIRWISE_ASSUMES = (
     "raters and prompts are independent draws from their populations; a rater's screens, or a "
     "prompt's, may be correlated in any way"
 )
+BOARD_METHOD = (
+    "Bradley-Terry fit (evalica, two virtual games per system) of every screen's pairs, the one "
+    "ranked above winning; 1500 + 400 log10 strength; 95% percentile intervals from 200 "
+    "bootstrap resamples of raters (a rater's pairs together); rank = 1 + the systems "
+    "significantly stronger (Holm, 5%)"
+)
+BOARD_ASSUMES = (
+    "raters are independent; prompts are fixed; a screen's pairs are not independent votes "
+    "(the bootstrap over raters allows for that); not checked by the validity benchmark: read "
+    "the mean ranks' intervals and the pairs first"
+)
 FRIEDMAN_METHOD = (
     "Friedman's chi-square test of equal mean ranks (df systems - 1), once with every screen "
     "a block and once with each rater's mean ranks a block (mid-ranks, tie-corrected); "
@@ -641,10 +695,13 @@ __all__ = [
     "RULES",
     "Rank",
     "RankRules",
+    "CHECK_SCREENS",
     "check_screens",
     "friedman",
     "friedman_table",
+    "implied_wins",
     "position_orders",
+    "rank_board",
     "rank_pairwise",
     "rank_screening",
     "rank_table",
