@@ -31,6 +31,7 @@ import signal
 import sys
 import tempfile
 import time
+from dataclasses import dataclass
 from pathlib import Path
 
 import httpx
@@ -574,6 +575,249 @@ def regimes_markdown(res: dict) -> str:
     return "\n".join(out + [f"| {a} | {b} |" for a, b in rows])
 
 
+# --------------------------------------------------------------------------- ranking (#42)
+
+RANK_BAD = ("position", "inverted", "random")
+"""Careless rankers: the same order of screen positions on every screen, the honest order
+turned over, a random order."""
+
+
+@dataclass(frozen=True)
+class RankModel:
+    """Ranking screens with known truth. Each clip's latent quality is the system's mean plus
+    the rater's taste for that system (``rater_sd``), the prompt's effect on that system
+    (``prompt_sd``) and noise; a rater ranks the clips by it (a rater effect shared by every
+    system, or a prompt's shared by every system, changes no order, so only these matter).
+    With screening, every rater also ranks one check screen with the degraded anchor (latent
+    :attr:`anchor_mean`)."""
+
+    system_means: tuple[float, ...] = (3.0, 3.5, 4.0, 4.0)
+    rater_sd: float = 0.5
+    prompt_sd: float = 0.3
+    noise_sd: float = 0.6
+    raters: int = 30
+    prompts: int = 10
+    screens: int = 10
+    bad: tuple[str, ...] = RANK_BAD
+    anchor_mean: float = 1.0
+
+    @property
+    def systems(self) -> list[str]:
+        return [f"s{i + 1}" for i in range(len(self.system_means))]
+
+
+def rank_truth(m: RankModel) -> dict[str, float]:
+    """Each system's expected rank for a new rater on a new prompt: 1 + the chance that each
+    other clip is heard better (the latent difference is normal with sd sqrt(2) times the
+    spread of one clip)."""
+    from scipy import stats as st
+
+    sd = float(np.sqrt(2 * (m.rater_sd**2 + m.prompt_sd**2 + m.noise_sd**2)))
+    mu = np.array(m.system_means)
+    out = {}
+    for i, s in enumerate(m.systems):
+        others = np.delete(mu, i) - mu[i]
+        out[s] = float(1 + (st.norm.cdf(others / sd) if sd > 0 else (others > 0)).sum())
+    return out
+
+
+def _ranks(latent: np.ndarray) -> np.ndarray:
+    """Ranks of a row of latents, 1 for the highest."""
+    r = np.empty(len(latent), dtype=int)
+    r[np.argsort(-latent, kind="stable")] = np.arange(1, len(latent) + 1)
+    return r
+
+
+def rank_data(m: RankModel, rng: np.random.Generator):
+    """One simulated test as the store hands it to the results: a :class:`TestData` with the
+    ``rank_ratings`` frame and the answered check screens, and each rater's kind."""
+    from evaluation.listening.data import TestData
+
+    k = len(m.systems)
+    pfx = rng.normal(0, m.prompt_sd, (m.prompts, k))
+    kinds = ["honest"] * m.raters + list(m.bad)
+    rows, checks = [], []
+    for r, kind in enumerate(kinds):
+        rid = f"r{r:03d}"
+        taste = rng.normal(0, m.rater_sd, k)
+        for j in range(m.screens + 2):
+            check = j >= m.screens
+            p = (r * m.screens + j) % m.prompts
+            lat = np.array(m.system_means) + taste + pfx[p] + rng.normal(0, m.noise_sd, k)
+            if check:
+                lat = np.append(lat, m.anchor_mean + rng.normal(0, m.noise_sd))
+            n = len(lat)
+            slots = rng.permutation(n)  # slot i holds clip slots[i]
+            honest = _ranks(lat)[slots]
+            by_kind = {
+                "honest": honest,
+                "inverted": n + 1 - honest,
+                "random": rng.permutation(n) + 1,
+                "position": np.arange(1, n + 1),
+            }
+            got = by_kind[kind]
+            if check:
+                at = int(np.flatnonzero(slots == n - 1)[0])
+                payload = json.dumps({"clips": n, "anchor_rank": int(got[at])})
+                checks.append([rid, f"{rid}-c{j}", "rank", "gold", float(n), payload])
+                continue
+            aid = f"{rid}-{j}"
+            for i in range(n):
+                rows.append([rid, aid, i, m.systems[slots[i]], f"p{p}", int(got[i]), n, kind])
+    cols = ["rater_id", "assignment_id", "slot", "system_id", "prompt_id", "rank", "clips", "kind"]
+    df = pd.DataFrame(rows, columns=cols)
+    chk = pd.DataFrame(
+        checks, columns=["rater_id", "assignment_id", "kind", "role", "expected", "payload"]
+    )
+    raters = pd.DataFrame({"rater_id": [f"r{r:03d}" for r in range(len(kinds))]})
+    data = TestData("sim", "rank", {}, {"rank_ratings": df}, raters, checks=chk)
+    return data, dict(zip(raters["rater_id"], kinds, strict=True))
+
+
+def one_rank_test(m: RankModel, rng: np.random.Generator) -> dict:
+    """One simulated test through the kind's own screening and tables: per system, covered
+    and half-width; the bad raters caught, the honest excluded; the tests' rejections."""
+    from evaluation.listening.kinds.rank import (
+        friedman_table,
+        rank_pairwise,
+        rank_screening,
+        rank_table,
+    )
+
+    data, kinds = rank_data(m, rng)
+    scr = rank_screening(data)
+    ex = set(scr.index[scr["excluded"]])
+    d = data.table("rank_ratings")
+    kept = d[~d["rater_id"].isin(ex)]
+    tab = rank_table(kept).set_index("system_id")
+    tr = rank_truth(m)
+    hits = [_hits(tab.loc[s, "ci_low"], tab.loc[s, "ci_high"], v) for s, v in tr.items()]
+    fr = friedman_table(kept).set_index("blocks")["p"]
+    pw = rank_pairwise(kept)
+    return {
+        "hits": hits,
+        "excluded": {
+            k: sum(r in ex for r, kk in kinds.items() if kk == k) for k in set(kinds.values())
+        },
+        "friedman_screens": bool(fr["screens"] < 0.05),
+        "friedman_raters": bool(fr["raters"] < 0.05),
+        "pairwise_any": bool(pw["significant"].any()),
+    }
+
+
+RANK_NULL_CELLS = ((0.0, 0.0), (0.5, 0.3), (1.0, 0.6), (1.0, 0.0))
+"""(rater sd, prompt sd) of the false-positive cells: no difference between the systems."""
+
+
+def rank_cell(m: RankModel, sims: int, seed: int) -> dict:
+    """Coverage of the mean ranks' intervals (per system; MC error over tests), the screening
+    and the tests' rejection rates over ``sims`` simulated tests of ``m``."""
+    acc: dict = {}
+    ex: dict[str, int] = {}
+    rej = {"friedman_screens": 0, "friedman_raters": 0, "pairwise_any": 0}
+    t0 = time.monotonic()
+    for i in range(sims):
+        got = one_rank_test(m, np.random.default_rng([seed, i]))
+        _add(acc, {"rank": got["hits"]})
+        for k, v in got["excluded"].items():
+            ex[k] = ex.get(k, 0) + v
+        for k in rej:
+            rej[k] += got[k]
+    out = cell_summary(acc)["rank"]
+    n_kind = {"honest": m.raters, **{b: m.bad.count(b) for b in m.bad}}
+    out["honest_excluded_per_30"] = round(30 * ex.get("honest", 0) / (sims * m.raters), 3)
+    out["bad_caught"] = {b: round(ex.get(b, 0) / (sims * n_kind[b]), 3) for b in set(m.bad)}
+    out |= {k: round(v / sims, 4) for k, v in rej.items()}
+    out["seconds"] = round(time.monotonic() - t0, 1)
+    return out
+
+
+def rank_part(res: dict, sims: int, null_sims: int, save) -> None:
+    """The ranking kind's rows: its coverage grid (the grid's cells, with careless rankers
+    screened by the kind's rules) and its tests' false positives with no difference."""
+    part = res.setdefault("rank", {})
+    part["model"] = {"system_means": list(RankModel().system_means), "bad": list(RANK_BAD)}
+    cells = part.setdefault("cells", {})
+    for c, (rsd, psd, n) in enumerate(grid_cells()):
+        key = cell_key((rsd, psd, n))
+        if cells.get(key, {}).get("tests", 0) >= sims:
+            continue
+        m = RankModel(rater_sd=rsd, prompt_sd=psd, raters=n)
+        cells[key] = rank_cell(m, sims, 1000 + c)
+        save()
+        print(f"rank {key}: {cells[key]['coverage']:.3f}", flush=True)
+    null = part.setdefault("null", {})
+    for c, (rsd, psd) in enumerate(RANK_NULL_CELLS):
+        key = f"rater_sd={rsd:g} prompt_sd={psd:g} raters=30"
+        if null.get(key, {}).get("tests", 0) >= null_sims:
+            continue
+        m = RankModel(system_means=(3.5,) * 4, rater_sd=rsd, prompt_sd=psd)
+        null[key] = rank_cell(m, null_sims, 2000 + c)
+        save()
+        print(f"rank null {key}: {null[key]}", flush=True)
+    have = [(v["coverage"], k, v) for k, v in cells.items()]
+    if have:
+        cov, where, row = min(have)
+        part["minimum"] = {"coverage": cov, "mc_se": row["mc_se"], "cell": where}
+
+
+def rank_markdown(res: dict) -> str:
+    """The ranking kind's grid and false positives, as the statistics page prints them."""
+    part = res.get("rank") or {}
+    if not part.get("cells"):
+        return ""
+    lines = [
+        "| rater sd | prompt sd | raters | mean rank coverage | ± MC SE | honest excluded per 30 "
+        "| position / inverted / random caught |",
+        "| --- | --- | --- | --- | --- | --- | --- |",
+    ]
+    for r, p, n in grid_cells():
+        c = part["cells"].get(cell_key((r, p, n)))
+        if c:
+            bad = " / ".join(f"{c['bad_caught'][b]:.2f}" for b in RANK_BAD)
+            lines.append(
+                f"| {r:g} | {p:g} | {n} | {c['coverage']:.3f} | {c['mc_se']:.3f} "
+                f"| {c['honest_excluded_per_30']:.2f} | {bad} |"
+            )
+    lines += [
+        "",
+        "| no difference: rater sd, prompt sd (30 raters) | tests | Friedman over screens "
+        "| Friedman over raters | any pair significant (Holm) |",
+        "| --- | --- | --- | --- | --- |",
+    ]
+    for key, c in part.get("null", {}).items():
+        r, p = (x.split("=")[1] for x in key.split()[:2])
+        lines.append(
+            f"| {r}, {p} | {c['tests']} | {c['friedman_screens']:.3f} | "
+            f"{c['friedman_raters']:.3f} | {c['pairwise_any']:.3f} |"
+        )
+    return "\n".join(lines)
+
+
+def rank_checks(res: dict) -> dict[str, bool]:
+    part = res.get("rank") or {}
+    if not part.get("cells"):
+        return {}
+    null = part.get("null", {}).values()
+    out = {
+        "rank: coverage >= 0.93 in every cell": part["minimum"]["coverage"] >= 0.93,
+    }
+    if null:
+        n = min(c["tests"] for c in null)
+        se = float(np.sqrt(0.05 * 0.95 / n))
+        out[
+            "rank: pairwise FWER and Friedman over raters <= 0.05 within 2 MC SE, no prompt effect"
+        ] = all(
+            c["pairwise_any"] <= 0.05 + 2 * se and c["friedman_raters"] <= 0.05 + 2 * se
+            for k, c in part["null"].items()
+            if "prompt_sd=0 " in k
+        )
+        out["rank: pairwise FWER <= 0.05 within 2 MC SE in every null cell"] = all(
+            c["pairwise_any"] <= 0.05 + 2 * se for c in null
+        )
+    return out
+
+
 # --------------------------------------------------------------------------- main
 
 
@@ -640,6 +884,7 @@ def checks(res: dict) -> dict[str, bool]:
             max(res["mos_pairwise"]["fwer"], res["mushra"]["fwer_wilcoxon"]) <= 0.05 + 2 * se
             and sign["fwer"] <= 0.05 + 2 * sign["mc_se"]
         )
+    out.update(rank_checks(res))
     if res.get("service"):
         out["service path = direct statistics"] = all(
             r["service_mos_equals_direct"] for r in res["service"]
@@ -651,10 +896,11 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__)
     ap.add_argument(
         "--part",
-        choices=("all", "grid", "regimes"),
+        choices=("all", "grid", "regimes", "rank"),
         default="all",
         help="grid: the coverage grid (resumable); regimes: screening, bias, FWER, power and "
-        "the service path; all: both (default)",
+        "the service path; all: both (default); rank: the ranking kind's grid and false "
+        "positives (resumable, with --grid-sims and --null-sims)",
     )
     ap.add_argument("--quick", action="store_true", help="fewer simulated tests, one service run")
     ap.add_argument("--sims", type=int, default=None, help="tests per statistic (regimes)")
@@ -687,6 +933,8 @@ def main() -> int:
         print(grid_markdown(res))
         if res.get("mos"):
             print("\n" + regimes_markdown(res))
+        if res.get("rank"):
+            print("\n" + rank_markdown(res))
         return 0
     save = _writer(out, res)
     res["machine"] = f"{platform.machine()}, {os.cpu_count()} cores"
@@ -713,6 +961,8 @@ def main() -> int:
         res["grid_sims_per_cell"] = sims
         run_grid(state, sims, (k, n), lambda: (res.update(grid=grid_summary(state)), save()))
         res["grid"] = grid_summary(state)
+    if args.part == "rank":
+        rank_part(res, args.grid_sims or (40 if args.quick else 200), args.null_sims or 400, save)
     if args.part in ("all", "regimes"):
         sims = args.sims or (40 if args.quick else 200)
         null_sims = args.null_sims or max(3 * sims, 200)  # a FWER near 0.05 needs many tests

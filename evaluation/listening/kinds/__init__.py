@@ -27,9 +27,10 @@ from evaluation.listening.kinds.glitch import KIND as GLITCH
 from evaluation.listening.kinds.mos import KIND as MOS
 from evaluation.listening.kinds.mushra import KIND as MUSHRA
 from evaluation.listening.kinds.parity_ab import KIND as PARITY
+from evaluation.listening.kinds.rank import KIND as RANK
 from evaluation.tablespec import Table, answer_table_problems
 
-BUILT_IN: tuple[TestKind, ...] = (MOS, AB, MUSHRA, GLITCH, PARITY)
+BUILT_IN: tuple[TestKind, ...] = (MOS, AB, MUSHRA, GLITCH, PARITY, RANK)
 """The kinds the app ships, in the order results are listed and the designer offers them (the
 first is the default of a spec that names none)."""
 
