@@ -35,6 +35,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from app.listening.export_cli import add_export
 from backends.errors import InvalidRequest
 from evaluation.listening.kinds import NAMES as DESIGN_KINDS
 from evaluation.listening.kinds import default_kind
@@ -251,9 +252,9 @@ def _run_results(args: argparse.Namespace) -> int:
         data = tests.test_data(args.test_id)
         tables = test_results(data, include_screened=args.include_screened)
         if args.csv:
-            from app.listening.export import export_files
+            from app.listening.export import export_all
 
-            write_export(Path(args.csv), export_files(tests, args.test_id, public=args.public))
+            write_export(Path(args.csv), export_all(tests, args.test_id, public=args.public))
     finally:
         store.close()
     if args.json:
@@ -276,13 +277,16 @@ def _storage(db: str | None):
     return None if db else storage()
 
 
-def write_export(folder: Path, files: dict[str, str]) -> None:
-    """The export's files under ``folder`` (``raw/``, ``results/``, ``study.json``, …): the
-    same files, byte for byte, as the zip of the Results tab."""
-    for name, text in files.items():
+def write_export(folder: Path, files: dict[str, str] | dict[str, bytes]) -> None:
+    """The export's files under ``folder`` (``raw/``, ``results/``, ``figures/``,
+    ``study.json``, …): the same files, byte for byte, as the zip of the Results tab."""
+    for name, data in files.items():
         p = folder / name
         p.parent.mkdir(parents=True, exist_ok=True)
-        p.write_text(text, encoding="utf-8")
+        if isinstance(data, bytes):
+            p.write_bytes(data)
+        else:
+            p.write_text(data, encoding="utf-8")
 
 
 def _run_status(args: argparse.Namespace) -> int:
@@ -372,6 +376,7 @@ def add_cli(sub: argparse._SubParsersAction) -> None:
 
     _add_create(tsub, db_help)
     _add_others(tsub, db_help)
+    add_export(tsub, db_help)
 
 
 def _add_create(tsub: argparse._SubParsersAction, db_help: str) -> None:
