@@ -35,7 +35,6 @@ import time
 from pathlib import Path
 from typing import Any
 
-from app.listening.export_cli import add_export
 from backends.errors import InvalidRequest
 from evaluation.listening.kinds import NAMES as DESIGN_KINDS
 from evaluation.listening.kinds import default_kind
@@ -376,7 +375,6 @@ def add_cli(sub: argparse._SubParsersAction) -> None:
 
     _add_create(tsub, db_help)
     _add_others(tsub, db_help)
-    add_export(tsub, db_help)
 
 
 def _add_create(tsub: argparse._SubParsersAction, db_help: str) -> None:

@@ -1,41 +1,69 @@
-"""``listenlab test export ID``: a test's export as the zip (the default) or as a Hugging
-Face dataset (``--format hf``), optionally pushed to the Hub (``--push OWNER/NAME``).
+"""``listenlab test export ID``'s formats: the zip (the default, written by
+:mod:`app.cli.remote`, locally or from ``--server``) or a Hugging Face dataset
+(``--format hf --out DIR``), optionally pushed to the Hub (``--push OWNER/NAME``).
 
-Why a module of its own: ``app/listening/cli.py`` holds the other ``listenlab test``
-commands; this one only lays out its flags and calls :func:`app.listening.export.export_all`
-(the zip's files, figures included) or :func:`app.listening.hf_export.export_hf`. Like the
-rest of ``listenlab test``, it imports only the standard library at the top.
+Why a module of its own: the ``export`` command is laid out in :mod:`app.cli.remote` (it
+fetches the zip from a server too); its dataset flags and the dataset's run live here, beside
+:mod:`app.listening.hf_export`. Like the rest of ``listenlab test``, it imports only the
+standard library at the top.
 """
 
 from __future__ import annotations
 
 import argparse
 import sys
-import time
 from pathlib import Path
 
 FORMATS = ("zip", "hf")
 
 
-def run_export(args: argparse.Namespace) -> int:
-    """Write the export; 1 with a clear line when pushing fails (the files stay written)."""
+def export_flags(ex: argparse.ArgumentParser) -> None:
+    """``--format zip|hf``, ``--public`` and ``--push OWNER/NAME`` on ``test export``."""
+    ex.add_argument(
+        "--format",
+        choices=FORMATS,
+        default="zip",
+        help="zip (default: raw/, results/, figures/, study.json, methods.md) or hf (a "
+        "Hugging Face dataset folder: data/*.parquet with the stimuli's audio as an Audio "
+        "column, the ratings, the raters without crowd ids, the main results; README.md is "
+        "the methods card)",
+    )
+    ex.add_argument(
+        "--public",
+        action="store_true",
+        help="leave out crowd ids, Prolific study/session ids, the codes and private settings",
+    )
+    ex.add_argument(
+        "--push",
+        metavar="OWNER/NAME",
+        help="with --format hf: upload the folder to this Hugging Face dataset repo (needs "
+        "huggingface_hub and a token; the repo is private unless --public)",
+    )
+
+
+def run_hf(args: argparse.Namespace) -> int:
+    """Write the dataset at ``--out``; 1 with a clear line when pushing fails (the folder
+    stays written), 2 when the flags do not fit."""
     from app.config import resolve_db
     from app.store import open_store
     from app.store.listening import TestStore
 
-    if args.push and args.format != "hf":
+    if args.format != "hf":
         print("--push needs --format hf (a dataset is pushed, not a zip)", file=sys.stderr)
+        return 2
+    if getattr(args, "server", None) or not args.out:
+        print(
+            "--format hf writes a folder from a local store: give --out DIR (and --db, "
+            "not --server)",
+            file=sys.stderr,
+        )
         return 2
     out = Path(args.out)
     store = open_store(args.db or resolve_db(), read_only=True)
     try:
-        tests = TestStore(store)
-        tests.require_test(args.test_id)
-        if args.format == "zip":
-            return write_zip(tests, args.test_id, out, args.public)
         from app.listening.hf_export import export_hf
 
-        s = export_hf(tests, args.test_id, out, public=args.public)
+        s = export_hf(TestStore(store), args.test_id, out, public=args.public)
     finally:
         store.close()
     print(
@@ -54,43 +82,4 @@ def run_export(args: argparse.Namespace) -> int:
     return 0
 
 
-def write_zip(tests, test_id: str, out: Path, public: bool) -> int:
-    """``OUT/<test>-<time>[-public].zip``: the Results tab's zip."""
-    from app.listening.export import export_zip
-
-    out.mkdir(parents=True, exist_ok=True)
-    f = out / f"{test_id}-{int(time.time())}{'-public' if public else ''}.zip"
-    f.write_bytes(export_zip(tests, test_id, public=public))
-    print(f"wrote {f}")
-    return 0
-
-
-def add_export(tsub: argparse._SubParsersAction, db_help: str) -> None:
-    """``listenlab test export ID [--format zip|hf] --out DIR [--public] [--push REPO]``."""
-    e = tsub.add_parser(
-        "export",
-        help="a test's export: the zip (default) or a Hugging Face dataset (--format hf)",
-        description="Write a test's export into DIR: the zip of the Results tab (raw/, "
-        "results/, figures/, study.json, methods.md), or with --format hf a Hugging Face "
-        "dataset (data/*.parquet with the stimuli's audio as an Audio column, the ratings, "
-        "the raters without crowd ids, the main results; README.md is the methods card).",
-    )
-    e.add_argument("test_id", metavar="ID")
-    e.add_argument("--db", help=db_help)
-    e.add_argument("--format", choices=FORMATS, default="zip", help="zip (default) or hf")
-    e.add_argument("--out", metavar="DIR", required=True, help="the folder to write into")
-    e.add_argument(
-        "--public",
-        action="store_true",
-        help="leave out crowd ids, Prolific study/session ids, the codes and private settings",
-    )
-    e.add_argument(
-        "--push",
-        metavar="OWNER/NAME",
-        help="with --format hf: upload the folder to this Hugging Face dataset repo (needs "
-        "huggingface_hub and a token; private unless --public)",
-    )
-    e.set_defaults(func=run_export)
-
-
-__all__ = ["FORMATS", "add_export", "run_export"]
+__all__ = ["FORMATS", "export_flags", "run_hf"]
