@@ -31,6 +31,23 @@ MACHINE_SYSTEM = ("system_id", "system")
 MACHINE_HUMAN = ("human_mean", "human", "human_mos", "mos", "mean")
 """The ``machine`` table's human mean column, by the first of these names it has."""
 
+FIGURE_COLUMNS = {
+    "figures/forest.csv": {
+        "row": "the system (A/B: the pair, `y vs x`; MUSHRA: the condition)",
+        "value": "its score: MOS, MUSHRA score or CMOS of y over x",
+    },
+    "figures/pairwise.csv": {
+        "row": "the matrix's row: the system whose effect the cell gives",
+        "column": "the matrix's column: the system it is compared with",
+        "effect": "MOS, MUSHRA: mean over raters of (row - column); A/B: share of raters "
+        "preferring the row - 0.5",
+    },
+    "figures/by_prompt.csv": {},
+    "figures/by_rater.csv": {"excluded": "the rater is left out of the results tables"},
+}
+"""The figures' CSVs in the export's column dictionary (shared meanings apply; the machine
+figure's CSV has the columns of ``results/machine.csv``)."""
+
 
 @dataclass(frozen=True)
 class Figure:
@@ -328,6 +345,7 @@ def figure_files(figures: list[Figure]) -> dict[str, bytes]:
 
 
 __all__ = [
+    "FIGURE_COLUMNS",
     "FIGURE_FORMATS",
     "Figure",
     "Matrix",

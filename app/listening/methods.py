@@ -130,6 +130,17 @@ def _results(tables: dict[str, pd.DataFrame]) -> list[str]:
 
 P800_2 = "ITU-T P.800.2 (07/2016), clause 8: the items a report of a listening test gives"
 """What the reporting items follow."""
+REPORTING_COLUMNS = {
+    "results/p800_2.csv": {
+        "item": "the reporting item: votes, raters (per condition), scale_question, "
+        "scale_label (condition: the answer's value), anchor, raters_joined, "
+        "raters_finished, raters_excluded, interval_method, interval_assumes",
+        "condition": "the condition (system, MUSHRA condition or A/B pair) of a per-condition "
+        "item, the value of a scale label, else empty",
+        "value": "the item's number or words",
+    }
+}
+"""``results/p800_2.csv`` in the export's column dictionary."""
 ANCHOR_WORDS = {
     "anchor": "low anchor: a degraded copy of a take (3.5 kHz low-pass, clicks and a gap), "
     "expected rating {expected}",
@@ -242,4 +253,4 @@ def methods_md(st: dict[str, Any], tables: dict[str, pd.DataFrame]) -> str:
     return "\n".join([*head, *body, *_results(tables), ""])
 
 
-__all__ = ["P800_2", "anchors", "methods_md", "reporting", "reporting_frame"]
+__all__ = ["P800_2", "REPORTING_COLUMNS", "anchors", "methods_md", "reporting", "reporting_frame"]
