@@ -137,6 +137,7 @@ def forest_figure(df: pd.DataFrame, label: str, value: str, axis: Any):
     ax.set_xlim(axis.low, axis.high)
     ax.set_xlabel(f"{axis.label} (95% interval; hollow: no interval; dotted: mean of rows)")
     ax.grid(axis="x", alpha=0.3)
+    fig.tight_layout(rect=(0, 0, 0.8, 1))  # room at the right for the numbers
     return fig
 
 

@@ -91,6 +91,8 @@ def test_the_results_tab_shows_forest_matrix_and_views(served, width, height):
 
         summary = page.inner_text("#lt-results-summary")
         assert "of 78 pairs differ significantly" in summary
+        assert f"MOS {HOSTILE}:" in summary  # the name as its characters, in every list
+        assert page.locator("#lt-results-summary img, #lt-figures img[onerror]").count() == 0
         assert "MOS s00 vs" not in summary  # no list of 78 lines
 
         # the forest plot and the per-prompt and per-rater figures

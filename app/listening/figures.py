@@ -269,7 +269,8 @@ def by_prompt(tables: dict[str, pd.DataFrame]) -> Figure | None:
     if t is None or spec is None or not {"system_id", "prompt_id", "mean"} <= set(t.columns):
         return None
     nums = t[[c for c in ("system_id", "prompt_id", "mean", "n") if c in t]].reset_index(drop=True)
-    grid = nums.pivot_table(index="system_id", columns="prompt_id", values="mean", sort=True)
+    keys = nums.assign(prompt=short_names(nums["prompt_id"].astype(str)))
+    grid = keys.pivot_table(index="system_id", columns="prompt", values="mean", sort=True)
     axis = spec[3]
     return Figure(
         "by_prompt",
@@ -277,6 +278,13 @@ def by_prompt(tables: dict[str, pd.DataFrame]) -> Figure | None:
         nums,
         lambda: heatmap_figure(grid, f"{axis.label} per system (rows) and prompt", axis),
     )
+
+
+def short_names(ids: pd.Series) -> pd.Series:
+    """Prompt ids without the test id they all start with (``c7256b0615cd-p1`` -> ``p1``)."""
+    first = ids.iloc[0] if len(ids) else ""
+    head = first.split("-", 1)[0] + "-" if "-" in first else ""
+    return ids.str.removeprefix(head) if head and ids.str.startswith(head).all() else ids
 
 
 def by_rater(tables: dict[str, pd.DataFrame], ratings: pd.DataFrame | None) -> Figure | None:

@@ -158,7 +158,7 @@ def anchors(st: dict[str, Any]) -> list[str]:
 
     seen: Counter[str] = Counter()
     for s in st["stimuli"]:
-        if s.get("lowpass_hz"):
+        if s.get("anchor") in ("low", "mid") and s.get("lowpass_hz"):  # MUSHRA's
             seen[f"{s['anchor']} anchor: the reference low-passed at {s['lowpass_hz']:g} Hz"] += 1
         elif s["kind"] in ANCHOR_WORDS:
             expected = {"anchor": "1", "gold": "5", "trap": "2"}[s["kind"]]

@@ -19,6 +19,14 @@ if TYPE_CHECKING:
     from app.listening.figures import Figure, Matrix
 
 SCROLL = "overflow-x:auto;max-width:100%"
+NAME_CELL = (
+    "position:sticky;left:0;background:var(--background-fill-primary,#fff);text-align:left;"
+    "white-space:nowrap;max-width:9em;overflow:hidden;text-overflow:ellipsis;padding:2px 6px"
+)
+"""A row's name stays in view while the matrix scrolls sideways; a long name is cut with an
+ellipsis (the cell's title holds all of it)."""
+CELL = "padding:2px 6px;white-space:nowrap;border:1px solid rgba(128,128,128,.25)"
+HEAD = "padding:2px 6px;max-width:7em;overflow:hidden;text-overflow:ellipsis;white-space:nowrap"
 """Wide content scrolls inside its box (a phone shows the matrix's left columns first)."""
 PAGE_FIGURES = ("by_prompt", "by_rater", "machine")
 """The figures the tab shows as images below the matrix (the forest plot has its own box)."""
@@ -44,27 +52,31 @@ def matrix_html(m: Matrix) -> str:
     vals = m.effect.to_numpy(dtype=float)
     scale = float(np.nanmax(np.abs(vals))) if np.isfinite(vals).any() else 1.0
     names = [str(n) for n in m.effect.index]
-    head = "".join(f'<th scope="col">{esc(n)}</th>' for n in names)
+    head = "".join(f'<th scope="col" title="{esc(n)}" style="{HEAD}">{esc(n)}</th>' for n in names)
     rows = []
     for i, r in enumerate(names):
         cells = []
         for j, c in enumerate(names):
             v, p = vals[i, j], m.p_holm.iat[i, j]
             if i == j or np.isnan(v):
-                cells.append('<td class="ll-diag"></td>')
+                cells.append(f'<td class="ll-diag" style="{CELL}"></td>')
                 continue
             tip = f"{r} vs {c}: {v:+.2f}, Holm p = {p:.3g}" if p == p else f"{r} vs {c}: {v:+.2f}"
             cells.append(
-                f'<td title="{esc(tip)}" style="background:{cell_colour(v, scale)}">'
+                f'<td title="{esc(tip)}" style="{CELL};background:{cell_colour(v, scale)}">'
                 f"{v:+.2f}{stars(p)}</td>"
             )
-        rows.append(f'<tr><th scope="row">{esc(r)}</th>{"".join(cells)}</tr>')
+        rows.append(
+            f'<tr><th scope="row" title="{esc(r)}" style="{NAME_CELL}">{esc(r)}</th>'
+            f"{''.join(cells)}</tr>"
+        )
     return (
         f'<div class="ll-matrix" style="{SCROLL}"><table id="lt-matrix-table" '
         'style="border-collapse:collapse;font-size:12px;text-align:center">'
         f'<caption style="text-align:left">Every pair: {esc(m.what)}; * Holm p &lt; .05, '
         "** &lt; .01, *** &lt; .001 (hover a cell for its p)</caption>"
-        f"<thead><tr><th></th>{head}</tr></thead><tbody>{''.join(rows)}</tbody></table></div>"
+        f'<thead><tr><th style="{NAME_CELL}"></th>{head}</tr></thead>'
+        f"<tbody>{''.join(rows)}</tbody></table></div>"
     )
 
 

@@ -14,6 +14,7 @@ from __future__ import annotations
 import asyncio
 import functools
 import html
+import re
 from typing import Any
 
 import gradio as gr
@@ -117,7 +118,17 @@ def summary_markdown(tables: dict[str, pd.DataFrame]) -> str:
     if m is not None and not m.empty:
         rows = [f"- {x['table']}: {x['method']}" for _, x in m.iterrows() if x["method"]]
         blocks.append(section("Methods", rows))
-    return "\n\n".join(blocks) or "No answers yet."
+    return "\n\n".join(map(no_markup, blocks)) or "No answers yet."
+
+
+TAG_START = re.compile(r"<(?=[A-Za-z/!?])")
+
+
+def no_markup(text: str) -> str:
+    """The summary's Markdown with every ``<`` that could open a tag escaped: names of
+    systems, prompts and raters reach the page as text (a system named ``<img …>`` shows
+    those characters), while ``variance 0.00 < 0.1`` reads as it did."""
+    return TAG_START.sub("&lt;", text)
 
 
 RATER_VIEW = ["crowd_id", "rater_id", "finished", "headphones", "excluded", "reasons"]
