@@ -115,13 +115,22 @@ def seams_figure(marks: pd.DataFrame, findings: pd.DataFrame):
     return fig
 
 
+def figure(size: tuple[float, float]):
+    """A figure of its own (not pyplot's): the Results tab and the export draw from worker
+    threads, and pyplot's list of open figures is shared by every thread."""
+    pyplot()  # the Agg backend, chosen once
+    from matplotlib.figure import Figure
+
+    return Figure(figsize=size)
+
+
 def forest_figure(df: pd.DataFrame, label: str, value: str, axis: Any):
     """A forest plot: one row per ``label``, best first, each point with its 95 % interval
     and its number written at the right; the axis spans the kind's whole scale (as
     :func:`interval_figure`), a dotted line marks the mean of the rows."""
-    plt = pyplot()
     m = df.sort_values(value, ascending=True, kind="stable")
-    fig, ax = plt.subplots(figsize=(7, 0.8 + 0.35 * len(m)))
+    fig = figure((7, 0.8 + 0.35 * len(m)))
+    ax = fig.subplots()
     for i, (_, r) in enumerate(m.iterrows()):
         lo, hi, v = r.get("ci_low"), r.get("ci_high"), r[value]
         if pd.notna(lo) and pd.notna(hi):
@@ -145,11 +154,11 @@ def pairwise_figure(effect: pd.DataFrame, p_holm: pd.DataFrame, what: str):
     """The pairwise comparisons as a matrix: each cell the row's effect over the column
     (``what`` says which), coloured by sign and size, starred where the Holm-adjusted p is
     below 0.05 (``*``), 0.01 (``**``) or 0.001 (``***``)."""
-    plt = pyplot()
     n = len(effect)
     vals = effect.to_numpy(dtype=float)
     lim = float(np.nanmax(np.abs(vals))) if np.isfinite(vals).any() else 1.0
-    fig, ax = plt.subplots(figsize=(2.0 + 0.62 * n, 1.6 + 0.55 * n))
+    fig = figure((2.0 + 0.62 * n, 1.6 + 0.55 * n))
+    ax = fig.subplots()
     im = ax.imshow(vals, vmin=-lim or -1, vmax=lim or 1, cmap="RdBu")
     names = [str(c) for c in effect.columns]
     ax.set_xticks(range(n), names, rotation=45, ha="right")
@@ -177,10 +186,10 @@ def stars(p: Any) -> str:
 def heatmap_figure(grid: pd.DataFrame, what: str, axis: Any):
     """A grid of means (rows: systems; columns: prompts or raters), coloured on the kind's
     scale, each cell's number written in it (empty: no rating)."""
-    plt = pyplot()
     rows, cols = grid.shape
     vals = grid.to_numpy(dtype=float)
-    fig, ax = plt.subplots(figsize=(2.5 + 0.45 * cols, 1.0 + 0.35 * rows))
+    fig = figure((2.5 + 0.45 * cols, 1.0 + 0.35 * rows))
+    ax = fig.subplots()
     im = ax.imshow(vals, vmin=axis.low, vmax=axis.high, cmap="viridis", aspect="auto")
     ax.set_xticks(range(cols), [str(c) for c in grid.columns], rotation=60, ha="right")
     ax.set_yticks(range(rows), [str(i) for i in grid.index])
@@ -206,9 +215,9 @@ def heatmap_figure(grid: pd.DataFrame, what: str, axis: Any):
 def machine_figure(df: pd.DataFrame, system: str, human: str, metrics: list[str]):
     """Machine scores against the human mean, one panel per metric, one point per system
     (labelled), so a reader sees where a metric and the listeners disagree."""
-    plt = pyplot()
     k = max(1, len(metrics))
-    fig, axes = plt.subplots(1, k, figsize=(3.6 * k, 3.4), squeeze=False)
+    fig = figure((3.6 * k, 3.4))
+    axes = fig.subplots(1, k, squeeze=False)
     for ax, metric in zip(axes[0], metrics, strict=False):
         ok = df[[human, metric]].apply(pd.to_numeric, errors="coerce").notna().all(axis=1)
         d = df[ok]
@@ -236,7 +245,7 @@ def figure_bytes(fig, fmt: str) -> bytes:
     meta = {"Software": None} if fmt == "png" else {"Date": None, "Creator": None}
     with plt.rc_context({"svg.hashsalt": "listenlab"}):  # stable ids in the SVG
         fig.savefig(buf, format=fmt, dpi=150, bbox_inches="tight", metadata=meta)
-    plt.close(fig)
+    plt.close(fig)  # a pyplot figure (a figure of its own is simply dropped)
     return buf.getvalue()
 
 
@@ -250,6 +259,7 @@ def png(fig) -> str:
 
 
 __all__ = [
+    "figure",
     "figure_bytes",
     "forest_figure",
     "heatmap_figure",
