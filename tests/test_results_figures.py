@@ -264,5 +264,9 @@ def test_the_docs_state_the_code_numbers():
     assert f"row groups of {ROW_GROUP} rows" in text
     assert f"a new file past {SHARD_BYTES // 2**20} MiB of audio" in text
     assert "`NAME.png` (150 dpi)" in text
+    from app.listening.figures import MACHINE_HUMAN, MACHINE_SYSTEM
+
+    assert "the system column is " + " or ".join(f"`{c}`" for c in MACHINE_SYSTEM) in text
+    assert "the human mean the first of " + ", ".join(f"`{c}`" for c in MACHINE_HUMAN) in text
     src = (ROOT / "evaluation/plots.py").read_text()
     assert re.search(r'dpi=150, bbox_inches="tight"', src)
