@@ -105,6 +105,11 @@ def test_datasets_loads_the_stimuli_with_an_audio_feature(study, tmp_path):
         cache_dir=str(tmp_path / "cache"),
     )["train"]
     assert len(ratings) == 65
+    # the card's configs: the folder loads by name, each config its table
+    by_card = datasets.load_dataset(str(out), "raters", cache_dir=str(tmp_path / "cache2"))
+    assert len(by_card["train"]) == 5 and "crowd_id" not in by_card["train"].column_names
+    default = datasets.load_dataset(str(out), cache_dir=str(tmp_path / "cache3"))["train"]
+    assert isinstance(default.features["audio"], datasets.Audio) and len(default) == 26
 
 
 def test_the_zip_stays_the_default_and_carries_the_figures(study, tmp_path):

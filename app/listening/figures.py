@@ -28,7 +28,7 @@ FIGURE_FORMATS = ("png", "svg")
 MIN_PAIR_SYSTEMS = 2
 MACHINE_SYSTEM = ("system_id", "system")
 """The ``machine`` table's system column, by the first of these names it has."""
-MACHINE_HUMAN = ("human_mean", "human", "human_mos", "mos", "mean")
+MACHINE_HUMAN = ("human_mean", "human", "human_mos", "mean")
 """The ``machine`` table's human mean column, by the first of these names it has."""
 
 FIGURE_COLUMNS = {
