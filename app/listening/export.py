@@ -266,26 +266,52 @@ def export_files(tests: TestStore, test_id: str, *, public: bool = False) -> dic
     return export_parts(tests, test_id, public=public).files
 
 
-def export_all(tests: TestStore, test_id: str, *, public: bool = False) -> dict[str, bytes]:
+def export_all(
+    tests: TestStore,
+    test_id: str,
+    *,
+    public: bool = False,
+    figures: dict[str, bytes] | None = None,
+) -> dict[str, bytes]:
     """Every file of the export: :func:`export_files` and the figures (``figures/<name>.png``,
     ``.svg`` and the ``.csv`` each was drawn from: :mod:`app.listening.figures`). The zip and
-    ``listenlab test results --csv DIR`` / ``test export`` write exactly these."""
-    from app.listening.figures import figure_files, test_figures
-
+    ``listenlab test results --csv DIR`` / ``listenlab export`` write exactly these.
+    ``figures``: files already drawn for this test (the public export's are the same: no
+    figure shows a crowd id), else they are drawn here."""
     parts = export_parts(tests, test_id, public=public)
     out = {name: text.encode("utf-8") for name, text in parts.files.items()}
+    return out | (figures if figures is not None else figures_of(parts, public))
+
+
+def figures_of(parts: ExportParts, public: bool = False) -> dict[str, bytes]:
+    """The figures' files of one export (drawing them takes seconds: 150 dpi PNG and SVG)."""
+    from app.listening.figures import figure_files, test_figures
+
     tables = {k: _public_frame(v, public) for k, v in parts.tables.items()}
-    out |= figure_files(test_figures(tables, _public_frame(parts.ratings, public)))
-    return out
+    return figure_files(test_figures(tables, _public_frame(parts.ratings, public)))
 
 
-def export_zip(tests: TestStore, test_id: str, *, public: bool = False) -> bytes:
+def export_zip(
+    tests: TestStore,
+    test_id: str,
+    *,
+    public: bool = False,
+    figures: dict[str, bytes] | None = None,
+) -> bytes:
     """:func:`export_all` as one zip."""
     buf = io.BytesIO()
     with zipfile.ZipFile(buf, "w", zipfile.ZIP_DEFLATED) as z:
-        for name, data in export_all(tests, test_id, public=public).items():
+        files = export_all(tests, test_id, public=public, figures=figures)
+        for name, data in files.items():
             z.writestr(name, data)
     return buf.getvalue()
+
+
+def export_zips(tests: TestStore, test_id: str) -> tuple[bytes, bytes]:
+    """The zip and the public zip, the figures drawn once for both (the Results tab)."""
+    figures = figures_of(export_parts(tests, test_id))
+    every = export_zip(tests, test_id, figures=figures)
+    return every, export_zip(tests, test_id, public=True, figures=figures)
 
 
 __all__ = [
@@ -295,6 +321,8 @@ __all__ = [
     "export_files",
     "export_parts",
     "export_zip",
+    "export_zips",
+    "figures_of",
     "study",
     "version",
 ]

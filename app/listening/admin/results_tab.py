@@ -21,8 +21,8 @@ import gradio as gr
 import pandas as pd
 
 from app.listening.admin.page import AdminPage, bind, test_choices
+from app.listening.export import export_zips
 from app.listening.flow import check_id
-from app.listening.routes import export_zip
 from evaluation.listening.kinds import KINDS
 from evaluation.listening.summary import section
 
@@ -190,11 +190,14 @@ async def show_results(page: AdminPage, tid: str | None, inc: bool) -> tuple:
         raise gr.Error("pick a test")
     t, ratings = await asyncio.to_thread(tables_and_ratings, page, tid, inc)
     page.exports.mkdir(parents=True, exist_ok=True)
+    (every, public), v = await asyncio.gather(  # the zips' figures and the page's at once
+        asyncio.to_thread(export_zips, page.tests, tid),
+        asyncio.to_thread(results_view, t, ratings),
+    )
     f = page.exports / f"{tid}-results.zip"
-    f.write_bytes(await asyncio.to_thread(export_zip, page.svc, tid))
+    f.write_bytes(every)
     pub = page.exports / f"{tid}-results-public.zip"
-    pub.write_bytes(await asyncio.to_thread(export_zip, page.svc, tid, True))
-    v = await asyncio.to_thread(results_view, t, ratings)
+    pub.write_bytes(public)
     tag = " (screened raters included)" if inc else ""
     return (
         v["summary"],
