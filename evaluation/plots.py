@@ -124,6 +124,17 @@ def figure(size: tuple[float, float]):
     return Figure(figsize=size)
 
 
+LABEL_CHARS = 24
+"""A figure's tick labels are cut to this many characters (an ellipsis says so); the CSV
+beside each figure keeps every name whole."""
+
+
+def cut(label: object) -> str:
+    """A name as a tick label: at most :data:`LABEL_CHARS` characters."""
+    text = str(label)
+    return text if len(text) <= LABEL_CHARS else text[: LABEL_CHARS - 1] + "…"
+
+
 def forest_figure(df: pd.DataFrame, label: str, value: str, axis: Any):
     """A forest plot: one row per ``label``, best first, each point with its 95 % interval
     and its number written at the right; the axis spans the kind's whole scale (as
@@ -141,7 +152,7 @@ def forest_figure(df: pd.DataFrame, label: str, value: str, axis: Any):
             words = f"{v:.2f} (no interval)"
         ax.annotate(words, (1.01, i), xycoords=("axes fraction", "data"), va="center", fontsize=8)
     ax.axvline(float(m[value].mean()), ls=":", color="0.5", lw=1)
-    ax.set_yticks(range(len(m)), m[label].astype(str).tolist())
+    ax.set_yticks(range(len(m)), [cut(x) for x in m[label]])
     ax.set_ylim(-0.7, len(m) - 0.3)
     ax.set_xlim(axis.low, axis.high)
     ax.set_xlabel(f"{axis.label} (95% interval; hollow: no interval; dotted: mean of rows)")
@@ -160,9 +171,8 @@ def pairwise_figure(effect: pd.DataFrame, p_holm: pd.DataFrame, what: str):
     fig = figure((2.0 + 0.62 * n, 1.6 + 0.55 * n))
     ax = fig.subplots()
     im = ax.imshow(vals, vmin=-lim or -1, vmax=lim or 1, cmap="RdBu")
-    names = [str(c) for c in effect.columns]
-    ax.set_xticks(range(n), names, rotation=45, ha="right")
-    ax.set_yticks(range(n), [str(i) for i in effect.index])
+    ax.set_xticks(range(n), [cut(c) for c in effect.columns], rotation=45, ha="right")
+    ax.set_yticks(range(n), [cut(i) for i in effect.index])
     for i in range(n):
         for j in range(n):
             v, p = vals[i, j], p_holm.iat[i, j]
@@ -191,8 +201,8 @@ def heatmap_figure(grid: pd.DataFrame, what: str, axis: Any):
     fig = figure((2.5 + 0.45 * cols, 1.0 + 0.35 * rows))
     ax = fig.subplots()
     im = ax.imshow(vals, vmin=axis.low, vmax=axis.high, cmap="viridis", aspect="auto")
-    ax.set_xticks(range(cols), [str(c) for c in grid.columns], rotation=60, ha="right")
-    ax.set_yticks(range(rows), [str(i) for i in grid.index])
+    ax.set_xticks(range(cols), [cut(c) for c in grid.columns], rotation=60, ha="right")
+    ax.set_yticks(range(rows), [cut(i) for i in grid.index])
     if rows * cols <= 400:
         for i in range(rows):
             for j in range(cols):
@@ -259,6 +269,8 @@ def png(fig) -> str:
 
 
 __all__ = [
+    "LABEL_CHARS",
+    "cut",
     "figure",
     "figure_bytes",
     "forest_figure",
