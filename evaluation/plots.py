@@ -234,7 +234,7 @@ def machine_figure(df: pd.DataFrame, system: str, human: str, metrics: list[str]
         ax.plot(d[metric].astype(float), d[human].astype(float), "o", color="C0")
         for _, r in d.iterrows():
             ax.annotate(
-                str(r[system]),
+                cut(r[system]),
                 (float(r[metric]), float(r[human])),
                 fontsize=6,
                 xytext=(3, 2),
