@@ -270,3 +270,58 @@ def test_the_docs_state_the_code_numbers():
     assert "the human mean the first of " + ", ".join(f"`{c}`" for c in MACHINE_HUMAN) in text
     src = (ROOT / "evaluation/plots.py").read_text()
     assert re.search(r'dpi=150, bbox_inches="tight"', src)
+
+
+async def rate_any(lv, tid: str, k: int) -> None:
+    """One rater of an A/B or MUSHRA test: every clip listened to, varied answers."""
+    c = RaterClient(lv.url, tid)
+    await c.join()
+    st = await c.status()
+    while not st["finished"]:
+        it = st["item"]
+        for i in range(it["slots"]):
+            await c.listen(it["assignment_id"], i)
+        body = {"assignment_id": it["assignment_id"]}
+        if it["kind"] == "mushra":
+            body["scores"] = [(37 * (i + k)) % 101 for i in range(it["slots"])]
+        else:
+            body["cmos"] = [2, -1, 1][k % 3]
+        r = await c.vote(body)
+        assert r.status_code == 200, r.text
+        k += 1
+        st = await c.status()
+    await c.aclose()
+
+
+@pytest.mark.parametrize("kind", ["ab", "mushra"])
+def test_the_other_kinds_export_their_figures_and_items(kind):
+    """A/B (its pairs as the forest's rows, the raters' preference share as the matrix) and
+    MUSHRA export their figures and P.800.2's items through the same code."""
+    with live_server(listening_app()) as lv:
+        extra = {"reference": "a", "items_per_rater": 1} if kind == "mushra" else {}
+        tid = create_test(lv, kind=kind, screening=False, headphone_check=False, **extra)
+
+        async def go():
+            await asyncio.gather(*(rate_any(lv, tid, k) for k in range(3)))
+
+        asyncio.run(go())
+        files = export_all(TestStore(lv.state.store), tid)
+    rep = csv(files, "results/p800_2.csv")
+    labels = rep.loc[rep["item"] == "scale_label", "value"].tolist()
+    assert labels and rep.set_index("item").loc["raters_joined", "value"] == "3"
+    main = csv(files, f"results/{kind}.csv")
+    if kind == "ab":
+        assert len(main) == 1 and "figures/pairwise.svg" in files
+        pw = csv(files, "figures/pairwise.csv").set_index(["row", "column"])
+        share = csv(files, "results/ab_pairwise.csv").iloc[0]
+        assert pw.loc[(share["x"], share["y"]), "effect"] == pytest.approx(
+            share["rater_share_x"] - 0.5, abs=1e-3
+        )
+        assert (
+            csv(files, "figures/forest.csv")["row"].tolist()
+            == main.assign(pair=main["y"] + " vs " + main["x"])["pair"].tolist()
+        )
+    else:
+        assert "hidden reference: a" in " ".join(rep.loc[rep["item"] == "anchor", "value"])
+        if not main.empty:
+            assert "figures/forest.png" in files

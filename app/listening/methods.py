@@ -169,6 +169,14 @@ def anchors(st: dict[str, Any]) -> list[str]:
     return out or ["none (the test played no anchor or check stimulus)"]
 
 
+def count(value: Any) -> int | str:
+    """A whole number of a results row, or empty when the table has none."""
+    try:
+        return int(value)
+    except (TypeError, ValueError):
+        return ""
+
+
 def reporting_frame(
     st: dict[str, Any], tables: dict[str, pd.DataFrame], ratings: pd.DataFrame | None = None
 ) -> pd.DataFrame:
@@ -182,10 +190,10 @@ def reporting_frame(
     rows: list[tuple[str, str, Any]] = []
     f = forest(tables)
     if f is not None:
-        for _, x in f.numbers.iterrows():
-            rows.append(("votes", str(x["row"]), int(x["n"]) if "n" in x else ""))
+        for _, x in f.numbers.sort_values("row", key=lambda c: c.astype(str)).iterrows():
+            rows.append(("votes", str(x["row"]), count(x.get("n"))))
             if "raters" in x:
-                rows.append(("raters", str(x["row"]), int(x["raters"])))
+                rows.append(("raters", str(x["row"]), count(x["raters"])))
     sc = st["texts"]["scale"]
     rows.append(("scale_question", "", sc["question"]))
     labels = sc.get("labels") or [[lo, f"{lo}-{hi} {n}"] for lo, hi, n in sc.get("bands", [])]
