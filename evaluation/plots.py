@@ -140,7 +140,7 @@ def forest_figure(df: pd.DataFrame, label: str, value: str, axis: Any):
     and its number written at the right; the axis spans the kind's whole scale (as
     :func:`interval_figure`), a dotted line marks the mean of the rows."""
     m = df.sort_values(value, ascending=True, kind="stable")
-    fig = figure((7, 0.8 + 0.35 * len(m)))
+    fig = figure((9, 0.8 + 0.35 * len(m)))
     ax = fig.subplots()
     for i, (_, r) in enumerate(m.iterrows()):
         lo, hi, v = r.get("ci_low"), r.get("ci_high"), r[value]
@@ -157,7 +157,7 @@ def forest_figure(df: pd.DataFrame, label: str, value: str, axis: Any):
     ax.set_xlim(axis.low, axis.high)
     ax.set_xlabel(f"{axis.label} (95% interval; hollow: no interval; dotted: mean of rows)")
     ax.grid(axis="x", alpha=0.3)
-    fig.tight_layout(rect=(0, 0, 0.8, 1))  # room at the right for the numbers
+    fig.tight_layout(rect=(0, 0, 0.84, 1))  # room at the right for the numbers
     return fig
 
 
