@@ -37,17 +37,29 @@ if TYPE_CHECKING:
 
 FLOAT = {"dtype": "float64", "_type": "Value"}
 STIMULUS_COLUMNS: dict[str, tuple[str, dict[str, Any], str]] = {
-    "stimulus_id": ("string", STRING, "the stimulus (a rating's `take_id` names its take)"),
-    "take_id": ("string", STRING, "the stored take the stimulus plays"),
+    "stimulus_id": ("string", STRING, "the stimulus"),
+    "take_id": (
+        "string",
+        STRING,
+        "the stored audio of the stimulus (`<take_id>.wav` in the store)",
+    ),
     "kind": ("string", STRING, "`item`, or a check clip: `anchor`, `gold`, `trap`"),
     "system_id": ("string", STRING, "the system (a check clip's pseudo system: `__anchor__`, …)"),
     "prompt_id": ("string", STRING, "the prompt"),
     "text": ("string", STRING, "what the prompt says (empty for a check clip without one)"),
-    "condition": ("string", STRING, "how it was made: `as_streamed`, `imported`, …"),
+    "condition": (
+        "string",
+        STRING,
+        "`as_streamed` (recorded chunk timeline replayed), `whole`, or `live`",
+    ),
     "audio": ("audio", AUDIO_FEATURE, "the stored file the raters heard (bytes and a name)"),
     "audio_sha256": ("string", STRING, "SHA-256 of the audio file (as in study.json)"),
-    "gain_db": ("float64", FLOAT, "the gain the player applied (loudness normalisation)"),
-    "loudness_lufs": ("float64", FLOAT, "the file's integrated loudness before the gain"),
+    "gain_db": (
+        "float64",
+        FLOAT,
+        "gain applied to reach the loudness target (0 when levels were kept)",
+    ),
+    "loudness_lufs": ("float64", FLOAT, "loudness before the gain (BS.1770, ears' power mean)"),
 }
 """Column -> (arrow type, its ``datasets`` feature, what it holds: the card's dictionary)."""
 CONFIGS = ("stimuli", "ratings", "raters", "results")
