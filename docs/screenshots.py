@@ -150,11 +150,12 @@ def results_13(page, srv: Server, tmp: Path, path: Path) -> None:
 
     voice = PiperBackend(options=PiperOptions(deterministic=True))
     voice.warm_up()
-    folder = stimuli_folder(tmp / "thirteen", voice)
     headers = {"Authorization": f"Bearer {srv.password}"}
     from app.store import Store
 
     with Store.open(srv.db, read_only=True) as store, ThreadPoolExecutor(1) as pool:
+        # off playwright's thread (its loop is running there): the clips, then the raters
+        folder = pool.submit(stimuli_folder, tmp / "thirteen", voice).result()
         pool.submit(run_study, srv.url, store, folder, RATERS, headers).result()
     with sqlite3.connect(srv.db) as c:  # a name from a copied or older store
         for table in ("takes", "stimuli"):
