@@ -62,6 +62,8 @@ def export(live, tid: str) -> dict[str, pd.DataFrame]:
         if n.endswith(".csv"):
             data = z.read(n)
             out[n] = pd.read_csv(io.BytesIO(data)) if data.strip() else pd.DataFrame()
+        elif n.endswith(".png"):  # figures/: the Results tab's figures
+            out[n] = z.read(n)
         else:
             out[n] = z.read(n).decode()
     return out

@@ -92,9 +92,15 @@ def arrow():
 
 def schema(public: bool):
     """The votes' arrow schema, carrying the ``datasets`` features in its metadata."""
+    return schema_of({**VOTE_COLUMNS, **({} if public else PRIVATE_COLUMNS)})
+
+
+def schema_of(cols: dict[str, tuple[str, dict[str, Any], str]]):
+    """An arrow schema of ``cols`` (column -> (arrow type name, ``datasets`` feature, what it
+    holds)) carrying the ``datasets`` features in its metadata (the ``huggingface`` key): any
+    dataset this app writes (the arena's votes, a listening test's tables)."""
     pa, _ = arrow()
     audio = pa.struct([("bytes", pa.binary()), ("path", pa.string())])
-    cols = {**VOTE_COLUMNS, **({} if public else PRIVATE_COLUMNS)}
     types = {"string": pa.string(), "float64": pa.float64(), "bool": pa.bool_()}
     types |= {"int64": pa.int64(), "audio": audio}
     fields = [pa.field(name, types[t]) for name, (t, _, _) in cols.items()]
@@ -146,11 +152,30 @@ def vote_records(store: Any, votes: pd.DataFrame, public: bool):
 
 
 def write_votes(store: Any, votes: pd.DataFrame, out: Path, public: bool) -> ExportSummary:
-    """``data/votes-*.parquet`` in row groups of :data:`ROW_GROUP`, a new file past
-    :data:`SHARD_BYTES` of audio; the files are numbered ``-NNNNN-of-NNNNN`` at the end."""
-    pa, pq = arrow()
-    sch = schema(public)
+    """``data/votes-*.parquet`` (:func:`write_rows`)."""
     summary = ExportSummary(out, public=public)
+    written = write_rows(vote_records(store, votes, public), schema(public), out, "votes")
+    summary.votes, summary.clips, summary.files = written.rows, written.clips, written.files
+    return summary
+
+
+@dataclass
+class Written:
+    """What :func:`write_rows` wrote: the rows, the audio cells filled, the files."""
+
+    rows: int = 0
+    clips: int = 0
+    files: list[str] = field(default_factory=list)
+
+
+def write_rows(rows: Any, sch: Any, out: Path, stem: str) -> Written:
+    """``data/<stem>-*.parquet`` of the dict ``rows`` under schema ``sch``, in row groups of
+    :data:`ROW_GROUP`, a new file past :data:`SHARD_BYTES` of audio (every struct column with
+    ``bytes`` counts); the files are numbered ``-NNNNN-of-NNNNN`` at the end. One row's audio
+    is held at a time beside the row group being filled."""
+    pa, pq = arrow()
+    audio = [f.name for f in sch if pa.types.is_struct(f.type)]
+    done = Written()
     (out / "data").mkdir(parents=True, exist_ok=True)
     parts: list[Path] = []
     writer, size, batch = None, 0, []
@@ -161,32 +186,32 @@ def write_votes(store: Any, votes: pd.DataFrame, out: Path, public: bool) -> Exp
             writer.write_table(pa.Table.from_pylist(batch, schema=sch))
             batch.clear()
 
-    for row in vote_records(store, votes, public):
+    for row in rows:
         if writer is None:
-            parts.append(out / "data" / f"votes-part{len(parts):05d}.parquet")
+            parts.append(out / "data" / f"{stem}-part{len(parts):05d}.parquet")
             writer, size = pq.ParquetWriter(parts[-1], sch), 0
         batch.append(row)
-        summary.votes += 1
-        for side in ("audio_a", "audio_b"):
-            if row[side] is not None:
-                summary.clips += 1
-                size += len(row[side]["bytes"])
+        done.rows += 1
+        for side in audio:
+            if row.get(side) is not None:
+                done.clips += 1
+                size += len(row[side]["bytes"] or b"")
         if len(batch) >= ROW_GROUP or size >= SHARD_BYTES:
             flush()
         if size >= SHARD_BYTES:
             writer.close()
             writer = None
-    if writer is None and not parts:  # no vote at all: one empty file keeps the schema
-        parts.append(out / "data" / "votes-part00000.parquet")
+    if writer is None and not parts:  # no row at all: one empty file keeps the schema
+        parts.append(out / "data" / f"{stem}-part00000.parquet")
         writer = pq.ParquetWriter(parts[-1], sch)
     if writer is not None:
         flush()
         writer.close()
     for k, p in enumerate(parts):
-        final = p.with_name(f"votes-{k:05d}-of-{len(parts):05d}.parquet")
+        final = p.with_name(f"{stem}-{k:05d}-of-{len(parts):05d}.parquet")
         p.replace(final)
-        summary.files.append(str(final.relative_to(out)))
-    return summary
+        done.files.append(str(final.relative_to(out)))
+    return done
 
 
 def write_board(board: dict[str, Any], out: Path) -> str:
@@ -352,9 +377,12 @@ __all__ = [
     "ExportError",
     "ExportSummary",
     "PushFailed",
+    "Written",
     "dataset_card",
     "export_hf",
     "push",
     "schema",
+    "schema_of",
+    "write_rows",
     "write_votes",
 ]

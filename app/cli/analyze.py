@@ -155,7 +155,7 @@ def _run_report(args: argparse.Namespace) -> int:
 
 def _run_export(args: argparse.Namespace) -> int:
     from app.listening.cli import write_export
-    from app.listening.export import export_files
+    from app.listening.export import export_all
     from evaluation.report import ReportOptions, export_csv
 
     opts = ReportOptions(pool=args.pool, only=tuple(args.test or ()))
@@ -164,7 +164,7 @@ def _run_export(args: argparse.Namespace) -> int:
         paths = export_csv(store, args.csv, tests=data, opts=opts)
         exported = [t for t in data if "design" in (t.config or {})]  # a listening test's
         for t in exported:  # own export, as its Results tab's zip
-            files = export_files(tests, t.test_id, public=args.public)
+            files = export_all(tests, t.test_id, public=args.public)
             write_export(Path(args.csv) / f"test_{t.test_id}", files)
     how = "pooled across tests by system name" if args.pool else "per test"
     print(

@@ -368,9 +368,16 @@ def run_status(args: argparse.Namespace) -> int:
 
 
 def run_export(args: argparse.Namespace) -> int:
+    if args.format == "hf" or args.push:  # the dataset: app/listening/export_cli.py
+        from app.listening.export_cli import run_hf
+
+        return run_hf(args)
     out = Path(args.out or f"{args.test_id}.zip")
     if args.server:
-        data = client_of(args).request("GET", f"/ll/admin/tests/{quote(args.test_id)}/export.zip")
+        query = "?public=true" if args.public else ""
+        data = client_of(args).request(
+            "GET", f"/ll/admin/tests/{quote(args.test_id)}/export.zip{query}"
+        )
     else:
         from app.config import resolve_db
         from app.listening.routes import export_zip
@@ -379,7 +386,7 @@ def run_export(args: argparse.Namespace) -> int:
 
         store = open_store(args.db or resolve_db(), read_only=True)
         try:
-            data = export_zip(Listening(store), args.test_id)
+            data = export_zip(Listening(store), args.test_id, args.public)
         finally:
             store.close()
     out.write_bytes(data)
@@ -427,6 +434,7 @@ def server_options(p: argparse.ArgumentParser) -> None:
 
 def add_cli(sub: argparse._SubParsersAction) -> None:
     from app.listening.cli import add_cli as add_local
+    from app.listening.export_cli import export_flags
 
     add_local(sub)
     tsub = next(
@@ -447,11 +455,19 @@ def add_cli(sub: argparse._SubParsersAction) -> None:
     server_options(up)
     up.add_argument("--json", action="store_true", help="print the imported set as JSON")
     up.set_defaults(func=lambda a: run_upload(a) if a.server else missing_server("upload"))
-    ex = tsub.add_parser("export", help="a test's raw rows and results as CSV files in a zip")
+    ex = tsub.add_parser(
+        "export",
+        help="a test's raw rows, results and figures as a zip, or a Hugging Face dataset",
+    )
     ex.add_argument("test_id", metavar="ID")
     ex.add_argument("--db", help="SQLite store (default as `test list`)")
-    ex.add_argument("--out", metavar="FILE", help="where to write the zip (default ID.zip)")
+    ex.add_argument(
+        "--out",
+        metavar="FILE_OR_DIR",
+        help="where to write the zip (default ID.zip), or the dataset's folder (--format hf)",
+    )
     server_options(ex)
+    export_flags(ex)
     ex.set_defaults(func=run_export)
 
 

@@ -251,9 +251,9 @@ def _run_results(args: argparse.Namespace) -> int:
         data = tests.test_data(args.test_id)
         tables = test_results(data, include_screened=args.include_screened)
         if args.csv:
-            from app.listening.export import export_files
+            from app.listening.export import export_all
 
-            write_export(Path(args.csv), export_files(tests, args.test_id, public=args.public))
+            write_export(Path(args.csv), export_all(tests, args.test_id, public=args.public))
     finally:
         store.close()
     if args.json:
@@ -276,13 +276,16 @@ def _storage(db: str | None):
     return None if db else storage()
 
 
-def write_export(folder: Path, files: dict[str, str]) -> None:
-    """The export's files under ``folder`` (``raw/``, ``results/``, ``study.json``, …): the
-    same files, byte for byte, as the zip of the Results tab."""
-    for name, text in files.items():
+def write_export(folder: Path, files: dict[str, str] | dict[str, bytes]) -> None:
+    """The export's files under ``folder`` (``raw/``, ``results/``, ``figures/``,
+    ``study.json``, …): the same files, byte for byte, as the zip of the Results tab."""
+    for name, data in files.items():
         p = folder / name
         p.parent.mkdir(parents=True, exist_ok=True)
-        p.write_text(text, encoding="utf-8")
+        if isinstance(data, bytes):
+            p.write_bytes(data)
+        else:
+            p.write_text(data, encoding="utf-8")
 
 
 def _run_status(args: argparse.Namespace) -> int:

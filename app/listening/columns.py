@@ -11,6 +11,8 @@ seconds (``fetched_at``, ``seen_at``).
 
 from __future__ import annotations
 
+from app.listening.figures import FIGURE_COLUMNS
+from app.listening.methods import REPORTING_COLUMNS
 from app.store.schema import export_tables
 from evaluation.listening import ratings
 from evaluation.listening.kinds import KINDS, NAMES
@@ -178,6 +180,9 @@ def columns() -> dict[str, dict[str, str]]:
         for f, cols in kind.columns.items():
             (raw if f.startswith("raw/") else results)[f] = cols
     results["results/methods.csv"] = _RESULTS["methods"]
+    results |= REPORTING_COLUMNS | FIGURE_COLUMNS  # P.800.2's items; the figures' numbers
+    if "results/machine.csv" in results:
+        results["figures/machine.csv"] = results["results/machine.csv"]
     files = {f: raw[f] for f in sorted(raw, key=_raw_order)} | results
     return {f: {**common, **cols} for f, cols in files.items()}
 
@@ -191,6 +196,11 @@ FILE_NOTES = {
     "prompt, role and timing: the table to re-run the analysis on",
     "raw/*.csv": "the store's rows of this test, one file per table",
     "results/*.csv": "the results tables of the Results tab (screened raters out)",
+    "results/p800_2.csv": "ITU-T P.800.2's reporting items: votes and raters per condition, "
+    "the scale and its labels, the anchors, the raters, the intervals' method",
+    "figures/*.png, figures/*.svg": "the Results tab's figures for a paper (forest plot, "
+    "pairwise matrix, per prompt, per rater, machine vs human)",
+    "figures/*.csv": "the numbers each figure was drawn from",
 }
 
 

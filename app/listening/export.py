@@ -17,11 +17,13 @@ import hashlib
 import io
 import json
 import zipfile
+from dataclasses import dataclass
 from importlib import metadata
 from typing import TYPE_CHECKING, Any
 
 from app.listening.columns import FILE_NOTES, columns
 from app.listening.flow import consent_text, public_title
+from app.listening.methods import reporting_frame
 from app.listening.texts import rater_texts
 from app.store.listening import TestRow, TestStore
 from app.store.schema import export_tables
@@ -217,9 +219,21 @@ def study(
     }
 
 
-def export_files(tests: TestStore, test_id: str, *, public: bool = False) -> dict[str, str]:
-    """Every file of the export by its path in the zip: ``study.json``, ``methods.md``,
-    ``raw/*.csv`` and ``results/*.csv`` (the same files ``--csv DIR`` writes)."""
+@dataclass(frozen=True)
+class ExportParts:
+    """One test's export as text files, and what they were made from (the results tables,
+    ``raw/ratings.csv``'s frame, ``study.json``'s dict, the test's kind): the figures and the
+    Hugging Face dataset are made from the same, computed once."""
+
+    files: dict[str, str]
+    tables: dict[str, pd.DataFrame]
+    ratings: pd.DataFrame
+    study: dict[str, Any]
+    kind: Any
+
+
+def export_parts(tests: TestStore, test_id: str, *, public: bool = False) -> ExportParts:
+    """The text files of the export (:func:`export_files`) and their sources."""
     from app.listening.methods import methods_md
 
     t = tests.require_test(test_id)
@@ -230,7 +244,8 @@ def export_files(tests: TestStore, test_id: str, *, public: bool = False) -> dic
             df = kind.export_raw(table, df)
         files[f"raw/{table}.csv"] = safe_csv(df)
     data = tests.test_data(test_id)
-    files["raw/ratings.csv"] = safe_csv(ratings_table(data, tests.item_times(test_id)))
+    ratings = ratings_table(data, tests.item_times(test_id))
+    files["raw/ratings.csv"] = safe_csv(ratings)
     tables = test_results(data)
     for name, df in tables.items():
         df = _public_frame(df, public)
@@ -238,19 +253,76 @@ def export_files(tests: TestStore, test_id: str, *, public: bool = False) -> dic
     st = study(tests, test_id, public=public, tables=tables)
     files["study.json"] = json.dumps(st, indent=1, default=str)
     files["methods.md"] = methods_md(st, tables)
+    files["results/p800_2.csv"] = safe_csv(reporting_frame(st, tables, ratings))
     files["test.json"] = json.dumps(
         {**t.as_dict(), "config": _config(t.config, public)}, indent=1, default=str
     )
-    return files
+    return ExportParts(files, tables, ratings, st, KINDS.get(t.kind))
 
 
-def export_zip(tests: TestStore, test_id: str, *, public: bool = False) -> bytes:
-    """:func:`export_files` as one zip."""
+def export_files(tests: TestStore, test_id: str, *, public: bool = False) -> dict[str, str]:
+    """Every text file of the export by its path in the zip: ``study.json``, ``methods.md``,
+    ``raw/*.csv`` and ``results/*.csv``."""
+    return export_parts(tests, test_id, public=public).files
+
+
+def export_all(
+    tests: TestStore,
+    test_id: str,
+    *,
+    public: bool = False,
+    figures: dict[str, bytes] | None = None,
+) -> dict[str, bytes]:
+    """Every file of the export: :func:`export_files` and the figures (``figures/<name>.png``,
+    ``.svg`` and the ``.csv`` each was drawn from: :mod:`app.listening.figures`). The zip and
+    ``listenlab test results --csv DIR`` / ``listenlab export`` write exactly these.
+    ``figures``: files already drawn for this test (the public export's are the same: no
+    figure shows a crowd id), else they are drawn here."""
+    parts = export_parts(tests, test_id, public=public)
+    out = {name: text.encode("utf-8") for name, text in parts.files.items()}
+    return out | (figures if figures is not None else figures_of(parts, public))
+
+
+def figures_of(parts: ExportParts, public: bool = False) -> dict[str, bytes]:
+    """The figures' files of one export (drawing them takes seconds: 150 dpi PNG and SVG)."""
+    from app.listening.figures import figure_files, test_figures
+
+    tables = {k: _public_frame(v, public) for k, v in parts.tables.items()}
+    return figure_files(test_figures(tables, _public_frame(parts.ratings, public)))
+
+
+def export_zip(
+    tests: TestStore,
+    test_id: str,
+    *,
+    public: bool = False,
+    figures: dict[str, bytes] | None = None,
+) -> bytes:
+    """:func:`export_all` as one zip."""
     buf = io.BytesIO()
     with zipfile.ZipFile(buf, "w", zipfile.ZIP_DEFLATED) as z:
-        for name, text in export_files(tests, test_id, public=public).items():
-            z.writestr(name, text)
+        files = export_all(tests, test_id, public=public, figures=figures)
+        for name, data in files.items():
+            z.writestr(name, data)
     return buf.getvalue()
 
 
-__all__ = ["PRIVATE_COLUMNS", "export_files", "export_zip", "study", "version"]
+def export_zips(tests: TestStore, test_id: str) -> tuple[bytes, bytes]:
+    """The zip and the public zip, the figures drawn once for both (the Results tab)."""
+    figures = figures_of(export_parts(tests, test_id))
+    every = export_zip(tests, test_id, figures=figures)
+    return every, export_zip(tests, test_id, public=True, figures=figures)
+
+
+__all__ = [
+    "PRIVATE_COLUMNS",
+    "ExportParts",
+    "export_all",
+    "export_files",
+    "export_parts",
+    "export_zip",
+    "export_zips",
+    "figures_of",
+    "study",
+    "version",
+]

@@ -1,5 +1,8 @@
-"""The admin page's Results tab: the summary in words, a plot with intervals, the test kind's
-tables, the raters and the methods, and the export (all, and public).
+"""The admin page's Results tab: the summary in words, a forest plot of every system with its
+interval, the pairwise matrix and the per-prompt, per-rater and machine figures
+(:mod:`.results_html`, drawn by :mod:`app.listening.figures`, the export's figures too), the
+test kind's tables (sortable: click a column's header), the raters and the methods, and the
+export (all, and public).
 
 Why the kind words it: each test kind says what its tables mean (:meth:`TestKind.summary`,
 its plot, its main, pairwise and per-prompt tables); this tab lays them out, with the raters
@@ -11,13 +14,15 @@ from __future__ import annotations
 import asyncio
 import functools
 import html
+import re
 from typing import Any
 
 import gradio as gr
 import pandas as pd
 
 from app.listening.admin.page import AdminPage, bind, test_choices
-from app.listening.routes import export_zip, results_of
+from app.listening.export import export_zips
+from app.listening.flow import check_id
 from evaluation.listening.kinds import KINDS
 from evaluation.listening.summary import section
 
@@ -67,6 +72,31 @@ def empty_reason(tables: dict[str, pd.DataFrame]) -> str | None:
     return "No results table: no rated item was played far enough to count."
 
 
+MAX_PAIR_LINES = 6
+"""Up to this many pairs (four systems) the summary lists each pair; past it, one line counts
+the significant pairs and the matrix shows them all (13 systems are 78 pairs)."""
+
+
+def pair_block(block: str, tables: dict[str, pd.DataFrame], titles: dict[str, str]) -> str:
+    """A kind's pairwise section, or past :data:`MAX_PAIR_LINES` pairs one line about it."""
+    for kind in KINDS.values():
+        name = kind.pairwise_table
+        t = tables.get(name) if name else None
+        if t is None or len(t) <= MAX_PAIR_LINES:
+            continue
+        title = titles.get(name, name)
+        if block.startswith(f"**{title}**"):
+            k = int(t["significant"].astype(bool).sum())
+            return section(
+                title,
+                [
+                    f"- {k} of {len(t)} pairs differ significantly (Holm-adjusted p < 0.05); "
+                    "the matrix below shows every pair, the table its numbers."
+                ],
+            )
+    return block
+
+
 def summary_markdown(tables: dict[str, pd.DataFrame]) -> str:
     """Plain sections a person (and a test) can read: raters and why any were excluded, the
     kind's own sections (MOS with intervals, pairwise tests, CMOS, MUSHRA medians: each kind's
@@ -81,14 +111,24 @@ def summary_markdown(tables: dict[str, pd.DataFrame]) -> str:
     if m is not None and not m.empty:
         titles = dict(zip(m["table"], m["title"], strict=True))
     for kind in KINDS.values():  # only the test's own kind has tables
-        blocks += kind.summary(tables, titles)
+        blocks += [pair_block(b, tables, titles) for b in kind.summary(tables, titles)]
     why = empty_reason(tables)
     if why and r is not None and not r.empty:
         blocks.append(why)
     if m is not None and not m.empty:
         rows = [f"- {x['table']}: {x['method']}" for _, x in m.iterrows() if x["method"]]
         blocks.append(section("Methods", rows))
-    return "\n\n".join(blocks) or "No answers yet."
+    return "\n\n".join(map(no_markup, blocks)) or "No answers yet."
+
+
+TAG_START = re.compile(r"<(?=[A-Za-z/!?])")
+
+
+def no_markup(text: str) -> str:
+    """The summary's Markdown with every ``<`` that could open a tag escaped: names of
+    systems, prompts and raters reach the page as text (a system named ``<img …>`` shows
+    those characters), while ``variance 0.00 < 0.1`` reads as it did."""
+    return TAG_START.sub("&lt;", text)
 
 
 RATER_VIEW = ["crowd_id", "rater_id", "finished", "headphones", "excluded", "reasons"]
@@ -96,10 +136,15 @@ RATER_VIEW = ["crowd_id", "rater_id", "finished", "headphones", "excluded", "rea
 nothing is cut off at the right."""
 
 
-def results_view(tables: dict[str, pd.DataFrame]) -> dict[str, Any]:
-    """What the Results tab shows for one test: the summary, a plot with intervals drawn from
-    the scale's bottom, and only the tables this test kind has (``None``: hide the table)."""
-    from evaluation.plots import interval_figure
+def results_view(
+    tables: dict[str, pd.DataFrame], ratings: pd.DataFrame | None = None
+) -> dict[str, Any]:
+    """What the Results tab shows for one test: the summary, the forest plot (drawn from the
+    scale's bottom), the pairwise matrix and the figures as HTML, and only the tables this
+    test kind has (``None``: hide the table); ``ratings`` (``raw/ratings.csv``'s rows) give
+    the per-rater view and figure."""
+    from app.listening.admin.results_html import results_html
+    from app.listening.figures import forest, matrix_of, rater_view, test_figures
 
     def first(pick: Any) -> Any:
         """The first kind's answer that is not None (only the test's kind has tables)."""
@@ -109,13 +154,17 @@ def results_view(tables: dict[str, pd.DataFrame]) -> dict[str, Any]:
         t = tables.get(name) if name else None
         return t if t is not None and not t.empty else None
 
-    spec = first(lambda k: k.plot(tables))
+    f = forest(tables)
     return {
         "summary": summary_markdown(tables),
-        "plot": None if spec is None else interval_figure(*spec),
+        "plot": None if f is None else f.draw(),
+        "html": results_html(matrix_of(tables), test_figures(tables, ratings)),
         "main": first(lambda k: table(k.main_table)),
         "pairwise": first(lambda k: table(k.pairwise_table)),
         "by_prompt": first(lambda k: k.by_prompt(tables)),
+        "by_rater": rater_view(ratings, tables.get("raters")),
+        "machine": table("machine"),
+        "machine_agreement": table("machine_agreement"),
         "raters": _rater_view(tables.get("raters")),
         "methods": tables.get("methods"),
     }
@@ -139,24 +188,42 @@ async def show_results(page: AdminPage, tid: str | None, inc: bool) -> tuple:
     """The Results tab for one test (and its CSV export, written beside the other exports)."""
     if not tid:
         raise gr.Error("pick a test")
-    t = await asyncio.to_thread(results_of, page.svc, tid, inc)
+    t, ratings = await asyncio.to_thread(tables_and_ratings, page, tid, inc)
     page.exports.mkdir(parents=True, exist_ok=True)
+    (every, public), v = await asyncio.gather(  # the zips' figures and the page's at once
+        asyncio.to_thread(export_zips, page.tests, tid),
+        asyncio.to_thread(results_view, t, ratings),
+    )
     f = page.exports / f"{tid}-results.zip"
-    f.write_bytes(await asyncio.to_thread(export_zip, page.svc, tid))
+    f.write_bytes(every)
     pub = page.exports / f"{tid}-results-public.zip"
-    pub.write_bytes(await asyncio.to_thread(export_zip, page.svc, tid, True))
-    v = results_view(t)
+    pub.write_bytes(public)
     tag = " (screened raters included)" if inc else ""
     return (
         v["summary"],
         v["plot"],
+        v["html"],
         _shown(v["main"], "Per system" + tag),
         _shown(v["pairwise"], "Pairwise tests (Holm-corrected)" + tag),
         _shown(v["by_prompt"], "Per prompt" + tag),
+        _shown(v["by_rater"], "Per rater: ratings, mean, agreement with the panel (Pearson r)"),
+        _shown(v["machine"], "Machine scores and the human mean, per system"),
+        _shown(v["machine_agreement"], "Machine vs human: agreement per metric"),
         v["raters"],
         methods_markdown(v["methods"]),
         [str(f), str(pub)],
     )
+
+
+def tables_and_ratings(page: AdminPage, tid: str, inc: bool) -> tuple[dict, pd.DataFrame]:
+    """The test's results tables and ``raw/ratings.csv``'s rows (the per-rater view)."""
+    from evaluation.listening.ratings import ratings_table
+    from evaluation.listening.results import test_results
+
+    check_id(tid, "test id")
+    data = page.tests.test_data(tid)
+    tables = test_results(data, include_screened=inc)
+    return tables, ratings_table(data, page.tests.item_times(tid))
 
 
 def methods_markdown(m: pd.DataFrame | None) -> str:
@@ -177,11 +244,18 @@ def results_tab(page: AdminPage) -> Any:
     incl = gr.Checkbox(label="Include screened raters", value=False)
     refresh = gr.Button("Show results", elem_id="lt-results-show")
     summary = gr.Markdown(elem_id="lt-results-summary")
-    plot = gr.Plot(label="Means with 95% intervals (axis from the scale's bottom)")
+    plot = gr.Plot(
+        label="Forest plot: each system with its 95% interval (axis from the scale's bottom)",
+        elem_id="lt-forest",
+    )
+    html_out = gr.HTML(elem_id="lt-figures")
     table = functools.partial(gr.Dataframe, interactive=False, wrap=True, max_height=420)
     t_main = table(label="Per system", visible=False, elem_id="lt-main")
     t_pair = table(label="Pairwise tests", visible=False, elem_id="lt-pairwise")
     t_prompt = table(label="Per prompt", visible=False, elem_id="lt-by-prompt")
+    t_rater = table(label="Per rater", visible=False, elem_id="lt-by-rater")
+    t_mach = table(label="Machine scores", visible=False, elem_id="lt-machine")
+    t_agree = table(label="Machine vs human", visible=False, elem_id="lt-machine-agreement")
     t_r = table(label="Raters and screening", elem_id="lt-raters")
     gr.Markdown("### Methods")
     t_m = gr.Markdown(elem_id="lt-methods")  # long texts: a list wraps, a table cell did not
@@ -193,7 +267,7 @@ def results_tab(page: AdminPage) -> Any:
     refresh.click(
         bind(show_results, page),
         [rpick, incl],
-        [summary, plot, t_main, t_pair, t_prompt, t_r, t_m, dl],
+        [summary, plot, html_out, t_main, t_pair, t_prompt, t_rater, t_mach, t_agree, t_r, t_m, dl],
     )
     return rpick
 
