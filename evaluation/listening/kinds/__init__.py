@@ -26,10 +26,12 @@ from evaluation.listening.kinds.base import TestKind
 from evaluation.listening.kinds.glitch import KIND as GLITCH
 from evaluation.listening.kinds.mos import KIND as MOS
 from evaluation.listening.kinds.mushra import KIND as MUSHRA
+from evaluation.listening.kinds.p835 import KIND as P835
 from evaluation.listening.kinds.parity_ab import KIND as PARITY
+from evaluation.listening.kinds.smos import KIND as SMOS
 from evaluation.tablespec import Table, answer_table_problems
 
-BUILT_IN: tuple[TestKind, ...] = (MOS, AB, MUSHRA, GLITCH, PARITY)
+BUILT_IN: tuple[TestKind, ...] = (MOS, AB, MUSHRA, GLITCH, PARITY, SMOS, P835)
 """The kinds the app ships, in the order results are listed and the designer offers them (the
 first is the default of a spec that names none)."""
 
@@ -148,7 +150,9 @@ __all__ = [
     "MOS",
     "MUSHRA",
     "NAMES",
+    "P835",
     "PARITY",
+    "SMOS",
     "KindError",
     "TestKind",
     "answer_tables",
