@@ -14,9 +14,11 @@ import json
 import zipfile
 
 import httpx
+import pandas as pd
 import pytest
 
 from app.cli import main
+from app.listening.admin.results_tab import results_view
 from app.listening.columns import columns
 from evaluation.listening.kinds import kind_of
 from evaluation.listening.kinds.p835 import ORDER, SCALES
@@ -148,6 +150,17 @@ def test_rated_over_the_real_routes_analysed_per_scale_and_exported(live):
     assert set(pairs) == {"SIG", "BAK", "OVRL"}
     assert pairs["SIG"]["diff_y_minus_x"] == -2.0 and pairs["BAK"]["diff_y_minus_x"] == 0.0
     assert pairs["OVRL"]["raters"] == 2
+    # the Results tab: the plot has a point per scale and system, the summary a line each
+    view = results_view({k: pd.DataFrame(v) for k, v in res.items() if isinstance(v, list)})
+    assert [t.get_text() for t in view["plot"].axes[0].get_yticklabels()][::-1][:2] == [
+        "SIG joe",
+        "SIG qwen",
+    ]
+    assert (
+        "- OVRL qwen: 2.00" in view["summary"]
+        and "- SIG joe vs qwen: qwen - joe = -2.00" in view["summary"]
+    )
+    assert view["main"] is not None and list(view["pairwise"]["scale"]) == ["SIG", "BAK", "OVRL"]
     z = zipfile.ZipFile(io.BytesIO(httpx.get(f"{live.url}ll/admin/tests/{tid}/export.zip").content))
     head = z.read("raw/p835_ratings.csv").decode().splitlines()[0].split(",")
     assert {"sig", "bak", "ovrl"} <= set(head) <= set(columns()["raw/p835_ratings.csv"])

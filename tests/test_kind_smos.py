@@ -14,9 +14,11 @@ import json
 import zipfile
 
 import httpx
+import pandas as pd
 import pytest
 
 from app.cli import main
+from app.listening.admin.results_tab import results_view
 from app.listening.columns import columns
 from evaluation.listening.design import Design, plan
 from evaluation.listening.kinds import kind_of
@@ -162,6 +164,9 @@ def test_rated_over_the_real_routes_analysed_and_exported(live):
     assert {"smos", "smos_pairwise", "smos_hidden_reference"} <= {
         m["table"] for m in res["methods"]
     }
+    view = results_view({k: pd.DataFrame(v) for k, v in res.items() if isinstance(v, list)})
+    assert [t.get_text() for t in view["plot"].axes[0].get_yticklabels()] == ["qwen"]
+    assert "- SMOS qwen: 4.00" in view["summary"] and "- SMOS joe: 5.00" in view["summary"]
     z = zipfile.ZipFile(io.BytesIO(httpx.get(f"{live.url}ll/admin/tests/{tid}/export.zip").content))
     head = z.read("raw/smos_ratings.csv").decode().splitlines()[0].split(",")
     assert set(head) <= set(columns()["raw/smos_ratings.csv"]) and "reference_take_id" in head

@@ -339,7 +339,7 @@ class P835(TestKind):
             lines = []
             for n in NAMES.values():
                 part = t[t["scale"] == n]
-                lines += [f"- {n}: {x[2:]}" for x in pair_lines(part, n)] if len(part) else []
+                lines += pair_lines(part, n) if len(part) else []
             blocks.append(section(titles.get("p835_pairwise", "p835_pairwise"), lines))
         return blocks
 
