@@ -710,9 +710,9 @@ def kinds_grid_summary(state: dict) -> dict:
         if have:
             cov, where, row = min(have)
             out["minimum"][stat] = {"coverage": cov, "mc_se": row["mc_se"], "cell": where}
-    done = {v["done"] for v in state.get("cells", {}).values()}
-    out["sims_per_cell"] = min(done) if done else 0
-    out["complete"] = len(cells) == len(grid_cells()) and len(done) == 1
+    done = [v["done"] for v in state.get("cells", {}).values()]
+    out["sims_per_cell"] = min(done) if done else 0  # a cell run further first keeps its extra
+    out["complete"] = len(cells) == len(grid_cells()) and min(done) > 0
     return out
 
 

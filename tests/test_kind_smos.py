@@ -234,3 +234,28 @@ def test_the_smos_page_in_chromium(live, size):
         "SELECT score, reference_played_ms FROM smos_ratings WHERE test_id = ?", [tid]
     ).fetchall()
     assert [s for s, _ in rows] == [2.0, 2.0] and all(p > 0 for _, p in rows)
+
+
+def test_the_statistics_page_states_the_smos_and_p835_cells():
+    """The SMOS and P.835 cells of the simulation benchmark (rater and prompt effects, bad
+    raters, the kinds' screening and interval) are in the JSON of the repo, complete, every
+    cell at coverage >= 0.93, and printed on the statistics page as the benchmark prints them."""
+    from pathlib import Path
+
+    from benchmarks.listening_validity import KINDS_STATS, kinds_grid_markdown
+    from evaluation import inference
+
+    root = Path(__file__).resolve().parents[1]
+    res = json.loads((root / "benchmarks/results/listening_validity.json").read_text())
+    assert res["kinds_grid_state"]["method"] == inference.INTERVAL_METHOD
+    g = res["kinds_grid"]
+    assert (
+        g["complete"] and len(g["cells"]) == 27 and g["bad_raters"] == {"random": 2, "straight": 2}
+    )
+    for key, cell in g["cells"].items():
+        assert set(cell) == set(KINDS_STATS), key
+        assert all(v["coverage"] >= 0.93 for v in cell.values()), key
+    page = (root / "docs" / "statistics.md").read_text(encoding="utf-8")
+    assert kinds_grid_markdown(res) in page
+    assert f"{g['sims_per_cell']} simulated tests per cell" in page
+    assert res["checks"]["SMOS and P.835 cells: coverage >= 0.93 in every cell"] is True
