@@ -167,6 +167,20 @@ def test_rated_over_the_real_routes_analysed_per_scale_and_exported(live):
     assert set(z.read("results/p835.csv").decode().splitlines()[0].split(",")) <= set(
         columns()["results/p835.csv"]
     )
+    err, out = io.StringIO(), io.StringIO()  # `listenlab test results` prints the same
+    with contextlib.redirect_stderr(err), contextlib.redirect_stdout(out):
+        code = main(["test", "results", tid, "--db", str(live.state.store.path)])
+    assert code == 0, err.getvalue()
+    printed = out.getvalue().split("\n== ")
+    (main_block,) = [b for b in printed if b.startswith("p835 ==")]
+    assert [ln.split()[:3] for ln in main_block.splitlines()[2:]] == [
+        ["SIG", "joe", "2"],
+        ["SIG", "qwen", "2"],
+        ["BAK", "joe", "2"],
+        ["BAK", "qwen", "2"],
+        ["OVRL", "joe", "2"],
+        ["OVRL", "qwen", "2"],
+    ]
     texts = json.loads(z.read("study.json"))["texts"]["scale"]
     assert [s["name"] for s in texts["scales"]] == ["SIG", "BAK", "OVRL"]
 

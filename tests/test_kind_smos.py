@@ -172,6 +172,12 @@ def test_rated_over_the_real_routes_analysed_and_exported(live):
     assert set(head) <= set(columns()["raw/smos_ratings.csv"]) and "reference_take_id" in head
     study = json.loads(z.read("study.json"))
     assert study["texts"]["scale"]["question"] == QUESTION
+    err, out = io.StringIO(), io.StringIO()  # `listenlab test results` prints the same
+    with contextlib.redirect_stderr(err), contextlib.redirect_stdout(out):
+        code = main(["test", "results", tid, "--db", str(live.state.store.path)])
+    assert code == 0, err.getvalue()
+    (main_block,) = [b for b in out.getvalue().split("\n== ") if b.startswith("smos ==")]
+    assert [ln.split()[:4] for ln in main_block.splitlines()[2:]] == [["qwen", "2", "1", "2"]]
     rule = study["screening"]["smos_rules"]["hidden_reference"]
     assert rule.endswith("expected 5; fails below 4")
 
