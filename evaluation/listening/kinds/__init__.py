@@ -1,5 +1,5 @@
 """The listening-test kinds, one folder each: MOS, A/B (with its CMOS mode), MUSHRA, glitch hunt,
-parity A/B (non-inferiority).
+parity A/B (non-inferiority), SMOS (similarity to a reference voice), P.835 (SIG, BAK, OVRL).
 
 Why one registry: a kind used to be ``kind == "mos"`` branches in ten files over three layers,
 and an unknown kind silently got another kind's question or the planner's MOS points. Now
