@@ -22,6 +22,7 @@ from app.listening.admin.results_tab import results_view
 from app.listening.columns import columns
 from evaluation.listening.design import Design, plan
 from evaluation.listening.kinds import kind_of
+from evaluation.listening.kinds.base import Familiar
 from evaluation.listening.kinds.smos import LABELS, QUESTION
 from tests.support.app_util import (
     TWO_PROMPTS,
@@ -61,6 +62,12 @@ def test_the_design_puts_the_reference_first_and_never_rates_it_against_itself()
     )
     assert [v for v, _ in k.scale("")["labels"]] == [5, 4, 3, 2, 1]
     assert k.labels(2) == ["reference voice", "voice to rate"]
+    # familiarisation: the reference voice, then a rated system's take (in turn per rater)
+    f = Familiar(take=lambda kind, system, prompt: f"{kind}:{system}:{prompt}", seq=1, natural=None)
+    assert k.familiar(d, f) == [
+        ("The reference voice", "item:natural:p1"),
+        ("A voice you will compare with it", "item:b:p1"),
+    ]
 
 
 def test_create_from_the_command_line_with_a_named_reference(tmp_path):
