@@ -13,9 +13,12 @@ category which best describes the sample you just heard. The SPEECH SIGNAL in th
 was" 5 Not distorted … 1 Very distorted; "Attending ONLY to the BACKGROUND, …" 5 Not
 noticeable … 1 Very intrusive; "Select the category which best describes the sample you just
 heard for purposes of everyday speech communication. The OVERALL SPEECH SAMPLE was" 5
-Excellent … 1 Bad. The procedure is the P.808 toolkit's one-audio P.835 variant
-(microsoft/P.808 ``src/P808Template/P835_template_one_audio.html``, its Annex D): one clip,
-three questions on one screen, the scales enabled once the clip has played to the end.
+Excellent … 1 Bad (the recommendation's text is not in the reference notes: these are its
+words as widely quoted, not checked against the PDF here). The procedure is the P.808
+toolkit's one-audio P.835 variant (microsoft/P.808
+``src/P808Template/P835_template_one_audio.html``): one player and the three questions, the
+rater asked to play the sample again for each rating; here one full play is required and
+replays are allowed, in P.835's order (the toolkit may swap SIG and BAK).
 """
 
 from __future__ import annotations
