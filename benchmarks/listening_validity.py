@@ -818,6 +818,170 @@ def rank_checks(res: dict) -> dict[str, bool]:
     return out
 
 
+# --------------------------------------------------------------------------- SMOS and P.835 (#42)
+
+KINDS_STATS = ("smos", "p835_sig", "p835_bak", "p835_ovrl")
+KINDS_BAD = {"random": 2, "straight": 2}
+"""Bad raters in every SMOS and P.835 cell, beside the cell's honest raters: the screening each
+kind runs must catch them or the intervals must survive them."""
+SMOS_MEANS = {"c25": 2.5, "c35": 3.5, "c42": 4.2}
+"""True similarity (latent) of three clones to the reference voice."""
+P835_MEANS = {
+    "sig": {"e30": 3.0, "e38": 3.8, "e43": 4.3},
+    "bak": {"e30": 2.5, "e38": 3.5, "e43": 4.5},
+    "ovrl": {"e30": 2.8, "e38": 3.4, "e43": 4.0},
+}
+HIDDEN_REFERENCE_MEAN = 4.7
+"""An honest rater's latent similarity of the reference to itself (the SMOS check item)."""
+
+
+def _hidden_reference(d: pd.DataFrame, model: MosModel, rng: np.random.Generator) -> pd.DataFrame:
+    """One hidden-reference row per rater (role gold, expected 5), as the SMOS kind adds it:
+    honest raters rate the reference against itself with their own spread, random raters
+    click, straight-liners give their one score."""
+    rows = []
+    sd = float(np.hypot(model.rater_sd, model.noise_sd))
+    for rid, g in d.groupby("rater_id", sort=True):
+        kind = g["kind"].iloc[0]
+        if kind == "honest":
+            s = float(np.clip(np.rint(HIDDEN_REFERENCE_MEAN + rng.normal(0, sd)), 1, 5))
+        elif kind == "straight":
+            s = float(g["score"].iloc[0])
+        else:
+            s = float(rng.integers(1, 6))
+        rows.append([rid, kind, "ref", "__reference__", "gold", 5.0, s])
+    return pd.concat([d, pd.DataFrame(rows, columns=d.columns)], ignore_index=True)
+
+
+def _fast_keep(d: pd.DataFrame, rules: stats.ScreeningRules = stats.ScreeningRules()) -> set:
+    """The raters :func:`stats.screen_raters` keeps, computed at once for a simulated frame
+    (no playback columns; check items: a low anchor expecting <= 2, a gold expecting >= 4, a
+    trap). ``stats.screen_raters`` loops over raters in pandas (about 1 s per 100 raters): the
+    grid would take hours on this machine, so each cell's first test is screened both ways and
+    must agree (:func:`_screened_items`)."""
+    items = d[d["role"] == "item"].groupby("rater_id")["score"]
+    mean, var, n = items.mean(), items.var(ddof=1), items.size()
+    gold = d[d["role"] == "gold"]
+    low = gold[gold["expected"] <= 2].groupby("rater_id")["score"].max()
+    high = gold[gold["expected"] >= 4].set_index("rater_id")
+    fails = pd.Series(0, index=mean.index)
+    anchor_fail = (low >= mean.reindex(low.index)).astype(int)
+    fails = fails.add(anchor_fail, fill_value=0)
+    floor = low.reindex(high.index)
+    relative = floor.notna()
+    gold_fail = np.where(
+        relative,
+        high["score"] < floor,
+        (high["score"] - high["expected"]).abs() > rules.gold_tolerance,
+    ).astype(int)
+    fails = fails.add(pd.Series(gold_fail, index=high.index).groupby(level=0).sum(), fill_value=0)
+    trap = d[d["role"] == "trap"]
+    trap_fail = (trap["score"] != trap["expected"]).groupby(trap["rater_id"]).sum()
+    flat = (n >= rules.min_items_for_variance) & (var < rules.min_variance)
+    bad = (
+        (fails > rules.max_gold_failures)
+        | (trap_fail.reindex(mean.index, fill_value=0) > rules.max_trap_failures)
+        | flat.reindex(mean.index, fill_value=False)
+    )
+    return set(mean.index[~bad.reindex(mean.index, fill_value=False)])
+
+
+def _screened_items(d: pd.DataFrame, check: bool = False) -> tuple[pd.DataFrame, set]:
+    """The item rows of the raters the screening keeps (``check``: with
+    :func:`stats.screen_raters` too, which must agree with the fast path)."""
+    keep = _fast_keep(d)
+    if check:
+        scr = stats.screen_raters(d).set_index("rater_id")
+        slow = set(scr.index[~scr["excluded"]])
+        if slow != keep:
+            raise AssertionError(f"fast screening differs: {sorted(slow ^ keep)}")
+    return d[(d["role"] == "item") & d["rater_id"].isin(keep)], keep
+
+
+def one_kinds_test(cell: tuple[float, float, int], c: int, i: int) -> dict[str, list]:
+    """Simulated SMOS and P.835 tests ``i`` of grid cell ``c``, screened as the kinds screen
+    (SMOS: the hidden reference, P.808's variance rule; P.835: the MOS check items on OVRL),
+    then the kinds' own interval (:func:`inference.interval_table` on 1..5)."""
+    rsd, psd, n = cell
+    out: dict[str, list] = {k: [] for k in KINDS_STATS}
+    sm = MosModel(SMOS_MEANS, rsd, psd, honest=n, bad=dict(KINDS_BAD), screening=False)
+    rng = np.random.default_rng([c, i, 41])
+    d = _hidden_reference(mos_ratings(sm, rng, i % 2), sm, rng)
+    items, _ = _screened_items(d, check=i == 0)
+    tab = inference.interval_table(items, ["system_id"], scale=inference.MOS_SCALE)
+    for _, r in tab.iterrows():
+        out["smos"].append(_hits(r["ci_low"], r["ci_high"], truth(sm)[r["system_id"]]))
+    scales = {}
+    for j, (scale, means) in enumerate(P835_MEANS.items()):
+        m = MosModel(means, rsd, psd, honest=n, bad=dict(KINDS_BAD), screening=scale == "ovrl")
+        scales[scale] = (m, mos_ratings(m, np.random.default_rng([c, i, 42, j]), i % 2))
+    _, keep = _screened_items(scales["ovrl"][1], check=i == 0)
+    for scale, (m, d) in scales.items():
+        kept = d[(d["role"] == "item") & d["rater_id"].isin(keep)]
+        tab = inference.interval_table(kept, ["system_id"], scale=inference.MOS_SCALE)
+        for _, r in tab.iterrows():
+            out[f"p835_{scale}"].append(_hits(r["ci_low"], r["ci_high"], truth(m)[r["system_id"]]))
+    return out
+
+
+def run_kinds_grid(res: dict, sims: int, save, part: tuple[int, int] = (0, 1)) -> None:
+    """The SMOS and P.835 cells over the same grid (rater sd x prompt sd x honest raters, with
+    :data:`KINDS_BAD` bad raters each), resumable like the main grid; kept apart from it
+    (``kinds_grid``) so the main grid's state is untouched."""
+    state = res.setdefault("kinds_grid_state", {"method": inference.INTERVAL_METHOD, "cells": {}})
+    if state.get("method") != inference.INTERVAL_METHOD:
+        state.clear()
+        state.update(method=inference.INTERVAL_METHOD, cells={})
+    for c, cell in enumerate(grid_cells()):
+        if c % part[1] != part[0]:
+            continue
+        acc = state["cells"].setdefault(cell_key(cell), {"done": 0, "acc": {}})
+        t0 = time.monotonic()
+        for i in range(acc["done"], sims):
+            _add(acc["acc"], one_kinds_test(cell, c, i))
+            acc["done"] = i + 1
+        acc["seconds"] = round(acc.get("seconds", 0.0) + time.monotonic() - t0, 1)
+        res["kinds_grid"] = kinds_grid_summary(state)
+        save()
+        print(f"kinds {cell_key(cell)}: {acc['done']}/{sims} tests", flush=True)
+
+
+def kinds_grid_summary(state: dict) -> dict:
+    cells = {k: cell_summary(v["acc"]) for k, v in state.get("cells", {}).items() if v["done"]}
+    out: dict = {"bad_raters": dict(KINDS_BAD), "cells": cells, "minimum": {}}
+    for stat in KINDS_STATS:
+        have = [(v[stat]["coverage"], k, v[stat]) for k, v in cells.items() if stat in v]
+        if have:
+            cov, where, row = min(have)
+            out["minimum"][stat] = {"coverage": cov, "mc_se": row["mc_se"], "cell": where}
+    done = [v["done"] for v in state.get("cells", {}).values()]
+    out["sims_per_cell"] = min(done) if done else 0  # a cell run further first keeps its extra
+    out["complete"] = len(cells) == len(grid_cells()) and min(done) > 0
+    return out
+
+
+def kinds_grid_markdown(res: dict) -> str:
+    """The SMOS and P.835 cells as the statistics page prints them."""
+    g = res["kinds_grid"]
+    names = {
+        "smos": "SMOS",
+        "p835_sig": "P.835 SIG",
+        "p835_bak": "P.835 BAK",
+        "p835_ovrl": "P.835 OVRL",
+    }
+    lines = ["| statistic | lowest coverage | ± MC SE | in cell |", "| --- | --- | --- | --- |"]
+    for k, v in g["minimum"].items():
+        lines.append(f"| {names[k]} | {v['coverage']:.3f} | {v['mc_se']:.3f} | {v['cell']} |")
+    lines += ["", "| rater sd | prompt sd | raters | " + " | ".join(names.values()) + " |"]
+    lines.append("| --- " * (3 + len(names)) + "|")
+    for r, p, n in grid_cells():
+        c = g["cells"].get(cell_key((r, p, n)))
+        if c:
+            vals = " | ".join(f"{c[k]['coverage']:.3f} ± {c[k]['mc_se']:.3f}" for k in names)
+            lines.append(f"| {r:g} | {p:g} | {n} | {vals} |")
+    return "\n".join(lines)
+
+
 # --------------------------------------------------------------------------- main
 
 
@@ -864,6 +1028,11 @@ def checks(res: dict) -> dict[str, bool]:
         out["grid: no cell below 0.93 by more than 2 Monte Carlo SE"] = all(
             v["coverage"] + 2 * v["mc_se"] >= 0.93 for c in cells for v in c.values()
         )
+    kg = res.get("kinds_grid", {}).get("minimum", {})
+    if kg:
+        out["SMOS and P.835 cells: coverage >= 0.93 in every cell"] = all(
+            v["coverage"] >= 0.93 for v in kg.values()
+        )
     mos = res.get("mos")
     if mos:
         out["fixed regime: coverage >= 0.93"] = (
@@ -896,11 +1065,12 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__)
     ap.add_argument(
         "--part",
-        choices=("all", "grid", "regimes", "rank"),
+        choices=("all", "grid", "regimes", "rank", "kinds"),
         default="all",
         help="grid: the coverage grid (resumable); regimes: screening, bias, FWER, power and "
-        "the service path; all: both (default); rank: the ranking kind's grid and false "
-        "positives (resumable, with --grid-sims and --null-sims)",
+        "the service path; all: grid and regimes (default); rank: the ranking kind's grid and "
+        "false positives (resumable, with --grid-sims and --null-sims); kinds: the SMOS and "
+        "P.835 cells (resumable)",
     )
     ap.add_argument("--quick", action="store_true", help="fewer simulated tests, one service run")
     ap.add_argument("--sims", type=int, default=None, help="tests per statistic (regimes)")
@@ -935,6 +1105,8 @@ def main() -> int:
             print("\n" + regimes_markdown(res))
         if res.get("rank"):
             print("\n" + rank_markdown(res))
+        if res.get("kinds_grid"):
+            print("\n" + kinds_grid_markdown(res))
         return 0
     save = _writer(out, res)
     res["machine"] = f"{platform.machine()}, {os.cpu_count()} cores"
@@ -952,6 +1124,16 @@ def main() -> int:
             have = state.setdefault("cells", {}).get(key)
             if have is None or have["done"] < cell["done"]:
                 state["cells"][key] = cell
+    for other in args.merge:  # the SMOS and P.835 cells of parts run into other files
+        theirs = _load(Path(other)).get("kinds_grid_state", {})
+        mine = res.setdefault(
+            "kinds_grid_state", {"method": inference.INTERVAL_METHOD, "cells": {}}
+        )
+        for key, cell in theirs.get("cells", {}).items():
+            if mine["cells"].get(key, {"done": -1})["done"] < cell["done"]:
+                mine["cells"][key] = cell
+        if mine["cells"]:
+            res["kinds_grid"] = kinds_grid_summary(mine)
     if args.merge:
         res["grid"] = grid_summary(state)
         res["grid_sims_per_cell"] = min(c["done"] for c in state["cells"].values())
@@ -963,6 +1145,9 @@ def main() -> int:
         res["grid"] = grid_summary(state)
     if args.part == "rank":
         rank_part(res, args.grid_sims or (40 if args.quick else 200), args.null_sims or 400, save)
+    if args.part == "kinds":
+        k, n = (int(x) for x in args.grid_part.split("/"))
+        run_kinds_grid(res, args.grid_sims or (40 if args.quick else 200), save, (k, n))
     if args.part in ("all", "regimes"):
         sims = args.sims or (40 if args.quick else 200)
         null_sims = args.null_sims or max(3 * sims, 200)  # a FWER near 0.05 needs many tests
@@ -970,7 +1155,7 @@ def main() -> int:
         regimes(res, sims, null_sims, runs)
     res["checks"] = checks(res)
     save()
-    print(json.dumps({k: v for k, v in res.items() if k not in ("grid_state",)}, indent=1))
+    print(json.dumps({k: v for k, v in res.items() if not k.endswith("grid_state")}, indent=1))
     return 0 if all(res["checks"].values()) else 1
 
 

@@ -71,7 +71,16 @@ def thumbs():
 
 
 def test_every_kind_is_one_folder_with_every_part():
-    assert [k.name for k in BUILT_IN] == ["mos", "ab", "mushra", "glitch", "parity_ab", "rank"]
+    assert [k.name for k in BUILT_IN] == [
+        "mos",
+        "ab",
+        "mushra",
+        "glitch",
+        "parity_ab",
+        "rank",
+        "smos",
+        "p835",
+    ]
     spread = Spread(0.5, 0.3, 0.6, 0.3)
     for kind in BUILT_IN:
         assert missing_parts(kind) == []

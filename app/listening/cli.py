@@ -438,7 +438,11 @@ def _add_create(tsub: argparse._SubParsersAction, db_help: str) -> None:
     src.add_argument("--prompts-file", metavar="FILE", help="a text file, one prompt per line")
     src.add_argument("--prompt", action="append", metavar="TEXT", help="a prompt (repeat)")
     c.add_argument("--items-per-rater", type=int, help="items per rater (default 10)")
-    c.add_argument("--reference", metavar="NAME", help="MUSHRA: the reference system")
+    c.add_argument(
+        "--reference",
+        metavar="NAME",
+        help="MUSHRA, SMOS: the reference system (default: an imported natural system)",
+    )
     c.add_argument("--ab-mode", choices=AB_MODES, help="A/B: CMOS -3..+3 or forced A/B")
     _add_screening(c)
     c.set_defaults(func=_run_create)

@@ -275,7 +275,7 @@ def _sources_form(f: dict[str, Any]) -> None:
         elem_id="lt-gold-text-field",
     )
     f["reference"] = gr.Textbox(
-        label="Reference system (MUSHRA: required; empty = the imported `natural` system)"
+        label="Reference system (MUSHRA and SMOS: required; empty = the imported `natural` system)"
     )
     with gr.Row():
         f["source"] = gr.Radio(

@@ -1,5 +1,5 @@
 """The listening-test kinds, one folder each: MOS, A/B (with its CMOS mode), MUSHRA, glitch hunt,
-parity A/B (non-inferiority).
+parity A/B (non-inferiority), SMOS (similarity to a reference voice), P.835 (SIG, BAK, OVRL).
 
 Why one registry: a kind used to be ``kind == "mos"`` branches in ten files over three layers,
 and an unknown kind silently got another kind's question or the planner's MOS points. Now
@@ -26,11 +26,13 @@ from evaluation.listening.kinds.base import TestKind
 from evaluation.listening.kinds.glitch import KIND as GLITCH
 from evaluation.listening.kinds.mos import KIND as MOS
 from evaluation.listening.kinds.mushra import KIND as MUSHRA
+from evaluation.listening.kinds.p835 import KIND as P835
 from evaluation.listening.kinds.parity_ab import KIND as PARITY
 from evaluation.listening.kinds.rank import KIND as RANK
+from evaluation.listening.kinds.smos import KIND as SMOS
 from evaluation.tablespec import Table, answer_table_problems
 
-BUILT_IN: tuple[TestKind, ...] = (MOS, AB, MUSHRA, GLITCH, PARITY, RANK)
+BUILT_IN: tuple[TestKind, ...] = (MOS, AB, MUSHRA, GLITCH, PARITY, RANK, SMOS, P835)
 """The kinds the app ships, in the order results are listed and the designer offers them (the
 first is the default of a spec that names none)."""
 
@@ -149,7 +151,9 @@ __all__ = [
     "MOS",
     "MUSHRA",
     "NAMES",
+    "P835",
     "PARITY",
+    "SMOS",
     "KindError",
     "TestKind",
     "answer_tables",
