@@ -1,0 +1,221 @@
+"""Machine scores beside a listening test's human results, on real parts: a MOS test made by
+``listenlab test create`` from a folder of real Piper takes (one clean system and the same
+takes with white noise at 20, 10, 5 and 0 dB SNR), its texts in ``prompts.csv``, a real
+SQLite file, the models of the ``[metrics]`` extra; human ratings written through the store
+as raters' votes are; ``listenlab test score`` as a user runs it, the job of the admin page on
+its worker thread, and the export.
+
+Without the extra these tests skip (``LISTENLAB_METRICS_REQUIRED=1`` turns that into a
+failure, as in tests/test_metrics.py).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import importlib.util
+import io
+import json
+import os
+import time
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+import soundfile as sf
+
+from app.cli import main
+from app.listening.scoring import ScoringJobs, score_test
+from app.store import MosRating, Store
+from app.store.listening import TestStore
+from app.store.scores import scores_of
+from backends.base import SpeechRequest
+from evaluation.listening import machine
+from evaluation.listening.results import test_results as results_of
+
+EXTRA = ("torch", "distillmos", "speechmos", "resemblyzer", "pocketsphinx", "jiwer")
+MISSING = [m for m in EXTRA if importlib.util.find_spec(m) is None]
+if MISSING:
+    if os.environ.get("LISTENLAB_METRICS_REQUIRED"):
+        pytest.fail(f"the [metrics] extra is required here; missing: {MISSING}", pytrace=False)
+    pytest.skip(f"the [metrics] extra is not installed ({MISSING})", allow_module_level=True)
+
+TEXTS = {
+    "h1": "The birch canoe slid on the smooth planks.",
+    "h2": "Rice is often served in round bowls.",
+    "h3": "The juice of lemons makes fine punch.",
+}
+SNR = {"clean": None, "n20": 20.0, "n10": 10.0, "n05": 5.0, "n00": 0.0}
+HUMAN = {"clean": 4.6, "n20": 3.9, "n10": 3.0, "n05": 2.2, "n00": 1.4}
+"""What the simulated raters think of each system (their scores scatter around it)."""
+
+
+def run(*argv: str) -> tuple[int, str, str]:
+    out, err = io.StringIO(), io.StringIO()
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        code = main(list(argv))
+    return code, out.getvalue(), err.getvalue()
+
+
+def noisy(x: np.ndarray, snr_db: float | None, seed: int) -> np.ndarray:
+    if snr_db is None:
+        return x
+    n = np.random.default_rng(seed).standard_normal(len(x)).astype(np.float32)
+    n *= np.sqrt(np.mean(x**2) / np.mean(n**2) / 10 ** (snr_db / 10))
+    return np.clip(x + n, -1, 1).astype(np.float32)
+
+
+def make_folder(root: Path, piper) -> Path:
+    for i, (pid, text) in enumerate(TEXTS.items()):
+        a = asyncio.run(piper.synthesize(SpeechRequest(text=text)))
+        x = a.samples[:, 0].astype(np.float32) / 32768.0
+        for system, snr in SNR.items():
+            (root / system).mkdir(parents=True, exist_ok=True)
+            sf.write(root / system / f"{pid}.wav", noisy(x, snr, i), a.sample_rate)
+    rows = "".join(f'{k},"{v}"\n' for k, v in TEXTS.items())
+    (root / "prompts.csv").write_text("prompt_id,text\n" + rows)
+    return root
+
+
+def rate(db: Path, tid: str, raters: int = 6) -> None:
+    """Each rater scores every stimulus of a real system around its system's :data:`HUMAN`."""
+    rng = np.random.default_rng(7)
+    with Store.open(db) as store:
+        tests = TestStore(store)
+        st = tests.stimuli_frame(tid)
+        st = st[st["system_id"].isin(list(SNR))]
+        for r in range(raters):
+            for s in st.itertuples():
+                score = float(np.clip(np.round(HUMAN[s.system_id] + rng.normal(0, 0.4)), 1, 5))
+                store.add_mos_rating(
+                    MosRating(f"r{r}-{s.take_id}", tid, f"rater{r}", s.take_id, score, 60000.0)
+                )
+
+
+@pytest.fixture(scope="module")
+def lab(tmp_path_factory, piper_det):
+    """A MOS test of the five systems, rated; not scored yet."""
+    root = tmp_path_factory.mktemp("machine")
+    folder = make_folder(root / "study", piper_det)
+    db = root / "lab.db"
+    code, out, err = run(
+        "test", "create", "--db", str(db), "--stimuli", str(folder), "--type", "mos",
+        "--items-per-rater", "5", "--no-headphone-check", "--json",
+    )  # fmt: skip
+    assert code == 0, err
+    tid = json.loads(out)["test_id"]
+    rate(db, tid)
+    return db, tid
+
+
+@pytest.fixture(scope="module")
+def scored(lab):
+    """``listenlab test score`` run once, its output and the time it took."""
+    db, tid = lab
+    t0 = time.perf_counter()
+    code, out, err = run("test", "score", tid, "--db", str(db))
+    return code, out, err, time.perf_counter() - t0
+
+
+def test_score_stores_one_row_per_stimulus_and_metric(lab, scored):
+    db, tid = lab
+    code, out, err, _s = scored
+    assert code == 0, err
+    n = len(TEXTS) * len(SNR)
+    assert f"{n} stimuli" in out and f"{n * 3} scores computed, 0 already stored" in out
+    progress = [ln for ln in err.splitlines() if ln.startswith("scoring ")]
+    assert progress[0].startswith(f"scoring 1/{n} ") and progress[-1].startswith(f"scoring {n}/{n}")
+    with Store.open(db, read_only=True) as store:
+        rows = scores_of(store).of_takes(TestStore(store).stimuli_frame(tid)["take_id"])
+        f = store.read_frame("SELECT metric, version, weights_sha256 FROM take_scores")
+    # distillmos and dnsmos on every stimulus, the word check where the text is known (all)
+    assert sorted({r.metric for r in rows}) == ["distillmos", "dnsmos", "words"]
+    assert len(rows) == n * 3
+    assert (f["weights_sha256"].str.len() == 64).all() and set(f["version"]) >= {"0.9.1-1"}
+
+
+def test_a_second_run_computes_nothing(lab, scored):
+    db, tid = lab
+    code, out, err = run("test", "score", tid, "--db", str(db))
+    n = len(TEXTS) * len(SNR)
+    assert code == 0, err
+    assert f"0 scores computed, {n * 3} already stored" in out
+
+
+def test_results_show_machine_beside_human(lab, scored):
+    db, tid = lab
+    with Store.open(db, read_only=True) as store:
+        tables = results_of(TestStore(store).test_data(tid))
+    m = tables["machine"].set_index("system_id")
+    assert list(m.index) == sorted(SNR) and (m["n_stimuli"] == len(TEXTS)).all()
+    assert (m["human_scale"] == "MOS").all()
+    assert m.loc["clean", "human_mean"] > m.loc["n00", "human_mean"]
+    # noise costs predicted MOS, in order of the noise
+    pm = m["predicted_mos"]
+    assert pm["clean"] > pm["n20"] > pm["n00"] + 1.0
+    assert m.loc["clean", "dnsmos_p808"] > m.loc["n00", "dnsmos_p808"] + 0.5
+    assert (m["predicted_mos_low"] <= pm).all() and (pm <= m["predicted_mos_high"]).all()
+    assert m.loc["clean", "sphinx_wer"] < m.loc["n00", "sphinx_wer"]
+    a = tables["machine_agreement"].set_index(["column", "level"])
+    sys_row = a.loc[("predicted_mos", "system")]
+    assert sys_row["n"] == len(SNR) and sys_row["spearman"] >= 0.9
+    assert sys_row["note"].startswith("strong")
+    stim = a.loc[("predicted_mos", "stimulus")]
+    assert stim["n"] == len(SNR) * len(TEXTS) and stim["spearman"] > 0.7
+    assert a.loc[("sphinx_wer", "system"), "expected_sign"] == -1
+    methods = tables["methods"].set_index("table")
+    assert "distillmos 0.9.1-1 (weights SHA-256 " in methods.loc["machine", "method"]
+
+
+def test_the_note_says_the_rule():
+    assert machine.note(3, 1.0, 1) == "too few to judge (n = 3 < 5)"
+    assert machine.note(12, 0.3, 1) == "weak (|rho| < 0.5)"
+    assert machine.note(12, 0.6, 1) == "moderate (0.5 <= |rho| < 0.8)"
+    assert machine.note(12, -0.9, 1) == "strong (|rho| >= 0.8); opposite to the expected direction"
+    assert machine.note(12, -0.9, -1) == "strong (|rho| >= 0.8)"
+
+
+def test_export_has_raw_and_per_system_scores(lab, scored, tmp_path):
+    db, tid = lab
+    code, _out, err = run("test", "results", tid, "--db", str(db), "--csv", str(tmp_path))
+    assert code == 0, err
+    per = pd.read_csv(tmp_path / "results" / "machine.csv")
+    assert set(per["system_id"]) == set(SNR)
+    raw = pd.read_csv(tmp_path / "results" / "machine_stimuli.csv")
+    assert len(raw) == len(SNR) * len(TEXTS)
+    assert {"take_id", "system_id", "prompt_id", "predicted_mos", "human_mean"} <= set(raw)
+    md = (tmp_path / "methods.md").read_text()
+    assert "- machine: " in md and "weights SHA-256" in md
+
+
+def test_the_background_job_reports_progress(lab, scored):
+    """The admin's job: on its own thread, idempotent (everything is stored already, so it
+    only reads), its progress counted item by item."""
+    db, tid = lab
+    with Store.open(db) as store:
+        jobs = ScoringJobs(store)
+        job = jobs.start(tid)
+        assert jobs.start(tid) is job  # a second start joins the running job
+        deadline = time.monotonic() + 300
+        while job.state in {"queued", "running"} and time.monotonic() < deadline:
+            time.sleep(0.2)
+        assert job.state == "done", job.message
+        n = len(SNR) * len(TEXTS)
+        assert job.events == [(i, n) for i in range(1, n + 1)]
+        assert job.run["computed"] == 0 and job.run["stored_before"] == n * 3
+    with pytest.raises(Exception, match="no scoring job"):
+        jobs.status("nope")
+
+
+def test_speaker_similarity_with_a_reference_voice(lab, scored, tmp_path, piper_det):
+    db, tid = lab
+    a = asyncio.run(piper_det.synthesize(SpeechRequest(text="Glue the sheet to the blue wall.")))
+    ref = tmp_path / "ref.wav"
+    sf.write(ref, a.samples[:, 0].astype(np.float32) / 32768.0, a.sample_rate)
+    with Store.open(db) as store:
+        run_ = score_test(store, tid, reference_voice=ref)
+        assert run_.computed == len(SNR) * len(TEXTS)  # only the speaker scores were new
+        tables = results_of(TestStore(store).test_data(tid))
+    sim = tables["machine"].set_index("system_id")["speaker_sim"]
+    assert sim["clean"] > 0.75 and sim["clean"] > sim["n00"]
