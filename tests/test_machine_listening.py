@@ -164,6 +164,11 @@ def test_results_show_machine_beside_human(lab, scored):
     stim = a.loc[("predicted_mos", "stimulus")]
     assert stim["n"] == len(SNR) * len(TEXTS) and stim["spearman"] > 0.7
     assert a.loc[("sphinx_wer", "system"), "expected_sign"] == -1
+    from app.listening.admin.results_tab import summary_markdown
+
+    words = summary_markdown(tables)
+    assert "**Machine scores" in words and "- clean (n=3): predicted_mos " in words
+    assert "predicted_mos vs human per system: Spearman " in words
     methods = tables["methods"].set_index("table")
     assert "distillmos 0.9.1-1 (weights SHA-256 " in methods.loc["machine", "method"]
 
@@ -219,3 +224,48 @@ def test_speaker_similarity_with_a_reference_voice(lab, scored, tmp_path, piper_
         tables = results_of(TestStore(store).test_data(tid))
     sim = tables["machine"].set_index("system_id")["speaker_sim"]
     assert sim["clean"] > 0.75 and sim["clean"] > sim["n00"]
+
+
+def test_the_admin_routes_start_the_job_and_report_progress(lab, scored):
+    """A real server on the test's SQLite file: the admin starts the job over HTTP and reads
+    its progress until it is done; a visitor without the password is refused; an unknown
+    test is a 404. The stored scores make the job a read-only pass."""
+    import httpx
+
+    from app.server import create_app
+    from tests.support.app_util import LISTENING_BACKENDS, live_server
+
+    db, tid = lab
+    old = os.environ.get("LISTENLAB_ADMIN_PASSWORD")
+    os.environ["LISTENLAB_ADMIN_PASSWORD"] = "machine-pw"
+    try:
+        app = create_app(dict(LISTENING_BACKENDS), db, mount_ui=False)
+    finally:
+        if old is None:
+            os.environ.pop("LISTENLAB_ADMIN_PASSWORD", None)
+        else:
+            os.environ["LISTENLAB_ADMIN_PASSWORD"] = old
+    admin = {"Authorization": "Bearer machine-pw"}
+    with live_server(app) as lv:
+        url = lv.url + f"ll/admin/tests/{tid}/score"
+        assert httpx.post(url, timeout=30).status_code == 403
+        r = httpx.post(url, headers=admin, timeout=30)
+        assert r.status_code == 200, r.text
+        assert r.json()["state"] in {"queued", "running", "done"}
+        deadline, seen = time.monotonic() + 300, []
+        while time.monotonic() < deadline:
+            job = httpx.get(url, headers=admin, timeout=30).json()
+            seen.append(job["done"])
+            if job["state"] not in {"queued", "running"}:
+                break
+            time.sleep(0.2)
+        assert job["state"] == "done", job
+        n = len(SNR) * len(TEXTS)
+        assert (job["done"], job["total"]) == (n, n) and job["run"]["computed"] == 0
+        assert seen == sorted(seen)
+        r = httpx.get(lv.url + "ll/admin/tests/nope/score", headers=admin, timeout=30)
+        assert r.status_code == 404 and "no scoring job" in r.json()["detail"]
+        r = httpx.post(lv.url + "ll/admin/tests/nope/score", headers=admin, timeout=30)
+        assert r.status_code == 404
+        res = httpx.get(lv.url + f"ll/admin/tests/{tid}/results", headers=admin, timeout=60)
+        assert {"machine", "machine_agreement", "machine_stimuli"} <= set(res.json())

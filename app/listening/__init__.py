@@ -23,7 +23,7 @@ def mount(app: Any, state: Any, *, mount_ui: bool = True) -> Any:
     svc = Listening(state.store)
     check_stored((t.test_id, t.kind) for t in svc.tests.list_tests())
     app.state.listening = svc
-    app.state.scoring = scoring.ScoringJobs(state.store)  # machine scores (#39)
+    app.state.scoring = scoring.jobs_for(state.store)  # machine scores (#39)
     ws.register(state, svc)
     app.include_router(routes.router)
     app.include_router(routes.admin_router)

@@ -29,10 +29,10 @@ from typing import Any
 
 from fastapi import APIRouter, Depends, Request
 
-from app.store.scores import TakeScore, scores_of
+from app.store.scores import StoreCache
 from app.web.admin import require_admin
 from backends.errors import Conflict, ListenlabError, NotFound, TooMany
-from evaluation.metrics.base import Audio, Item, Metric, Score
+from evaluation.metrics.base import Audio, Item
 
 METRICS = ("distillmos", "dnsmos", "words", "speaker")
 """The listening set: each runs where its inputs are (``words`` needs the text, ``speaker``
@@ -41,37 +41,6 @@ QUEUE_LIMIT = 8
 """Tests waiting for the worker at most; one more is refused (429)."""
 
 Progress = Callable[[int, int, str], None]
-
-
-class StoreCache:
-    """The store's ``take_scores`` as the metrics room's cache (an item's name is its take)."""
-
-    def __init__(self, store: Any):
-        self.table = scores_of(store)
-
-    def get(self, metric: Metric, item: Item) -> Score | None:
-        from evaluation.metrics.cache import score_key
-
-        got = self.table.get(item.name, score_key(metric, item))
-        if got is None or set(got.values) != set(metric.info.columns):
-            return None
-        return Score(got.metric, got.version, got.weights_sha256, got.values, got.seconds, True)
-
-    def put(self, metric: Metric, item: Item, score: Score) -> None:
-        from evaluation.metrics.cache import score_key
-
-        key = score_key(metric, item)
-        self.table.put(
-            TakeScore(
-                item.name,
-                key,
-                score.metric,
-                score.version,
-                score.weights_sha256,
-                dict(score.values),
-                score.seconds,
-            )
-        )
 
 
 @dataclass
@@ -247,6 +216,18 @@ class ScoringJobs:
         )
 
 
+JOBS: dict[int, ScoringJobs] = {}
+"""One :class:`ScoringJobs` per store object (the routes and the admin page share it)."""
+
+
+def jobs_for(store: Any) -> ScoringJobs:
+    """The jobs of ``store`` (made on first use)."""
+    got = JOBS.get(id(store))
+    if got is None or got.store is not store:
+        got = JOBS[id(store)] = ScoringJobs(store)
+    return got
+
+
 def jobs(request: Request) -> ScoringJobs:
     got = getattr(request.app.state, "scoring", None)
     if got is None:
@@ -280,8 +261,8 @@ __all__ = [
     "Job",
     "ScoreRun",
     "ScoringJobs",
-    "StoreCache",
     "admin_router",
+    "jobs_for",
     "score_test",
     "test_items",
 ]

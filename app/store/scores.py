@@ -25,6 +25,7 @@ if TYPE_CHECKING:
     import pandas as pd
 
     from app.store.sql import Runner
+    from evaluation.metrics.base import Item, Metric, Score
 
 CHUNK = 500
 """Take ids per ``IN (…)`` query (SQLite allows 999 parameters by default)."""
@@ -122,6 +123,39 @@ class ScoreTables:
         return pd.DataFrame(list(rows.values()), columns=cols)
 
 
+class StoreCache:
+    """``take_scores`` as the metrics room's cache (:class:`evaluation.metrics.run.Cache`):
+    an item's ``name`` is its take id."""
+
+    def __init__(self, store: Any):
+        self.table = scores_of(store)
+
+    def get(self, metric: Metric, item: Item) -> Score | None:
+        from evaluation.metrics.base import Score
+        from evaluation.metrics.cache import score_key
+
+        got = self.table.get(item.name, score_key(metric, item))
+        if got is None or set(got.values) != set(metric.info.columns):
+            return None
+        return Score(got.metric, got.version, got.weights_sha256, got.values, got.seconds, True)
+
+    def put(self, metric: Metric, item: Item, score: Score) -> None:
+        from evaluation.metrics.cache import score_key
+
+        key = score_key(metric, item)
+        self.table.put(
+            TakeScore(
+                item.name,
+                key,
+                score.metric,
+                score.version,
+                score.weights_sha256,
+                dict(score.values),
+                score.seconds,
+            )
+        )
+
+
 def _score(r: Sequence[Any]) -> TakeScore:
     return TakeScore(r[0], r[1], r[2], r[3], r[4], json.loads(r[5] or "{}"), r[6] or 0.0, r[7])
 
@@ -131,4 +165,4 @@ def scores_of(store: Any) -> ScoreTables:
     return ScoreTables(store.runner)
 
 
-__all__ = ["CHUNK", "ScoreTables", "TakeScore", "scores_of"]
+__all__ = ["CHUNK", "ScoreTables", "StoreCache", "TakeScore", "scores_of"]

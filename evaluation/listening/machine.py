@@ -202,6 +202,31 @@ def models(data: TestData) -> list[tuple[str, str, str]]:
     return [tuple(r) for r in got.sort_values(["metric", "version"]).itertuples(index=False)]
 
 
+def summary(tables: dict[str, pd.DataFrame]) -> list[str]:
+    """The Results tab's words for the machine tables: one block, or none when unscored."""
+    from evaluation.listening.summary import fmt, section
+
+    m, a = tables.get("machine"), tables.get("machine_agreement")
+    if m is None or m.empty:
+        return []
+    shown = [s for s in SHOWN if s.column in m.columns]
+    lines = []
+    for _, x in m.iterrows():
+        parts = [
+            f"{s.column} {fmt(x[s.column])} [{fmt(x[f'{s.column}_low'])}, "
+            f"{fmt(x[f'{s.column}_high'])}]"
+            for s in shown
+        ]
+        human = f"; human {x['human_scale']} {fmt(x['human_mean'])}" if x["human_scale"] else ""
+        lines.append(f"- {x['system_id']} (n={int(x['n_stimuli'])}): {', '.join(parts)}{human}")
+    for _, x in (a if a is not None else pd.DataFrame()).iterrows():
+        lines.append(
+            f"- {x['column']} vs human per {x['level']}: Spearman {fmt(x['spearman'])}, "
+            f"Pearson {fmt(x['pearson'])}, n={int(x['n'])}: {x['note']}"
+        )
+    return [section("Machine scores (beside the human ones; docs/metrics.md)", lines)]
+
+
 def results(
     data: TestData, ctx: ResultContext, tables: dict[str, pd.DataFrame]
 ) -> list[tuple[str, pd.DataFrame, str, str, str]]:
@@ -264,6 +289,7 @@ __all__ = [
     "note",
     "results",
     "stimulus_table",
+    "summary",
     "system_table",
     "wide",
 ]
