@@ -169,6 +169,15 @@ class TakeScorer:
         job.state = "done"
 
 
+def available() -> bool:
+    """Are the bundled metrics' packages installed (``pip install 'listenlab[metrics]'``)?"""
+    import importlib.util
+
+    return all(
+        importlib.util.find_spec(m) is not None for m in ("torch", "distillmos", "speechmos")
+    )
+
+
 SCORERS: dict[int, TakeScorer] = {}
 
 
@@ -180,4 +189,13 @@ def scorer_for(store: Any) -> TakeScorer:
     return got
 
 
-__all__ = ["KEPT", "METRICS", "QUEUE_LIMIT", "TakeJob", "TakeScorer", "scorer_for", "take_item"]
+__all__ = [
+    "KEPT",
+    "METRICS",
+    "QUEUE_LIMIT",
+    "TakeJob",
+    "TakeScorer",
+    "available",
+    "scorer_for",
+    "take_item",
+]
