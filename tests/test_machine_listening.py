@@ -31,7 +31,6 @@ from app.store import MosRating, Store
 from app.store.listening import TestStore
 from app.store.scores import scores_of
 from backends.base import SpeechRequest
-from evaluation.listening import machine
 from evaluation.listening.results import test_results as results_of
 
 EXTRA = ("torch", "distillmos", "speechmos", "resemblyzer", "pocketsphinx", "jiwer")
@@ -173,14 +172,6 @@ def test_results_show_machine_beside_human(lab, scored):
     assert "distillmos 0.9.1-1 (weights SHA-256 " in methods.loc["machine", "method"]
 
 
-def test_the_note_says_the_rule():
-    assert machine.note(3, 1.0, 1) == "too few to judge (n = 3 < 5)"
-    assert machine.note(12, 0.3, 1) == "weak (|rho| < 0.5)"
-    assert machine.note(12, 0.6, 1) == "moderate (0.5 <= |rho| < 0.8)"
-    assert machine.note(12, -0.9, 1) == "strong (|rho| >= 0.8); opposite to the expected direction"
-    assert machine.note(12, -0.9, -1) == "strong (|rho| >= 0.8)"
-
-
 def test_export_has_raw_and_per_system_scores(lab, scored, tmp_path):
     db, tid = lab
     code, _out, err = run("test", "results", tid, "--db", str(db), "--csv", str(tmp_path))
@@ -269,3 +260,17 @@ def test_the_admin_routes_start_the_job_and_report_progress(lab, scored):
         assert r.status_code == 404
         res = httpx.get(lv.url + f"ll/admin/tests/{tid}/results", headers=admin, timeout=60)
         assert {"machine", "machine_agreement", "machine_stimuli"} <= set(res.json())
+
+
+def test_bad_input_gets_a_clear_error_and_stores_nothing(lab, scored, tmp_path):
+    db, tid = lab
+    with Store.open(db, read_only=True) as store:
+        before = len(store.read_frame("SELECT take_id FROM take_scores"))
+    code, _out, err = run("test", "score", "nosuchtest", "--db", str(db))
+    assert code != 0 and "nosuchtest" in err
+    bad = tmp_path / "voice.wav"
+    bad.write_bytes(b"this is not audio at all" * 10)
+    code, _out, err = run("test", "score", tid, "--db", str(db), "--reference-voice", str(bad))
+    assert code != 0 and "voice.wav" in err
+    with Store.open(db, read_only=True) as store:
+        assert len(store.read_frame("SELECT take_id FROM take_scores")) == before

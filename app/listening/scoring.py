@@ -78,6 +78,7 @@ def test_items(store: Any, test_id: str, reference_voice: str | Path | None = No
     from evaluation.metrics.audio import read_file
 
     tests = TestStore(store)
+    tests.require_test(test_id)
     st = tests.stimuli_frame(test_id)
     st = st[~st["system_id"].fillna("").astype(str).str.startswith("__")]
     st = st.drop_duplicates("take_id")

@@ -133,13 +133,10 @@ def system_table(per: pd.DataFrame, human: pd.DataFrame | None, scale: str) -> p
     out = pd.DataFrame(rows)
     if out.empty:
         return out
-    hm = np.nan
     out.insert(2, "human_scale", scale)
-    if human is not None and not human.empty and "mean" in human.columns:
-        means = human.set_index("system_id")["mean"]
-        out.insert(3, "human_mean", out["system_id"].map(means))
-    else:
-        out.insert(3, "human_mean", hm)
+    has_means = human is not None and not human.empty and "mean" in human.columns
+    means = human.set_index("system_id")["mean"] if has_means else pd.Series(dtype=float)
+    out.insert(3, "human_mean", out["system_id"].map(means).astype(float))
     return out
 
 
