@@ -72,7 +72,7 @@ def rate(db: Path, tid: str, mos: dict[str, float]) -> int:
     with Store.open(db) as store:
         st = TestStore(store).stimuli_frame(tid)
         for r in st.itertuples():
-            key = f"{r.system_id}/{r.prompt_id}"
+            key = f"{r.system_id}/{str(r.prompt_id).rsplit('-', 1)[-1]}"  # prompt ids get a prefix
             if key in mos:
                 rating = MosRating(f"crowd-{r.take_id}", tid, "crowd", r.take_id, mos[key], 1e6)
                 store.add_mos_rating(rating)
