@@ -181,6 +181,16 @@ def test_export_has_raw_and_per_system_scores(lab, scored, tmp_path):
     raw = pd.read_csv(tmp_path / "results" / "machine_stimuli.csv")
     assert len(raw) == len(SNR) * len(TEXTS)
     assert {"take_id", "system_id", "prompt_id", "predicted_mos", "human_mean"} <= set(raw)
+    from app.listening.columns import columns
+
+    said = columns()
+    for f in (
+        "results/machine.csv",
+        "results/machine_agreement.csv",
+        "results/machine_stimuli.csv",
+    ):
+        unexplained = set(pd.read_csv(tmp_path / f).columns) - set(said[f])
+        assert not unexplained, (f, unexplained)
     md = (tmp_path / "methods.md").read_text()
     assert "- machine: " in md and "weights SHA-256" in md
 

@@ -12,7 +12,7 @@ seconds (``fetched_at``, ``seen_at``).
 from __future__ import annotations
 
 from app.store.schema import export_tables
-from evaluation.listening import ratings
+from evaluation.listening import machine, ratings
 from evaluation.listening.kinds import KINDS, NAMES
 
 COMMON = {
@@ -177,6 +177,7 @@ def columns() -> dict[str, dict[str, str]]:
     for kind in KINDS.values():
         for f, cols in kind.columns.items():
             (raw if f.startswith("raw/") else results)[f] = cols
+    results |= machine.EXPORT_COLUMNS  # once a test is scored (docs/metrics.md)
     results["results/methods.csv"] = _RESULTS["methods"]
     files = {f: raw[f] for f in sorted(raw, key=_raw_order)} | results
     return {f: {**common, **cols} for f, cols in files.items()}

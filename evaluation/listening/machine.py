@@ -54,6 +54,47 @@ HUMAN: dict[str, tuple[str, str, str]] = {
 table has ``take_id``, ``rater_id``, ``role`` and ``score``; the main table ``system_id`` and
 ``mean``."""
 
+
+def _shown_columns() -> dict[str, str]:
+    out = {}
+    for s in SHOWN:
+        out[s.column] = f"{s.label}: the mean over the system's scored stimuli"
+        out[f"{s.column}_low"] = f"{s.column}'s 95% Student-t interval over stimuli, low end"
+        out[f"{s.column}_high"] = f"{s.column}'s 95% Student-t interval over stimuli, high end"
+    return out
+
+
+EXPORT_COLUMNS: dict[str, dict[str, str]] = {
+    "results/machine.csv": {
+        "system_id": "the system",
+        "n_stimuli": "the system's stimuli with a machine score",
+        "human_scale": "the test's main scale (MOS, MUSHRA; empty: the kind has none per clip)",
+        "human_mean": "the main results table's mean of the system (screened raters out)",
+        **_shown_columns(),
+    },
+    "results/machine_agreement.csv": {
+        "column": "the machine score",
+        "level": "system (system means) or stimulus (each stimulus's mean item answer)",
+        "n": "pairs with both a machine and a human value",
+        "spearman": "Spearman's rank correlation of machine and human",
+        "p_spearman": "its two-sided p-value",
+        "pearson": "Pearson's correlation of machine and human",
+        "p_pearson": "its two-sided p-value",
+        "expected_sign": "+1: higher is better (agrees positively with people); -1: lower is",
+        "note": "how to read it: too few to judge (n < 5), weak, moderate or strong, and a "
+        "sign opposite to the expected one (docs/metrics.md)",
+    },
+    "results/machine_stimuli.csv": {
+        "take_id": "the stimulus's take",
+        "system_id": "the system",
+        "prompt_id": "the prompt",
+        **{s.column: f"{s.label} of this stimulus" for s in SHOWN},
+        "human_mean": "the stimulus's mean item answer (screened raters out)",
+        "human_n": "the answers in that mean",
+    },
+}
+"""The export's column dictionary of the machine tables (:mod:`app.listening.columns`)."""
+
 MIN_N = 5
 """Fewer pairs than this: the note says "too few to judge" whatever the correlation."""
 WEAK = 0.5
@@ -274,6 +315,7 @@ def results(
 
 __all__ = [
     "CONFIDENCE",
+    "EXPORT_COLUMNS",
     "HUMAN",
     "MIN_N",
     "SHOWN",
