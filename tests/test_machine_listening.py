@@ -284,3 +284,31 @@ def test_bad_input_gets_a_clear_error_and_stores_nothing(lab, scored, tmp_path):
     assert code != 0 and "voice.wav" in err
     with Store.open(db, read_only=True) as store:
         assert len(store.read_frame("SELECT take_id FROM take_scores")) == before
+
+
+@pytest.mark.browser
+def test_the_score_button_on_the_admin_page(lab, scored):
+    """Chromium on the admin page (localhost admin): pick the test on the Tests tab, press
+    *Score the stimuli*; the line under it follows the job to ``done`` (every score is stored
+    already, so the job only reads)."""
+    from app.server import create_app
+    from tests.support.app_util import LISTENING_BACKENDS, chromium, live_server
+
+    db, tid = lab
+    old = os.environ.pop("LISTENLAB_ADMIN_PASSWORD", None)
+    try:
+        app = create_app(dict(LISTENING_BACKENDS), db)
+    finally:
+        if old is not None:
+            os.environ["LISTENLAB_ADMIN_PASSWORD"] = old
+    with live_server(app) as live, chromium() as browser:
+        page = browser.new_page()
+        page.goto(live.url + "admin/tests/")
+        page.get_by_role("tab", name="Tests").click()
+        page.click("#lt-tests-pick input", timeout=60_000)
+        page.locator("[role=option]", has_text=tid).first.click()
+        page.click("#lt-score")
+        line = page.locator("#lt-score-status")
+        line.locator(f"text=Scoring {tid}: done.").wait_for(timeout=300_000)
+        n = len(SNR) * len(TEXTS)
+        assert f"{n} stimuli: 0 scores computed, {n * 3} already stored" in line.inner_text()

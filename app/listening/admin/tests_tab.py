@@ -136,7 +136,7 @@ def start_scoring(page: AdminPage, tid: str | None) -> str:
 def tests_tab(page: AdminPage) -> tuple[Any, Any]:
     """The Tests tab: the list, and open, close, duplicate or delete one."""
     table = gr.Dataframe(value=bind(test_listing, page), interactive=False, label="Tests")
-    pick = gr.Dropdown(choices=test_choices(page), label="Test")
+    pick = gr.Dropdown(choices=test_choices(page), label="Test", elem_id="lt-tests-pick")
     with gr.Row():
         b_open = gr.Button("Open")
         b_close = gr.Button("Close")
