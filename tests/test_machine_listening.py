@@ -312,3 +312,33 @@ def test_the_score_button_on_the_admin_page(lab, scored):
         line.locator(f"text=Scoring {tid}: done.").wait_for(timeout=300_000)
         n = len(SNR) * len(TEXTS)
         assert f"{n} stimuli: 0 scores computed, {n * 3} already stored" in line.inner_text()
+
+
+def test_a_mushra_reference_is_the_reference_voice(lab, tmp_path):
+    """A MUSHRA test's reference system (``natural``: the clean takes) is the reference voice
+    of speaker similarity: every other system's stimulus is compared with the natural take of
+    its prompt, and the natural takes themselves get none."""
+    db, _tid = lab
+    src = Path(tmp_path / "mushra")
+    for system, dest in (("clean", "natural"), ("n10", "n10"), ("n00", "n00")):
+        (src / dest).mkdir(parents=True)
+        for pid in TEXTS:
+            (src / dest / f"{pid}.wav").write_bytes(
+                (db.parent / "study" / system / f"{pid}.wav").read_bytes()
+            )
+    (src / "prompts.csv").write_bytes((db.parent / "study" / "prompts.csv").read_bytes())
+    code, out, err = run(
+        "test", "create", "--db", str(db), "--stimuli", str(src), "--type", "mushra",
+        "--no-headphone-check", "--json",
+    )  # fmt: skip
+    assert code == 0, err
+    mid = json.loads(out)["test_id"]
+    with Store.open(db) as store:
+        r = score_test(store, mid, metrics=("speaker",))
+        assert r.skipped == {"speaker": len(TEXTS)} and not r.errors  # the natural takes
+        tables = results_of(TestStore(store).test_data(mid))
+    per = tables["machine_stimuli"]
+    assert per.loc[per["system_id"] == "natural", "speaker_sim"].isna().all()
+    sim = per[per["system_id"] != "natural"].groupby("system_id")["speaker_sim"].mean()
+    assert (sim > 0).all() and sim["n10"] > sim["n00"]
+    assert (tables["machine"]["human_scale"] == "MUSHRA").all()
