@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any
 
 import pandas as pd
 
+from app.arena.service import MACHINE_COLUMNS
 from evaluation.arena import BOARD_COLUMNS
 
 if TYPE_CHECKING:
@@ -80,12 +81,10 @@ def arena_js() -> str:
 
 
 def board_frames(data: dict[str, Any]) -> tuple[pd.DataFrame, pd.DataFrame]:
+    cols = [*BOARD_COLUMNS, *MACHINE_COLUMNS]
+
     def frame(rows: list[dict[str, Any]]) -> pd.DataFrame:
-        return (
-            pd.DataFrame(rows, columns=BOARD_COLUMNS)
-            if rows
-            else pd.DataFrame(columns=BOARD_COLUMNS)
-        )
+        return pd.DataFrame(rows, columns=cols) if rows else pd.DataFrame(columns=cols)
 
     prelim = frame(data["preliminary"]).drop(columns=["rank"])
     return frame(data["listed"]), prelim
@@ -170,10 +169,13 @@ def build_arena_ui(svc: ArenaService) -> gr.Blocks:
         gr.Markdown("### Leaderboard")
         summary = gr.Markdown(elem_id="arena-summary")
         listed = gr.Dataframe(
-            headers=BOARD_COLUMNS, interactive=False, label="Ranked", elem_id="arena-board"
+            headers=[*BOARD_COLUMNS, *MACHINE_COLUMNS],
+            interactive=False,
+            label="Ranked",
+            elem_id="arena-board",
         )
         prelim = gr.Dataframe(
-            headers=BOARD_COLUMNS[1:],
+            headers=[*BOARD_COLUMNS[1:], *MACHINE_COLUMNS],
             interactive=False,
             label="Preliminary (too few votes to rank)",
             elem_id="arena-prelim",

@@ -133,6 +133,56 @@ def owner_of(conn: HTTPConnection) -> str | None:
     return who.owner_id if who.persistent else None
 
 
+MACHINE_COLUMNS = ("predicted_mos", "scored_takes")
+"""The board's machine columns, after the fit's (docs/metrics.md: Beside human results)."""
+
+
+def machine_column(data: dict[str, Any], votes: Any, store: Any) -> dict[str, Any]:
+    """``data`` with ``predicted_mos`` (the mean DistillMOS score of the system's played takes
+    in counted battles; None before any is scored) and ``scored_takes`` on every row. Takes
+    not scored yet are queued for the background scorer while its queue has room, so the
+    column fills in as the board is looked at."""
+    from app.store.scores import scores_of
+    from app.web.take_scores import QUEUE_LIMIT, available, scorer_for
+
+    takes: dict[str, str] = {}
+    if len(votes):
+        counted = votes[(votes["counted"] == 1) & (votes["excluded"] == 0)]
+        for tc, sc in (("take_a", "system_a"), ("take_b", "system_b")):
+            for t, s in zip(counted[tc], counted[sc], strict=True):
+                if isinstance(t, str) and t:
+                    takes[t] = str(s)
+    scored: dict[str, list[float]] = {}
+    have = set()
+    for r in scores_of(store).of_takes(list(takes)):
+        v = r.values.get("predicted_mos")
+        if r.metric == "distillmos" and isinstance(v, int | float) and r.take_id not in have:
+            have.add(r.take_id)  # one score per take (a newer model version adds a row)
+            scored.setdefault(takes[r.take_id], []).append(float(v))
+    if available():
+        scorer = scorer_for(store)
+        for t in [t for t in takes if t not in have][:QUEUE_LIMIT]:
+            scorer.request(t, refuse_when_full=False)
+    out = dict(data)
+    for part in ("listed", "preliminary"):
+        out[part] = [
+            {
+                **row,
+                "predicted_mos": round(float(np.mean(scored[row["system"]])), 2)
+                if scored.get(row["system"])
+                else None,
+                "scored_takes": len(scored.get(row["system"], [])),
+            }
+            for row in data[part]
+        ]
+    out["machine"] = (
+        "predicted_mos: DistillMOS (docs/metrics.md) averaged over the system's played takes "
+        "in counted battles; scored_takes: how many are scored so far (the rest are scored in "
+        "the background)"
+    )
+    return out
+
+
 class ArenaService:
     """The arena bound to one app: its DB access, config, prompts and board cache."""
 
@@ -246,7 +296,13 @@ class ArenaService:
 
     def board_data(self) -> dict[str, Any]:
         """The leaderboard of the counted votes (first use of a text, voter not excluded),
-        cached until the next vote, exclusion or undo: the bootstrap is the costly part."""
+        with each system's predicted MOS beside its rating (:func:`machine_column`)."""
+        votes = self.arena.rows.export_frame()  # with the played takes (take_a, take_b)
+        return machine_column(self.fitted_board(), votes, self.state.store)
+
+    def fitted_board(self) -> dict[str, Any]:
+        """The fit, cached until the next vote, exclusion or undo: the bootstrap is the costly
+        part."""
         with self._board_lock:  # concurrent viewers wait for one fit instead of each running it
             min_votes = self.min_votes()
             key = (*self.arena.rows.board_stamp(), min_votes, self.config.n_boot)

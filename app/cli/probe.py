@@ -101,6 +101,7 @@ def _run_probe(args: argparse.Namespace) -> int:
         ref_audio=reference_clip(args.ref_audio) if args.ref_audio else None,
         ref_text=args.ref_text,
         reference=args.reference,
+        machine_scores=args.machine_scores,
     )
     paths = write_probe(result, args.out) if args.out else {}
     if args.json:
@@ -178,6 +179,12 @@ def add_cli(sub: argparse._SubParsersAction) -> None:
         metavar="DIR",
         help="a fourth layer: compare each prompt's solo stream with DIR/<prompt id>.wav "
         "(listenlab parity's measures and margins; a measure shown worse fails)",
+    )
+    p.add_argument(
+        "--machine-scores",
+        action="store_true",
+        help="also score every take (predicted MOS, DNSMOS, word check) and report them per "
+        "layer (needs the [metrics] extra; docs/metrics.md)",
     )
     p.add_argument("--json", action="store_true", help="print the result as JSON on stdout")
     p.set_defaults(func=_run_probe)

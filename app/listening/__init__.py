@@ -16,16 +16,18 @@ from typing import Any
 
 def mount(app: Any, state: Any, *, mount_ui: bool = True) -> Any:
     """Add the listening-test routes, WS handlers and (with ``mount_ui``) the Gradio admin page."""
-    from app.listening import routes, ws
+    from app.listening import routes, scoring, ws
     from app.listening.service import Listening
     from evaluation.listening.kinds import check_stored
 
     svc = Listening(state.store)
     check_stored((t.test_id, t.kind) for t in svc.tests.list_tests())
     app.state.listening = svc
+    app.state.scoring = scoring.jobs_for(state.store)  # machine scores (#39)
     ws.register(state, svc)
     app.include_router(routes.router)
     app.include_router(routes.admin_router)
+    app.include_router(scoring.admin_router)
     app.middleware("http")(routes.admin_pages)
 
     if mount_ui:

@@ -10,6 +10,8 @@
   test's rows (:meth:`TestStore.test_data`); ``--json`` gives the same JSON as
   ``GET /ll/admin/tests/ID/results``.
 * ``listenlab test open|close ID`` is :meth:`TestStore.set_status`.
+* ``listenlab test score ID`` is :func:`app.listening.scoring.score_test`: the machine scores
+  of the test's stimuli into the store (the admin's Score button runs the same function).
 * ``listenlab test delete ID --yes`` is the Tests tab's Delete: an export zip is kept in the
   store's ``exports/`` folder first (when the test's kind is still registered), then
   :meth:`TestStore.delete`. It is how a test of a kind the app no longer has is removed (the
@@ -302,6 +304,32 @@ def _run_status(args: argparse.Namespace) -> int:
     return 0
 
 
+def _run_score(args: argparse.Namespace) -> int:
+    from app.listening.scoring import score_test
+
+    store = _open_store(args.db)
+    t0 = time.monotonic()
+
+    def progress(done: int, total: int, name: str) -> None:
+        sys.stderr.write(f"scoring {done}/{total}  {name}  ({time.monotonic() - t0:.0f} s)\n")
+        sys.stderr.flush()
+
+    try:
+        run = score_test(
+            store, args.test_id, reference_voice=args.reference_voice, progress=progress
+        )
+    finally:
+        store.close()
+    print(
+        f"test {args.test_id}: {run.stimuli} stimuli ({run.audio_s:.1f} s of audio), "
+        f"{run.computed} scores computed, {run.stored_before} already stored, "
+        f"{run.seconds:.1f} s"
+    )
+    for e in run.errors:
+        print(f"error: {e}", file=sys.stderr)
+    return 1 if run.errors else 0
+
+
 def _run_delete(args: argparse.Namespace) -> int:
     if not args.yes:
         print(
@@ -535,6 +563,19 @@ def _add_others(tsub: argparse._SubParsersAction, db_help: str) -> None:
         if verb == "open":
             _confirm_flag(s)
         s.set_defaults(func=_run_status)
+
+    sc = tsub.add_parser(
+        "score",
+        help="machine scores of a test's stimuli (predicted MOS, WER/CER, speaker similarity)",
+        description="Score every stimulus of a test with the bundled machine ears and store "
+        "the scores (docs/metrics.md: Beside human results). Scores already stored are kept.",
+    )
+    sc.add_argument("test_id", metavar="ID")
+    sc.add_argument("--db", help=db_help)
+    sc.add_argument(
+        "--reference-voice", metavar="CLIP", help="the clip speaker similarity compares with"
+    )
+    sc.set_defaults(func=_run_score)
 
     d = tsub.add_parser("delete", help="delete a test (an export zip is kept in exports/)")
     d.add_argument("test_id", metavar="ID")

@@ -14,7 +14,7 @@ from __future__ import annotations
 from app.listening.figures import FIGURE_COLUMNS
 from app.listening.methods import REPORTING_COLUMNS
 from app.store.schema import export_tables
-from evaluation.listening import ratings
+from evaluation.listening import machine, ratings
 from evaluation.listening.kinds import KINDS, NAMES
 
 COMMON = {
@@ -179,6 +179,7 @@ def columns() -> dict[str, dict[str, str]]:
     for kind in KINDS.values():
         for f, cols in kind.columns.items():
             (raw if f.startswith("raw/") else results)[f] = cols
+    results |= machine.EXPORT_COLUMNS  # once a test is scored (docs/metrics.md)
     results["results/methods.csv"] = _RESULTS["methods"]
     results |= REPORTING_COLUMNS | FIGURE_COLUMNS  # P.800.2's items; the figures' numbers
     if "results/machine.csv" in results:

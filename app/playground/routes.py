@@ -1,5 +1,5 @@
 """The Playground page's JSON API: backends and what they can do, the voice library, a take's
-audio, and the health check.
+audio and its machine scores, and the health check.
 
 Every answer depends on who asks: a visitor sees and changes only the voices and takes their
 browser session made (:mod:`app.web.identity`), the admin sees all (:mod:`app.web.admin`).
@@ -24,7 +24,7 @@ from app.web.inputs import loads_limited
 from app.web.offload import OffloadTimeout
 from app.web.visibility import for_visitor
 from backends.base import Voice
-from backends.errors import Forbidden, InvalidRequest, NotFound
+from backends.errors import Conflict, Forbidden, InvalidRequest, NotFound
 from backends.profile import unit_profile
 from voices.clips import MAX_SECONDS, MAX_UPLOAD_BYTES, MIN_SECONDS, ClipError, prepare_clip
 from voices.library import VoiceLibrary
@@ -157,6 +157,28 @@ async def take_wav(take_id: str, request: Request):
         raise Forbidden("this take belongs to another session")
     path = store.audio_path(take_id)
     return FileResponse(path, media_type="audio/wav", filename=f"{take_id}.wav")
+
+
+@router.get("/ll/api/takes/{take_id}/scores")
+async def take_scores(take_id: str, request: Request) -> dict[str, Any]:
+    """A take's machine scores (docs/metrics.md): stored ones at once; else the take is queued
+    (one job per take, :data:`app.web.take_scores.QUEUE_LIMIT` waiting) and the page asks
+    again. Only for the session that made the take, or the admin."""
+    from app.web.take_scores import scorer_for
+
+    store = _state(request).store
+    if not take_id.isalnum():
+        raise NotFound("no such take")
+    info = await asyncio.to_thread(store.take_info, take_id)
+    if info is None:
+        raise NotFound("no such take")
+    owner, admin = _who(request)
+    if not admin and info.meta.get("owner") != owner:
+        raise Forbidden("this take belongs to another session")
+    if info.status != "ok" or not info.frames:
+        raise Conflict("only a complete take is scored")
+    job = await asyncio.to_thread(scorer_for(store).request, take_id)
+    return job.as_dict()
 
 
 # -- voice library

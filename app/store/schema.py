@@ -46,6 +46,10 @@ ARENA_V2 = 8
 """The arena's second version (#42): first use of a text per voter, voices, languages, the
 network a battle came from, why its pair was drawn, and the admin's reversible exclusions."""
 
+MACHINE_SCORES = 9
+"""Machine scores beside human results (#39): a take's scores per metric, with the metric's
+name, version and weights' hash (:mod:`app.store.scores`)."""
+
 STORE_TABLES: tuple[Table, ...] = (
     Table(
         "systems",
@@ -169,6 +173,24 @@ STORE_TABLES: tuple[Table, ...] = (
         primary_key=("finding_id",),
         indexes=(Index("idx_auto_findings_take_id", ("take_id",)),),
         order=("take_id", "detector", "time_s", "finding_id"),
+        reported=True,
+    ),
+    Table(
+        "take_scores",  # machine scores of a take, one row per metric run (#39)
+        MACHINE_SCORES,
+        (
+            text("take_id", references=("takes", "take_id")),
+            text("score_key"),
+            key("metric"),
+            key("version"),
+            key("weights_sha256"),
+            text("score_values"),
+            real("seconds"),
+            text("created_at"),
+        ),
+        primary_key=("take_id", "score_key"),
+        indexes=(Index("idx_take_scores_take", ("take_id", "metric")),),
+        order=("take_id", "metric", "score_key"),
         reported=True,
     ),
     Table(

@@ -43,6 +43,9 @@ class TestData:
     stimuli: pd.DataFrame | None = None
     """The test's stimuli: ``take_id``, ``system_id`` (pseudo systems of the check stimuli
     included: ``__anchor__``, ``__gold__``, ``__trap__``), ``prompt_id``, ``kind``."""
+    machine: pd.DataFrame | None = None
+    """Machine scores of the test's stimuli (the store's ``take_scores``, long: ``take_id``,
+    ``metric``, ``version``, ``weights_sha256``, ``column``, ``value``); None when not read."""
     name: str = ""
     status: str = ""
     extra: dict[str, Any] = field(default_factory=dict)

@@ -21,6 +21,7 @@ import numpy as np
 import pandas as pd
 
 from evaluation import inference
+from evaluation.listening import machine
 from evaluation.listening.data import TestData
 from evaluation.listening.kinds import KINDS
 from evaluation.listening.kinds.base import ResultContext
@@ -90,6 +91,9 @@ def test_results(
         for name, df, title, method, assumes in kind.results(data, ctx):
             out[name] = df
             methods.append((name, title, method, assumes))
+    for name, df, title, method, assumes in machine.results(data, ctx, out):
+        out[name] = df  # machine scores beside the human ones (#39)
+        methods.append((name, title, method, assumes))
     out["methods"] = pd.DataFrame(methods, columns=["table", "title", "method", "assumes"])
     return {
         k: (v if k == "glitches_by_seam" else _round(v.replace([np.inf, -np.inf], np.nan)))

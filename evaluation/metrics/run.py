@@ -12,10 +12,21 @@ import time
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Protocol
 
 from backends.errors import ListenlabError
 from evaluation.metrics.base import Item, Metric, Score, Value
 from evaluation.metrics.cache import ScoreCache
+
+
+class Cache(Protocol):
+    """Where scores are kept between runs: :class:`ScoreCache` (files) or the app's store
+    (:mod:`app.listening.scoring`): ``get`` a score of ``metric`` on ``item`` or None."""
+
+    def get(self, metric: Metric, item: Item) -> Score | None: ...
+
+    def put(self, metric: Metric, item: Item, score: Score) -> None: ...
+
 
 Progress = Callable[[int, int, str], None]
 """``progress(done, total, name)`` after each item."""
@@ -38,7 +49,7 @@ class ItemResult:
         return out
 
 
-def score_one(metric: Metric, item: Item, cache: ScoreCache | None) -> Score:
+def score_one(metric: Metric, item: Item, cache: Cache | None) -> Score:
     if cache is not None:
         got = cache.get(metric, item)
         if got is not None:
@@ -71,7 +82,7 @@ def set_threads(threads: int | None) -> None:
 def score_items(
     items: Sequence[Item],
     metrics: Iterable[Metric],
-    cache: ScoreCache | str | Path | None = None,
+    cache: Cache | str | Path | None = None,
     progress: Progress | None = None,
     threads: int | None = THREADS,
 ) -> list[ItemResult]:
@@ -81,7 +92,7 @@ def score_items(
     sets torch's thread count for the process (see :data:`THREADS`)."""
     metrics = list(metrics)
     set_threads(threads)
-    if cache is not None and not isinstance(cache, ScoreCache):
+    if isinstance(cache, str | Path):
         cache = ScoreCache(cache)
     for m in metrics:  # a missing package or model fails before any scoring
         _ = m.weights_sha256
@@ -105,4 +116,4 @@ def score_items(
     return out
 
 
-__all__ = ["THREADS", "ItemResult", "Progress", "score_items", "score_one", "set_threads"]
+__all__ = ["THREADS", "Cache", "ItemResult", "Progress", "score_items", "score_one", "set_threads"]

@@ -201,6 +201,9 @@ class ProbeResult:
     """Every take recorded, by id (the rows in ``takes`` are their summaries)."""
     parity: dict[str, Any] = field(default_factory=dict)
     """The fourth layer's verdict and measures (empty without ``--reference``)."""
+    machine: dict[str, Any] = field(default_factory=dict)
+    """Machine scores per layer (empty without ``--machine-scores``:
+    :mod:`evaluation.probe.machine`)."""
 
     @property
     def passed(self) -> bool:
@@ -240,6 +243,7 @@ class ProbeResult:
             "takes": [asdict(t) for t in self.takes],
             "findings": [asdict(f) for f in self.findings],
             "parity": self.parity or None,
+            "machine": self.machine or None,
             "seam_numbering": "seam k is the start of chunk k (chunks numbered from 0)",
         }
 

@@ -171,6 +171,7 @@ load {e(fmt_number(result.load_ms))} ms, {result.seconds:.1f} s in all. Run {e(r
 <table><tr><th>level</th><th>layer</th><th>c</th><th>kind</th><th>prompt</th><th>time s</th>
 <th>seam</th><th>what</th></tr>{"".join(frows) or "<tr><td colspan=8>none</td></tr>"}</table>
 {parity_section(result)}
+{machine_section(result)}
 <h2>Offline references</h2>
 <table><tr><th>prompt</th><th>Hz</th><th>channels</th><th>duration s</th><th>text predicts s</th>
 <th>active</th><th>clipped</th></tr>{"".join(orows)}</table>
@@ -205,6 +206,33 @@ def parity_section(result: ProbeResult) -> str:
     )
 
 
+def machine_section(result: ProbeResult) -> str:
+    """Machine scores per layer (nothing without ``--machine-scores``)."""
+    from evaluation.probe.machine import COLUMNS
+
+    m = result.machine
+    if not m:
+        return ""
+    e = html.escape
+
+    def cell(d: Any) -> str:
+        return "–" if not d else f"{d['mean']:.2f} ({d['min']:.2f}–{d['max']:.2f})"
+
+    rows = [
+        _tr((name, s["takes"], *(cell(s.get(c)) for c in COLUMNS)))
+        for name, s in m.get("layers", {}).items()
+    ]
+    models = "; ".join(
+        f"{x['metric']} {x['version']} (weights SHA-256 {x['weights_sha256']})"
+        for x in m.get("models", [])
+    )
+    head = "".join(f"<th>{e(c)} mean (min–max)</th>" for c in COLUMNS)
+    return (
+        "<h2>Machine scores per layer</h2><table><tr><th>layer</th><th>takes</th>"
+        f"{head}</tr>{''.join(rows)}</table><p>Models: {e(models)}.</p>"
+    )
+
+
 def write_outputs(result: ProbeResult, out_dir: str | Path) -> dict[str, Path]:
     """``probe.json`` and ``probe.html`` (``listenlab probe -o`` adds ``probe.db``, the takes and
     findings in a listenlab store: :mod:`app.cli.probe`)."""
@@ -220,4 +248,4 @@ def write_outputs(result: ProbeResult, out_dir: str | Path) -> dict[str, Path]:
     return paths
 
 
-__all__ = ["parity_section", "plots", "render_html", "write_outputs"]
+__all__ = ["machine_section", "parity_section", "plots", "render_html", "write_outputs"]

@@ -491,6 +491,7 @@ async def probe(
     log: Callable[[str], None] | None = None,
     reference: str | Path | None = None,
     parity_margins: dict[str, float | None] | None = None,
+    machine_scores: bool = False,
     **request_fields: Any,
 ) -> ProbeResult:
     """Run the three layers against ``backend`` (a spec or a Backend) and return the result.
@@ -499,6 +500,7 @@ async def probe(
     (a folder of ``<prompt id>.wav``) the fourth layer compares the solo streams with it
     (:mod:`evaluation.probe.parity`, at ``parity_margins`` over the defaults). Extra keyword
     arguments (``voice``, ``language``, ``instructions``, ``speed``) go into every request.
+    ``machine_scores`` adds the machine scores per layer (:mod:`evaluation.probe.machine`).
     """
     levels = sorted({int(n) for n in concurrency} | {1})
     if levels[0] < 1 or levels[-1] > 256:
@@ -542,6 +544,12 @@ async def probe(
             from evaluation.probe.parity import parity_layer
 
             await parity_layer(result, ref_side, run.solo, parity_margins, log=say)
+        if machine_scores:
+            from evaluation.probe.machine import machine_layer
+
+            lang = str(request_fields.get("language") or "").lower()
+            english = lang in {"", "auto", "en", "english", "en-us", "en_us"}
+            await asyncio.to_thread(machine_layer, result, english=english, log=say)
     finally:
         result.seconds = time.monotonic() - t_start
         if own:

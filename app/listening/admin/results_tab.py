@@ -24,6 +24,7 @@ from app.listening.admin.page import AdminPage, bind, test_choices
 from app.listening.export import export_zips
 from app.listening.flow import check_id
 from evaluation.listening.kinds import KINDS
+from evaluation.listening.machine import summary as machine_summary
 from evaluation.listening.summary import section
 
 EXCLUSION_KINDS = (
@@ -112,6 +113,7 @@ def summary_markdown(tables: dict[str, pd.DataFrame]) -> str:
         titles = dict(zip(m["table"], m["title"], strict=True))
     for kind in KINDS.values():  # only the test's own kind has tables
         blocks += [pair_block(b, tables, titles) for b in kind.summary(tables, titles)]
+    blocks += machine_summary(tables)  # machine scores, once the test is scored (#39)
     why = empty_reason(tables)
     if why and r is not None and not r.empty:
         blocks.append(why)

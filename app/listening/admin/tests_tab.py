@@ -108,10 +108,35 @@ def save_crowd(page: AdminPage, tid: str | None, *values: str) -> str:
     return f"Saved {', '.join(out['changed'])} for {tid} (each change recorded with its time)."
 
 
+def scoring_line(page: AdminPage, tid: str | None) -> str:
+    """The picked test's machine-scoring job in one line (empty: none since the app started)."""
+    from app.listening.scoring import jobs_for
+
+    job = jobs_for(page.state.store).jobs.get(tid or "")
+    if job is None:
+        return ""
+    if job.state in {"queued", "running"}:
+        return f"Scoring {tid}: {job.state}, {job.done} of {job.total or '?'} stimuli."
+    return f"Scoring {tid}: {job.state}. {job.message}"
+
+
+def start_scoring(page: AdminPage, tid: str | None) -> str:
+    """Queue the picked test's machine scoring (the Results tab shows the scores when done)."""
+    from app.listening.scoring import jobs_for
+
+    if not tid:
+        raise gr.Error("pick a test")
+    try:
+        jobs_for(page.state.store).start(tid)
+    except ListenlabError as e:
+        raise gr.Error(str(e)) from None
+    return scoring_line(page, tid)
+
+
 def tests_tab(page: AdminPage) -> tuple[Any, Any]:
     """The Tests tab: the list, and open, close, duplicate or delete one."""
     table = gr.Dataframe(value=bind(test_listing, page), interactive=False, label="Tests")
-    pick = gr.Dropdown(choices=test_choices(page), label="Test")
+    pick = gr.Dropdown(choices=test_choices(page), label="Test", elem_id="lt-tests-pick")
     with gr.Row():
         b_open = gr.Button("Open")
         b_close = gr.Button("Close")
@@ -126,6 +151,15 @@ def tests_tab(page: AdminPage) -> tuple[Any, Any]:
     crowd = [gr.Textbox(label=CROWD_LABELS[k], elem_id=f"lt-crowd-{k}") for k in CROWD_FIELDS]
     crowd_note = gr.Markdown(elem_id="lt-crowd-note")
     b_crowd = gr.Button("Save crowd settings", elem_id="lt-crowd-save")
+    gr.Markdown(
+        "### Machine scores\n\nPredicted MOS, WER/CER and speaker similarity of every "
+        "stimulus, computed in the background; the Results tab shows them beside the human "
+        "scores (docs/metrics.md: Beside human results)."
+    )
+    b_score = gr.Button("Score the stimuli", elem_id="lt-score")
+    score_note = gr.Markdown(elem_id="lt-score-status")
+    b_score.click(bind(start_scoring, page), pick, score_note)
+    gr.Timer(2.0).tick(bind(scoring_line, page), pick, score_note, show_progress="hidden")
     pick.change(bind(crowd_values, page), pick, [*crowd, crowd_note])
     b_crowd.click(bind(save_crowd, page), [pick, *crowd], crowd_note)
     b_open.click(bind(open_test, page), [pick, confirm_np], outs)
@@ -143,5 +177,7 @@ __all__ = [
     "manage",
     "open_test",
     "save_crowd",
+    "scoring_line",
+    "start_scoring",
     "tests_tab",
 ]

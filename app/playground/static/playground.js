@@ -162,6 +162,35 @@
     setMetric('ll-m-under', String(d.underruns)); setMetric('ll-m-stall', Math.round(d.stall_ms) + ' ms');
     showStart(g, d);
     drawWave(g); drawTimeline(g);
+    if (d.complete && g.takeId) scores(g.takeId);
+  }
+
+  // Machine scores of the ended take (docs/metrics.md), asked again until computed: the take
+  // is saved just after it ends, so a first 404 is retried too. Text only (textContent).
+  const SCORE_LABELS = { predicted_mos: 'Predicted MOS', dnsmos_p808: 'DNSMOS', sphinx_wer: 'WER (word check)', sphinx_cer: 'CER' };
+  let scoring = null;
+  async function scores(takeId, tries = 0) {
+    const box = $('ll-scores');
+    if (tries === 0) { scoring = takeId; box.textContent = 'Machine scores: computing…'; }
+    if (scoring !== takeId) return;                     // a newer take took over
+    let job = null;
+    try {
+      const r = await fetch(BASE + 'll/api/takes/' + encodeURIComponent(takeId) + '/scores');
+      job = await r.json();
+      if (!r.ok && r.status !== 404) { box.textContent = 'Machine scores: ' + (job.detail || r.status); return; }
+    } catch (e) { job = null; }
+    if (job && job.state === 'done') {
+      const s = job.scores || {};
+      const parts = Object.keys(SCORE_LABELS).filter((k) => s[k] != null).map((k) => SCORE_LABELS[k] + ' ' + Number(s[k]).toFixed(2));
+      if (s.sphinx_text != null) parts.push('heard: “' + s.sphinx_text + '”');
+      box.textContent = 'Machine scores: ' + (parts.join(' · ') || 'none') + (job.message ? ' (' + job.message + ')' : '');
+      box.dataset.take = takeId;
+      return;
+    }
+    if (job && job.state === 'failed') { box.textContent = 'Machine scores failed: ' + job.message; return; }
+    if (tries >= 120) { box.textContent = 'Machine scores: not ready after 3 minutes'; return; }
+    if (job && job.state) box.textContent = 'Machine scores: ' + job.state + '…';
+    setTimeout(() => scores(takeId, tries + 1), 1500);
   }
 
   // The format, and whether it was read from the stream or assumed (and from what).

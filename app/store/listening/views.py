@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING
 
 from app.store.listening.base import ListeningTables
 from app.store.schema import export_tables, kind_tables, order_by, table
+from app.store.scores import scores_of
 from backends.errors import InvalidRequest
 from evaluation.listening.data import TestData
 
@@ -153,6 +154,7 @@ class TestViews(ListeningTables):
             findings=self.findings_frame(stimuli["take_id"]),
             answers=self.answers_frame(test_id),
             stimuli=stimuli,
+            machine=scores_of(self.store).frame(stimuli["take_id"]),
             name=t.name or "",
             status=t.status or "",
         )
