@@ -223,37 +223,51 @@ def test_many_pairs_are_one_line_and_few_are_listed():
 
 
 def test_machine_scores_are_drawn_and_shown_when_present():
+    """The machine room's tables as evaluation/listening/machine.py writes them: a panel per
+    shown score against the human mean, the bounds not drawn as metrics."""
     tables = mos_tables(["s1", "s2", "s3"], [2.0, 4.0, 3.0])
     tables["machine"] = pd.DataFrame(
         {
             "system_id": ["s1", "s2", "s3"],
-            "utmos": [2.1, 3.9, 3.5],
-            "dnsmos": [2.5, 3.1, 3.0],
+            "n_stimuli": [4, 4, 4],
+            "human_scale": ["MOS"] * 3,
             "human_mean": [2.0, 4.0, 3.0],
+            "predicted_mos": [2.1, 3.9, 3.5],
+            "predicted_mos_low": [1.9, 3.7, 3.3],
+            "predicted_mos_high": [2.3, 4.1, 3.7],
+            "dnsmos_p808": [2.5, 3.1, 3.0],
+            "dnsmos_p808_low": [2.3, 2.9, 2.8],
+            "dnsmos_p808_high": [2.7, 3.3, 3.2],
         }
     )
     tables["machine_agreement"] = pd.DataFrame(
         {
-            "metric": ["utmos", "dnsmos"],
-            "spearman": [1.0, 1.0],
-            "pearson": [0.98, 0.99],
+            "column": ["predicted_mos", "dnsmos_p808"],
+            "level": ["system", "system"],
             "n": [3, 3],
-            "note": ["", ""],
+            "spearman": [1.0, 1.0],
+            "p_spearman": [0.0, 0.0],
+            "pearson": [0.98, 0.99],
+            "p_pearson": [0.1, 0.1],
+            "note": ["too few to judge (n < 5)"] * 2,
         }
     )
     figs = {f.name: f for f in test_figures(tables)}
     assert "machine" in figs and figs["machine"].numbers.equals(tables["machine"])
     ax = figs["machine"].draw().axes
-    assert [a.get_xlabel() for a in ax] == ["utmos", "dnsmos"]
+    assert [a.get_xlabel() for a in ax] == ["predicted_mos", "dnsmos_p808"]
     files = figure_files([figs["machine"]])
     assert set(files) == {f"figures/machine.{x}" for x in (*FIGURE_FORMATS, "csv")}
     v = results_view(tables)
-    assert v["machine"] is not None and v["machine_agreement"]["metric"].tolist() == [
-        "utmos",
-        "dnsmos",
+    assert v["machine"] is not None and v["machine_agreement"]["column"].tolist() == [
+        "predicted_mos",
+        "dnsmos_p808",
     ]
+    assert "s2 (n=4): predicted_mos 3.90" in v["summary"] and "human MOS 4.00" in v["summary"]
     assert 'id="lt-fig-machine"' in results_html(None, list(figs.values()))
     assert "machine" not in {f.name for f in test_figures(mos_tables(["a", "b"], [1.0, 2.0]))}
+    no_human = tables["machine"].assign(human_mean=float("nan"))  # an A/B test's
+    assert "machine" not in {f.name for f in test_figures({**tables, "machine": no_human})}
 
 
 def test_the_docs_state_the_code_numbers():
@@ -264,10 +278,11 @@ def test_the_docs_state_the_code_numbers():
     assert f"row groups of {ROW_GROUP} rows" in text
     assert f"a new file past {SHARD_BYTES // 2**20} MiB of audio" in text
     assert "`NAME.png` (150 dpi)" in text
-    from app.listening.figures import MACHINE_HUMAN, MACHINE_SYSTEM
 
-    assert "the system column is " + " or ".join(f"`{c}`" for c in MACHINE_SYSTEM) in text
-    assert "the human mean the first of " + ", ".join(f"`{c}`" for c in MACHINE_HUMAN) in text
+    from evaluation.listening.machine import SHOWN
+
+    shown = ", ".join(f"`{s.column}`" for s in SHOWN)
+    assert f"a panel for each machine score the table has, {shown} in that order" in text
     src = (ROOT / "evaluation/plots.py").read_text()
     assert re.search(r'dpi=150, bbox_inches="tight"', src)
 

@@ -26,11 +26,6 @@ if TYPE_CHECKING:
 FIGURE_FORMATS = ("png", "svg")
 """The formats each figure is written in (PNG at 150 dpi for a page, SVG for a paper)."""
 MIN_PAIR_SYSTEMS = 2
-MACHINE_SYSTEM = ("system_id", "system")
-"""The ``machine`` table's system column, by the first of these names it has."""
-MACHINE_HUMAN = ("human_mean", "human", "human_mos", "mean")
-"""The ``machine`` table's human mean column, by the first of these names it has."""
-
 FIGURE_COLUMNS = {
     "figures/forest.csv": {
         "row": "the system (A/B: the pair, `y vs x`; MUSHRA: the condition)",
@@ -173,21 +168,15 @@ def rater_view(ratings: pd.DataFrame | None, raters: pd.DataFrame | None) -> pd.
 
 
 def machine_columns(m: pd.DataFrame) -> tuple[str, str, list[str]] | None:
-    """The ``machine`` table's system column, human mean column and metric columns (numeric
-    columns besides those), or None when it has no system or human column."""
-    import pandas as pd
+    """The ``machine`` table's system column, human mean column and the shown scores it has
+    (:data:`evaluation.listening.machine.SHOWN`, in that order; their ``_low``/``_high``
+    bounds are not metrics), or None when it has no human mean to draw against."""
+    from evaluation.listening.machine import SHOWN
 
-    system = next((c for c in MACHINE_SYSTEM if c in m), None)
-    human = next((c for c in MACHINE_HUMAN if c in m), None)
-    if system is None or human is None:
+    if "system_id" not in m or "human_mean" not in m or not m["human_mean"].notna().any():
         return None
-    skip = {system, human, "n", "raters", "ci_low", "ci_high", "test_id"}
-    metrics = [
-        c
-        for c in m.columns
-        if c not in skip and pd.api.types.is_numeric_dtype(m[c]) and not str(c).endswith("_n")
-    ]
-    return system, human, metrics
+    metrics = [s.column for s in SHOWN if s.column in m and m[s.column].notna().any()]
+    return ("system_id", "human_mean", metrics) if metrics else None
 
 
 def forest(tables: dict[str, pd.DataFrame]) -> Figure | None:

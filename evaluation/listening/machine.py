@@ -6,8 +6,8 @@ stored scores (:attr:`evaluation.listening.data.TestData.machine`, the store's
 ``take_scores`` of the test's stimuli), so the Results tab, ``listenlab test results``, the
 export and the report show them wherever they show a test's tables. The human side is the
 test's main scale: the mean of its kind's main table per system, and per stimulus the mean of
-its kind's per-take answers (:data:`HUMAN`); a kind without a per-clip scale (A/B, glitch
-hunt) gets the machine columns without a human mean and no agreement rows.
+its kind's per-take answers (:func:`human_spec`); a kind without a score per clip (A/B, glitch
+hunt, ranking, P.835) gets the machine columns without a human mean and no agreement rows.
 
 Agreement is Spearman's and Pearson's correlation; the ``note`` says how to read it by one
 rule (:func:`note`), because 3 systems can agree perfectly by chance.
@@ -46,13 +46,18 @@ SHOWN: tuple[Shown, ...] = (
 )
 """The columns of :data:`evaluation.metrics` shown beside human results, in this order."""
 
-HUMAN: dict[str, tuple[str, str, str]] = {
-    "mos": ("mos_ratings", "mos", "MOS"),
-    "mushra": ("mushra_ratings", "mushra", "MUSHRA"),
-}
-"""kind → (its per-take answer table, its main results table, the scale's name). The answer
-table has ``take_id``, ``rater_id``, ``role`` and ``score``; the main table ``system_id`` and
-``mean``."""
+
+def human_spec(kind: str) -> tuple[str, str, str] | None:
+    """``(per-take answer table, main results table, scale name)`` of a kind whose answers are
+    a score per clip (a table with ``take_id`` and ``score``: MOS, MUSHRA, SMOS), asked of the
+    registry; None for a kind without one (A/B, glitch hunt, ranking, P.835's three scales)."""
+    from evaluation.listening.kinds import KINDS
+
+    k = KINDS.get(kind)
+    for t in k.tables if k is not None else ():
+        if {"take_id", "score"} <= set(t.names):
+            return t.name, k.main_table, k.title
+    return None
 
 
 def _shown_columns() -> dict[str, str]:
@@ -141,7 +146,7 @@ def wide(data: TestData) -> pd.DataFrame:
 def human_per_take(data: TestData, ctx: ResultContext) -> pd.DataFrame:
     """``take_id``, ``human_mean``, ``human_n``: the kind's item answers per stimulus, over
     the raters the results keep."""
-    spec = HUMAN.get(data.kind)
+    spec = human_spec(data.kind)
     if spec is None:
         return pd.DataFrame(columns=["take_id", "human_mean", "human_n"])
     a = data.table(spec[0])
@@ -273,7 +278,7 @@ def results(
     per = stimulus_table(data, ctx)
     if per.empty:
         return []
-    spec = HUMAN.get(data.kind)
+    spec = human_spec(data.kind)
     scale = spec[2] if spec else ""
     systems = system_table(per, tables.get(spec[1]) if spec else None, scale)
     used = "; ".join(f"{m} {v} (weights SHA-256 {h})" for m, v, h in models(data))
@@ -314,9 +319,9 @@ def results(
 
 
 __all__ = [
+    "human_spec",
     "CONFIDENCE",
     "EXPORT_COLUMNS",
-    "HUMAN",
     "MIN_N",
     "SHOWN",
     "STRONG",
