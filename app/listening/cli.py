@@ -120,6 +120,7 @@ def spec_from_args(args: argparse.Namespace) -> dict[str, Any]:
         ("questionnaire", args.questionnaire),
         ("normalise", args.normalise),
         ("target_ratings", args.target_ratings),
+        ("target_valid", args.target_valid),
         ("dropout_after_s", args.dropout_after),
         ("show_text", args.show_text),
         ("title", args.title),
@@ -242,6 +243,7 @@ def text_table(rows: list[dict[str, Any]]) -> str:
 
 def _run_results(args: argparse.Namespace) -> int:
     from app.listening.jsonable import frames_json
+    from app.listening.refill import test_places
     from evaluation.listening.results import test_results
 
     store = _open_store(args.db, read_only=True)
@@ -250,6 +252,7 @@ def _run_results(args: argparse.Namespace) -> int:
         t = tests.require_test(args.test_id)
         data = tests.test_data(args.test_id)
         tables = test_results(data, include_screened=args.include_screened)
+        places_line = test_places(tests, args.test_id).line()
         if args.csv:
             from app.listening.export import export_files
 
@@ -262,6 +265,7 @@ def _run_results(args: argparse.Namespace) -> int:
     import pandas as pd
 
     print(f"{t.name} ({t.kind}, {t.status})")
+    print(places_line)
     with pd.option_context("display.width", 160, "display.max_columns", 30):
         for name, df in tables.items():
             print(f"\n== {name} ==")
@@ -470,6 +474,13 @@ def _add_screening(c: argparse.ArgumentParser) -> None:
         type=int,
         metavar="N",
         help="usable ratings per stimulus; then new raters are told the test is full",
+    )
+    c.add_argument(
+        "--target-valid",
+        type=int,
+        metavar="N",
+        help="valid ratings per stimulus (raters the screening keeps): the test stays open, "
+        "reopening excluded raters' places, until every stimulus has N",
     )
     c.add_argument(
         "--dropout-after",

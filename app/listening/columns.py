@@ -121,6 +121,16 @@ _RAW = {
     },
 }
 
+_RELIABILITY = {
+    "agreement": "Pearson r of the rater's item scores with the other raters' mean of the same "
+    "stimuli (from 3 shared stimuli; 0 when either side does not vary)",
+    "shared": "stimuli the agreement was computed over",
+    "checks_passed": "share of the rater's check items passed (empty: none answered)",
+    "time_ratio": "median over items of time on item / the clip's played length",
+    "reliability": "max(agreement, 0) x checks_passed (a missing part counts as 1): 0..1, "
+    "reported, never used to exclude",
+}
+
 _RESULTS = {
     "raters": {
         "seq": "order of joining",
@@ -173,7 +183,7 @@ def columns() -> dict[str, dict[str, str]]:
     tail = {c: raters.pop(c) for c in ("excluded", "reasons")}
     for kind in KINDS.values():
         raters.update(kind.rater_columns)
-    results = {"results/raters.csv": {**raters, **tail}}
+    results = {"results/raters.csv": {**raters, **tail, **_RELIABILITY}}
     for kind in KINDS.values():
         for f, cols in kind.columns.items():
             (raw if f.startswith("raw/") else results)[f] = cols

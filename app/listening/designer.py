@@ -22,6 +22,7 @@ from typing import Any
 from app.listening.flow import DEFAULT_TITLE
 from app.listening.imported import ImportedSet, read_audio, scan, unpack_zip
 from app.listening.persistence import CONFIRM_FIELD, check_may_open
+from app.listening.refill import MAX_TARGET_VALID, raters_for_target, target_of
 from app.listening.stimuli import (
     CEILING_DBTP,
     CONDITIONS,
@@ -122,6 +123,9 @@ class TestSpec:
     levels the stimuli came with (a study calibrated on its own, e.g. ITU-T P.835's)."""
     target_ratings: int | None = None
     """Usable ratings per stimulus after which new raters are told the test is full."""
+    target_valid: int | None = None
+    """Valid ratings per stimulus (raters the screening keeps): the test takes joiners,
+    reopening an excluded rater's place, until every stimulus has them (:mod:`.refill`)."""
     dropout_after_s: float = 1800.0
     """A rater idle this long counts as dropped (their design row is given again)."""
     show_text: bool | None = None
@@ -201,6 +205,7 @@ class TestSpec:
                 questionnaire=bool(d.get("questionnaire", False)),
                 normalise=bool(d.get("normalise", True)),
                 target_ratings=int(d["target_ratings"]) if d.get("target_ratings") else None,
+                target_valid=int(d["target_valid"]) if d.get("target_valid") else None,
                 dropout_after_s=float(d.get("dropout_after_s") or 1800.0),
                 show_text=None if d.get("show_text") is None else bool(d["show_text"]),
                 consent=(str(d["consent"])[:4000] if d.get("consent") else None),
@@ -275,6 +280,10 @@ def check_spec(spec: TestSpec) -> None:
         raise InvalidRequest(f"screening must be one of {', '.join(MODES)}")
     if spec.target_ratings is not None and not 1 <= spec.target_ratings <= 10_000:
         raise InvalidRequest("the target ratings per stimulus must be within 1..10000")
+    if spec.target_valid is not None and not 1 <= spec.target_valid <= MAX_TARGET_VALID:
+        raise InvalidRequest(
+            f"the target valid ratings per stimulus must be within 1..{MAX_TARGET_VALID}"
+        )
     if not 1.0 <= spec.dropout_after_s <= 7 * 86400.0:
         raise InvalidRequest("the dropout time must be within 1 s .. 7 days")
     if spec.stimuli and spec.prompts:
@@ -464,6 +473,7 @@ def _config(spec: TestSpec, src: _Sources, design: Design, gold: GoldClip | None
         "familiarise": spec.familiarise,
         "questionnaire": spec.questionnaire,
         "target_ratings": spec.target_ratings,
+        "target_valid": spec.target_valid,
         "dropout_after_s": spec.dropout_after_s,
         "show_text": spec.show_text if spec.show_text is not None else design.test_kind.show_text,
         "consent": spec.consent,
@@ -610,9 +620,26 @@ def design_report(tests: TestStore, test_id: str) -> list[str]:
     from app.listening.stimuli import level_lines
     from evaluation.listening.planning import plan_lines, screening_warnings
 
-    d = Design.from_dict(tests.require_test(test_id).config["design"])
+    cfg = tests.require_test(test_id).config
+    d = Design.from_dict(cfg["design"])
     warn = [f"Warning: {w}" for w in screening_warnings(d)]
-    return [*plan_lines(d), *warn, *level_lines(tests.stimuli(test_id))]
+    return [*plan_lines(d), *refill_lines(d, cfg), *warn, *level_lines(tests.stimuli(test_id))]
+
+
+def refill_lines(d: Design, cfg: dict[str, Any]) -> list[str]:
+    """The places a crowd study opens for the test's target (none without a target)."""
+    target, rule = target_of(cfg)
+    if target is None:
+        return []
+    n = raters_for_target(d, target)
+    if rule != "valid":
+        return [f"Target: {target} usable ratings per stimulus: {n} raters who finish."]
+    return [
+        f"Refill: {target} valid ratings per stimulus need {n} raters the screening keeps. "
+        f"Open {n} places on the crowd platform; each excluded rater's place reopens here, and "
+        "the platform reopens it when you reject or ask to return that submission (its "
+        "excluded code)."
+    ]
 
 
 def design_summary(tests: Any, test_id: str) -> dict[str, Any]:

@@ -16,7 +16,9 @@ import secrets
 import time
 from typing import Any
 
+from app.listening import refill
 from app.listening.flow import Denied, RaterFlow, consent_text, design_of, public_title
+from app.listening.refill import DROPOUT_AFTER_S
 from app.listening.texts import QUESTIONNAIRE
 from app.store import Assignment, UnknownItem, now_iso
 from app.store.listening import RaterSession, TestRow
@@ -25,7 +27,6 @@ from evaluation.listening.design import (
     ANCHOR,
     TRAP,
     Design,
-    RaterRow,
     all_row_cells,
     choose_row,
     plan,
@@ -33,10 +34,6 @@ from evaluation.listening.design import (
 
 CROWD_RE = re.compile(r"^[A-Za-z0-9_.:@-]{1,128}$")
 CROWD_KEYS = ("PROLIFIC_PID", "workerId", "crowd_id", "participant")
-DROPOUT_AFTER_S = 1800.0
-"""A rater idle this long (no join or status call: the page makes one after every answer)
-counts as dropped: their design row is given to the next joiner (the test's
-``dropout_after_s`` overrides it)."""
 MAX_RATERS = 5000
 """Joins per test (bounds what an anonymous visitor can make the server store)."""
 
@@ -71,23 +68,16 @@ class Enrolment(RaterFlow):
             source = None
         cfg = t.config
         design = design_of(t)
-        target = cfg.get("target_ratings")
+        target, rule = refill.target_of(cfg)
         dropout = float(cfg.get("dropout_after_s") or DROPOUT_AFTER_S)
+        # target_valid: the results' exclusions, read before the join's write lock is taken
+        excluded = refill.excluded_raters(self.tests, test_id) if rule == "valid" else set()
 
         def row(raters: list[RaterSession]) -> int | None:
             if len(raters) >= int(cfg.get("max_raters") or MAX_RATERS):
                 raise Denied("this test has all the raters it takes")
-            now = time.time()
-            rows = [
-                RaterRow(
-                    int(r.seq if r.design_row is None else r.design_row),
-                    not r.screened_out_at
-                    and r.headphone_pass != 0
-                    and bool(r.finished_at or (r.seen_at and now - r.seen_at <= dropout)),
-                )
-                for r in raters
-            ]
-            got = choose_row(design, rows, int(target) if target else None)
+            rows = refill.rater_rows(raters, excluded, time.time(), dropout)
+            got = choose_row(design, rows, target)
             if got is None:
                 raise Denied("this test is full: it has all the ratings it needs. Thank you!")
             return got

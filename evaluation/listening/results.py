@@ -24,6 +24,7 @@ from evaluation import inference
 from evaluation.listening.data import TestData
 from evaluation.listening.kinds import KINDS
 from evaluation.listening.kinds.base import ResultContext
+from evaluation.listening.reliability import with_reliability
 from evaluation.listening.screening import (
     TestScreening,
     rater_table,
@@ -49,10 +50,11 @@ def _round(df: pd.DataFrame) -> pd.DataFrame:
 
 def test_raters(data: TestData, screening: TestScreening | None = None) -> pd.DataFrame:
     """One row per rater with every screening outcome, ``excluded`` and ``reasons`` (the one
-    rule the results page, the export and the report use)."""
+    rule the results page, the export and the report use), then the reliability score
+    (:mod:`evaluation.listening.reliability`: reported, never applied)."""
     scr = screening or TestScreening(require_headphones=screen_mode(data.config) != "none")
     outcomes = [(list(k.rater_columns), k.screen(data, scr)) for k in KINDS.values()]
-    return rater_table(data.raters, outcomes, scr)
+    return with_reliability(rater_table(data.raters, outcomes, scr), data)
 
 
 def test_results(

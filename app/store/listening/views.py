@@ -140,7 +140,8 @@ class TestViews(ListeningTables):
 
     def test_data(self, test_id: str) -> TestData:
         """Every row one test's results are computed from (:mod:`evaluation.listening.results`):
-        every registered kind's answer table, the raters, the check items, the answers."""
+        every registered kind's answer table, the raters, the check items, the answers, and
+        in ``extra["item_times"]`` each answer's timing (the raters' reliability reads it)."""
         t = self.require_test_row(test_id)
         stimuli = self.stimuli_frame(test_id)
         return TestData(
@@ -155,6 +156,7 @@ class TestViews(ListeningTables):
             stimuli=stimuli,
             name=t.name or "",
             status=t.status or "",
+            extra={"item_times": self.item_times(test_id)},
         )
 
     def all_test_data(self) -> list[TestData]:
