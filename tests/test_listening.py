@@ -192,7 +192,7 @@ def test_mushra_post_screening_and_medians():
 
 def test_store_v2_answers_once(tmp_path):
     store = Store.open(tmp_path / "l.db")
-    assert store.schema_version == SCHEMA_VERSION == 8  # 8: the arena's second version
+    assert store.schema_version == SCHEMA_VERSION == 9  # 9: the rater logistics (#42)
     tests = TestStore(store)
     tests.create_test("t1", "mos", "T", {"design": {}}, status="open")
     r1, _ = tests.join("t1", "tok-one" * 6, "P1", "PROLIFIC_PID")

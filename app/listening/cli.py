@@ -121,6 +121,8 @@ def spec_from_args(args: argparse.Namespace) -> dict[str, Any]:
         ("normalise", args.normalise),
         ("target_ratings", args.target_ratings),
         ("target_valid", args.target_valid),
+        ("break_after", args.break_after),
+        ("break_min_s", args.break_min),
         ("dropout_after_s", args.dropout_after),
         ("show_text", args.show_text),
         ("title", args.title),
@@ -481,6 +483,18 @@ def _add_screening(c: argparse.ArgumentParser) -> None:
         metavar="N",
         help="valid ratings per stimulus (raters the screening keeps): the test stays open, "
         "reopening excluded raters' places, until every stimulus has N",
+    )
+    c.add_argument(
+        "--break-after",
+        type=int,
+        metavar="N",
+        help="the session cap: a break page after every N answered items (1..500)",
+    )
+    c.add_argument(
+        "--break-min",
+        type=float,
+        metavar="S",
+        help="the break's minimum pause in seconds (5..3600, default 60)",
     )
     c.add_argument(
         "--dropout-after",

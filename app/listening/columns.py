@@ -82,6 +82,8 @@ _RAW = {
         "familiarised_at": "when the rater pressed Continue after familiarisation",
         "questionnaire": "JSON: the questionnaire's answers (device, headphone_type, "
         "native_language, age_band), when the test asked it",
+        "breaks": "JSON: the rater's breaks of the session cap, [{after: items answered, "
+        "started, ended: Unix seconds}]",
     },
     "assignments": {
         "position": "place in the rater's list (0-based)",

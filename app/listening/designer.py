@@ -19,6 +19,7 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
+from app.listening.breaks import check_break_settings
 from app.listening.flow import DEFAULT_TITLE
 from app.listening.imported import ImportedSet, read_audio, scan, unpack_zip
 from app.listening.persistence import CONFIRM_FIELD, check_may_open
@@ -126,6 +127,10 @@ class TestSpec:
     target_valid: int | None = None
     """Valid ratings per stimulus (raters the screening keeps): the test takes joiners,
     reopening an excluded rater's place, until every stimulus has them (:mod:`.refill`)."""
+    break_after: int | None = None
+    """The session cap: a break page after every this many answered items (None: none)."""
+    break_min_s: float | None = None
+    """The break's minimum pause in seconds (default :data:`app.listening.breaks.BREAK_MIN_S`)."""
     dropout_after_s: float = 1800.0
     """A rater idle this long counts as dropped (their design row is given again)."""
     show_text: bool | None = None
@@ -205,7 +210,7 @@ class TestSpec:
                 questionnaire=bool(d.get("questionnaire", False)),
                 normalise=bool(d.get("normalise", True)),
                 target_ratings=int(d["target_ratings"]) if d.get("target_ratings") else None,
-                target_valid=int(d["target_valid"]) if d.get("target_valid") else None,
+                **_logistics(d),
                 dropout_after_s=float(d.get("dropout_after_s") or 1800.0),
                 show_text=None if d.get("show_text") is None else bool(d["show_text"]),
                 consent=(str(d["consent"])[:4000] if d.get("consent") else None),
@@ -236,6 +241,15 @@ class TestSpec:
             )
         except (KeyError, TypeError, ValueError) as e:
             raise InvalidRequest(f"bad test spec: {e}") from None
+
+
+def _logistics(d: dict[str, Any]) -> dict[str, Any]:
+    """The spec's rater-logistics fields (refill and the session cap), as given."""
+    return {
+        "target_valid": int(d["target_valid"]) if d.get("target_valid") else None,
+        "break_after": d.get("break_after") or None,
+        "break_min_s": d.get("break_min_s"),
+    }
 
 
 def _source(state: Any, s: SystemSpec) -> tuple[SystemSource, BackendEntry | None]:
@@ -284,6 +298,7 @@ def check_spec(spec: TestSpec) -> None:
         raise InvalidRequest(
             f"the target valid ratings per stimulus must be within 1..{MAX_TARGET_VALID}"
         )
+    check_break_settings(spec.break_after, spec.break_min_s)
     if not 1.0 <= spec.dropout_after_s <= 7 * 86400.0:
         raise InvalidRequest("the dropout time must be within 1 s .. 7 days")
     if spec.stimuli and spec.prompts:
@@ -474,6 +489,13 @@ def _config(spec: TestSpec, src: _Sources, design: Design, gold: GoldClip | None
         "questionnaire": spec.questionnaire,
         "target_ratings": spec.target_ratings,
         "target_valid": spec.target_valid,
+        **dict(
+            zip(
+                ("break_after", "break_min_s"),
+                check_break_settings(spec.break_after, spec.break_min_s),
+                strict=True,
+            )
+        ),
         "dropout_after_s": spec.dropout_after_s,
         "show_text": spec.show_text if spec.show_text is not None else design.test_kind.show_text,
         "consent": spec.consent,

@@ -8,6 +8,7 @@ URL that could leak through a referrer or a log):
 * ``POST /ll/listen/{test_id}/join`` {crowd_id?, source?} -> {token}
 * ``GET /ll/listen/{test_id}/status`` -> progress, consent, headphone check, next item
 * ``POST /ll/listen/{test_id}/consent``
+* ``POST /ll/listen/{test_id}/resume`` -> ends the rater's break (the session cap)
 * ``POST /ll/listen/{test_id}/questionnaire`` {answers: {question: option}} (tests made with it)
 * ``GET /ll/listen/{test_id}/screen/{n}`` -> the headphone screen's trial ``n`` (WAV);
   ``POST /ll/listen/{test_id}/screen/{n}`` {answer}, or ``POST .../headphone`` {answers}: a
@@ -179,6 +180,12 @@ async def questionnaire(
     test_id: str, svc: Listening = Svc, token: str = Token, b: dict = Body
 ) -> dict[str, Any]:
     return await asyncio.to_thread(svc.questionnaire, test_id, token, b.get("answers"))
+
+
+@router.post("/ll/listen/{test_id}/resume")
+async def resume(test_id: str, svc: Listening = Svc, token: str = Token) -> dict[str, Any]:
+    """End the rater's break (409 before its minimum pause has passed)."""
+    return await asyncio.to_thread(svc.resume, test_id, token)
 
 
 @router.get("/ll/listen/{test_id}/screen/{n}")

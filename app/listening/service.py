@@ -13,6 +13,7 @@ import json
 import time
 from typing import Any
 
+from app.listening.breaks import Breaks
 from app.listening.enrolment import Enrolment
 from app.listening.familiarisation import Familiarisation
 from app.listening.flow import (
@@ -31,7 +32,7 @@ from app.store.listening import RaterSession, TestRow
 from evaluation.listening import screening
 
 
-class Listening(Enrolment, Familiarisation, Rating):
+class Listening(Enrolment, Familiarisation, Rating, Breaks):
     """Every step of a rater's session (see the module's docstring)."""
 
     def status(self, test_id: str, token: str) -> dict[str, Any]:
@@ -74,6 +75,10 @@ class Listening(Enrolment, Familiarisation, Rating):
             "item": None if nxt is None else self.item(t, nxt).__dict__,
         }
         out.update(self._stage(t, r, hp, nxt, len(done)))
+        if out["stage"] == "item":  # the session cap: a break page before the next item
+            pause = self.break_state(t, r, len(done), len(items))
+            if pause is not None:
+                out.update(stage="break", item=None, **{"break": pause.__dict__})
         return out
 
     def _stage(
@@ -103,6 +108,10 @@ class Listening(Enrolment, Familiarisation, Rating):
         Raises on any problem (:meth:`Rating.store_vote`)."""
         t = self.load_test(test_id)
         r = self.rater(test_id, token)
+        if isinstance(body, dict) and body.get("assignment_id") not in self.tests.answered(
+            test_id, r.rater_id
+        ):  # a re-sent answer stays idempotent; a new one waits for the break's end
+            self.require_no_break(t, r)
         answer_id, created = self.store_vote(t, r, body)
         st = self.status(test_id, token)
         return {

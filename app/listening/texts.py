@@ -51,6 +51,15 @@ CONNECTION = {
 with a timeout and a growing wait: ``app/player/static/player-core.js``)."""
 SCREENOUT_HEADING = "Thank you for your time"
 DONE_HEADING = "Thank you!"
+BREAK = {
+    "heading": "Time for a break",
+    "text": "You have rated {answered} of {total} clips. Rest your ears for at least {min} "
+    "seconds; you continue where you were.",
+    "wait": "You can continue in {left} s.",
+    "ready": "You can continue when you are ready.",
+    "continue": "Continue",
+}
+"""The break page of a test with a session cap (``break_after``; :mod:`app.listening.breaks`)."""
 COUNTER = "Clip {n} of {total}"
 """The progress counter: shown only while rating, it counts every clip the rater rates."""
 
@@ -105,6 +114,7 @@ def rater_texts(kind: str, config: dict[str, Any], consent: str) -> dict[str, An
         if config.get("questionnaire")
         else None,
         "counter": COUNTER,
+        "break": BREAK if config.get("break_after") else None,
         "connection": CONNECTION,
         "screenout_heading": SCREENOUT_HEADING,
         "done_heading": DONE_HEADING,
@@ -119,6 +129,7 @@ def answer_mode(config: dict[str, Any]) -> str:
 
 __all__ = [
     "ADMIN_INSTRUCTIONS_LABEL",
+    "BREAK",
     "CONNECTION",
     "COUNTER",
     "QUESTIONNAIRE",

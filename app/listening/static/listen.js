@@ -44,7 +44,7 @@
   }
 
   function status(text, err) { const s = $('lt-status'); s.textContent = text || ''; s.className = 'lt-status' + (err ? ' err' : ''); }
-  function show(id) { for (const s of ['lt-consent', 'lt-questionnaire', 'lt-headphones', 'lt-screenout', 'lt-familiar', 'lt-item', 'lt-done']) $(s).hidden = s !== id; }
+  function show(id) { for (const s of ['lt-consent', 'lt-questionnaire', 'lt-headphones', 'lt-screenout', 'lt-familiar', 'lt-item', 'lt-break', 'lt-done']) $(s).hidden = s !== id; }
   function el(tag, text, cls) { const e = document.createElement(tag); if (text != null) e.textContent = String(text); if (cls) e.className = cls; return e; }
   function randId() { return (crypto.randomUUID ? crypto.randomUUID() : String(Math.random()).slice(2) + Date.now()).replace(/-/g, ''); }
 
@@ -195,9 +195,37 @@
     if (st.stage === 'screened_out') return screen.renderScreenout(st);
     if (st.stage === 'screen') return screen.renderScreen(st);
     if (st.stage === 'familiarise') return screen.renderFamiliar(st);
+    if (st.stage === 'break') return renderBreak();
     if (st.finished) return renderDone();
     renderItem();
   }
+
+  // ---------------------------------------------------------------- the break (session cap)
+  // The server keeps the break's start: a reload shows the time left, not a new break.
+  let breakTimer = null;
+  function renderBreak() {
+    show('lt-break');
+    const b = S.status.break, t = texts().break || {};
+    $('lt-break-heading').textContent = t.heading || 'Time for a break';
+    $('lt-break-text').textContent = (t.text || '').replace('{answered}', String(S.status.answered))
+      .replace('{total}', String(S.status.total)).replace('{min}', String(Math.round(b.min_s)));
+    $('lt-break-continue').textContent = t.continue || 'Continue';
+    const until = Date.now() + b.left_s * 1000;
+    clearInterval(breakTimer);
+    const tick = () => {
+      const left = Math.max(0, Math.ceil((until - Date.now()) / 1000));
+      $('lt-break-wait').textContent = left > 0 ? (t.wait || '').replace('{left}', String(left)) : (t.ready || '');
+      $('lt-break-continue').disabled = left > 0;
+      if (left <= 0) clearInterval(breakTimer);
+    };
+    tick();
+    breakTimer = setInterval(tick, 250);
+  }
+  $('lt-break-continue').addEventListener('click', async () => {
+    $('lt-break-continue').disabled = true;
+    try { await api('resume', {}); clearInterval(breakTimer); await refresh(); }
+    catch (e) { status(e.message, true); await refresh(); }
+  });
 
   // ---------------------------------------------------------------- questionnaire
   function renderQuestionnaire() {

@@ -35,6 +35,7 @@ RATER_FIELDS = frozenset(
         "familiar",
         "familiarised_at",
         "questionnaire",
+        "breaks",
     }
 )
 """The ``test_raters`` columns the rater flow may set (:meth:`RaterTables.update_rater`)."""
