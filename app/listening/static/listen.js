@@ -186,7 +186,7 @@
     $('lt-bar').max = st.total || 1; $('lt-bar').value = st.answered;
     $('lt-count').textContent = (texts().counter || 'Clip {n} of {total}')
       .replace('{n}', String(Math.min(st.answered + 1, st.total))).replace('{total}', String(st.total));
-    root.dataset.position = st.item ? st.item.position : 'done';
+    root.dataset.position = st.item ? st.item.position : (st.stage === 'break' ? 'break' : 'done');
     root.dataset.stage = st.stage;
     // the screen's outcome ("passed ... the test starts now") until the first answer, not after
     if ((st.stage !== 'item' && st.stage !== 'familiarise') || st.answered > 0) $('lt-hp-outcome').hidden = true;
