@@ -134,6 +134,15 @@ def spec_from_args(args: argparse.Namespace) -> dict[str, Any]:
     ):
         if value is not None:
             spec[key] = value
+    if getattr(args, "questionnaire_file", None):
+        try:
+            spec["questionnaire"] = json.loads(
+                Path(args.questionnaire_file).read_text(encoding="utf-8")
+            )
+        except (OSError, ValueError) as e:
+            raise InvalidRequest(
+                f"cannot read the questionnaire {args.questionnaire_file}: {e}"
+            ) from None
     if args.draft:
         spec["open"] = False
     if getattr(args, "confirm_not_persistent", False):
@@ -464,6 +473,12 @@ def _add_screening(c: argparse.ArgumentParser) -> None:
         c,
         "questionnaire",
         "ask each rater listening device, headphone type, native language, age band (default off)",
+    )
+    c.add_argument(
+        "--questionnaire-file",
+        metavar="FILE",
+        help="a JSON list of questionnaire pages [{at: start|end|N, title, fields: [{key, "
+        "label, type: choice|number|text, required, options | min, max | max_length}]}]",
     )
     _flag(
         c,

@@ -23,6 +23,7 @@ from app.listening.breaks import check_break_settings
 from app.listening.flow import DEFAULT_TITLE
 from app.listening.imported import ImportedSet, read_audio, scan, unpack_zip
 from app.listening.persistence import CONFIRM_FIELD, check_may_open
+from app.listening.questionnaire import parse_pages
 from app.listening.refill import MAX_TARGET_VALID, raters_for_target, target_of
 from app.listening.stimuli import (
     CEILING_DBTP,
@@ -116,8 +117,10 @@ class TestSpec:
     """A fixed screen-out code (Prolific's); default: a random one per rater."""
     familiarise: bool = True
     """Play the scale's ends before the first item (not rated)."""
-    questionnaire: bool = False
-    """Ask each rater the short questionnaire (device, headphone type, native language, age
+    questionnaire: bool | list[dict[str, Any]] = False
+    """Questionnaire pages (:func:`app.listening.questionnaire.parse_pages`: the designer's
+    fields, placed at the start, after item N or at the end), or True: the built-in page, the
+    short questionnaire (device, headphone type, native language, age
     band) after consent (:data:`app.listening.texts.QUESTIONNAIRE`)."""
     normalise: bool = True
     """Bring every stimulus to ``target_lufs`` (under the true-peak ceiling); off: keep the
@@ -207,7 +210,9 @@ class TestSpec:
                 screenout_url=(str(d["screenout_url"])[:500] if d.get("screenout_url") else None),
                 screenout_code=(str(d["screenout_code"])[:64] if d.get("screenout_code") else None),
                 familiarise=bool(d.get("familiarise", True)),
-                questionnaire=bool(d.get("questionnaire", False)),
+                questionnaire=parse_pages(
+                    d.get("questionnaire"), int(d.get("items_per_rater", 10))
+                ),
                 normalise=bool(d.get("normalise", True)),
                 target_ratings=int(d["target_ratings"]) if d.get("target_ratings") else None,
                 **_logistics(d),

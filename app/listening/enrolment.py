@@ -1,5 +1,5 @@
-"""Enrolment: a rater joins (or resumes), agrees, answers the questionnaire, gets their items
-and, at the end, the completion code.
+"""Enrolment: a rater joins (or resumes), agrees, gets their items and, at the end, the
+completion code (the questionnaire pages are :mod:`.questionnaire`'s).
 
 Why here: who a rater is and which design row and items they get are decided once, at the
 join and the first status, under the store's write lock (:meth:`TestStore.join`), so two
@@ -10,7 +10,6 @@ items in the same order.
 from __future__ import annotations
 
 import hashlib
-import json
 import re
 import secrets
 import time
@@ -19,7 +18,6 @@ from typing import Any
 from app.listening import refill
 from app.listening.flow import Denied, RaterFlow, consent_text, design_of, public_title
 from app.listening.refill import DROPOUT_AFTER_S
-from app.listening.texts import QUESTIONNAIRE
 from app.store import Assignment, UnknownItem, now_iso
 from app.store.listening import RaterSession, TestRow
 from backends.errors import InvalidRequest
@@ -47,7 +45,7 @@ def assignment_id(test_id: str, rater_id: str, position: int) -> str:
 
 
 class Enrolment(RaterFlow):
-    """Join, consent, questionnaire, the rater's items and their completion."""
+    """Join, consent, the rater's items and their completion."""
 
     def join(
         self,
@@ -196,31 +194,6 @@ class Enrolment(RaterFlow):
         if not r.consent_at:
             self.tests.update_rater(test_id, r.rater_id, consent_at=now_iso())
         return {"consented": True}
-
-    def questionnaire(self, test_id: str, token: str, answers: Any) -> dict[str, Any]:
-        """The rater questionnaire (a test made with it): one listed option per question, all
-        questions answered, stored once (a second call keeps the first answers)."""
-        t = self.load_test(test_id)
-        r = self.rater(test_id, token)
-        if not r.consent_at:
-            raise Denied("consent first")
-        if not t.config.get("questionnaire"):
-            raise InvalidRequest("this test has no questionnaire")
-        if r.questionnaire:
-            return {"stored": False}
-        if not isinstance(answers, dict):
-            raise InvalidRequest("answers: {question: option}")
-        got = {}
-        for q in QUESTIONNAIRE:
-            v = answers.get(q["key"])
-            if v not in q["options"]:
-                raise InvalidRequest(f"{q['key']}: choose one of {', '.join(q['options'])}")
-            got[q["key"]] = v
-        extra = set(answers) - set(got)
-        if extra:
-            raise InvalidRequest(f"unknown question {sorted(extra)[0][:40]!r}")
-        self.tests.update_rater(test_id, r.rater_id, questionnaire=json.dumps(got))
-        return {"stored": True}
 
     def finish(self, t: TestRow, r: RaterSession) -> dict[str, Any]:
         """The code the rater gets at the end, given once, and the link: the test's

@@ -110,15 +110,28 @@ def rater_texts(kind: str, config: dict[str, Any], consent: str) -> dict[str, An
         if mode != "none"
         else None,
         "familiar_intro": FAMILIAR_INTRO,
-        "questionnaire": {"intro": QUESTIONNAIRE_INTRO, "questions": QUESTIONNAIRE}
-        if config.get("questionnaire")
-        else None,
+        "questionnaire": questionnaire_texts(config.get("questionnaire")),
         "counter": COUNTER,
         "break": BREAK if config.get("break_after") else None,
         "connection": CONNECTION,
         "screenout_heading": SCREENOUT_HEADING,
         "done_heading": DONE_HEADING,
     }
+
+
+def questionnaire_texts(q: Any) -> dict[str, Any] | None:
+    """The questionnaire's texts: the built-in page's (``true``), the designer's pages, or
+    None."""
+    if not q:
+        return None
+    if isinstance(q, list):  # ``questions``: every field, as the methods section lists them
+        questions = [
+            {"key": f["key"], "question": f["label"], "options": f.get("options") or []}
+            for p in q
+            for f in p["fields"]
+        ]
+        return {"intro": None, "pages": q, "questions": questions}
+    return {"intro": QUESTIONNAIRE_INTRO, "questions": QUESTIONNAIRE}
 
 
 def answer_mode(config: dict[str, Any]) -> str:

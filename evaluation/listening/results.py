@@ -30,6 +30,7 @@ from evaluation.listening.screening import (
     rater_table,
     screen_mode,
     screening_description,
+    with_answers,
 )
 
 
@@ -51,10 +52,12 @@ def _round(df: pd.DataFrame) -> pd.DataFrame:
 def test_raters(data: TestData, screening: TestScreening | None = None) -> pd.DataFrame:
     """One row per rater with every screening outcome, ``excluded`` and ``reasons`` (the one
     rule the results page, the export and the report use), then the reliability score
-    (:mod:`evaluation.listening.reliability`: reported, never applied)."""
+    (:mod:`evaluation.listening.reliability`: reported, never applied) and the
+    questionnaire's answers (``q_<key>``)."""
     scr = screening or TestScreening(require_headphones=screen_mode(data.config) != "none")
     outcomes = [(list(k.rater_columns), k.screen(data, scr)) for k in KINDS.values()]
-    return with_reliability(rater_table(data.raters, outcomes, scr), data)
+    table = with_reliability(rater_table(data.raters, outcomes, scr), data)
+    return with_answers(table, data.raters, data.config)
 
 
 def test_results(
