@@ -133,6 +133,15 @@ _RELIABILITY = {
     "reported, never used to exclude",
 }
 
+_ANSWERS = {
+    "q_<key>": "the rater's answer to questionnaire field <key> (a test's own pages: one "
+    "column per field, empty when not answered; free text as given)",
+    "q_device": "built-in questionnaire: what the rater listens with",
+    "q_headphone_type": "built-in questionnaire: which kind of headphones",
+    "q_native_language": "built-in questionnaire: native language",
+    "q_age_band": "built-in questionnaire: age band",
+}
+
 _RESULTS = {
     "raters": {
         "seq": "order of joining",
@@ -185,7 +194,7 @@ def columns() -> dict[str, dict[str, str]]:
     tail = {c: raters.pop(c) for c in ("excluded", "reasons")}
     for kind in KINDS.values():
         raters.update(kind.rater_columns)
-    results = {"results/raters.csv": {**raters, **tail, **_RELIABILITY}}
+    results = {"results/raters.csv": {**raters, **tail, **_RELIABILITY, **_ANSWERS}}
     for kind in KINDS.values():
         for f, cols in kind.columns.items():
             (raw if f.startswith("raw/") else results)[f] = cols

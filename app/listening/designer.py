@@ -210,9 +210,6 @@ class TestSpec:
                 screenout_url=(str(d["screenout_url"])[:500] if d.get("screenout_url") else None),
                 screenout_code=(str(d["screenout_code"])[:64] if d.get("screenout_code") else None),
                 familiarise=bool(d.get("familiarise", True)),
-                questionnaire=parse_pages(
-                    d.get("questionnaire"), int(d.get("items_per_rater", 10))
-                ),
                 normalise=bool(d.get("normalise", True)),
                 target_ratings=int(d["target_ratings"]) if d.get("target_ratings") else None,
                 **_logistics(d),
@@ -249,8 +246,9 @@ class TestSpec:
 
 
 def _logistics(d: dict[str, Any]) -> dict[str, Any]:
-    """The spec's rater-logistics fields (refill and the session cap), as given."""
+    """The spec's rater-logistics fields (questionnaire pages, refill, the session cap)."""
     return {
+        "questionnaire": parse_pages(d.get("questionnaire"), int(d.get("items_per_rater", 10))),
         "target_valid": int(d["target_valid"]) if d.get("target_valid") else None,
         "break_after": d.get("break_after") or None,
         "break_min_s": d.get("break_min_s"),
