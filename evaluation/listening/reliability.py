@@ -39,8 +39,9 @@ SCORE_COLUMNS = ("score", "cmos")
 """The answer a rating row carries (MOS, MUSHRA, SMOS…: ``score``; A/B CMOS: ``cmos``)."""
 CELL_COLUMNS = ("kind", "system_id", "system_a", "system_b", "prompt_id", "slot")
 """What makes two ratings the same stimulus (those of them a rating row has)."""
-FAILURE_COLUMNS = ("gold_failed", "trap_failed", "ab_check_failed", "ref_low", "anchor_high")
-"""The rater table's counts of failed check items (MOS, A/B, MUSHRA)."""
+FAILURE_COLUMNS = ("gold_failed", "trap_failed", "ab_check_failed")
+"""The rater table's counts of failed check items (MOS, A/B; a MUSHRA test's reference and
+anchors sit on its item screens, so its raters answer no check item)."""
 COLUMNS = ("agreement", "shared", "checks_passed", "time_ratio", "reliability")
 """The columns :func:`rater_reliability` adds to the rater table."""
 
