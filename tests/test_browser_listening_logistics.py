@@ -6,6 +6,8 @@ during it keeps the break and its countdown. Real server, real SQLite file, real
 
 from __future__ import annotations
 
+import json
+
 import httpx
 import pytest
 
@@ -131,3 +133,91 @@ def test_careless_raters_are_replaced_until_the_target_and_breaks_hold(setup):
         "SELECT crowd_id, breaks FROM test_raters WHERE test_id=? ORDER BY seq", [tid]
     ).fetchall()
     assert len(rows) == 4 and all(b and '"after": 2' in b for _, b in rows)
+
+
+HOSTILE = '<img src=x onerror="window.pwned=1">'
+
+
+def test_questionnaire_pages_are_drawn_as_text_and_answered_in_place(setup):
+    live, browser = setup
+    pages = [
+        {
+            "at": "start",
+            "title": "About you " + HOSTILE,
+            "fields": [
+                {
+                    "key": "band",
+                    "label": "Age " + HOSTILE,
+                    "type": "choice",
+                    "options": ["<b>young</b>", "older"],
+                },
+                {
+                    "key": "hours",
+                    "label": "Hours a day",
+                    "type": "number",
+                    "min": 0,
+                    "max": 24,
+                    "required": False,
+                },
+            ],
+        },
+        {
+            "at": "end",
+            "title": "Last",
+            "fields": [{"key": "comments", "label": "Comments", "type": "text", "max_length": 300}],
+        },
+    ]
+    tid = create_test(
+        live,
+        prompts=PROMPTS[:1],
+        items_per_rater=2,
+        headphone_check=False,
+        screening=False,
+        questionnaire=pages,
+        completion_code="Q-OK",
+    )
+    page = browser.new_page()
+    page.goto(f"{live.url}listen/{tid}?PROLIFIC_PID=q-1")
+    page.wait_for_selector("#lt-root[data-ready='1']", timeout=30_000)
+    page.click("#lt-agree")
+    page.wait_for_selector("#lt-questionnaire:not([hidden])", timeout=30_000)
+    assert page.inner_text("#lt-q-intro") == "About you " + HOSTILE  # text, not markup
+    assert (
+        page.evaluate("document.querySelectorAll('#lt-questionnaire img, #lt-q-form b').length")
+        == 0
+    )
+    assert "Age " + HOSTILE in page.inner_text("#lt-q-form")
+    assert page.is_disabled("#lt-q-send")  # the required choice is not answered yet
+    page.fill("input[name='hours']", "30")  # out of range: not sent
+    page.check("input[name='band'][value='<b>young</b>']")
+    assert not page.is_disabled("#lt-q-send")
+    page.fill("input[name='hours']", "3.5")
+    page.click("#lt-q-send")
+    page.wait_for_selector("#lt-item:not([hidden])", timeout=30_000)
+    for _ in range(2):
+        pos = page.get_attribute("#lt-root", "data-position")
+        page.click(".lt-play[data-slot='0']")
+        page.click(".lt-choice[data-value='4']")
+        page.wait_for_function("!document.querySelector('#lt-submit').disabled", timeout=60_000)
+        page.click("#lt-submit")
+        page.wait_for_function(
+            f"document.querySelector('#lt-root').dataset.position !== '{pos}'", timeout=30_000
+        )
+    page.wait_for_selector("#lt-questionnaire:not([hidden])", timeout=30_000)
+    assert page.inner_text("#lt-q-intro") == "Last"
+    assert page.is_disabled("#lt-q-send")
+    page.fill("textarea[name='comments']", HOSTILE)
+    page.click("#lt-q-send")
+    page.wait_for_selector("#lt-done:not([hidden])", timeout=30_000)
+    assert page.inner_text("#lt-code") == "Q-OK"
+    assert page.evaluate("window.pwned") is None
+    rid = page.evaluate("window.listenTest.status.rater_id")
+    page.evaluate("localStorage.clear()")
+    page.close()
+    got = live.app.state.listening.tests.rater(tid, rid).questionnaire
+    assert json.loads(got) == {
+        "band": "<b>young</b>",
+        "hours": 3.5,
+        "comments": HOSTILE,
+        "_pages": ["start", "end"],
+    }
