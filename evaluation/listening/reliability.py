@@ -35,8 +35,11 @@ if TYPE_CHECKING:
 
 MIN_SHARED = 3
 """Stimuli a rater must share with the panel before an agreement is given."""
-SCORE_COLUMNS = ("score", "cmos")
-"""The answer a rating row carries (MOS, MUSHRA, SMOS…: ``score``; A/B CMOS: ``cmos``)."""
+SCORE_COLUMN = "score"
+"""A rating row's answer when the rows name no kind (each kind's rows: the first numeric of
+its own rating columns, :func:`scores`)."""
+NOT_ANSWERS = frozenset({"played_ms", "duration_s"})
+"""Rating columns that are numbers but not the answer."""
 CELL_COLUMNS = ("kind", "system_id", "system_a", "system_b", "prompt_id", "slot")
 """What makes two ratings the same stimulus (those of them a rating row has)."""
 FAILURE_COLUMNS = ("gold_failed", "trap_failed", "ab_check_failed")
@@ -59,12 +62,29 @@ def item_scores(ratings: pd.DataFrame) -> pd.DataFrame:
     if ratings is None or ratings.empty:
         return out
     r = ratings[ratings["role"].fillna("item") == "item"] if "role" in ratings else ratings
-    score = pd.Series(np.nan, index=r.index)
-    for c in SCORE_COLUMNS:
-        if c in r.columns:
-            score = score.fillna(pd.to_numeric(r[c], errors="coerce"))
-    got = pd.DataFrame({"rater_id": r["rater_id"], "cell": _cells(r), "score": score})
+    got = pd.DataFrame({"rater_id": r["rater_id"], "cell": _cells(r), "score": scores(r)})
     return got.dropna(subset=["score"]).reset_index(drop=True)
+
+
+def scores(r: pd.DataFrame) -> pd.Series:
+    """Each rating row's answer as a number: for a kind's rows the first of its rating
+    columns that holds numbers (MOS and MUSHRA: the score; A/B: the CMOS answer), else the
+    ``score`` column."""
+    from evaluation.listening.kinds import KINDS
+
+    out = pd.Series(np.nan, index=r.index)
+    if "kind" not in r:
+        return pd.to_numeric(r.get(SCORE_COLUMN, out), errors="coerce")
+    for kind in KINDS.values():
+        mine = r["kind"] == kind.name
+        for c in kind.rating_columns:
+            if c in NOT_ANSWERS or c not in r or not mine.any():
+                continue
+            v = pd.to_numeric(r.loc[mine, c], errors="coerce")
+            if v.notna().any():
+                out.loc[mine] = v
+                break
+    return out
 
 
 def agreement(scores: pd.DataFrame) -> pd.DataFrame:
@@ -183,6 +203,7 @@ __all__ = [
     "checks_passed",
     "item_scores",
     "rater_reliability",
+    "scores",
     "time_ratio",
     "with_reliability",
 ]
