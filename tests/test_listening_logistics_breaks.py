@@ -12,6 +12,7 @@ import os
 
 import httpx
 
+from app.listening import refill
 from app.store import open_store
 from tests.support.app_util import LISTENING_BACKENDS, create_test, live_server
 from tests.support.postgres import db_target_fixture, pg_cluster_fixture, pg_url_fixture
@@ -93,7 +94,13 @@ def test_break_page_after_n_items_survives_a_reload_and_resumes(db_target, tmp_p
             return rid
 
         rid = asyncio.run(go())
-        breaks = live.app.state.listening.tests.rater(tid, rid).breaks
+        tests = live.app.state.listening.tests
+        breaks = tests.rater(tid, rid).breaks
+        # the refill's count on this engine: the rater answered 4 to every clip, which the
+        # screening excludes (straight-lining): no valid rater, one excluded, no target
+        p = refill.test_places(tests, tid)
+        assert (p.target, p.valid, p.excluded, p.places_left) == (None, 0, 1, None)
+        assert [r.rater_id for r in tests.raters(tid)] == [rid]
     got = json.loads(breaks)
     assert len(got) == 1 and got[0]["after"] == 2
     assert got[0]["ended"] - got[0]["started"] >= MIN_S

@@ -56,7 +56,7 @@ async def rate_all(live, tid: str, careful: bool) -> dict:
     return st
 
 
-def test_excluded_raters_places_reopen_until_the_target_of_valid_ratings(live):
+def test_excluded_raters_places_reopen_until_the_target_of_valid_ratings(live, tmp_path):
     tid = create_test(
         live,
         ADMIN,
@@ -97,6 +97,13 @@ def test_excluded_raters_places_reopen_until_the_target_of_valid_ratings(live):
     assert len(kept) == 2 and sorted(r["n"] for r in res["mos"]) == [2, 2]
     # each rater's reliability columns are in the results (two raters: too few to agree)
     assert {"agreement", "checks_passed", "time_ratio", "reliability"} <= set(res["raters"][0])
+
+    # the Tests tab's crowd editor shows the same line under the crowd settings
+    from app.listening.admin.page import AdminPage
+    from app.listening.admin.tests_tab import crowd_values
+
+    note = crowd_values(AdminPage(live.state, live.app.state.listening, tmp_path), tid)[-1]
+    assert "Places left: 0 (target 1 valid ratings per stimulus" in note
 
     # listenlab test results says the same (its own process reads the same SQLite file)
     out = io.StringIO()
