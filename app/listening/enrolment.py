@@ -69,7 +69,7 @@ class Enrolment(RaterFlow):
         target, rule = refill.target_of(cfg)
         dropout = float(cfg.get("dropout_after_s") or DROPOUT_AFTER_S)
         # target_valid: the results' exclusions, read before the join's write lock is taken
-        excluded = refill.excluded_raters(self.tests, test_id) if rule == "valid" else set()
+        excluded = self.exclusions.excluded(self.tests, test_id) if rule == "valid" else set()
 
         def row(raters: list[RaterSession]) -> int | None:
             if len(raters) >= int(cfg.get("max_raters") or MAX_RATERS):
@@ -218,9 +218,9 @@ class Enrolment(RaterFlow):
     def excluded(self, t: TestRow, r: RaterSession) -> bool:
         """Whether the test's screening (the results' own rule: check items, traps,
         straight-lining, unplayed items, A/B check pairs, BS.1534-3) leaves this rater out."""
-        from evaluation.listening.results import test_raters
+        from evaluation.listening.results import screened_raters
 
-        raters = test_raters(self.tests.test_data(t.test_id))
+        raters = screened_raters(self.tests.test_data(t.test_id, times=False))
         mine = raters[raters["rater_id"] == r.rater_id]
         return bool(not mine.empty and bool(mine["excluded"].iloc[0]))
 

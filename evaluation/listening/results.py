@@ -49,14 +49,20 @@ def _round(df: pd.DataFrame) -> pd.DataFrame:
     return out
 
 
-def test_raters(data: TestData, screening: TestScreening | None = None) -> pd.DataFrame:
-    """One row per rater with every screening outcome, ``excluded`` and ``reasons`` (the one
-    rule the results page, the export and the report use), then the reliability score
-    (:mod:`evaluation.listening.reliability`: reported, never applied) and the
-    questionnaire's answers (``q_<key>``)."""
+def screened_raters(data: TestData, screening: TestScreening | None = None) -> pd.DataFrame:
+    """One row per rater with every screening outcome, ``excluded`` and ``reasons``: the one
+    rule the results page, the export, the report and refill (``app/listening/refill.py``)
+    use."""
     scr = screening or TestScreening(require_headphones=screen_mode(data.config) != "none")
     outcomes = [(list(k.rater_columns), k.screen(data, scr)) for k in KINDS.values()]
-    table = with_reliability(rater_table(data.raters, outcomes, scr), data)
+    return rater_table(data.raters, outcomes, scr)
+
+
+def test_raters(data: TestData, screening: TestScreening | None = None) -> pd.DataFrame:
+    """:func:`screened_raters`, then the reliability score
+    (:mod:`evaluation.listening.reliability`: reported, never applied) and the
+    questionnaire's answers (``q_<key>``)."""
+    table = with_reliability(screened_raters(data, screening), data)
     return with_answers(table, data.raters, data.config)
 
 
@@ -102,4 +108,4 @@ def test_results(
     }
 
 
-__all__ = ["test_raters", "test_results"]
+__all__ = ["screened_raters", "test_raters", "test_results"]
