@@ -46,3 +46,37 @@ def test_each_rater_a_subset_every_stimulus_about_as_often(systems, prompts, k, 
         assert max(count.values()) - min(count.values()) <= 2, n
         if n % balanced_at == 0:
             assert set(count.values()) == {n * items // (systems * prompts)}
+
+
+def test_the_cli_flags_make_the_spec_fields(tmp_path):
+    import json
+
+    from app.cli import build_parser
+    from app.listening.cli import spec_from_args
+    from app.listening.designer import TestSpec
+
+    pages = [{"at": "end", "fields": [{"key": "c", "label": "Comments", "type": "text"}]}]
+    qfile = tmp_path / "q.json"
+    qfile.write_text(json.dumps(pages))
+    argv = [
+        "test",
+        "create",
+        "--system",
+        "a=piper",
+        "--items-per-rater",
+        "4",
+        "--target-valid",
+        "3",
+        "--break-after",
+        "2",
+        "--break-min",
+        "30",
+        "--questionnaire-file",
+        str(qfile),
+    ]
+    spec = spec_from_args(build_parser("test").parse_args(argv))
+    assert (spec["target_valid"], spec["break_after"], spec["break_min_s"]) == (3, 2, 30.0)
+    ts = TestSpec.from_dict(spec)
+    assert (
+        ts.questionnaire[0]["at"] == "end" and ts.questionnaire[0]["fields"][0]["max_length"] == 500
+    )
