@@ -42,8 +42,8 @@ NAMES = {t.name for t in TABLES}
 
 def test_schema_version_is_nine():
     """Version 7 made PostgreSQL sort text byte by byte; SQLite has nothing to do at it.
-    Version 8 is the arena's second (#42); version 9 adds #42's new kinds' tables and the
-    machine scores (#39)."""
+    Version 8 is the arena's second (#42); version 9 adds #42's new kinds' tables, the rater
+    logistics' breaks and the machine scores (#39)."""
     assert SCHEMA_VERSION == 9
     assert changes_at(7, "postgresql") and not changes_at(7, "sqlite")
     assert all(changes_at(v, "sqlite") for v in range(1, 7))

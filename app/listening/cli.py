@@ -122,6 +122,9 @@ def spec_from_args(args: argparse.Namespace) -> dict[str, Any]:
         ("questionnaire", args.questionnaire),
         ("normalise", args.normalise),
         ("target_ratings", args.target_ratings),
+        ("target_valid", args.target_valid),
+        ("break_after", args.break_after),
+        ("break_min_s", args.break_min),
         ("dropout_after_s", args.dropout_after),
         ("show_text", args.show_text),
         ("title", args.title),
@@ -133,6 +136,15 @@ def spec_from_args(args: argparse.Namespace) -> dict[str, Any]:
     ):
         if value is not None:
             spec[key] = value
+    if getattr(args, "questionnaire_file", None):
+        try:
+            spec["questionnaire"] = json.loads(
+                Path(args.questionnaire_file).read_text(encoding="utf-8")
+            )
+        except (OSError, ValueError) as e:
+            raise InvalidRequest(
+                f"cannot read the questionnaire {args.questionnaire_file}: {e}"
+            ) from None
     if args.draft:
         spec["open"] = False
     if getattr(args, "confirm_not_persistent", False):
@@ -244,6 +256,7 @@ def text_table(rows: list[dict[str, Any]]) -> str:
 
 def _run_results(args: argparse.Namespace) -> int:
     from app.listening.jsonable import frames_json
+    from app.listening.refill import test_places
     from evaluation.listening.results import test_results
 
     store = _open_store(args.db, read_only=True)
@@ -252,6 +265,7 @@ def _run_results(args: argparse.Namespace) -> int:
         t = tests.require_test(args.test_id)
         data = tests.test_data(args.test_id)
         tables = test_results(data, include_screened=args.include_screened)
+        places_line = test_places(tests, args.test_id).line()
         if args.csv:
             from app.listening.export import export_all
 
@@ -264,6 +278,7 @@ def _run_results(args: argparse.Namespace) -> int:
     import pandas as pd
 
     print(f"{t.name} ({t.kind}, {t.status})")
+    print(places_line)
     with pd.option_context("display.width", 160, "display.max_columns", 30):
         for name, df in tables.items():
             print(f"\n== {name} ==")
@@ -494,6 +509,12 @@ def _add_screening(c: argparse.ArgumentParser) -> None:
         "questionnaire",
         "ask each rater listening device, headphone type, native language, age band (default off)",
     )
+    c.add_argument(
+        "--questionnaire-file",
+        metavar="FILE",
+        help="a JSON list of questionnaire pages [{at: start|end|N, title, fields: [{key, "
+        "label, type: choice|number|text, required, options | min, max | max_length}]}]",
+    )
     _flag(
         c,
         "normalise",
@@ -505,6 +526,25 @@ def _add_screening(c: argparse.ArgumentParser) -> None:
         type=int,
         metavar="N",
         help="usable ratings per stimulus; then new raters are told the test is full",
+    )
+    c.add_argument(
+        "--target-valid",
+        type=int,
+        metavar="N",
+        help="valid ratings per stimulus (raters the screening keeps): the test stays open, "
+        "reopening excluded raters' places, until every stimulus has N",
+    )
+    c.add_argument(
+        "--break-after",
+        type=int,
+        metavar="N",
+        help="the session cap: a break page after every N answered items (1..500)",
+    )
+    c.add_argument(
+        "--break-min",
+        type=float,
+        metavar="S",
+        help="the break's minimum pause in seconds (5..3600, default 60)",
     )
     c.add_argument(
         "--dropout-after",

@@ -84,6 +84,8 @@ _RAW = {
         "familiarised_at": "when the rater pressed Continue after familiarisation",
         "questionnaire": "JSON: the questionnaire's answers (device, headphone_type, "
         "native_language, age_band), when the test asked it",
+        "breaks": "JSON: the rater's breaks of the session cap, [{after: items answered, "
+        "started, ended: Unix seconds}]",
     },
     "assignments": {
         "position": "place in the rater's list (0-based)",
@@ -121,6 +123,25 @@ _RAW = {
         "time_since_previous_ms": "previous answer (or consent) to this answer; for the first "
         "item it includes the headphone screen and familiarisation",
     },
+}
+
+_RELIABILITY = {
+    "agreement": "Pearson r of the rater's item scores with the other raters' mean of the same "
+    "stimuli (from 3 shared stimuli; 0 when either side does not vary)",
+    "shared": "stimuli the agreement was computed over",
+    "checks_passed": "share of the rater's check items passed (empty: none answered)",
+    "time_ratio": "median over items of time on item / the clip's played length",
+    "reliability": "max(agreement, 0) x checks_passed (a missing part counts as 1): 0..1, "
+    "reported, never used to exclude",
+}
+
+_ANSWERS = {
+    "q_<key>": "the rater's answer to questionnaire field <key> (a test's own pages: one "
+    "column per field, empty when not answered; free text as given)",
+    "q_device": "built-in questionnaire: what the rater listens with",
+    "q_headphone_type": "built-in questionnaire: which kind of headphones",
+    "q_native_language": "built-in questionnaire: native language",
+    "q_age_band": "built-in questionnaire: age band",
 }
 
 _RESULTS = {
@@ -175,7 +196,7 @@ def columns() -> dict[str, dict[str, str]]:
     tail = {c: raters.pop(c) for c in ("excluded", "reasons")}
     for kind in KINDS.values():
         raters.update(kind.rater_columns)
-    results = {"results/raters.csv": {**raters, **tail}}
+    results = {"results/raters.csv": {**raters, **tail, **_RELIABILITY, **_ANSWERS}}
     for kind in KINDS.values():
         for f, cols in kind.columns.items():
             (raw if f.startswith("raw/") else results)[f] = cols

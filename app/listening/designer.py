@@ -19,9 +19,12 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
+from app.listening.breaks import check_break_settings
 from app.listening.flow import DEFAULT_TITLE
 from app.listening.imported import ImportedSet, read_audio, scan, unpack_zip
 from app.listening.persistence import CONFIRM_FIELD, check_may_open
+from app.listening.questionnaire import parse_pages
+from app.listening.refill import MAX_TARGET_VALID, raters_for_target, target_of
 from app.listening.stimuli import (
     CEILING_DBTP,
     CONDITIONS,
@@ -114,14 +117,23 @@ class TestSpec:
     """A fixed screen-out code (Prolific's); default: a random one per rater."""
     familiarise: bool = True
     """Play the scale's ends before the first item (not rated)."""
-    questionnaire: bool = False
-    """Ask each rater the short questionnaire (device, headphone type, native language, age
+    questionnaire: bool | list[dict[str, Any]] = False
+    """Questionnaire pages (:func:`app.listening.questionnaire.parse_pages`: the designer's
+    fields, placed at the start, after item N or at the end), or True: the built-in page, the
+    short questionnaire (device, headphone type, native language, age
     band) after consent (:data:`app.listening.texts.QUESTIONNAIRE`)."""
     normalise: bool = True
     """Bring every stimulus to ``target_lufs`` (under the true-peak ceiling); off: keep the
     levels the stimuli came with (a study calibrated on its own, e.g. ITU-T P.835's)."""
     target_ratings: int | None = None
     """Usable ratings per stimulus after which new raters are told the test is full."""
+    target_valid: int | None = None
+    """Valid ratings per stimulus (raters the screening keeps): the test takes joiners,
+    reopening an excluded rater's place, until every stimulus has them (:mod:`.refill`)."""
+    break_after: int | None = None
+    """The session cap: a break page after every this many answered items (None: none)."""
+    break_min_s: float | None = None
+    """The break's minimum pause in seconds (default :data:`app.listening.breaks.BREAK_MIN_S`)."""
     dropout_after_s: float = 1800.0
     """A rater idle this long counts as dropped (their design row is given again)."""
     show_text: bool | None = None
@@ -198,9 +210,9 @@ class TestSpec:
                 screenout_url=(str(d["screenout_url"])[:500] if d.get("screenout_url") else None),
                 screenout_code=(str(d["screenout_code"])[:64] if d.get("screenout_code") else None),
                 familiarise=bool(d.get("familiarise", True)),
-                questionnaire=bool(d.get("questionnaire", False)),
                 normalise=bool(d.get("normalise", True)),
                 target_ratings=int(d["target_ratings"]) if d.get("target_ratings") else None,
+                **_logistics(d),
                 dropout_after_s=float(d.get("dropout_after_s") or 1800.0),
                 show_text=None if d.get("show_text") is None else bool(d["show_text"]),
                 consent=(str(d["consent"])[:4000] if d.get("consent") else None),
@@ -231,6 +243,16 @@ class TestSpec:
             )
         except (KeyError, TypeError, ValueError) as e:
             raise InvalidRequest(f"bad test spec: {e}") from None
+
+
+def _logistics(d: dict[str, Any]) -> dict[str, Any]:
+    """The spec's rater-logistics fields (questionnaire pages, refill, the session cap)."""
+    return {
+        "questionnaire": parse_pages(d.get("questionnaire"), int(d.get("items_per_rater", 10))),
+        "target_valid": int(d["target_valid"]) if d.get("target_valid") else None,
+        "break_after": d.get("break_after") or None,
+        "break_min_s": d.get("break_min_s"),
+    }
 
 
 def _source(state: Any, s: SystemSpec) -> tuple[SystemSource, BackendEntry | None]:
@@ -275,6 +297,11 @@ def check_spec(spec: TestSpec) -> None:
         raise InvalidRequest(f"screening must be one of {', '.join(MODES)}")
     if spec.target_ratings is not None and not 1 <= spec.target_ratings <= 10_000:
         raise InvalidRequest("the target ratings per stimulus must be within 1..10000")
+    if spec.target_valid is not None and not 1 <= spec.target_valid <= MAX_TARGET_VALID:
+        raise InvalidRequest(
+            f"the target valid ratings per stimulus must be within 1..{MAX_TARGET_VALID}"
+        )
+    check_break_settings(spec.break_after, spec.break_min_s)
     if not 1.0 <= spec.dropout_after_s <= 7 * 86400.0:
         raise InvalidRequest("the dropout time must be within 1 s .. 7 days")
     if spec.stimuli and spec.prompts:
@@ -464,6 +491,14 @@ def _config(spec: TestSpec, src: _Sources, design: Design, gold: GoldClip | None
         "familiarise": spec.familiarise,
         "questionnaire": spec.questionnaire,
         "target_ratings": spec.target_ratings,
+        "target_valid": spec.target_valid,
+        **dict(
+            zip(
+                ("break_after", "break_min_s"),
+                check_break_settings(spec.break_after, spec.break_min_s),
+                strict=True,
+            )
+        ),
         "dropout_after_s": spec.dropout_after_s,
         "show_text": spec.show_text if spec.show_text is not None else design.test_kind.show_text,
         "consent": spec.consent,
@@ -610,9 +645,26 @@ def design_report(tests: TestStore, test_id: str) -> list[str]:
     from app.listening.stimuli import level_lines
     from evaluation.listening.planning import plan_lines, screening_warnings
 
-    d = Design.from_dict(tests.require_test(test_id).config["design"])
+    cfg = tests.require_test(test_id).config
+    d = Design.from_dict(cfg["design"])
     warn = [f"Warning: {w}" for w in screening_warnings(d)]
-    return [*plan_lines(d), *warn, *level_lines(tests.stimuli(test_id))]
+    return [*plan_lines(d), *refill_lines(d, cfg), *warn, *level_lines(tests.stimuli(test_id))]
+
+
+def refill_lines(d: Design, cfg: dict[str, Any]) -> list[str]:
+    """The places a crowd study opens for the test's target (none without a target)."""
+    target, rule = target_of(cfg)
+    if target is None:
+        return []
+    n = raters_for_target(d, target)
+    if rule != "valid":
+        return [f"Target: {target} usable ratings per stimulus: {n} raters who finish."]
+    return [
+        f"Refill: {target} valid ratings per stimulus need {n} raters the screening keeps. "
+        f"Open {n} places on the crowd platform; each excluded rater's place reopens here, and "
+        "the platform reopens it when you reject or ask to return that submission (its "
+        "excluded code)."
+    ]
 
 
 def design_summary(tests: Any, test_id: str) -> dict[str, Any]:

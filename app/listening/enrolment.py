@@ -1,5 +1,5 @@
-"""Enrolment: a rater joins (or resumes), agrees, answers the questionnaire, gets their items
-and, at the end, the completion code.
+"""Enrolment: a rater joins (or resumes), agrees, gets their items and, at the end, the
+completion code (the questionnaire pages are :mod:`.questionnaire`'s).
 
 Why here: who a rater is and which design row and items they get are decided once, at the
 join and the first status, under the store's write lock (:meth:`TestStore.join`), so two
@@ -10,14 +10,14 @@ items in the same order.
 from __future__ import annotations
 
 import hashlib
-import json
 import re
 import secrets
 import time
 from typing import Any
 
+from app.listening import refill
 from app.listening.flow import Denied, RaterFlow, consent_text, design_of, public_title
-from app.listening.texts import QUESTIONNAIRE
+from app.listening.refill import DROPOUT_AFTER_S
 from app.store import Assignment, UnknownItem, now_iso
 from app.store.listening import RaterSession, TestRow
 from backends.errors import InvalidRequest
@@ -25,7 +25,6 @@ from evaluation.listening.design import (
     ANCHOR,
     TRAP,
     Design,
-    RaterRow,
     all_row_cells,
     choose_row,
     plan,
@@ -33,10 +32,6 @@ from evaluation.listening.design import (
 
 CROWD_RE = re.compile(r"^[A-Za-z0-9_.:@-]{1,128}$")
 CROWD_KEYS = ("PROLIFIC_PID", "workerId", "crowd_id", "participant")
-DROPOUT_AFTER_S = 1800.0
-"""A rater idle this long (no join or status call: the page makes one after every answer)
-counts as dropped: their design row is given to the next joiner (the test's
-``dropout_after_s`` overrides it)."""
 MAX_RATERS = 5000
 """Joins per test (bounds what an anonymous visitor can make the server store)."""
 
@@ -50,7 +45,7 @@ def assignment_id(test_id: str, rater_id: str, position: int) -> str:
 
 
 class Enrolment(RaterFlow):
-    """Join, consent, questionnaire, the rater's items and their completion."""
+    """Join, consent, the rater's items and their completion."""
 
     def join(
         self,
@@ -71,23 +66,16 @@ class Enrolment(RaterFlow):
             source = None
         cfg = t.config
         design = design_of(t)
-        target = cfg.get("target_ratings")
+        target, rule = refill.target_of(cfg)
         dropout = float(cfg.get("dropout_after_s") or DROPOUT_AFTER_S)
+        # target_valid: the results' exclusions, read before the join's write lock is taken
+        excluded = self.exclusions.excluded(self.tests, test_id) if rule == "valid" else set()
 
         def row(raters: list[RaterSession]) -> int | None:
             if len(raters) >= int(cfg.get("max_raters") or MAX_RATERS):
                 raise Denied("this test has all the raters it takes")
-            now = time.time()
-            rows = [
-                RaterRow(
-                    int(r.seq if r.design_row is None else r.design_row),
-                    not r.screened_out_at
-                    and r.headphone_pass != 0
-                    and bool(r.finished_at or (r.seen_at and now - r.seen_at <= dropout)),
-                )
-                for r in raters
-            ]
-            got = choose_row(design, rows, int(target) if target else None)
+            rows = refill.rater_rows(raters, excluded, time.time(), dropout)
+            got = choose_row(design, rows, target)
             if got is None:
                 raise Denied("this test is full: it has all the ratings it needs. Thank you!")
             return got
@@ -207,31 +195,6 @@ class Enrolment(RaterFlow):
             self.tests.update_rater(test_id, r.rater_id, consent_at=now_iso())
         return {"consented": True}
 
-    def questionnaire(self, test_id: str, token: str, answers: Any) -> dict[str, Any]:
-        """The rater questionnaire (a test made with it): one listed option per question, all
-        questions answered, stored once (a second call keeps the first answers)."""
-        t = self.load_test(test_id)
-        r = self.rater(test_id, token)
-        if not r.consent_at:
-            raise Denied("consent first")
-        if not t.config.get("questionnaire"):
-            raise InvalidRequest("this test has no questionnaire")
-        if r.questionnaire:
-            return {"stored": False}
-        if not isinstance(answers, dict):
-            raise InvalidRequest("answers: {question: option}")
-        got = {}
-        for q in QUESTIONNAIRE:
-            v = answers.get(q["key"])
-            if v not in q["options"]:
-                raise InvalidRequest(f"{q['key']}: choose one of {', '.join(q['options'])}")
-            got[q["key"]] = v
-        extra = set(answers) - set(got)
-        if extra:
-            raise InvalidRequest(f"unknown question {sorted(extra)[0][:40]!r}")
-        self.tests.update_rater(test_id, r.rater_id, questionnaire=json.dumps(got))
-        return {"stored": True}
-
     def finish(self, t: TestRow, r: RaterSession) -> dict[str, Any]:
         """The code the rater gets at the end, given once, and the link: the test's
         ``excluded_code`` when it has one and its screening leaves this rater out of the
@@ -255,9 +218,9 @@ class Enrolment(RaterFlow):
     def excluded(self, t: TestRow, r: RaterSession) -> bool:
         """Whether the test's screening (the results' own rule: check items, traps,
         straight-lining, unplayed items, A/B check pairs, BS.1534-3) leaves this rater out."""
-        from evaluation.listening.results import test_raters
+        from evaluation.listening.results import screened_raters
 
-        raters = test_raters(self.tests.test_data(t.test_id))
+        raters = screened_raters(self.tests.test_data(t.test_id, times=False))
         mine = raters[raters["rater_id"] == r.rater_id]
         return bool(not mine.empty and bool(mine["excluded"].iloc[0]))
 

@@ -12,6 +12,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
+from app.listening.refill import ExclusionCache
 from app.store import UnknownItem
 from app.store.listening import RaterSession, TestRow, TestStore
 from backends.errors import Conflict, Forbidden, InvalidRequest
@@ -63,6 +64,8 @@ class RaterFlow:
     def __init__(self, store: Any):
         self.tests = TestStore(store)
         self.store = store
+        self.exclusions = ExclusionCache()
+        """Refill's screening of finished raters, kept between joins (:mod:`.refill`)."""
 
     def rater(self, test_id: str, token: Any) -> RaterSession:
         """The rater this token belongs to in this test (checked against its hash), or Denied."""

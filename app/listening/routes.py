@@ -8,6 +8,7 @@ URL that could leak through a referrer or a log):
 * ``POST /ll/listen/{test_id}/join`` {crowd_id?, source?} -> {token}
 * ``GET /ll/listen/{test_id}/status`` -> progress, consent, headphone check, next item
 * ``POST /ll/listen/{test_id}/consent``
+* ``POST /ll/listen/{test_id}/resume`` -> ends the rater's break (the session cap)
 * ``POST /ll/listen/{test_id}/questionnaire`` {answers: {question: option}} (tests made with it)
 * ``GET /ll/listen/{test_id}/screen/{n}`` -> the headphone screen's trial ``n`` (WAV);
   ``POST /ll/listen/{test_id}/screen/{n}`` {answer}, or ``POST .../headphone`` {answers}: a
@@ -17,6 +18,7 @@ URL that could leak through a referrer or a log):
 * ``POST /ll/listen/{test_id}/vote`` {answer_id, assignment_id, score | cmos | choice | scores}
 
 Admin (``require_admin``): ``GET /ll/admin/tests``, ``GET /ll/admin/tests/{id}/results``,
+``GET /ll/admin/tests/{id}/places`` (refill: places left),
 ``POST /ll/admin/tests/{id}/status`` {status}, ``GET /ll/admin/tests/{id}/export.zip``
 (``?public=true``: without crowd ids and codes).
 
@@ -42,6 +44,7 @@ from fastapi.responses import HTMLResponse, JSONResponse, Response
 
 from app.listening.jsonable import clean_json, frames_json
 from app.listening.persistence import CONFIRM_FIELD, check_may_open
+from app.listening.refill import test_places
 from app.listening.service import Listening, check_id
 from app.web.admin import login_page, policy, require_admin
 from app.web.inputs import JSON_BODY_BYTES, json_object
@@ -179,6 +182,12 @@ async def questionnaire(
     return await asyncio.to_thread(svc.questionnaire, test_id, token, b.get("answers"))
 
 
+@router.post("/ll/listen/{test_id}/resume")
+async def resume(test_id: str, svc: Listening = Svc, token: str = Token) -> dict[str, Any]:
+    """End the rater's break (409 before its minimum pause has passed)."""
+    return await asyncio.to_thread(svc.resume, test_id, token)
+
+
 @router.get("/ll/listen/{test_id}/screen/{n}")
 async def screen_audio(test_id: str, n: int, svc: Listening = Svc, token: str = Token):
     return wav(await asyncio.to_thread(svc.screen_audio, test_id, token, n))
@@ -228,6 +237,14 @@ async def results(
 ) -> JSONResponse:
     t = await asyncio.to_thread(results_of, svc, test_id, include_screened)
     return JSONResponse(frames_json(t))
+
+
+@admin_router.get("/ll/admin/tests/{test_id}/places")
+async def places(test_id: str, svc: Listening = Svc) -> dict[str, Any]:
+    """Where the test stands against its target: places left, valid and excluded raters
+    (:mod:`app.listening.refill`); ``line`` is the sentence the Tests tab shows."""
+    p = await asyncio.to_thread(test_places, svc.tests, check_id(test_id, "test id"))
+    return {"test_id": test_id, **p.to_dict(), "line": p.line()}
 
 
 @admin_router.post("/ll/admin/tests/{test_id}/status")

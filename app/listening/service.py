@@ -13,6 +13,7 @@ import json
 import time
 from typing import Any
 
+from app.listening.breaks import Breaks
 from app.listening.enrolment import Enrolment
 from app.listening.familiarisation import Familiarisation
 from app.listening.flow import (
@@ -25,13 +26,14 @@ from app.listening.flow import (
     design_of,
     public_title,
 )
+from app.listening.questionnaire import Questionnaires
 from app.listening.rating import Rating, show_text
 from app.listening.texts import rater_texts
 from app.store.listening import RaterSession, TestRow
 from evaluation.listening import screening
 
 
-class Listening(Enrolment, Familiarisation, Rating):
+class Listening(Enrolment, Familiarisation, Rating, Breaks, Questionnaires):
     """Every step of a rater's session (see the module's docstring)."""
 
     def status(self, test_id: str, token: str) -> dict[str, Any]:
@@ -73,22 +75,30 @@ class Listening(Enrolment, Familiarisation, Rating):
             "finished": not out_ and nxt is None,
             "item": None if nxt is None else self.item(t, nxt).__dict__,
         }
-        out.update(self._stage(t, r, hp, nxt, len(done)))
+        out["questionnaire"] = self.page_state(t, r, len(done), len(items))
+        out.update(self._stage(t, r, hp, nxt, len(done), out["questionnaire"]))
+        if out["stage"] == "item":  # the session cap: a break page before the next item
+            pause = self.break_state(t, r, len(done), len(items))
+            if pause is not None:
+                out.update(stage="break", item=None, **{"break": pause.__dict__})
         return out
 
     def _stage(
-        self, t: TestRow, r: RaterSession, hp: dict | None, nxt: Any, answered: int
+        self, t: TestRow, r: RaterSession, hp: dict | None, nxt: Any, answered: int, page: Any
     ) -> dict[str, Any]:
-        """Which step the rater is at, and what that step shows."""
+        """Which step the rater is at, and what that step shows (``page``: the questionnaire
+        page due, :mod:`.questionnaire`)."""
         cfg = t.config
         if not r.consent_at:
             return {"stage": "consent"}
-        if cfg.get("questionnaire") and not r.questionnaire and not r.screened_out_at:
+        if page is not None and page["at"] == "start" and not r.screened_out_at:
             return {"stage": "questionnaire"}
         if r.screened_out_at:
             return {"stage": "screened_out", **self.screenout_link(t, r.screenout_code)}
         if screening.screen_mode(cfg) != "none" and hp is None:
             return {"stage": "screen", "screen": self.screen_state(t, r)}
+        if page is not None:  # a page after item N, or at the end (before the code)
+            return {"stage": "questionnaire", "item": None}
         if nxt is None:
             return {"stage": "done", **self.finish(t, r)}
         if self.needs_familiar(t, r, answered):
@@ -103,6 +113,11 @@ class Listening(Enrolment, Familiarisation, Rating):
         Raises on any problem (:meth:`Rating.store_vote`)."""
         t = self.load_test(test_id)
         r = self.rater(test_id, token)
+        if isinstance(body, dict) and body.get("assignment_id") not in self.tests.answered(
+            test_id, r.rater_id
+        ):  # a re-sent answer stays idempotent; a new one waits for the break's end
+            self.require_no_break(t, r)
+            self.require_no_page(t, r)
         answer_id, created = self.store_vote(t, r, body)
         st = self.status(test_id, token)
         return {

@@ -51,6 +51,15 @@ CONNECTION = {
 with a timeout and a growing wait: ``app/player/static/player-core.js``)."""
 SCREENOUT_HEADING = "Thank you for your time"
 DONE_HEADING = "Thank you!"
+BREAK = {
+    "heading": "Time for a break",
+    "text": "You have rated {answered} of {total} clips. Rest your ears for at least {min} "
+    "seconds; you continue where you were.",
+    "wait": "You can continue in {left} s.",
+    "ready": "You can continue when you are ready.",
+    "continue": "Continue",
+}
+"""The break page of a test with a session cap (``break_after``; :mod:`app.listening.breaks`)."""
 COUNTER = "Clip {n} of {total}"
 """The progress counter: shown only while rating, it counts every clip the rater rates."""
 
@@ -101,14 +110,28 @@ def rater_texts(kind: str, config: dict[str, Any], consent: str) -> dict[str, An
         if mode != "none"
         else None,
         "familiar_intro": FAMILIAR_INTRO,
-        "questionnaire": {"intro": QUESTIONNAIRE_INTRO, "questions": QUESTIONNAIRE}
-        if config.get("questionnaire")
-        else None,
+        "questionnaire": questionnaire_texts(config.get("questionnaire")),
         "counter": COUNTER,
+        "break": BREAK if config.get("break_after") else None,
         "connection": CONNECTION,
         "screenout_heading": SCREENOUT_HEADING,
         "done_heading": DONE_HEADING,
     }
+
+
+def questionnaire_texts(q: Any) -> dict[str, Any] | None:
+    """The questionnaire's texts: the built-in page's (``true``), the designer's pages, or
+    None."""
+    if not q:
+        return None
+    if isinstance(q, list):  # ``questions``: every field, as the methods section lists them
+        questions = [
+            {"key": f["key"], "question": f["label"], "options": f.get("options") or []}
+            for p in q
+            for f in p["fields"]
+        ]
+        return {"intro": None, "pages": q, "questions": questions}
+    return {"intro": QUESTIONNAIRE_INTRO, "questions": QUESTIONNAIRE}
 
 
 def answer_mode(config: dict[str, Any]) -> str:
@@ -119,6 +142,7 @@ def answer_mode(config: dict[str, Any]) -> str:
 
 __all__ = [
     "ADMIN_INSTRUCTIONS_LABEL",
+    "BREAK",
     "CONNECTION",
     "COUNTER",
     "QUESTIONNAIRE",

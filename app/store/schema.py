@@ -43,6 +43,8 @@ from evaluation.tablespec import (
 )
 
 ARENA_V2 = 8
+RATER_LOGISTICS = 9
+"""Rater logistics (#42): each rater's breaks (the session cap's break page)."""
 """The arena's second version (#42): first use of a text per voter, voices, languages, the
 network a battle came from, why its pair was drawn, and the admin's reversible exclusions."""
 
@@ -299,6 +301,7 @@ STORE_TABLES: tuple[Table, ...] = (
             text("familiar", since=3),
             text("familiarised_at", since=3),
             text("questionnaire", since=5),
+            text("breaks", since=RATER_LOGISTICS),
         ),
         primary_key=("test_id", "rater_id"),
         indexes=(

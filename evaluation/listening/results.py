@@ -25,11 +25,13 @@ from evaluation.listening import machine
 from evaluation.listening.data import TestData
 from evaluation.listening.kinds import KINDS
 from evaluation.listening.kinds.base import ResultContext
+from evaluation.listening.reliability import with_reliability
 from evaluation.listening.screening import (
     TestScreening,
     rater_table,
     screen_mode,
     screening_description,
+    with_answers,
 )
 
 
@@ -48,12 +50,21 @@ def _round(df: pd.DataFrame) -> pd.DataFrame:
     return out
 
 
-def test_raters(data: TestData, screening: TestScreening | None = None) -> pd.DataFrame:
-    """One row per rater with every screening outcome, ``excluded`` and ``reasons`` (the one
-    rule the results page, the export and the report use)."""
+def screened_raters(data: TestData, screening: TestScreening | None = None) -> pd.DataFrame:
+    """One row per rater with every screening outcome, ``excluded`` and ``reasons``: the one
+    rule the results page, the export, the report and refill (``app/listening/refill.py``)
+    use."""
     scr = screening or TestScreening(require_headphones=screen_mode(data.config) != "none")
     outcomes = [(list(k.rater_columns), k.screen(data, scr)) for k in KINDS.values()]
     return rater_table(data.raters, outcomes, scr)
+
+
+def test_raters(data: TestData, screening: TestScreening | None = None) -> pd.DataFrame:
+    """:func:`screened_raters`, then the reliability score
+    (:mod:`evaluation.listening.reliability`: reported, never applied) and the
+    questionnaire's answers (``q_<key>``)."""
+    table = with_reliability(screened_raters(data, screening), data)
+    return with_answers(table, data.raters, data.config)
 
 
 def test_results(
@@ -101,4 +112,4 @@ def test_results(
     }
 
 
-__all__ = ["test_raters", "test_results"]
+__all__ = ["screened_raters", "test_raters", "test_results"]

@@ -346,7 +346,45 @@ def rater_table(
     return pd.DataFrame(rows, columns=cols)
 
 
+QUESTIONNAIRE_PREFIX = "q_"
+"""The rater table's questionnaire columns: ``q_<field key>``, one per field of the test."""
+
+
+def questionnaire_keys(config: dict, stored: Sequence[Any]) -> list[str]:
+    """The field keys of a test's questionnaire: the designer's pages' fields in order, or
+    (the built-in page) the keys the raters' stored answers have."""
+    q = config.get("questionnaire")
+    if isinstance(q, list):
+        return [f["key"] for p in q for f in p.get("fields") or []]
+    if not q:
+        return []
+    keys: dict[str, None] = {}
+    for v in stored:
+        got = _json_or_none(v) or {}
+        keys.update(dict.fromkeys(k for k in got if not k.startswith("_")))
+    return list(keys)
+
+
+def with_answers(table: pd.DataFrame, raters: pd.DataFrame, config: dict) -> pd.DataFrame:
+    """The rater table with each questionnaire answer as a ``q_<key>`` column (empty where
+    not answered). Free text stays data: the export writes it through the one CSV writer."""
+    stored = raters["questionnaire"].tolist() if "questionnaire" in raters else []
+    keys = questionnaire_keys(config, stored)
+    if not keys or table.empty:
+        return table.reindex(columns=[*table.columns, *(QUESTIONNAIRE_PREFIX + k for k in keys)])
+    by = dict(zip(raters["rater_id"], stored, strict=True))
+    out = table.copy()
+    for k in keys:
+        out[QUESTIONNAIRE_PREFIX + k] = [
+            (_json_or_none(by.get(rid)) or {}).get(k) for rid in out["rater_id"]
+        ]
+    return out
+
+
 __all__ = [
+    "QUESTIONNAIRE_PREFIX",
+    "questionnaire_keys",
+    "with_answers",
     "HEADPHONE_PASS",
     "HEADPHONE_TRIALS",
     "MODES",

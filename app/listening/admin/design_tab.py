@@ -170,6 +170,9 @@ def spec_from_form(v: Mapping[str, Any]) -> TestSpec:
             "normalise": bool(v.get("normalise", True)),
             "questionnaire": bool(v.get("questionnaire", False)),
             "target_ratings": int(v["target_n"]) if v["target_n"] else None,
+            "target_valid": int(v["target_valid"]) if v.get("target_valid") else None,
+            "break_after": int(v["break_after"]) if v.get("break_after") else None,
+            "break_min_s": float(v["break_min"]) if v.get("break_min") else None,
             "show_text": v["show_text"],
             "consent": v["consent"] or None,
             "completion_code": v["code"] or None,
@@ -332,6 +335,7 @@ def _screening_form(f: dict[str, Any]) -> None:
             label="Target usable ratings per stimulus (0: no limit)",
             elem_id="lt-target-field",
         )
+    _logistics_form(f)
     with gr.Row():
         f["target"] = gr.Number(value=-23, label="Loudness target (LUFS, BS.1770, per ear)")
         f["ceiling"] = gr.Number(
@@ -352,6 +356,36 @@ def _screening_form(f: dict[str, Any]) -> None:
         f["open_now"] = gr.Checkbox(
             value=True,
             label="Open for raters at once (off: a draft to preview, open it in Tests)",
+        )
+
+
+def _logistics_form(f: dict[str, Any]) -> None:
+    """Refill and the session cap (``docs/listening-tests.md``, "Rater logistics")."""
+    with gr.Row():
+        f["target_valid"] = gr.Number(
+            value=0,
+            precision=0,
+            minimum=0,
+            maximum=10_000,
+            label="Target valid ratings per stimulus (refill; 0: off)",
+            info="the test stays open, reopening the places of raters the screening "
+            "excludes, until every stimulus has this many ratings from raters it keeps",
+            elem_id="lt-target-valid-field",
+        )
+        f["break_after"] = gr.Number(
+            value=0,
+            precision=0,
+            minimum=0,
+            maximum=500,
+            label="Break after every N items (0: no break)",
+            elem_id="lt-break-after-field",
+        )
+        f["break_min"] = gr.Number(
+            value=60,
+            minimum=5,
+            maximum=3600,
+            label="Minimum break (seconds, 5..3600)",
+            elem_id="lt-break-min-field",
         )
 
 

@@ -18,6 +18,7 @@ from app.listening.admin.page import (
 )
 from app.listening.designer import CROWD_FIELDS, change_crowd
 from app.listening.persistence import check_may_open
+from app.listening.refill import test_places
 from app.listening.routes import export_zip
 from backends.errors import ListenlabError
 
@@ -86,13 +87,20 @@ CROWD_LABELS = {
 
 
 def crowd_values(page: AdminPage, tid: str | None) -> list[Any]:
-    """The picked test's crowd settings, for the Tests tab's editor."""
+    """The picked test's crowd settings, for the Tests tab's editor, and, for a test with a
+    target, its places left (:mod:`app.listening.refill`)."""
     if not tid:
         return [""] * len(CROWD_FIELDS) + [""]
     t = page.tests.require_test(tid)
     log = page.tests.changes(tid)
     note = f"{len(log)} change(s) recorded; the last at {log[-1].changed_at}." if log else ""
-    return [t.config.get(k) or "" for k in CROWD_FIELDS] + [note]
+    p = (
+        test_places(page.tests, tid)
+        if t.config.get("target_valid") or t.config.get("target_ratings")
+        else None
+    )
+    places = p.line() if p is not None else ""
+    return [t.config.get(k) or "" for k in CROWD_FIELDS] + [f"{note}\n\n{places}".strip()]
 
 
 def save_crowd(page: AdminPage, tid: str | None, *values: str) -> str:

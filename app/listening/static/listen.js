@@ -44,7 +44,7 @@
   }
 
   function status(text, err) { const s = $('lt-status'); s.textContent = text || ''; s.className = 'lt-status' + (err ? ' err' : ''); }
-  function show(id) { for (const s of ['lt-consent', 'lt-questionnaire', 'lt-headphones', 'lt-screenout', 'lt-familiar', 'lt-item', 'lt-done']) $(s).hidden = s !== id; }
+  function show(id) { for (const s of ['lt-consent', 'lt-questionnaire', 'lt-headphones', 'lt-screenout', 'lt-familiar', 'lt-item', 'lt-break', 'lt-done']) $(s).hidden = s !== id; }
   function el(tag, text, cls) { const e = document.createElement(tag); if (text != null) e.textContent = String(text); if (cls) e.className = cls; return e; }
   function randId() { return (crypto.randomUUID ? crypto.randomUUID() : String(Math.random()).slice(2) + Date.now()).replace(/-/g, ''); }
 
@@ -186,7 +186,7 @@
     $('lt-bar').max = st.total || 1; $('lt-bar').value = st.answered;
     $('lt-count').textContent = (texts().counter || 'Clip {n} of {total}')
       .replace('{n}', String(Math.min(st.answered + 1, st.total))).replace('{total}', String(st.total));
-    root.dataset.position = st.item ? st.item.position : 'done';
+    root.dataset.position = st.item ? st.item.position : (['break', 'questionnaire'].includes(st.stage) ? st.stage : 'done');
     root.dataset.stage = st.stage;
     // the screen's outcome ("passed ... the test starts now") until the first answer, not after
     if ((st.stage !== 'item' && st.stage !== 'familiarise') || st.answered > 0) $('lt-hp-outcome').hidden = true;
@@ -195,30 +195,76 @@
     if (st.stage === 'screened_out') return screen.renderScreenout(st);
     if (st.stage === 'screen') return screen.renderScreen(st);
     if (st.stage === 'familiarise') return screen.renderFamiliar(st);
+    if (st.stage === 'break') return renderBreak();
     if (st.finished) return renderDone();
     renderItem();
   }
 
+  // ---------------------------------------------------------------- the break (session cap)
+  // The server keeps the break's start: a reload shows the time left, not a new break.
+  let breakTimer = null;
+  function renderBreak() {
+    show('lt-break');
+    const b = S.status.break, t = texts().break || {};
+    $('lt-break-heading').textContent = t.heading || 'Time for a break';
+    $('lt-break-text').textContent = (t.text || '').replace('{answered}', String(S.status.answered))
+      .replace('{total}', String(S.status.total)).replace('{min}', String(Math.round(b.min_s)));
+    $('lt-break-continue').textContent = t.continue || 'Continue';
+    const until = Date.now() + b.left_s * 1000;
+    clearInterval(breakTimer);
+    const tick = () => {
+      const left = Math.max(0, Math.ceil((until - Date.now()) / 1000));
+      $('lt-break-wait').textContent = left > 0 ? (t.wait || '').replace('{left}', String(left)) : (t.ready || '');
+      $('lt-break-continue').disabled = left > 0;
+      if (left <= 0) clearInterval(breakTimer);
+    };
+    tick();
+    breakTimer = setInterval(tick, 250);
+  }
+  $('lt-break-continue').addEventListener('click', async () => {
+    $('lt-break-continue').disabled = true;
+    try { await api('resume', {}); clearInterval(breakTimer); await refresh(); }
+    catch (e) { status(e.message, true); await refresh(); }
+  });
+
   // ---------------------------------------------------------------- questionnaire
+  // The due page comes with the status (status.questionnaire: its title and fields); the
+  // answers go back by key. Every text is set with textContent.
   function renderQuestionnaire() {
     show('lt-questionnaire');
-    const q = texts().questionnaire || { intro: '', questions: [] };
-    $('lt-q-intro').textContent = q.intro;
+    const pg = S.status.questionnaire || { title: '', fields: [] };
+    $('lt-q-intro').textContent = pg.title || '';
     const form = $('lt-q-form'); form.replaceChildren();
-    for (const item of q.questions) {
-      const fs = el('fieldset'); fs.append(el('legend', item.question));
-      for (const opt of item.options) {
-        const lab = el('label'); const r = el('input'); r.type = 'radio'; r.name = item.key; r.value = opt;
-        r.addEventListener('change', () => { $('lt-q-send').disabled = !q.questions.every((x) => form.querySelector('input[name="' + x.key + '"]:checked')); });
-        lab.append(r, ' ' + opt); fs.append(lab);
+    const check = () => { $('lt-q-send').disabled = !pg.fields.every((f) => !f.required || value(f) !== null); };
+    for (const f of pg.fields) {
+      const fs = el('fieldset'); fs.dataset.key = f.key; fs.append(el('legend', f.label + (f.required ? '' : ' (optional)')));
+      if (f.type === 'choice') {
+        for (const opt of f.options) {
+          const lab = el('label'); const r = el('input'); r.type = 'radio'; r.name = f.key; r.value = opt;
+          r.addEventListener('change', check); lab.append(r, ' ' + opt); fs.append(lab);
+        }
+      } else {
+        const inp = el(f.type === 'text' && f.max_length > 120 ? 'textarea' : 'input');
+        inp.name = f.key; inp.className = 'lt-q-input';
+        if (f.type === 'number') { inp.type = 'number'; inp.min = String(f.min); inp.max = String(f.max); inp.step = 'any'; }
+        else { if (inp.tagName === 'INPUT') inp.type = 'text'; inp.maxLength = f.max_length; }
+        inp.addEventListener('input', check); fs.append(inp);
       }
       form.append(fs);
     }
-    $('lt-q-send').disabled = true;
+    function value(f) {
+      if (f.type === 'choice') { const c = form.querySelector('input[name="' + f.key + '"]:checked'); return c ? c.value : null; }
+      const v = form.querySelector('[name="' + f.key + '"]').value.trim();
+      if (v === '') return null;
+      if (f.type === 'number') { const n = Number(v); return Number.isFinite(n) && n >= f.min && n <= f.max ? n : null; }
+      return v;
+    }
+    S.qValue = value;
+    check();
   }
   $('lt-q-send').addEventListener('click', async () => {
     const answers = {};
-    for (const r of $('lt-q-form').querySelectorAll('input:checked')) answers[r.name] = r.value;
+    for (const f of (S.status.questionnaire || { fields: [] }).fields) { const v = S.qValue(f); if (v !== null) answers[f.key] = v; }
     $('lt-q-send').disabled = true;
     try { await api('questionnaire', { answers }); await refresh(); }
     catch (e) { status(e.message, true); $('lt-q-send').disabled = false; }

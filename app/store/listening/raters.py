@@ -35,6 +35,7 @@ RATER_FIELDS = frozenset(
         "familiar",
         "familiarised_at",
         "questionnaire",
+        "breaks",
     }
 )
 """The ``test_raters`` columns the rater flow may set (:meth:`RaterTables.update_rater`)."""
@@ -142,6 +143,11 @@ class RaterTables(ListeningTables):
         if not rows:
             raise UnknownItem("no such rater in this test")
         return row_of(RaterSession, rows[0])
+
+    def raters(self, test_id: str) -> list[RaterSession]:
+        """Every rater of the test, in joining order."""
+        rows = self.read_rows("SELECT * FROM test_raters WHERE test_id = ? ORDER BY seq", [test_id])
+        return [row_of(RaterSession, r) for r in rows]
 
     def rater_for_token(self, test_id: str, token: str) -> RaterSession | None:
         rows = self.read_rows(

@@ -102,6 +102,9 @@ class RaterSession:
     """JSON: when each familiarisation clip was first sent (Unix seconds)."""
     familiarised_at: str | None
     questionnaire: str | None
+    breaks: str | None = None
+    """JSON: the rater's breaks, ``[{"after": answered, "started": t, "ended": t | null}]``
+    (Unix seconds; the session cap: :mod:`app.listening.breaks`)."""
 
     @property
     def headphone_result(self) -> dict[str, Any] | None:

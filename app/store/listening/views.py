@@ -139,9 +139,11 @@ class TestViews(ListeningTables):
 
     # -- the analysis' view (evaluation never reads the store itself)
 
-    def test_data(self, test_id: str) -> TestData:
+    def test_data(self, test_id: str, *, times: bool = True) -> TestData:
         """Every row one test's results are computed from (:mod:`evaluation.listening.results`):
-        every registered kind's answer table, the raters, the check items, the answers."""
+        every registered kind's answer table, the raters, the check items, the answers, and
+        in ``extra["item_times"]`` each answer's timing (the raters' reliability reads it;
+        ``times=False``: not read, for the screening alone)."""
         t = self.require_test_row(test_id)
         stimuli = self.stimuli_frame(test_id)
         return TestData(
@@ -157,6 +159,7 @@ class TestViews(ListeningTables):
             machine=scores_of(self.store).frame(stimuli["take_id"]),
             name=t.name or "",
             status=t.status or "",
+            extra={"item_times": self.item_times(test_id)} if times else {},
         )
 
     def all_test_data(self) -> list[TestData]:
