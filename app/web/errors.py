@@ -15,15 +15,28 @@ from typing import Any
 
 from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse
+from pydantic import BaseModel
 
 from backends.errors import ListenlabError
 
 log = logging.getLogger("listenlab.app")
 
 
+class ErrorBody(BaseModel, extra="allow"):
+    """What ``listenlab serve`` answers for any refusal: the message under ``error`` (the
+    Playground and the arena read it) and ``detail`` (the rater page reads it), a word to
+    branch on, and the error's facts (``retry_after_s``, a battle's state). A refusal of the
+    guard (:mod:`app.web.guard`) carries only ``error``. ``/openapi.json`` declares it."""
+
+    error: str
+    detail: str | None = None
+    reason: str | None = None
+
+
 def error_body(exc: ListenlabError) -> dict[str, Any]:
     message = str(exc)
-    return {"error": message, "detail": message, "reason": exc.reason, **exc.extra}
+    body = {"error": message, "detail": message, "reason": exc.reason, **exc.extra}
+    return ErrorBody.model_validate(body).model_dump()
 
 
 def error_response(exc: ListenlabError) -> JSONResponse:
@@ -46,4 +59,4 @@ def install_error_handler(app: FastAPI) -> None:
     app.add_exception_handler(ListenlabError, _handle)
 
 
-__all__ = ["error_body", "error_response", "install_error_handler"]
+__all__ = ["ErrorBody", "error_body", "error_response", "install_error_handler"]
