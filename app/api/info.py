@@ -15,6 +15,7 @@ from fastapi.responses import JSONResponse, Response
 
 from app.api.metrics import CONTENT_TYPE
 from app.api.state import ApiState, api_state
+from app.web.openapi import DeclaredRoute, media
 from backends.vllm_omni.models import speech_rules
 
 VLLM_VERSION = "0.30.0"
@@ -31,7 +32,8 @@ def rules_card(model: str) -> dict:
     return rules
 
 
-router = APIRouter()
+router = APIRouter(route_class=DeclaredRoute)
+UNHEALTHY = {503: {"description": "The backend cannot serve now (its reason, for /health)"}}
 
 
 @router.get("/v1/models")
@@ -68,7 +70,7 @@ async def list_models(state: ApiState = Depends(api_state)):
     }
 
 
-@router.get("/health")
+@router.get("/health", responses=UNHEALTHY)
 async def health(state: ApiState = Depends(api_state)):
     try:
         h = await state.backend.health()
@@ -79,7 +81,12 @@ async def health(state: ApiState = Depends(api_state)):
     return JSONResponse({"status": "unhealthy", "reason": h.detail}, status_code=503)
 
 
-@router.api_route("/ping", methods=["GET", "POST"])
+@router.api_route(
+    "/ping",
+    methods=["GET", "POST"],
+    response_class=Response,
+    responses={200: {"description": "Healthy (no body)"}, **UNHEALTHY},
+)
 async def ping(state: ApiState = Depends(api_state)):
     """vLLM's ``/ping``: the health check without a body."""
     try:
@@ -99,6 +106,6 @@ async def load(state: ApiState = Depends(api_state)):
     return {"server_load": len(state.requests)}
 
 
-@router.get("/metrics")
+@router.get("/metrics", response_class=Response, responses=media(CONTENT_TYPE))
 async def metrics(state: ApiState = Depends(api_state)):
     return Response(state.metrics.render(), media_type=CONTENT_TYPE)

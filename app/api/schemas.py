@@ -330,6 +330,51 @@ def merge_batch_item(batch: BatchSpeechRequest, item: SpeechBatchItem) -> Speech
     return SpeechBody.model_validate({"input": item.input, "model": batch.model, **picked})
 
 
+# --------------------------------------------------------------------------- answers
+
+
+class ErrorInfo(BaseModel):
+    """``ErrorInfo`` of vLLM's ``ErrorResponse``: what every refusal carries."""
+
+    model_config = ConfigDict(extra="allow")
+
+    message: str
+    type: str
+    param: str | None = None
+    code: int
+
+
+class ErrorResponse(BaseModel):
+    """``ErrorResponse``: vLLM-Omni's error shape (:func:`backends.vllm_omni.wire.error_body`
+    writes it; ``/openapi.json`` declares it under the reference's name)."""
+
+    model_config = ConfigDict(extra="allow")
+
+    error: ErrorInfo
+
+
+class BatchItemResult(BaseModel):
+    """One item's result in a batch's answer: its audio (base64) or its error."""
+
+    index: int
+    status: Literal["success", "error"]
+    audio_data: str | None = None
+    media_type: str | None = None
+    usage: dict[str, Any] | None = None
+    error: str | None = None
+
+
+class BatchSpeechResponse(BaseModel):
+    """``POST /v1/audio/speech/batch``'s answer, as vLLM-Omni 0.30.0 writes it (an item's
+    unset fields are left out)."""
+
+    id: str
+    results: list[BatchItemResult]
+    total: int
+    succeeded: int
+    failed: int
+
+
 # --------------------------------------------------------------------------- vLLM's messages
 
 _MAX_REPORTED_ERRORS = 10
@@ -444,7 +489,11 @@ def validation_param(errors: list) -> str | None:
 
 __all__ = [
     "VALIDATION_TYPE",
+    "BatchItemResult",
     "BatchSpeechRequest",
+    "BatchSpeechResponse",
+    "ErrorInfo",
+    "ErrorResponse",
     "SessionConfig",
     "SpeechBatchItem",
     "OpenAICreateSpeechRequest",
