@@ -181,6 +181,11 @@ ENV: tuple[EnvVar, ...] = (
         "Arena: the default listing threshold: votes a system needs before it is ranked (the admin can change it on /admin/arena).",
     ),
     EnvVar(
+        "LISTENLAB_ARENA_CONFIG",
+        "unset (every system with its backend's default voice and languages; the bundled English prompts)",
+        "Arena: a TOML or JSON file of each system's voices and languages and the prompts per language (see docs/arena.md).",
+    ),
+    EnvVar(
         "LISTENLAB_VLLM_MODEL_QWEN3_TTS",
         "unset (that model's GPU test skipped)",
         "Tests only: local weights of the Qwen3 Tts seed model for its real embedded vLLM-Omni test (`pytest -m gpu`).",
@@ -491,6 +496,8 @@ class ArenaSettings:
     votes_per_hour: int
     votes_per_day: int
     min_votes: int
+    config_file: str | None = None
+    """``LISTENLAB_ARENA_CONFIG``: the arena file (:mod:`app.arena.lineup`), or None."""
 
 
 def arena_settings(environ: Mapping[str, str] | None = None) -> ArenaSettings:
@@ -501,6 +508,8 @@ def arena_settings(environ: Mapping[str, str] | None = None) -> ArenaSettings:
         votes_per_hour=env_int("LISTENLAB_ARENA_VOTES_PER_HOUR", environ, floor=1),
         votes_per_day=env_int("LISTENLAB_ARENA_VOTES_PER_DAY", environ, floor=1),
         min_votes=env_int("LISTENLAB_ARENA_MIN_VOTES", environ),
+        config_file=(environ if environ is not None else os.environ).get("LISTENLAB_ARENA_CONFIG")
+        or None,
     )
 
 

@@ -27,7 +27,16 @@ from backends.errors import (
 )
 
 MAX_TEXT_CHARS = 5000
-"""Longest input text accepted (characters after clean-up). Same order as vLLM-Omni deploys."""
+"""Longest text listenlab's own pages and tests take (characters after clean-up): the
+Playground, the arena, listening-test stimuli. Not a bound on what a client of
+``listenlab api`` may send: vLLM-Omni has no character cap (only the model's token limit,
+``max_model_len``), so each backend states its own (:data:`CPU_VOICE_MAX_CHARS`, none for a
+vLLM-Omni engine)."""
+
+CPU_VOICE_MAX_CHARS = 50_000
+"""Longest text the CPU voice (Piper, and every wire profile over it) speaks in one request:
+about an hour of speech, generated sentence by sentence (memory stays flat), so the bound is
+the time a request may hold a CPU, not a model limit."""
 
 SPEED_RANGE = (0.25, 4.0)
 """Accepted ``speed`` range, as vLLM-Omni's ``OpenAICreateSpeechRequest``."""
@@ -61,14 +70,15 @@ class SpeechRequest:
     extra: dict[str, Any] = field(default_factory=dict)
     request_id: str = field(default_factory=lambda: uuid.uuid4().hex)
 
-    def validated(self, max_chars: int = MAX_TEXT_CHARS) -> SpeechRequest:
-        """Return a cleaned copy, or raise a typed :class:`InvalidRequest`."""
+    def validated(self, max_chars: int | None = MAX_TEXT_CHARS) -> SpeechRequest:
+        """Return a cleaned copy, or raise a typed :class:`InvalidRequest`. ``max_chars`` None:
+        no character bound (a vLLM-Omni engine counts tokens itself)."""
         if not isinstance(self.text, str):
             raise EmptyText("text must be a string")
         text = clean_text(self.text)
         if not text:
             raise EmptyText("Input text cannot be empty")
-        if len(text) > max_chars:
+        if max_chars is not None and len(text) > max_chars:
             raise TextTooLong(f"Input text is {len(text)} characters; the limit is {max_chars}")
         lo, hi = SPEED_RANGE
         try:
@@ -208,6 +218,10 @@ class Backend(abc.ABC):
 
     name: ClassVar[str]
     spec: str = ""
+    unit: Any = None
+    """The vLLM-Omni model (a ``backends.vllm_omni.models.ModelUnit``) whose rules this backend
+    answers by, when it stands in for one (a wire profile) or runs one (the embedded engine);
+    None otherwise. ``listenlab api`` applies its rules whatever name it is served under."""
 
     @classmethod
     @abc.abstractmethod
@@ -267,3 +281,15 @@ class Backend(abc.ABC):
 
     def describe(self) -> str:
         return self.spec or self.name
+
+    def usage(self, request_id: str) -> dict[str, Any] | None:
+        """The token counts a remote server reported for the request ``request_id`` (its
+        ``speech.audio.done`` usage or usage headers), taken once; None when none were
+        reported (listenlab's own voices count no tokens)."""
+        return None
+
+    def note(self, request: SpeechRequest | None = None) -> str | None:
+        """What this backend does not do that its model would (a CPU voice standing in for a
+        GPU model: "cpu voice; clone not applied"), for ``request`` or any request; None when
+        it does what it is asked."""
+        return None

@@ -27,6 +27,7 @@ from pathlib import Path
 import numpy as np
 
 from backends.base import (
+    CPU_VOICE_MAX_CHARS,
     Audio,
     AudioChunk,
     Backend,
@@ -254,7 +255,7 @@ class PiperBackend(Backend):
         lv.executor.submit(self._render, lv, "Ready.", 1.0).result()
 
     def _check(self, request: SpeechRequest) -> SpeechRequest:
-        request = request.validated()
+        request = request.validated(CPU_VOICE_MAX_CHARS)
         if request.voice and request.voice.lower() not in {self._voice_name, "default"}:
             raise UnknownVoice(f"unknown voice {request.voice!r}; available: {self._voice_name}")
         if request.ref_audio is not None:

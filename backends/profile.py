@@ -41,6 +41,7 @@ import numpy as np
 from backends.base import AudioChunk, Backend, Capabilities, Health, SpeechRequest, Voice
 from backends.errors import BackendError, InvalidRequest
 from backends.registry import WrapperBackend, register_wrapper
+from backends.stand_in import StandIn
 from backends.vllm_omni.models import UNITS, ModelUnit
 
 # --------------------------------------------------------------------------- profile types
@@ -81,6 +82,12 @@ class WireProfile:
     """Fixed server latency before the first chunk's generation starts (prefill)."""
     seed: int | None = None
     """Seed for the jitter; None draws a fresh one per request."""
+    whole_file: bool = False
+    """The model's server streams nothing until the end: one chunk, the whole utterance,
+    due when the simulated server has made all of it (IndexTTS-2, OmniVoice, …)."""
+    unit: str | None = None
+    """The model unit this profile is made from (its voices, clone fields and rules), or None
+    (``custom``: the inner voice's own voices, no model's rules)."""
     source: str = ""
     """Which vLLM-Omni (or upstream) file each parameter came from, and what it says."""
     assumptions: str = ""
@@ -121,6 +128,8 @@ class WireProfile:
 
     def chunk_end(self, index: int) -> int:
         """Sample (per channel) where chunk ``index`` ends if the audio is long enough."""
+        if self.whole_file:
+            return WHOLE
         n = len(self.first_frames)
         frames = (
             sum(self.first_frames[: index + 1])
@@ -151,8 +160,20 @@ class WireProfile:
             out.append(self.ttfa_ms / 1000.0 + gen + self.stall_before(i))
         return out
 
+    def summary(self) -> str:
+        """The wire in a few words, for a system picker: ``24 kHz mono, 80 ms then 2 s chunks``."""
+        khz = f"{self.sample_rate / 1000:g} kHz"
+        layout = {1: "mono", 2: "stereo"}.get(self.channels, f"{self.channels} channels")
+        if self.whole_file:
+            return f"{khz} {layout}, the whole file at the end"
+        first = [1000.0 * f / self.frame_hz for f in self.first_frames]
+        steady = 1000.0 * self.chunk_frames / self.frame_hz
+        head = ", ".join(_ms(x) for x in dict.fromkeys(first))
+        return f"{khz} {layout}, {head} then {_ms(steady)} chunks"
+
     def describe(self) -> dict[str, object]:
         """JSON-safe summary for the README, the Playground and the API."""
+        whole = self.whole_file
         return {
             "name": self.name,
             "model": self.model,
@@ -160,10 +181,13 @@ class WireProfile:
             "channels": self.channels,
             "frame_hz": self.frame_hz,
             "samples_per_frame": self.samples_per_frame,
-            "first_frames": list(self.first_frames),
-            "chunk_frames": self.chunk_frames,
-            "first_chunk_ms": 1000.0 * self.first_frames[0] / self.frame_hz,
-            "steady_chunk_ms": 1000.0 * self.chunk_frames / self.frame_hz,
+            "first_frames": None if whole else list(self.first_frames),
+            "chunk_frames": None if whole else self.chunk_frames,
+            "first_chunk_ms": None if whole else 1000.0 * self.first_frames[0] / self.frame_hz,
+            "steady_chunk_ms": None if whole else 1000.0 * self.chunk_frames / self.frame_hz,
+            "whole_file": self.whole_file,
+            "unit": self.unit,
+            "summary": self.summary(),
             "pace": self.pace,
             "jitter_ms": self.jitter_ms,
             "stalls": [[s.after, s.seconds] for s in self.stalls],
@@ -172,6 +196,13 @@ class WireProfile:
             "assumptions": self.assumptions,
         }
 
+
+def _ms(ms: float) -> str:
+    return f"{ms:.0f} ms" if ms < 1000 else f"{ms / 1000:.3g} s"
+
+
+WHOLE = 2**62
+"""A whole-file profile's one chunk ends here: past any utterance."""
 
 # --------------------------------------------------------------------------- the table
 
@@ -198,6 +229,8 @@ def unit_profile(unit: ModelUnit) -> WireProfile:
         frame_hz=schedule.frame_hz,
         first_frames=schedule.first_frames,
         chunk_frames=schedule.chunk_frames,
+        whole_file=schedule.whole_file,
+        unit=unit.name,
         source=f"backends/vllm_omni/models/{unit.name}.py, read from " + "; ".join(sources),
         assumptions=" ".join(x for x in (schedule.assumptions, COMMON_ASSUMPTION) if x),
     )
@@ -394,24 +427,40 @@ class ProfileBackend(WrapperBackend):
         # Served under the imitated model's id (``listenlab api`` uses it as the default model
         # name), so clients that pick settings by model id meet what that server would say.
         self.name = profile.model
+        self.unit = UNITS.get(profile.unit) if profile.unit else None
+        self.stand_in = StandIn(self.unit, inner.describe()) if self.unit else None
+        """The model's voices and clone fields over the inner voice (None: ``custom``)."""
 
     @property
     def capabilities(self) -> Capabilities:
-        return replace(
-            self.inner.capabilities,
-            sample_rate=self.profile.sample_rate,
-            channels=self.profile.channels,
-        )
+        p = self.profile
+        if self.stand_in is not None:
+            return self.stand_in.capabilities(self.inner.capabilities, p.sample_rate, p.channels)
+        return replace(self.inner.capabilities, sample_rate=p.sample_rate, channels=p.channels)
 
     def trigger_value(self) -> str:
         return self.profile.name
 
+    def note(self, request: SpeechRequest | None = None) -> str | None:
+        """What this stand-in does not do (for ``request``), or None for ``custom``."""
+        return self.stand_in.note(request) if self.stand_in is not None else None
+
+    async def voices(self) -> list[Voice]:
+        if self.stand_in is not None:
+            return self.stand_in.voices()
+        return await self.inner.voices()
+
     async def add_voice(
         self, name: str, wav: bytes, *, ref_text: str | None = None, consent: str = ""
     ) -> Voice:
+        if self.stand_in is not None:
+            return await asyncio.to_thread(self.stand_in.add_voice, name, wav, ref_text)
         return await self.inner.add_voice(name, wav, ref_text=ref_text, consent=consent)
 
     async def delete_voice(self, name: str) -> None:
+        if self.stand_in is not None:
+            self.stand_in.delete_voice(name)
+            return
         await self.inner.delete_voice(name)
 
     async def health(self) -> Health:
@@ -491,8 +540,15 @@ class ProfileBackend(WrapperBackend):
                 await reader
 
     async def _pump(self, request: SpeechRequest, queue: asyncio.Queue) -> None:
-        """Read the inner stream into ``queue``; always close the inner stream."""
-        inner = self.inner.stream(request)
+        """Read the inner stream into ``queue``; always close the inner stream. A stand-in asks
+        the inner voice for the text alone (its clip decoded and checked first)."""
+        try:
+            if self.stand_in is not None:
+                request = await asyncio.to_thread(self.stand_in.plain, request)
+            inner = self.inner.stream(request)
+        except Exception as e:  # handed to the consumer, which raises it before any audio
+            await queue.put(e)
+            return
         try:
             async for c in inner:
                 await queue.put(c)

@@ -19,7 +19,7 @@ import pkgutil
 import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import ClassVar
+from typing import Any, ClassVar
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
 from backends.base import Backend, Capabilities, Voice
@@ -97,6 +97,9 @@ class WrapperBackend(Backend):
 
     async def voices(self) -> list[Voice]:
         return await self.inner.voices()
+
+    def usage(self, request_id: str) -> dict[str, Any] | None:
+        return self.inner.usage(request_id)
 
     async def aclose(self) -> None:
         await self.inner.aclose()

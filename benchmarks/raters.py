@@ -137,7 +137,7 @@ def stored_counts(db: str, test_id: str, local: Path) -> dict[str, int]:
 
     with open_store(db, read_only=True, local_dir=local) as store:
         tests = TestStore(store)
-        mos = store.mos_frame(test_id)
+        mos = store.answer_frame("mos_ratings", test_id)
         per_take = mos.groupby(["rater_id", "take_id"]).size() if not mos.empty else mos
         return {
             "answers": len(tests.answers_frame(test_id)),

@@ -2,7 +2,8 @@
 automatic findings (the detector's).
 
 Why a module of its own: these count marks (a glitch hunt's answers, and the Playground's
-reports), they estimate no mean; the report and the glitch-hunt kind read them from here.
+reports) and the detector's findings, they estimate no mean; the report and the glitch-hunt
+kind read them from here.
 A mark on a one-chunk take has no seam.
 """
 
@@ -143,4 +144,35 @@ def agreement(
     }
 
 
-__all__ = ["agreement", "glitch_marks", "glitch_rates", "glitches_by_seam"]
+def findings_by_kind(findings: pd.DataFrame) -> pd.DataFrame:
+    """The detector's findings per system (rows) and finding kind (columns)."""
+    if findings.empty:
+        return pd.DataFrame()
+    fk = findings.pivot_table(
+        index="system_id", columns="kind", values="finding_id", aggfunc="count", fill_value=0
+    )
+    return fk.reset_index()
+
+
+def findings_by_seam(findings: pd.DataFrame) -> pd.DataFrame:
+    """The detector's seam findings per system (rows) and boundary index (columns)."""
+    seam = findings.dropna(subset=["boundary_index"]) if not findings.empty else findings
+    if seam.empty:
+        return pd.DataFrame()
+    return seam.assign(boundary_index=seam["boundary_index"].astype(int)).pivot_table(
+        index="system_id",
+        columns="boundary_index",
+        values="finding_id",
+        aggfunc="count",
+        fill_value=0,
+    )
+
+
+__all__ = [
+    "agreement",
+    "findings_by_kind",
+    "findings_by_seam",
+    "glitch_marks",
+    "glitch_rates",
+    "glitches_by_seam",
+]

@@ -1,8 +1,9 @@
 """Statistics for listening tests and glitch reports (pandas + scipy; Bradley–Terry via evalica).
 
-Every function takes the DataFrames that :class:`app.store.Store` returns (``mos_frame``,
-``ab_frame``, ``glitch_frame``, ``findings_frame``, ``takes_frame``, ``frame("assignments")``)
-and returns a DataFrame, so a notebook, the report and the tests all use the same numbers.
+Every function takes the DataFrames that :class:`app.store.Store` returns (a kind's answer
+table through ``answer_frame``: ``mos_ratings``, ``ab_votes``, ``glitch_reports``; and
+``findings_frame``, ``takes_frame``, ``frame("assignments")``) and returns a DataFrame, so a
+notebook, the report and the tests all use the same numbers.
 
 * :func:`mos_table` — MOS per system (or system × prompt) with a Student-t 95 % interval.
 * :func:`add_z_scores` — per-rater z-normalised scores (a robustness column; raw stays primary).
@@ -430,9 +431,10 @@ def bt_leaderboard(
     scale: float = 400 / np.log(10),
     base: float = 1500.0,
     voter: str = "rater_id",
+    interval: str = "percentile",
 ) -> pd.DataFrame:
     """Bradley–Terry ratings on an Elo-like scale (``base + scale * log-strength``), with
-    percentile bootstrap intervals, sorted by the interval's lower bound.
+    bootstrap intervals (``interval``: :func:`bootstrap_bounds`), sorted by the lower bound.
 
     The bootstrap resamples voters (the ``voter`` column: every vote of a drawn voter comes
     along), since one voter's votes lean together; without that column it resamples votes.
@@ -467,8 +469,7 @@ def bt_leaderboard(
     for i in range(n_boot):
         idx = draw()
         boots[i] = _bt_fit(x[idx], y[idx], w[idx], systems, prior)
-    alpha = (1 - confidence) / 2
-    lo, hi = np.quantile(boots, [alpha, 1 - alpha], axis=0) if n_boot else (point, point)
+    lo, hi = bootstrap_bounds(point, boots, confidence, interval)
     rows = []
     for i, s in enumerate(systems):
         mine = (x == s) | (y == s)
@@ -497,6 +498,21 @@ def bt_leaderboard(
     df["rank"] = np.where(df["listed"], 1 + df["better_systems"], 0)
     df.attrs["resampled"] = "voters" if _has_voters(v, voter) else "votes"
     return df
+
+
+def bootstrap_bounds(
+    point: np.ndarray, boots: np.ndarray, confidence: float, interval: str = "percentile"
+) -> tuple[np.ndarray, np.ndarray]:
+    """The interval from bootstrap resamples: ``percentile`` (their quantiles) or ``normal``
+    (the point ± z × their sd: centred on the point, so a prior's pull towards the middle is
+    not counted twice; the arena's, whose coverage ``benchmarks/arena_sampling.py`` checks)."""
+    alpha = (1 - confidence) / 2
+    if not len(boots):
+        return point, point
+    if interval == "normal" and len(boots) > 1:
+        half = stats.norm.ppf(1 - alpha) * boots.std(axis=0, ddof=1)
+        return point - half, point + half
+    return tuple(np.quantile(boots, [alpha, 1 - alpha], axis=0))
 
 
 def _has_voters(v: pd.DataFrame, voter: str) -> bool:
@@ -544,6 +560,7 @@ __all__ = [
     "ScreeningRules",
     "ab_table",
     "add_z_scores",
+    "bootstrap_bounds",
     "bt_leaderboard",
     "mos_table",
     "mushra_conditions",

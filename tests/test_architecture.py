@@ -185,20 +185,7 @@ CONFIG = "app/config.py"
 OVERSIZED_MODULES: set[str] = set()
 OVERSIZED_CLASSES: set[str] = set()
 ENV_READERS: set[str] = set()
-MODULE_CIRCLES: list[set[str]] = [
-    # the kinds' registry imports each kind, each kind imports the design and the screening,
-    # and those ask the registry (being cut in the listening2 branch)
-    {
-        "evaluation.listening.design",
-        "evaluation.listening.kinds",
-        "evaluation.listening.kinds.ab",
-        "evaluation.listening.kinds.base",
-        "evaluation.listening.kinds.glitch",
-        "evaluation.listening.kinds.mos",
-        "evaluation.listening.kinds.mushra",
-        "evaluation.listening.screening",
-    },
-]
+MODULE_CIRCLES: list[set[str]] = []
 
 ENV_WRITES = {
     # Writes for third-party libraries, which read these themselves; listenlab never reads them.

@@ -16,14 +16,15 @@ from app.arena.battles import (
     AlreadyVoted,
     Arena,
     ArenaError,
+    Draw,
     Limits,
     NotPlayed,
     NotYours,
     RateLimited,
     UnknownBattle,
     clean_battle_text,
+    next_pair,
     owner_view,
-    pick_pair,
 )
 from app.arena.service import owner_of
 from app.store import MIGRATIONS, SCHEMA_VERSION, Store
@@ -113,7 +114,7 @@ def schema_3_db(path, arena: list[str]) -> None:
 def test_a_schema_3_store_migrates_and_keeps_its_rows(tmp_path, arena):
     schema_3_db(tmp_path / "ll.db", arena)
     store = Store.open(tmp_path / "ll.db")
-    assert store.schema_version == SCHEMA_VERSION == 7  # 7: PostgreSQL text sorts byte-wise
+    assert store.schema_version == SCHEMA_VERSION == 8  # 8: the arena's second version (#42)
     names = set(store.db.table_names())
     assert {"arena_battles", "arena_streams", "arena_votes", "arena_meta"} <= names
     assert "arena_dropped_voters" in names
@@ -150,25 +151,62 @@ def test_the_owner_is_the_visitors_identity_never_a_malformed_or_missing_cookie(
     assert "a" * 43 not in ME  # the cookie itself is never stored
 
 
-def test_pick_pair_prefers_pairs_with_few_votes_and_randomises_sides():
+def vote_rows(arena, rows, *, voter="ip:" + "0" * 24, t0=T0):
+    """Store decided votes directly (battles played on paper): ``(a, b, choice)`` rows."""
+    from app.store import ArenaVote, BattleRecord
+
+    for k, (a, b, choice) in enumerate(rows):
+        bid = f"{k + int(t0):032x}"
+        rec = BattleRecord(bid, ME, f"text {k}", "typed", a, b, t0 + k, text_key=f"k{k}")
+        arena.rows.add_battle(rec, voter, lambda w: None)
+        arena.rows.add_vote(ArenaVote(bid, choice, a, b, "typed", 1.0, t0 + k + 1, voter))
+
+
+def test_the_next_pair_follows_the_information_and_keeps_its_safeguards(arena):
+    """A pair whose order is settled (x beat y 60 times) comes up far less than the two
+    uncertain pairs; every pair still comes up (exploration), sides are random, a mask of
+    pairs that may meet is obeyed, and one system is refused."""
+    vote_rows(arena, [("x", "y", "a")] * 60)
     rng = np.random.default_rng(1)
-    systems = ["x", "y", "z"]
-    votes = {("x", "y"): 200}
-    picks = [pick_pair(systems, votes, rng) for _ in range(3000)]
-    xy = sum(1 for p in picks if set(p) == {"x", "y"})
-    # weights 1/205 vs 1/5, 1/5: the heavily voted pair comes up ~1.2 % of the time
-    assert xy / len(picks) < 0.03
-    xz = [p for p in picks if set(p) == {"x", "z"}]
-    assert 0.4 < len(xz) / len(picks) < 0.6
-    first_x = sum(1 for p in xz if p[0] == "x") / len(xz)
-    assert 0.42 < first_x < 0.58  # neither system is always side A
-    assert all(p[0] != p[1] for p in picks)
-    # no votes at all: uniform over pairs
-    picks = [frozenset(pick_pair(systems, {}, rng)) for _ in range(3000)]
-    for pair in ({"x", "y"}, {"x", "z"}, {"y", "z"}):
-        assert 0.28 < picks.count(frozenset(pair)) / 3000 < 0.39
+    draw = Draw(["x", "y", "z"])
+    picks = [next_pair(arena.rows, draw, rng, T0 + 1e6) for _ in range(3000)]
+    share = {
+        p: sum(frozenset((c.a, c.b)) == frozenset(p) for c in picks) / 3000
+        for p in (("x", "y"), ("x", "z"), ("y", "z"))
+    }
+    assert share[("x", "y")] < 0.08, share  # only its exploration share (0.1 × 1/3) and less
+    assert share[("x", "z")] > 0.3 and share[("y", "z")] > 0.3, share
+    xz = [c for c in picks if {c.a, c.b} == {"x", "z"}]
+    assert 0.42 < sum(c.a == "x" for c in xz) / len(xz) < 0.58  # neither is always side A
+    assert {c.why for c in picks} == {"floor", "explore"}  # z has no vote: below its floor
+    mask = np.zeros((3, 3), dtype=bool)
+    mask[0, 1] = mask[1, 0] = True
+    only = next_pair(arena.rows, Draw(["x", "y", "z"], allowed=mask), rng, T0 + 1e6)
+    assert {only.a, only.b} == {"x", "y"} and only.why == "only"
     with pytest.raises(ArenaError, match="at least two systems"):
-        pick_pair(["x"], {}, rng)
+        next_pair(arena.rows, Draw(["x"]), rng, T0)
+
+
+def test_a_starved_system_gets_its_floor_and_pending_battles_spread_the_draw(arena):
+    # z took part in 4 of 100 votes (its fair share is 67): the next battle includes it
+    vote_rows(arena, [("x", "y", "a" if k % 2 else "b") for k in range(96)])
+    vote_rows(arena, [("x", "z", "a")] * 4, t0=T0 + 500)
+    rng = np.random.default_rng(2)
+    picks = [next_pair(arena.rows, Draw(["x", "y", "z"]), rng, T0 + 1e6) for _ in range(400)]
+    assert all("z" in (c.a, c.b) for c in picks if c.why != "explore")
+    assert sum(c.why == "floor" for c in picks) > 300
+    # battles made in the last 5 minutes and not voted count as votes on their way
+    from app.store import BattleRecord
+
+    for k in range(40):
+        rec = BattleRecord(f"{k:032x}", ME, "t", "typed", "x", "z", T0 + 2e6 - 10)
+        arena.rows.add_battle(rec, "ip:pending", lambda w: None)
+    pend = arena.rows.pending_pairs(T0 + 2e6 - 300)
+    assert pend == [("x", "z", 40)]
+    picks = [next_pair(arena.rows, Draw(["x", "y", "z"]), rng, T0 + 2e6) for _ in range(300)]
+    assert sum({c.a, c.b} == {"y", "z"} for c in picks) > sum(
+        {c.a, c.b} == {"x", "z"} for c in picks
+    )
 
 
 def test_text_is_bounded_and_cleaned():

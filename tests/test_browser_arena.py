@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 
+import numpy as np
 import pytest
 
 from app.server import create_app
@@ -149,3 +150,94 @@ def test_arena_page_escapes_text_and_shows_the_rate_limit(server, browser):
         assert not page.is_disabled("#ar-start")  # the visitor can retry later
     finally:
         svc.set_limits(battles_per_minute=old.battles_per_minute)
+
+
+def seed_crowd(app) -> set[str]:
+    """Honest votes of ten voters (alpha beats beta 3 times in 4, each voter on its own
+    network) and a ring of four voters
+    from one network who always pick beta, written through the store; the ring's voters."""
+    from app.store import ArenaVote, BattleRecord
+
+    rows = app.state.arena.arena.rows
+    rng = np.random.default_rng(3)
+    k, ring = 0, set()
+    for v in range(14):
+        liar = v >= 10
+        voter = f"ip:{v:024x}"
+        ring |= {voter} if liar else set()
+        for _ in range(12):
+            a, b = rng.permutation(list(SYSTEMS))
+            won = "beta" if liar else ("alpha" if rng.random() < 0.75 else "beta")
+            bid, ts = f"{k:032x}", (2e6 + 10 * k) if liar else (1e6 + 60 * k)
+            net = "net:ring" if liar else f"net:{v}"
+            rec = BattleRecord(
+                bid, f"o{v}", f"t{k}", "prompt", a, b, ts, text_key=f"t{k}", network=net
+            )
+            rows.add_battle(rec, voter, lambda w: None)
+            choice = "a" if a == won else "b"
+            rows.add_vote(ArenaVote(bid, choice, a, b, "prompt", 9000.0, ts + 9, voter))
+            k += 1
+    return ring
+
+
+@pytest.mark.parametrize("width", [1280, 390], ids=["desktop", "phone"])
+def test_admin_page_shows_flags_exclusions_and_the_board_with_intervals(browser, width):
+    app = create_app(SYSTEMS, tmp_db(), mount_ui=False)
+    app.state.arena.set_min_votes(10)
+    ring = seed_crowd(app)
+    with live_server(app) as live:
+        page = browser.new_page()
+        page.set_viewport_size({"width": width, "height": 900})
+        page.goto(live.url + "admin/arena")
+        page.wait_for_selector("#aa-root[data-ready='1']", timeout=60_000)
+        # the board with its intervals, as a table and as a forest plot
+        rows = page.locator("#aa-board tr")
+        assert rows.count() == 2
+        first, second = (
+            [c.text_content() for c in rows.nth(k).locator("td").all()] for k in (0, 1)
+        )
+        assert (first[1], second[1]) == ("alpha", "beta")
+        lo, hi = (float(x) for x in second[3].split(" – "))
+        assert lo < float(second[2]) < hi
+        beta_attacked = float(second[2])
+        assert page.locator("#aa-forest g.aa-bar").count() == 2
+        assert "1.96" in page.text_content("#aa-method")
+        assert "168 votes count on the board of 168 stored" in page.text_content("#aa-counts")
+        # the flags name the ring; exclude it, voter by voter, with a reason
+        kinds = page.eval_on_selector_all("#aa-flags tr", "rs => rs.map(r => r.dataset.kind)")
+        assert "ring" in kinds and "network_burst" in kinds and "one_system" in kinds
+        ring_row = page.locator("#aa-flags tr[data-kind='ring']")
+        assert all(v in ring_row.text_content() for v in ring)
+        page.fill("#aa-reason", "ring: one network, always beta")
+        page.fill("#aa-by", "<b>ana</b>")
+        for n in range(len(ring)):
+            page.locator("#aa-flags tr[data-kind='ring'] button.aa-exclude").first.click()
+            page.wait_for_function(
+                f"document.querySelectorAll('#aa-exclusions tr').length === {n + 1}"
+            )
+        page.wait_for_function(
+            "document.querySelector('#aa-counts').textContent.startsWith('120 votes count')"
+        )
+        second = [c.text_content() for c in page.locator("#aa-board tr").nth(1).locator("td").all()]
+        assert second[1] == "beta" and float(second[2]) < beta_attacked - 100  # recovered
+        ex = page.locator("#aa-exclusions tr").nth(0).locator("td").all()
+        assert ex[1].text_content() == "ring: one network, always beta"
+        assert ex[4].text_content().startswith("<b>ana</b> (localhost), ")  # text, not markup
+        assert page.query_selector_all("#aa-exclusions b") == []
+        assert page.locator("#aa-flags .aa-excluded").count() >= len(ring)
+        # undo one: its votes count again, the row stays with the undo's reason
+        page.fill("#aa-reason", "a real listener after all")
+        page.locator("#aa-exclusions button.aa-undo").first.click()
+        page.wait_for_function(
+            "document.querySelector('#aa-counts').textContent.startsWith('132 votes count')"
+        )
+        assert page.locator("#aa-exclusions tr.aa-undone").count() == 1
+        assert "a real listener after all" in page.text_content("#aa-exclusions tr.aa-undone")
+        # a reason too short is refused with the server's message
+        page.fill("#aa-reason", "x")
+        page.locator("#aa-exclusions button.aa-undo").first.click()
+        page.wait_for_function("document.querySelector('#aa-status').className === 'err'")
+        assert "give a reason" in page.text_content("#aa-status")
+        # nothing is wider than the screen
+        assert page.evaluate("document.documentElement.scrollWidth") <= width + 1 or width > 1000
+        page.close()

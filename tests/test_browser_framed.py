@@ -112,7 +112,7 @@ def test_a_rater_an_arena_battle_and_the_admin_in_a_cross_site_frame(sites):
         # a rater's whole test; storage is kept, so no note
         f = rate_in_frame(ctx, outer, live, tid, 4)
         assert f.locator("#lt-frame-note").count() == 0
-        assert live.state.store.mos_frame(tid)["score"].tolist() == [4.0]
+        assert live.state.store.answer_frame("mos_ratings", tid)["score"].tolist() == [4.0]
         # an arena battle to the vote
         _page, f = framed(ctx, outer, f"{live.url}arena/")
         f.locator("#ll-arena[data-ready='1']").wait_for(timeout=60_000)
@@ -144,10 +144,58 @@ def test_partitioned_cookies_only_the_rater_is_told_and_still_finishes(sites):
         link = f.locator("#lt-open-direct")
         assert link.get_attribute("href") == f"{live.url}listen/{tid}"
         assert link.get_attribute("target") == "_blank"
-        assert live.state.store.mos_frame(tid)["score"].tolist() == [2.0]
+        assert live.state.store.answer_frame("mos_ratings", tid)["score"].tolist() == [2.0]
         f = admin_login_in_frame(ctx, outer, live)
         f.get_by_text("Logged in as admin").first.wait_for(timeout=60_000)
         assert {c["partitionKey"] for c in ctx.cookies(live.url)} == {"http://localhost"}
+
+
+def test_a_crowd_rater_in_a_frame_is_told_a_reload_finds_their_place(sites):
+    """#38 item 14: with no storage in the frame, a rater who came with a crowd id is told a
+    reload brings them back where they were (not that it starts again), and it does: after a
+    reload and "I agree", the second item, not the first."""
+    from urllib.parse import quote
+
+    live, outer, _ = sites
+    spec = {
+        "name": "framed crowd",
+        "kind": "mos",
+        "systems": [{"name": "alpha", "backend": "alpha"}, {"name": "beta", "backend": "beta"}],
+        "prompts": ["A rater in a frame hears this."],
+        "items_per_rater": 2,
+        "screening": False,
+        "headphone_check": False,
+        "familiarise": False,
+    }
+    r = httpx.post(
+        live.url + "ll/admin/tests",
+        json=spec,
+        headers={"Authorization": f"Bearer {PW}"},
+        verify=False,
+        timeout=300,
+    )
+    tid = r.json()["test_id"]
+    src = quote(f"{live.url}listen/{tid}?PROLIFIC_PID=pid-in-a-frame", safe="")
+    with chromium(TLS_OK) as ctx:
+        page, f = framed(ctx, outer, src)
+        f.locator("#lt-root[data-ready='1']").wait_for(timeout=60_000)
+        note = f.locator("#lt-frame-note").inner_text()
+        assert "you are back at the clip you were on" in note
+        assert "a reload starts again" not in note
+        f.locator("#lt-agree").click()
+        f.locator("#lt-item:not([hidden])").wait_for(timeout=30_000)
+        assert f.locator("#lt-root").get_attribute("data-position") == "0"
+        f.locator(".lt-play[data-slot='0']").click()
+        f.locator(".lt-choice[data-value='3']").click()
+        f.locator("#lt-submit:not([disabled])").wait_for(timeout=60_000)
+        f.locator("#lt-submit").click()
+        f.locator("#lt-root[data-position='1']").wait_for(timeout=30_000)
+        page.reload()  # the frame keeps nothing: the consent again, then the same place
+        f = page.frame_locator("#space")
+        f.locator("#lt-root[data-ready='1']").wait_for(timeout=60_000)
+        f.locator("#lt-agree").click()
+        f.locator("#lt-item:not([hidden])").wait_for(timeout=30_000)
+        assert f.locator("#lt-root").get_attribute("data-position") == "1"
 
 
 def test_a_browser_that_keeps_no_cookie_is_told_and_linked_out(sites):

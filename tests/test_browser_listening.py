@@ -8,6 +8,8 @@
 
 from __future__ import annotations
 
+import time
+
 import httpx
 import numpy as np
 import pytest
@@ -215,7 +217,7 @@ def test_ab_and_mushra_pages(setup):
     page.wait_for_selector("#lt-submit:not([disabled])")
     page.click("#lt-submit")
     page.wait_for_selector("#lt-done:not([hidden])")
-    (v,) = store.ab_frame(ab).to_dict(orient="records")
+    (v,) = store.answer_frame("ab_votes", ab).to_dict(orient="records")
     assert v["cmos"] == 2.0 and v["choice"] == "b" and v["condition"] == "as_streamed"
 
     mu = new_test(
@@ -269,3 +271,99 @@ def test_prompt_text_with_markup_stays_text(setup):
     assert page.query_selector_all("#lt-item img, #lt-text *") == []
     page.wait_for_timeout(300)  # an injected onerror would have fired by now
     assert page.evaluate("window.pwned === undefined")
+
+
+class BlackHole:
+    """A port that takes connections and never answers (a restarting container behind a
+    proxy): a WebSocket connect to it hangs until the page gives up on it."""
+
+    def __init__(self, port: int):
+        import socket
+        import threading
+
+        self.sock = socket.create_server(("127.0.0.1", port))
+        self.sock.settimeout(0.2)
+        self.held: list = []
+        self.open = True
+        self.thread = threading.Thread(target=self.run, daemon=True)
+        self.thread.start()
+
+    def run(self) -> None:
+        while self.open:
+            try:
+                conn, _ = self.sock.accept()
+            except OSError:
+                continue
+            self.held.append(conn)
+
+    def close(self) -> None:
+        self.open = False
+        self.thread.join(5)
+        for c in self.held:
+            c.close()
+        self.sock.close()
+
+
+def test_the_rater_page_reconnects_after_a_restart_and_says_so(tmp_path):
+    """#38 item 13: the server is killed under a rater's page mid-test, its port then holds
+    connections without answering (a restarting container behind a proxy), then it comes
+    back on the same store. The page says at once that the connection is lost and that it is
+    reconnecting; it gives up on a connect that hangs and tries again (more than one
+    connection reaches the silent port); a Play pressed while it is down starts once the
+    connection is back, and the page says it is back. (Before: no word, no connect timeout,
+    and a Play pressed while down did nothing.)"""
+    from types import SimpleNamespace
+
+    from tests.support.replicas import Replica, free_port
+
+    port = free_port()
+    rep = Replica(str(tmp_path / "r.db"), port, tmp_path / "serve", ("joe=piper?deterministic=1",))
+    rep.start().wait_up()
+    hole = None
+    try:
+        live = SimpleNamespace(url=rep.url + "/")
+        tid = create_one_item_test(
+            live, {"name": "joe", "backend": "joe"}, "Is it going to rain tomorrow?"
+        )
+        with chromium(["--autoplay-policy=no-user-gesture-required"]) as ctx:
+            page = open_rater(ctx, f"{rep.url}/listen/{tid}")
+            page.click("#lt-agree")
+            page.wait_for_selector("#lt-item:not([hidden])", timeout=30_000)
+            assert page.is_hidden("#lt-conn")  # connected: nothing to say
+            rep.kill()
+            hole = BlackHole(port)
+            page.wait_for_selector("#lt-conn:not([hidden])", timeout=10_000)
+            said = page.inner_text("#lt-conn")
+            assert "connection to the server was lost" in said and "Reconnecting" in said
+            page.click(".lt-play[data-slot='0']")  # pressed while the server is down
+            deadline = time.monotonic() + 30
+            while len(hole.held) < 2 and time.monotonic() < deadline:
+                time.sleep(0.2)
+            assert len(hole.held) >= 2, "a hanging connect was never given up"
+            assert (
+                page.evaluate(
+                    "window.listenTest.played[window.listenTest.status.item"
+                    ".assignment_id + ':0'] || 0"
+                )
+                == 0
+            )
+            hole.close()
+            hole = None
+            rep.start().wait_up()
+            page.wait_for_function(
+                "document.getElementById('lt-conn').textContent.includes('again')",
+                timeout=30_000,
+            )
+            page.wait_for_function(  # the Play pressed while down has played
+                "(window.listenTest.played[window.listenTest.status.item.assignment_id + ':0']"
+                " || 0) >= window.listenTest.status.item.need_ms[0]",
+                timeout=60_000,
+            )
+            page.click(".lt-choice[data-value='4']")
+            page.wait_for_selector("#lt-submit:not([disabled])", timeout=10_000)
+            page.click("#lt-submit")
+            page.wait_for_selector("#lt-done:not([hidden])", timeout=30_000)
+    finally:
+        if hole is not None:
+            hole.close()
+        rep.kill()

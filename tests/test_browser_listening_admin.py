@@ -170,3 +170,50 @@ def test_designer_imports_your_own_audio_and_previews_it(tmp_path, piper_det):
         labels = " ".join(page.locator(f"#lt-preview-{i}").inner_text() for i in range(3))
         assert all(n in labels for n in items), labels
         assert page.locator("#lt-preview-3").is_hidden()
+
+
+def test_the_designer_fields_say_what_they_hold_and_the_tests_tab_says_done(tmp_path):
+    """#38 items 14 and 19: the name field is empty (a test left unnamed is named after its
+    type and systems, not "CPU voice: two wire profiles"); the target-ratings field shows what
+    its label says (0: no limit); the designer has the natural systems, the gold clip's text,
+    the true-peak ceiling and the code for excluded raters; after Close on the Tests tab the
+    page's status line says "Done.", never Gradio's untranslated ``common.complete``."""
+    from tests.support.app_util import LISTENING_BACKENDS, create_test
+
+    os.environ.pop("LISTENLAB_ADMIN_PASSWORD", None)
+    app = create_app(dict(LISTENING_BACKENDS), tmp_db())
+    with live_server(app) as live, chromium() as browser:
+        tid = create_test(live, name="", screening=False, headphone_check=False)
+        name = live.state.store.db.execute("SELECT name FROM tests WHERE test_id=?", [tid])
+        assert name.fetchone()[0] == "MOS: a, b"
+        page = browser.new_page()
+        page.goto(live.url + "admin/tests/")
+        page.wait_for_selector("text=Generate the stimuli", timeout=60_000)
+        assert (
+            page.locator("#lt-name-field textarea, #lt-name-field input").first.input_value() == ""
+        )
+        target = page.locator("#lt-target-field")
+        assert "0: no limit" in target.inner_text()
+        assert target.locator("input").first.input_value() == "0"
+        assert page.locator("#lt-ceiling-field input").first.input_value() == "-1"
+        for field in ("#lt-natural-field", "#lt-gold-text-field", "#lt-excluded-code-field"):
+            assert page.locator(field).count() == 1, field
+        page.get_by_role("tab", name="Tests").click()
+        page.get_by_label("Test", exact=True).click()
+        page.get_by_role("option").first.click()
+        page.get_by_role("button", name="Close").click()
+        said = []
+        for _ in range(60):  # Gradio's status line for screen readers, as it changes
+            said += page.evaluate(
+                "() => [...document.querySelectorAll('.sr-only')].map((e) => e.textContent)"
+            )
+            if "Done." in said:
+                break
+            page.wait_for_timeout(100)
+        assert "Done." in said and not any("common." in s for s in said), said
+        assert (
+            live.state.store.db.execute(
+                "SELECT status FROM tests WHERE test_id=?", [tid]
+            ).fetchone()[0]
+            == "closed"
+        )

@@ -91,6 +91,8 @@ def test_mos_page_fits_counts_clips_and_reports_the_screen(live, sized):
     assert _in_view(_box(page, "#lt-submit"), vp)
     page.click("#lt-submit")
     page.wait_for_function("document.querySelector('#lt-count').textContent === 'Clip 2 of 4'")
+    # #38 item 14: the screen's outcome ("... The test starts now.") is gone once rating began
+    assert page.is_hidden("#lt-hp-outcome")
 
 
 def test_mushra_page_on_a_phone_has_usable_sliders_and_submit_in_view(live, sized):

@@ -88,13 +88,13 @@ def test_create_open_results_and_export_on_a_tls_server(live, tls, tmp_path):
     assert "uploading 100%" in r.stderr
     tests = TestStore(live.state.store)
     t = tests.require_test(tid)
-    assert (t["name"], t["status"]) == ("remote", "draft")
+    assert (t.name, t.status) == ("remote", "draft")
     items = {s.system_id for s in tests.stimuli(tid) if s.kind == "item"}
     assert items == {"natural", "modelx"}
     # the same commands as locally, on the server
     r = cli("open", tid, "--server", server, "--cacert", str(tls[0]))
     assert r.returncode == 0, r.stderr
-    assert tests.require_test(tid)["status"] == "open"
+    assert tests.require_test(tid).status == "open"
     r = cli("list", "--server", server, "--json", ca=tls[0])
     assert r.returncode == 0 and tid in [x["test_id"] for x in json.loads(r.stdout)["tests"]]
     r = cli("results", tid, "--server", server, "--json", ca=tls[0])
@@ -112,7 +112,7 @@ def test_create_open_results_and_export_on_a_tls_server(live, tls, tmp_path):
         assert json.loads(z.read("test.json"))["test_id"] == tid
         assert "raw/ratings.csv" in z.namelist()
     r = cli("close", tid, "--server", server, ca=tls[0])
-    assert r.returncode == 0 and tests.require_test(tid)["status"] == "closed"
+    assert r.returncode == 0 and tests.require_test(tid).status == "closed"
 
 
 def test_certificates_are_verified_and_the_password_checked(live, tls):

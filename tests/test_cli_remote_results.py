@@ -141,7 +141,7 @@ def test_open_passes_confirm_not_persistent_to_the_server():
         )
         r = cli("open", tid, "--server", server, "--confirm-not-persistent")
         assert r.returncode == 0, r.stderr
-        assert lv.app.state.listening.tests.require_test(tid)["status"] == "open"
+        assert lv.app.state.listening.tests.require_test(tid).status == "open"
 
 
 def lan_address() -> str | None:

@@ -192,22 +192,22 @@ def test_mushra_post_screening_and_medians():
 
 def test_store_v2_answers_once(tmp_path):
     store = Store.open(tmp_path / "l.db")
-    assert store.schema_version == SCHEMA_VERSION == 7  # 7: PostgreSQL text sorts byte-wise
+    assert store.schema_version == SCHEMA_VERSION == 8  # 8: the arena's second version
     tests = TestStore(store)
     tests.create_test("t1", "mos", "T", {"design": {}}, status="open")
     r1, _ = tests.join("t1", "tok-one" * 6, "P1", "PROLIFIC_PID")
     r2, _ = tests.join("t1", "tok-two" * 6, None, None)
-    assert (r1["seq"], r2["seq"]) == (0, 1)
-    assert tests.rater_for_token("t1", "tok-one" * 6)["rater_id"] == r1["rater_id"]
-    row = store.db.execute("SELECT token_hash FROM test_raters WHERE rater_id=?", [r1["rater_id"]])
+    assert (r1.seq, r2.seq) == (0, 1)
+    assert tests.rater_for_token("t1", "tok-one" * 6).rater_id == r1.rater_id
+    row = store.db.execute("SELECT token_hash FROM test_raters WHERE rater_id=?", [r1.rater_id])
     assert row.fetchone()[0] == token_hash("tok-one" * 6)  # only the hash is stored
-    assert tests.answer("a1", "t1", r1["rater_id"], "item1", "mos", {"score": 3}, None, [])
-    assert not tests.answer("a1", "t1", r1["rater_id"], "item1", "mos", {"score": 3}, None, [])
+    assert tests.answer("a1", "t1", r1.rater_id, "item1", "mos", {"score": 3}, None, [])
+    assert not tests.answer("a1", "t1", r1.rater_id, "item1", "mos", {"score": 3}, None, [])
     with pytest.raises(AlreadyVoted):
-        tests.answer("a2", "t1", r1["rater_id"], "item1", "mos", {"score": 5}, None, [])
+        tests.answer("a2", "t1", r1.rater_id, "item1", "mos", {"score": 5}, None, [])
     assert len(tests.answers_frame("t1")) == 1
     raters = tests.raters_frame("t1")
-    table = rater_table(raters, None, None, TestScreening())
+    table = rater_table(raters, [], TestScreening())
     assert table["excluded"].all() and table["reasons"].str.contains("headphone check").all()
     store.close()
 

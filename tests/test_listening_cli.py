@@ -76,8 +76,8 @@ def test_create_records_the_stimuli_with_a_progress_line(created):
     with Store.open(db, read_only=True) as store:
         svc = Listening(store)
         t = svc.tests.require_test(tid)
-        assert (t["kind"], t["name"], t["status"]) == ("mos", "From a spec", "open")
-        cfg = t["config"]
+        assert (t.kind, t.name, t.status) == ("mos", "From a spec", "open")
+        cfg = t.config
         assert cfg["consent"] == "Agree?" and cfg["completion_code"] == "DONE42"
         assert cfg["headphone_check"] is False and cfg["show_text"] is True  # MOS default
         assert [s["name"] for s in cfg["systems"]] == ["joe", "fast"]

@@ -81,6 +81,7 @@ def test_codes_change_while_open_recorded_and_used_at_once(live):
         "redirect_url": "https://example.org/v2?cc={code}",
         "screenout_code": "OUT-2",
         "screenout_url": "https://example.org/out?cc={code}",
+        "excluded_code": None,
     }
     rows = changes(live, tid)
     assert [r_[:3] for r_ in rows] == [
@@ -146,9 +147,63 @@ def test_bad_crowd_settings_are_refused_and_change_nothing(live, body, message):
     r = crowd(live, tid, **body)
     assert r.status_code == 400 and r.json()["detail"].startswith(message), r.text
     assert changes(live, tid) == []
-    assert live.app.state.listening.tests.require_test(tid)["config"]["completion_code"] == (
-        "KEEP-1"
+    assert live.app.state.listening.tests.require_test(tid).config["completion_code"] == ("KEEP-1")
+
+
+async def rate_through(live, tid: str, crowd_id: str, careless: bool) -> dict:
+    """A rater who answers every item (no headphone screen): attentively (the low anchor 1,
+    the trap what it asks, the items 3 to 5) or carelessly (5 for everything). The item's role
+    is read from the store: the page is never told it. The last status."""
+    c = RaterClient(live.url, tid, crowd_id=crowd_id)
+    try:
+        await c.join()
+        st = await c.status()
+        while st["item"] is not None:
+            aid = st["item"]["assignment_id"]
+            a = next(
+                x
+                for x in live.state.store.assignments(tid, st["rater_id"])
+                if x.assignment_id == aid
+            )
+            await c.listen(aid, 0)
+            score = 5 if careless else int(a.expected) if a.role != "item" else 3 + len(aid) % 3
+            r = await c.vote({"assignment_id": aid, "score": score})
+            assert r.status_code == 200, r.text
+            st = await c.status()
+        return st
+    finally:
+        await c.aclose()
+
+
+def test_a_rater_the_screening_excludes_gets_the_excluded_code(live):
+    """#38 item 14: a careless rater who answers every item still finishes; with an
+    ``excluded_code`` set they are shown it (and sent to the redirect with it) instead of the
+    completion code, so a researcher can withhold payment; an attentive rater gets the
+    completion code. Without one, the careless rater gets the completion code too (as the
+    docs say)."""
+    spec = dict(
+        completion_code="PAY-1",
+        redirect_url="https://example.org/done?cc={code}",
+        headphone_check=False,
+        screening=True,
+        items_per_rater=2,
     )
+    tid = create_test(live, excluded_code="NOPAY-1", **spec)
+    good = asyncio.run(rate_through(live, tid, "attentive", careless=False))
+    bad = asyncio.run(rate_through(live, tid, "careless", careless=True))
+    assert good["completion_code"] == "PAY-1"
+    assert bad["completion_code"] == "NOPAY-1"
+    assert bad["redirect_url"] == "https://example.org/done?cc=NOPAY-1"
+    res = httpx.get(live.url + f"ll/admin/tests/{tid}/results", timeout=60).json()
+    excluded = {r["rater_id"]: r["excluded"] for r in res["raters"]}
+    assert excluded == {good["rater_id"]: False, bad["rater_id"]: True}
+    again = asyncio.run(rate_through(live, tid, "careless", careless=True))  # resumed: kept
+    assert again["completion_code"] == "NOPAY-1"
+    plain = create_test(live, **spec)
+    bad2 = asyncio.run(rate_through(live, plain, "careless2", careless=True))
+    assert bad2["completion_code"] == "PAY-1"
+    r = crowd(live, tid, excluded_code="has space")
+    assert r.status_code == 400 and "excluded_code may hold only letters" in r.json()["detail"]
 
 
 def test_unknown_test_is_404(live):
@@ -162,18 +217,18 @@ def test_duplicate_picks_an_editable_draft_copy(live, tmp_path):
     msg, _table, pick, _kept = duplicate_test(p, tid)
     new = pick["value"]
     assert new != tid and f"duplicated as {new}" in msg
-    assert p.tests.require_test(new)["status"] == "draft"
+    assert p.tests.require_test(new).status == "draft"
     values = crowd_values(p, new)
-    assert values[:4] == ["ORIG-1", "", "SO-1", ""] and values[4] == ""
-    note = save_crowd(p, new, "COPY-2", "https://example.org/c?x={code}", "SO-1", "")
+    assert values[:5] == ["ORIG-1", "", "SO-1", "", ""] and values[5] == ""
+    note = save_crowd(p, new, "COPY-2", "https://example.org/c?x={code}", "SO-1", "", "")
     assert note.startswith("Saved completion_code, redirect_url for " + new)
     assert [r_[:3] for r_ in changes(live, new)] == [
         ("completion_code", "ORIG-1", "COPY-2"),
         ("redirect_url", None, "https://example.org/c?x={code}"),
     ]
     assert changes(live, tid) == []  # the original is untouched
-    assert p.tests.require_test(tid)["config"]["completion_code"] == "ORIG-1"
-    assert "2 change(s) recorded" in crowd_values(p, new)[4]
+    assert p.tests.require_test(tid).config["completion_code"] == "ORIG-1"
+    assert "2 change(s) recorded" in crowd_values(p, new)[5]
 
 
 def test_only_the_admin_changes_crowd_settings():
@@ -189,7 +244,7 @@ def test_only_the_admin_changes_crowd_settings():
             )
             assert r.status_code in (401, 403), r.text
         assert changes(lv, tid) == []
-        assert lv.app.state.listening.tests.require_test(tid)["config"]["completion_code"] == (
+        assert lv.app.state.listening.tests.require_test(tid).config["completion_code"] == (
             "SAFE-1"
         )
         ok = httpx.post(

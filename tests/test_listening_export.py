@@ -181,10 +181,20 @@ def test_the_export_holds_the_methods_section(finished):
     assert first["time_on_item_ms"] > 0
     assert first["time_since_previous_ms"] - first["time_on_item_ms"] > 3050
     assert (rat["time_on_item_ms"] > 0).all()
+    # #38 item 14: a check item's row names its pseudo system (its take names none)
+    checks = rat[rat["role"] != "item"]
+    assert sorted(checks["system_id"]) == ["__anchor__", "__trap__"]
+    assert rat.loc[rat["role"] == "item", "system_id"].notna().all()
 
     md = files["methods.md"].decode()
     assert f"listenlab {st['listenlab_version']}" in md and INSTRUCTIONS in md
     assert "one attempt" in md and "(the default text)" in md and "MOS a:" in md
+    # #38 item 19: the exclusion rule where the rule belongs, the check items' judging apart
+    assert "- A rater was excluded from the results on: headphone screen" in md
+    assert "excluded when: a trap answer is not exactly the one asked" in md
+    assert "- How the check items were judged: trap: exactly the answer the clip asks for" in md
+    assert "- Rule: " not in md
+    assert "shown the completion code like every rater" in st["screening"]["excluded_raters"]
 
 
 def test_every_exported_column_is_in_the_dictionary(finished):

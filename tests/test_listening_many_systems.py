@@ -108,7 +108,7 @@ def test_a_mos_test_with_many_systems_is_rated_to_full_balance(
     assert r.status_code == 200, r.text
     body = r.json()
     tid = body["test_id"]
-    design = Design.from_dict(TestStore(live.state.store).require_test(tid)["config"]["design"])
+    design = Design.from_dict(TestStore(live.state.store).require_test(tid).config["design"])
     assert design.partial and design.balanced_items == items  # not rounded up to a cycle
     need = math.lcm(items, systems * prompts) // items
     reps = need * items // (systems * prompts)  # 13 systems: 13 raters rate each cell twice
@@ -136,7 +136,7 @@ def test_a_50_system_ab_test_is_created_rated_and_balanced(live, tmp_path):
     r = create(live, {"kind": "ab", "stimuli": str(folder(tmp_path, 50, 1)), "items_per_rater": 10})
     assert r.status_code == 200, r.text
     tid = r.json()["test_id"]
-    design = Design.from_dict(TestStore(live.state.store).require_test(tid)["config"]["design"])
+    design = Design.from_dict(TestStore(live.state.store).require_test(tid).config["design"])
     assert design.units == 1225 and design.balanced_items == 10
     assert full_balance_raters(design) == 245  # lcm(10, 1225 pairs x 1 prompt) / 10
     assert "at a multiple of 245 raters" in "\n".join(r.json()["design"]["report"])

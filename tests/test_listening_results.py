@@ -88,7 +88,7 @@ async def rate_all(live, tid: str, scores, *, headphones: bool | None = True) ->
 
 
 def rat_prompts(live, tid: str) -> set[str]:
-    return set(live.state.store.mos_frame(tid)["prompt_id"])
+    return set(live.state.store.answer_frame("mos_ratings", tid)["prompt_id"])
 
 
 async def drop_out(live, tid: str) -> str:
@@ -181,7 +181,7 @@ def test_dropout_and_straight_liner_leave_results_working(live):
     mine = scr[scr["test_id"] == tid].set_index("rater_id")
     assert mine["excluded"].to_dict() == {gone: True, honest: False, flat: True}
     glob = t["mos"].set_index("system_id")
-    mos = live.state.store.mos_frame()
+    mos = live.state.store.answer_frame("mos_ratings")
     kept = mos[
         (mos["role"] == "item") & ~mos["rater_id"].isin(set(scr.loc[scr["excluded"], "rater_id"]))
     ]

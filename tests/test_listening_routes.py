@@ -94,7 +94,7 @@ def test_vote_before_listening_is_refused_by_the_server(live):
         return c
 
     c = run(go())
-    mos = live.state.store.mos_frame(tid)
+    mos = live.state.store.answer_frame("mos_ratings", tid)
     assert len(mos) == 1 and mos["score"].tolist() == [4.0] and c.token not in str(mos)
 
 
@@ -124,7 +124,7 @@ def test_double_submit_and_two_tabs_count_once(live, mos_test):
         return it, st
 
     it, st = run(go())
-    mos = live.state.store.mos_frame(mos_test)
+    mos = live.state.store.answer_frame("mos_ratings", mos_test)
     mine = mos[mos["rater_id"] == st["rater_id"]]
     assert len(mine) == 2 and st["answered"] == 2 and st["finished"]
     first = mine[mine["assignment_id"] == it["assignment_id"]]
@@ -233,7 +233,7 @@ def test_ab_sides_randomised_and_cmos_sign_corrected(live):
 
     shown = sum(run(together(rater(), rater())), [])  # two raters at once, as a crowd rates
     assert set(shown) == {"a", "b"} and shown.count("a") == shown.count("b") == 2
-    votes = store.ab_frame(tid)
+    votes = store.answer_frame("ab_votes", tid)
     assert len(votes) == 4 and set(votes["cmos"]) == {-2.0, 2.0}  # raw, as presented
     for _, v in votes.iterrows():  # presentation order stored: take_a is the first side
         assert store.load_take(v["take_a"]).meta["system"] == v["system_a"]
@@ -287,7 +287,7 @@ def test_ab_check_pairs_flag_a_rater_who_prefers_the_anchor(live):
     # the clean side takes the systems in turn, rater by rater (whichever joined first)
     assert clean_sides == {"a", "b"}
     # the check pairs are not A/B votes: only the 2 real items of each rater are
-    votes = store.ab_frame(tid)
+    votes = store.answer_frame("ab_votes", tid)
     assert len(votes) == 4 and set(votes["system_a"]) | set(votes["system_b"]) == {"a", "b"}
     answers = store.db.execute("SELECT count(*) FROM answers WHERE test_id = ?", [tid])
     assert answers.fetchone()[0] == 8
@@ -393,9 +393,8 @@ def test_mushra_hidden_reference_anchor_and_post_screening(live):
 
 
 def TestStoreFrame(store, tid):  # noqa: N802 - small helper
-    from app.store.listening import TestStore
 
-    return TestStore(store).mushra_frame(tid)
+    return store.answer_frame("mushra_ratings", tid)
 
 
 def test_as_streamed_replays_the_recorded_stall(live):
@@ -458,7 +457,7 @@ def test_glitch_hunt_marks_map_to_seams_and_close_the_item(live):
     assert saved["type"] == "listen_glitch_saved" and saved["boundary_index"] == 2
     assert bad["type"] == "listen_error" and "outside" in bad["message"]
     assert r.status_code == 200 and r.json()["finished"]
-    rows = store.glitch_frame()
+    rows = store.answer_frame("glitch_reports")
     rows = rows[rows["test_id"] == tid]
     assert len(rows) == 1 and rows["distance_ms"].iloc[0] == pytest.approx(20.0)
     ans = store.db.execute("SELECT payload FROM answers WHERE test_id=?", [tid]).fetchone()[0]
@@ -484,7 +483,7 @@ def test_live_condition_generates_afresh_and_is_recorded(live):
 
     it, p, r = run(go())
     assert r.status_code == 200 and r.json()["finished"]
-    (row,) = store.mos_frame(tid).to_dict(orient="records")
+    (row,) = store.answer_frame("mos_ratings", tid).to_dict(orient="records")
     ev = store.db.execute("SELECT take_id, condition FROM play_events WHERE test_id=?", [tid])
     fresh_id, cond = ev.fetchone()
     assert cond == "live" and p.take_id != fresh_id  # the page saw only a stream id

@@ -425,6 +425,8 @@ def test_ab_check_pairs_clean_side(live, tmp_path):
         stimuli=str(folder(tmp_path / "stim")),
     )
 
+    pairs: set[tuple[str, str]] = set()  # (the clean clip's system, the bad one's source's)
+
     def clean_sides(tid: str, n: int) -> list[set[str]]:
         stim = {s.take_id: s for s in TestStore(store).stimuli(tid)}
         out = []
@@ -442,14 +444,24 @@ def test_ab_check_pairs_clean_side(live, tmp_path):
                 if a.role == "gold":
                     roles = a.meta["roles"]
                     s = stim[a.slots[roles.index("gold")]]
-                    assert stim[a.slots[roles.index("anchor")]].kind == "anchor"
-                    assert s.kind == "item"
+                    bad = stim[a.slots[roles.index("anchor")]]
+                    assert bad.kind == "anchor" and s.kind == "item"
+                    assert bad.prompt_id == s.prompt_id  # one check prompt per pair
+                    made_from = store.take_info(bad.source_take_id).system_id
+                    pairs.add((s.system_id, made_from))
+                    if s.system_id == "natural":  # the degraded copy of that very clip
+                        assert bad.source_take_id == s.take_id
                     sides.add(s.system_id)
             out.append(sides)
         return out
 
     assert clean_sides(rotating, 3) == [{"a"}, {"b"}, {"a"}]  # each system in turn
+    assert ("a", "b") in pairs  # without a natural recording, not always the same system
     assert clean_sides(natural, 2) == [{"natural"}, {"natural"}]
+    # the docs say exactly this (#38 item 19: they said "the first system on the first prompt")
+    doc = (Path(__file__).resolve().parents[1] / "docs" / "listening-tests.md").read_text()
+    assert "the first system on the first prompt" not in doc
+    assert "the systems taking turns per rater" in doc and "made from that very clip" in doc
 
 
 # ---------------------------------------------------------------- familiarisation

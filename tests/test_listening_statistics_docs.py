@@ -38,6 +38,12 @@ def test_the_docs_pandas_gives_the_results_numbers(tmp_path, effects):
     d = mos_ratings(MosModel(rater_sd=rsd, prompt_sd=psd, honest=20), np.random.default_rng(3))
     d = d.assign(kind="mos", played_ms=3000.0, duration_s=3.0)
     d.loc[d.index[0], "played_ms"] = 100.0  # one item stopped early: it must not count
+    # #38 item 14: a system every rater gave the same score, and one only two raters heard:
+    # the results give no interval for either, and neither may the block ([3.00, 3.00] before)
+    one = d[d["system_id"] == d["system_id"].iloc[0]]
+    flat = one.assign(system_id="flat", score=3)
+    few = one[one["rater_id"].isin(sorted(set(one["rater_id"]))[1:3])].assign(system_id="few")
+    d = pd.concat([d, flat, few], ignore_index=True)
     (tmp_path / "raw").mkdir()
     (tmp_path / "results").mkdir()
     d.to_csv(tmp_path / "raw" / "ratings.csv", index=False)
@@ -61,6 +67,9 @@ def test_the_docs_pandas_gives_the_results_numbers(tmp_path, effects):
     assert (got["n"].to_numpy() == want["n"].to_numpy()).all()
     for c in ("mean", "ci_low", "ci_high"):
         np.testing.assert_allclose(got[c].to_numpy(), want[c].to_numpy(), rtol=1e-9)
+    for sid in ("flat", "few"):
+        assert np.isnan(got.loc[sid, ["ci_low", "ci_high"]].astype(float)).all()
+        assert "too few ratings" in want.loc[sid, "note"]
 
 
 def test_the_docs_column_dictionary_is_the_codes():
@@ -153,3 +162,16 @@ def test_the_docs_r_mixed_model_lands_inside_the_tables_interval(tmp_path):
     assert ((want["ci_low"] <= got) & (got <= want["ci_high"])).all(), (got, want)
     assert (abs(got - want["mean"]) < 0.1).all(), (got, want["mean"])
     assert "s30" in run.stdout and "2.5 %" in run.stdout  # the block prints its table
+
+
+def test_the_reconnect_promise_is_the_players_numbers():
+    """#38 item 13: what listening-tests.md promises about a dropped connection is what the
+    player does (its constants in player-core.js)."""
+    js = (ROOT / "app" / "player" / "static" / "player-core.js").read_text(encoding="utf-8")
+    m = re.search(r"CONNECT_TIMEOUT_MS = (\d+), RETRY_MS = (\d+), RETRY_MAX_MS = (\d+)", js)
+    timeout, first, most = (int(x) / 1000 for x in m.groups())
+    text = " ".join(DOC.read_text(encoding="utf-8").split())
+    assert (
+        f"each try is given up after {timeout:g} s, the wait between tries grows from "
+        f"{first:g} s to at most {most:g} s"
+    ) in text

@@ -76,22 +76,22 @@ def test_opening_needs_an_explicit_yes_on_every_path(live):
     # confirmed: open
     r = post(live, "ll/admin/tests", {**SPEC, "confirm_not_persistent": True})
     assert r.status_code == 200, r.text
-    assert tests.require_test(r.json()["test_id"])["status"] == "open"
+    assert tests.require_test(r.json()["test_id"]).status == "open"
     # a draft needs no yes; opening it does (a truthy non-boolean is not a yes)
     tid = post(live, "ll/admin/tests", {**SPEC, "open": False}).json()["test_id"]
     for confirm in ({}, {"confirm_not_persistent": "yes"}):
         r = post(live, f"ll/admin/tests/{tid}/status", {"status": "open", **confirm})
         assert r.status_code == 409 and r.json()["reason"] == "not_persistent"
-        assert tests.require_test(tid)["status"] == "draft"
+        assert tests.require_test(tid).status == "draft"
     assert post(live, f"ll/admin/tests/{tid}/status", {"status": "closed"}).status_code == 200
     # the Tests tab's Open button: refused without the box ticked, opens with it
     page = AdminPage(live.state, live.app.state.listening, tmp_path_exports(live))
     with pytest.raises(gr.Error, match="not persistent"):
         open_test(page, tid)
-    assert tests.require_test(tid)["status"] == "closed"
+    assert tests.require_test(tid).status == "closed"
     msg = open_test(page, tid, True)[0]
     assert msg == f"{tid} is open."
-    assert tests.require_test(tid)["status"] == "open"
+    assert tests.require_test(tid).status == "open"
 
 
 def test_the_cli_refuses_to_open_on_a_container_only_store(tmp_path, capsys, monkeypatch):

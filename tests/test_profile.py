@@ -20,6 +20,7 @@ import pytest
 import soxr
 
 import backends.profile  # noqa: F401  (registers the wrapper even if engines were imported first)
+from backends.audio import encode_audio
 from backends.base import AudioChunk, Backend, Capabilities, SpeechRequest
 from backends.errors import BackendError, InvalidRequest
 from backends.profile import PROFILES, ProfileBackend, WireProfile, profile_from_params
@@ -28,13 +29,36 @@ from evaluation.takes import TakeFailed, record
 
 TEXT = "Hello there. This is a test of the wire profile, with a longer second sentence."
 SHORT = "One two three four five."
+LONG = " ".join(
+    [TEXT, "And a third sentence, so that slow schedules reach their steady chunks."] * 2
+)
 EARLY_S = 0.003  # clock granularity: a chunk may not arrive earlier than this before it is due
 LATE_S = 0.5  # generous: the machine is shared
 
 
+CLIP = encode_audio(0.3 * np.sin(np.arange(32000) * 2 * np.pi * 220 / 16000), 16000)
+"""A 2 s reference clip (the stand-in checks and decodes it, never clones it)."""
+
+
+def accepted(backend: Backend, text: str) -> SpeechRequest:
+    """``text`` as a request the backend's model takes: a clip for the clone-only models, a
+    caption for MiniMax Music 3, a preset voice for Voxtral (its open checkpoint needs one)."""
+    unit = getattr(backend, "unit", None)
+    if unit is None:
+        return SpeechRequest(text)
+    kw: dict = {}
+    if unit.rules.requires_ref_audio:
+        kw |= {"ref_audio": CLIP, "ref_text": "A tone."}
+    if unit.name == "minimax_music3":
+        kw["instructions"] = "Slow piano ballad."
+    if unit.name == "voxtral_tts":
+        kw["voice"] = unit.presets[0]
+    return SpeechRequest(text, **kw)
+
+
 async def collect(backend: Backend, text: str = TEXT) -> tuple[float, list[AudioChunk]]:
     t0 = time.monotonic()
-    chunks = [c async for c in backend.stream(SpeechRequest(text))]
+    chunks = [c async for c in backend.stream(accepted(backend, text))]
     return t0, chunks
 
 
@@ -50,7 +74,7 @@ def direct_takes(piper_det) -> dict[str, np.ndarray]:
 
     async def go():
         out = {}
-        for t in (TEXT, SHORT):
+        for t in (TEXT, SHORT, LONG):
             audio = await piper_det.synthesize(SpeechRequest(t))
             assert audio.sample_rate == 22050 and audio.channels == 1
             out[t] = audio.samples[:, 0].copy()
@@ -109,22 +133,31 @@ async def test_profile_format_schedule_and_audio(piper_det, direct_takes, name):
     backend = wrap(piper_det, name, pace=0)  # unpaced: this test is about the samples
     assert backend.capabilities.sample_rate == p.sample_rate
     assert backend.capabilities.channels == p.channels
-    _, chunks = await collect(backend)
+    # slow schedules (MiniMax's 5 s first window) get a text long enough for steady chunks
+    text = (
+        TEXT
+        if len(reference(direct_takes[TEXT], p.sample_rate)) > p.chunk_end(len(p.first_frames))
+        else LONG
+    )
+    _, chunks = await collect(backend, text)
     assert {(c.sample_rate, c.channels) for c in chunks} == {(p.sample_rate, p.channels)}
     assert [c.index for c in chunks] == list(range(len(chunks)))
 
-    ref = reference(direct_takes[TEXT], p.sample_rate)
+    ref = reference(direct_takes[text], p.sample_rate)
     sizes = [c.frames for c in chunks]
     assert sum(sizes) == len(ref)
     assert sizes == p.chunk_sizes(len(ref))
     spf = p.samples_per_frame
     assert spf == int(spf), "every table profile has a whole number of samples per frame"
-    # First chunk(s) and steady chunks are exact codec frames; only the last is a remainder.
-    for i, n in enumerate(sizes[:-1]):
-        assert n == p.frames_in_chunk(i) * spf, (i, n)
-    assert sizes[0] == p.first_frames[0] * spf
-    assert 0 < sizes[-1] <= p.frames_in_chunk(len(sizes) - 1) * spf
-    assert len(sizes) > len(p.first_frames) + 1, "the text must reach steady chunks"
+    if p.whole_file:
+        assert sizes == [len(ref)], "a whole-file model sends nothing until the end"
+    else:
+        # First chunk(s) and steady chunks are exact codec frames; only the last is a remainder.
+        for i, n in enumerate(sizes[:-1]):
+            assert n == p.frames_in_chunk(i) * spf, (i, n)
+        assert sizes[0] == p.first_frames[0] * spf
+        assert 0 < sizes[-1] <= p.frames_in_chunk(len(sizes) - 1) * spf
+        assert len(sizes) > len(p.first_frames) + 1, "the text must reach steady chunks"
 
     pcm = np.concatenate([c.pcm for c in chunks]).reshape(-1, p.channels)
     for ch in range(1, p.channels):
@@ -154,7 +187,25 @@ def test_table_schedules_match_the_sources():
     assert PROFILES["voxcpm2"].sample_rate == 48000
     for p in PROFILES.values():
         assert p.source and p.assumptions, p.name
-        assert p.describe()["first_chunk_ms"] > 0
+        d = p.describe()
+        assert d["whole_file"] is p.whole_file
+        assert (d["first_chunk_ms"] is None) if p.whole_file else d["first_chunk_ms"] > 0
+    whole = sorted(n for n, p in PROFILES.items() if p.whole_file)
+    assert whole == [
+        "audex-tta",
+        "covo-audio",
+        "higgs-audio-v2",
+        "indextts2",
+        "indextts2-5",
+        "ming-flash-omni-tts",
+        "moss-tts",
+        "omnivoice",
+        "step-audio2",
+    ]
+    assert (PROFILES["minimax-music3"].sample_rate, PROFILES["minimax-music3"].channels) == (
+        32000,
+        2,
+    )
 
 
 async def test_custom_spec_every_knob(direct_takes):
@@ -203,7 +254,7 @@ async def test_same_rate_is_not_resampled(piper_det, direct_takes):
 
 async def test_profile_on_a_profile_keeps_stereo(piper_det, direct_takes):
     """A stereo inner stream (a profile itself) with the same channel count stays stereo."""
-    inner = wrap(piper_det, "moss-tts-nano", pace=0, channels=2)
+    inner = wrap(piper_det, "custom", rate=48000, pace=0, channels=2)
     outer = ProfileBackend(
         inner, profile_from_params({"profile": "qwen3-tts", "pace": "0", "channels": "2"})
     )
@@ -247,6 +298,12 @@ async def test_profile_pacing(direct_takes, name):
     total = sum(c.frames for c in chunks) / p.sample_rate
     span = chunks[-1].arrived - t0
     assert 0.1 + total / 4 - EARLY_S <= span <= 0.1 + total / 4 + LATE_S
+    if p.whole_file:  # one chunk, when the simulated server has made all of it
+        assert len(chunks) == 1
+        return
+    if len(chunks) == 1:  # MiniMax: 5 s of audio fit in its first 5 s window
+        assert chunks[0].frames <= p.chunk_end(0)
+        return
     gaps = np.diff([c.arrived for c in chunks])
     due = np.diff(p.planned_offsets([c.frames for c in chunks]))
     assert np.median(np.abs(gaps - due)) < 0.1, "typical gaps follow the schedule"
@@ -421,12 +478,24 @@ async def test_task_cancellation_closes_the_inner_stream(piper_det):
 
 
 async def test_inner_errors_pass_through(piper_det):
-    backend = wrap(piper_det, "qwen3-tts")
+    backend = wrap(piper_det, "custom")
     with pytest.raises(InvalidRequest, match="empty"):
         await collect(backend, "   ")
     with pytest.raises(InvalidRequest, match="unknown voice"):
         async for _ in backend.stream(SpeechRequest(SHORT, voice="nobody")):
             pass
+
+
+async def test_a_model_profile_answers_by_its_models_rules(piper_det):
+    """A model's profile refuses what its model refuses, in its words, before any audio."""
+    qwen = wrap(piper_det, "qwen3-tts", pace=0)
+    with pytest.raises(InvalidRequest, match=r"^Invalid voice 'nobody'\. Supported: aiden, "):
+        [c async for c in qwen.stream(SpeechRequest(SHORT, voice="nobody"))]
+    with pytest.raises(InvalidRequest, match=r"^Input text cannot be empty$"):
+        [c async for c in qwen.stream(SpeechRequest("   "))]
+    fish = wrap(piper_det, "fish-speech", pace=0)
+    with pytest.raises(InvalidRequest, match="^Unknown voice 'joe'. Fish Speech has no built-in"):
+        [c async for c in fish.stream(SpeechRequest(SHORT, voice="joe"))]
 
 
 async def test_inner_failure_mid_stream_fails_the_take(direct_takes):
@@ -452,7 +521,7 @@ async def test_concurrent_requests_are_independent(piper_det, direct_takes):
 
 async def test_take_records_profile_format_and_arrivals(piper_det):
     backend = wrap(piper_det, "moss-tts-nano", pace=4, channels=2)
-    take = await record(backend, SpeechRequest(SHORT))
+    take = await record(backend, accepted(backend, SHORT))
     assert take.status == "ok"
     assert (take.sample_rate, take.channels) == (48000, 2)
     assert take.audio.shape[1] == 2
@@ -466,11 +535,7 @@ async def test_take_records_profile_format_and_arrivals(piper_det):
 @pytest.mark.parametrize(
     ("params", "message"),
     [
-        (
-            {"profile": "nope"},
-            "unknown profile 'nope'; known profiles: cosyvoice3, fish-speech, moss-tts-nano, "
-            "qwen3-tts, voxcpm2, custom",
-        ),
+        ({"profile": "nope"}, "unknown profile 'nope'; known profiles: " + ", ".join(PROFILES)),
         ({"profile": "custom", "rate": "100"}, "rate must be 8000..192000"),
         ({"profile": "custom", "channels": "0"}, "channels must be 1..8"),
         ({"profile": "custom", "pace": "-1"}, "pace must be >= 0"),
@@ -511,13 +576,15 @@ def test_the_docs_table_and_sources_are_the_units():
         cells = rows[name]
         assert cells[1] == ("anything" if name == "custom" else p.model)
         assert cells[2] == f"{p.sample_rate} Hz" and cells[3].split()[0] == str(p.channels)
-        assert cells[4].startswith(f"{p.frame_hz:g} Hz" if name != "fish-speech" else "21.53 Hz")
+        if p.whole_file:
+            assert cells[4:7] == ["—", "whole file", "whole file"], cells
+            continue
+        assert cells[4].startswith(f"{round(p.frame_hz, 2):g} Hz")
         first = p.first_frames
         assert (
             cells[5].startswith(f"{first[0]} frame")
-            or cells[5].startswith(f"{first[0]} patches")
             or cells[5].startswith(", ".join(map(str, first)))
-            or (len(set(first)) == 1 and cells[5].startswith(f"six of {first[0]}"))
+            or (len(set(first)) == 1 and cells[5].startswith(f"{len(first)} × {first[0]} frames"))
         ), cells[5]
         assert cells[6].startswith(f"{p.chunk_frames} ")
     for unit in UNITS.values():

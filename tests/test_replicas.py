@@ -110,7 +110,7 @@ def test_two_replicas_one_killed_nothing_lost_or_doubled(pg_url, tmp_path):
             stored = ans[ans["rater_id"] == rid]["assignment_id"].tolist()
             assert sorted(stored) == sorted(aids) and len(aids) == ITEMS, crowd  # none lost
         assert ans["answer_id"].is_unique and len(ans) == 2 * ITEMS  # none doubled
-        mos = store.mos_frame(tid)
+        mos = store.answer_frame("mos_ratings", tid)
         assert len(mos) == 2 * ITEMS and not mos.duplicated(["rater_id", "take_id"]).any()
         r1 = mos[mos["rater_id"] == raters.loc["pp-1", "rater_id"]]["score"].tolist()
         assert sorted(r1) == [4.0, 4.0, 5.0, 5.0]

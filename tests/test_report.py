@@ -20,7 +20,7 @@ from app.store import (
 )
 from app.store.listening import TestStore
 from evaluation.glitches import detect
-from evaluation.report import RAW_TABLES, ReportOptions, compute_tables, write_report
+from evaluation.report import ReportOptions, compute_tables, write_report
 from tests.support.evaluation_util import inject_double, inject_replay, synthesize
 from tests.support.remote_util import cli
 
@@ -117,7 +117,7 @@ def test_write_report_html_and_csv(lab, tmp_path):
         "Glitch reports",
     ):
         assert heading in page
-    for name in RAW_TABLES:
+    for name in store.report_tables():
         assert (tmp_path / "csv" / f"{name}.csv").is_file()
     assert len(pd.read_csv(tmp_path / "csv" / "mos_ratings.csv")) == 16
     assert len(pd.read_csv(tmp_path / "csv" / "stats_leaderboard.csv")) == 2

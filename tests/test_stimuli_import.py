@@ -93,8 +93,8 @@ def test_imported_and_generated_systems_in_one_test(mixed, folder):
     items = [s for s in stim if s.kind == "item"]
     assert sorted({s.system_id for s in items}) == ["gen", "modelx", "natural"]
     assert len(items) == 9  # 3 systems x 3 prompts
-    cfg = t["config"]
-    assert cfg["title"] == "How natural is this voice?" and t["name"] == "internal: lab run 7"
+    cfg = t.config
+    assert cfg["title"] == "How natural is this voice?" and t.name == "internal: lab run 7"
     assert cfg["instructions"] == "Rate each clip."
     assert cfg["stimuli"]["natural"] == ["natural"] and cfg["gold"] == "natural"
     by_sys = {s["name"]: s for s in cfg["systems"]}
@@ -163,8 +163,8 @@ def test_without_natural_or_marked_clip_only_the_anchor_gold(folder, tmp_path):
     assert code == 0, err
     tid = json.loads(out)["test_id"]
     t, stim, _ = _stimuli(db, tid)
-    assert [s for s in stim if s.kind == "gold"] == [] and t["config"]["gold"] is None
-    assert not t["config"]["design"]["gold"]
+    assert [s for s in stim if s.kind == "gold"] == [] and t.config["gold"] is None
+    assert not t.config["design"]["gold"]
     with Store.open(db) as store:
         svc = Listening(store)
         tok = svc.join(tid)["token"]
@@ -207,7 +207,7 @@ def test_manifest_csv_and_mushra_reference_defaults_to_natural(folder, tmp_path)
     )  # fmt: skip
     assert code == 0, err
     t, stim, takes = _stimuli(db, json.loads(out)["test_id"])
-    assert t["config"]["design"]["reference"] == "natural"
+    assert t.config["design"]["reference"] == "natural"
     anchors = [s for s in stim if s.kind == "anchor"]
     assert sorted(s.meta["anchor"] for s in anchors) == ["low"] * 3 + ["mid"] * 3
     ref = {s.prompt_id: s.take_id for s in stim if s.kind == "item" and s.system_id == "natural"}

@@ -199,7 +199,7 @@ def test_resent_votes_ignored_and_one_vote_per_item(store, takes):
     assert not store.add_ab_vote(AbVote("ab-1", "ab1", "r1", a, b, "b", cmos=2)).created
     with pytest.raises(AlreadyVoted):  # the same pair presented the other way round
         store.add_ab_vote(AbVote("ab-2", "ab1", "r1", b, a, "a"))
-    df = store.ab_frame()
+    df = store.answer_frame("ab_votes")
     assert len(df) == 1
     assert (df.loc[0, "system_a"], df.loc[0, "system_b"]) == ("piper", "piper-fast")
     # another rater may vote on the same item
@@ -250,7 +250,7 @@ def test_assignment_role_flows_into_rating(store, takes):
     with pytest.raises(AlreadyVoted):
         store.add_assignment(Assignment("as2", "mos1", "r1", 0, takes[1].take_id))
     store.add_mos_rating(MosRating("v1", "mos1", "r1", takes[0].take_id, 3))
-    row = store.mos_frame().iloc[0]
+    row = store.answer_frame("mos_ratings").iloc[0]
     assert row["role"] == "gold" and row["expected"] == 5.0 and row["system_id"] == "piper"
     assert [a.assignment_id for a in store.assignments("mos1", "r1")] == ["as1"]
 
@@ -359,7 +359,7 @@ def test_glitch_report_nearest_boundary(store, takes):
     assert bms, "the test text must give more than one chunk"
     store.add_glitch_report(GlitchReport("g1", t.take_id, "r1", bms[-1] + 30.0, kind="click"))
     store.add_glitch_report(GlitchReport("g2", t.take_id, "r1", 0.0))
-    g = store.glitch_frame().set_index("report_id")
+    g = store.answer_frame("glitch_reports").set_index("report_id")
     assert g.loc["g1", "boundary_index"] == len(bms) - 1
     assert g.loc["g1", "distance_ms"] == pytest.approx(30.0)
     assert g.loc["g2", "boundary_index"] == 0 and g.loc["g2", "distance_ms"] == pytest.approx(

@@ -30,9 +30,9 @@ from app.store import (
     System,
     open_store,
 )
-from app.store.copy import COPY_ORDER, digests
+from app.store.copy import copy_order, digests
 from app.store.listening import TestStore
-from app.store.schema import TABLES
+from app.store.schema import all_tables
 from app.store.urls import masked
 from app.web.ratelimit import LoginThrottle
 from backends.base import SpeechRequest
@@ -92,10 +92,10 @@ def test_postgres_schema_is_sqlites(tmp_path, pg_url):
     pg = open_store(pg_url, local_dir=tmp_path)
     con = lite.conn
     lite_tables = set(lite.sql.table_names())
-    pg_only = {t.name for t in TABLES if t.engines == ("postgresql",)}
+    pg_only = {t.name for t in all_tables() if t.engines == ("postgresql",)}
     assert pg_only == {"take_audio", "login_failures", "schema_version"}
     assert lite_tables == set(pg.sql.table_names()) - pg_only
-    assert lite_tables == set(COPY_ORDER)
+    assert lite_tables == set(copy_order())
     for t in sorted(lite_tables):
         info = con.execute(f'PRAGMA table_info("{t}")').fetchall()
         cols = pg.sql.execute(
@@ -171,7 +171,7 @@ def test_db_copy_sqlite_to_postgres_and_back(tmp_path, pg_url, takes):
     with Store.open(back, read_only=True) as s:
         assert [(c.table, c.rows, c.digest) for c in digests(s)] == want
         assert np.array_equal(s.load_take(takes[1].take_id).audio, takes[1].audio)
-        assert s.mos_frame("mos1")["score"].tolist() == [4.0, 2.5]
+        assert s.answer_frame("mos_ratings", "mos1")["score"].tolist() == [4.0, 2.5]
     # a checksum sees what a count cannot: one changed score
     with Store.open(back) as s:
         s.sql.execute("UPDATE mos_ratings SET score = 3 WHERE rating_id = 'v1'")
@@ -259,7 +259,7 @@ def test_concurrent_joins_on_two_replicas_get_distinct_rows(tmp_path, pg_url):
     def least_used(rows):
         counts = [0] * 6
         for r in rows:
-            counts[int(r["design_row"])] += 1
+            counts[r.row] += 1
         return counts.index(min(counts))
 
     def join(k: int) -> None:
@@ -270,7 +270,7 @@ def test_concurrent_joins_on_two_replicas_get_distinct_rows(tmp_path, pg_url):
                 "t1", f"tok-{k}", f"crowd-{k}", "x", choose_row=least_used
             )
             assert not resumed
-            rows_used.append(int(rater["design_row"]))
+            rows_used.append(int(rater.design_row))
         except BaseException as e:  # pragma: no cover - reported below
             errors.append(e)
 

@@ -14,7 +14,8 @@ import pytest
 
 from app.listening.export import export_files
 from app.store import copy_store, open_store
-from app.store.listening import EXPORT_TABLES, TestStore
+from app.store.listening import TestStore
+from app.store.schema import export_tables
 from tests.support.app_util import create_test, listening_app, live_server
 from tests.support.postgres import pg_cluster_fixture  # noqa: F401
 from tests.support.rater import RaterClient
@@ -89,7 +90,7 @@ def _rewrite_first_rows(url: str, local) -> None:
     rater's row changes with each step): it moves to the end of the table's storage, so a read
     without a total order would return it last."""
     with open_store(url, local_dir=local) as s:
-        for name in EXPORT_TABLES:
+        for name in export_tables():
             s.sql.execute(
                 f'UPDATE "{name}" SET test_id = test_id '
                 f'WHERE ctid = (SELECT ctid FROM "{name}" LIMIT 1)'

@@ -27,23 +27,26 @@ from app.store import (
     System,
     open_store,
 )
-from app.store.copy import COPY_ORDER
-from app.store.listening import EXPORT_TABLES, TestRow, TestStore
-from app.store.listening.tests import DELETE_ORDER
+from app.store.copy import copy_order
+from app.store.listening import TestRow, TestStore
+from app.store.listening.tests import delete_order
 from app.store.migrations import MIGRATIONS, SQL_TYPES, changes_at
-from app.store.schema import TABLES, TYPES, per_test_tables, table
+from app.store.schema import TYPES, all_tables, export_tables, per_test_tables, table
 from tests.support.postgres import available, pg_cluster_fixture, pg_url_fixture  # noqa: F401
 
 ROOT = Path(__file__).resolve().parents[1]
 HISTORY = ROOT / "tests" / "store_history"
+TABLES = all_tables()
 NAMES = {t.name for t in TABLES}
 
 
-def test_schema_version_is_seven():
-    """Version 7 made PostgreSQL sort text byte by byte; SQLite has nothing to do at it."""
-    assert SCHEMA_VERSION == 7
+def test_schema_version_is_eight():
+    """Version 7 made PostgreSQL sort text byte by byte; SQLite has nothing to do at it.
+    Version 8 is the arena's second (#42)."""
+    assert SCHEMA_VERSION == 8
     assert changes_at(7, "postgresql") and not changes_at(7, "sqlite")
     assert all(changes_at(v, "sqlite") for v in range(1, 7))
+    assert changes_at(8, "sqlite") and changes_at(8, "postgresql")
     assert set(MIGRATIONS) == set(range(1, SCHEMA_VERSION + 1))
 
 
@@ -72,11 +75,11 @@ def test_each_table_is_declared_consistently(t):
 
 
 def test_the_orders_are_read_from_the_declaration():
-    assert tuple(t.name for t in TABLES if t.study) == COPY_ORDER
-    assert set(COPY_ORDER) == NAMES - {"take_audio", "login_failures", "schema_version"}
-    assert tuple(reversed(per_test_tables())) == DELETE_ORDER and DELETE_ORDER[-1] == "tests"
-    assert tuple(t.name for t in TABLES if t.exported) == EXPORT_TABLES
-    assert set(EXPORT_TABLES) == set(per_test_tables()) - {"tests", "test_changes"}
+    assert tuple(t.name for t in TABLES if t.study) == copy_order()
+    assert set(copy_order()) == NAMES - {"take_audio", "login_failures", "schema_version"}
+    assert tuple(reversed(per_test_tables())) == delete_order() and delete_order()[-1] == "tests"
+    assert tuple(t.name for t in TABLES if t.exported) == export_tables()
+    assert set(export_tables()) == set(per_test_tables()) - {"tests", "test_changes"}
     assert [c.name for c in table("test_raters").columns if not c.exported] == ["token_hash"]
     assert tuple(TestRow.__dataclass_fields__) == table("tests").names
 
@@ -244,9 +247,9 @@ def test_an_old_sqlite_store_migrates_with_its_rows(tmp_path, version):
         assert s.schema_version == SCHEMA_VERSION
         assert s.frame("systems")["system_id"].tolist() == ["s1"]
         assert s.frame("tests")["status"].tolist() == ["open" if version == 1 else "closed"]
-        assert s.mos_frame("t1")["score"].tolist() == [4.5]
+        assert s.answer_frame("mos_ratings", "t1")["score"].tolist() == [4.5]
         if version >= 2:
-            assert TestStore(s).rater("t1", "r1")["seq"] == 0
+            assert TestStore(s).rater("t1", "r1").seq == 0
         if version >= 4:
             assert s.arena.setting("min_votes") == "7"
         migrated = sqlite_shape(s.conn)
@@ -256,12 +259,12 @@ def test_an_old_sqlite_store_migrates_with_its_rows(tmp_path, version):
         assert s.schema_version == SCHEMA_VERSION and sqlite_shape(s.conn) == migrated
 
 
-def test_a_read_only_open_reads_a_sqlite_file_version_7_does_not_change(tmp_path):
-    """SQLite has nothing to do at version 7: a version-6 file is read as it is (``report``,
-    ``db check``); a version-5 one still needs ``serve`` to migrate it first."""
+def test_a_read_only_open_refuses_a_sqlite_file_a_migration_would_change(tmp_path):
+    """SQLite has nothing to do at version 7, but version 8 adds the arena's columns:
+    a version-6 file needs ``serve`` to migrate it first, as a version-5 one does."""
     _old_sqlite(tmp_path / "v6.db", 6)
-    with Store.open(tmp_path / "v6.db", read_only=True) as s:
-        assert s.schema_version == 6 and s.frame("systems")["system_id"].tolist() == ["s1"]
+    with pytest.raises(StoreError, match="schema version 6 .*start `listenlab serve`"):
+        Store.open(tmp_path / "v6.db", read_only=True)
     _old_sqlite(tmp_path / "v5.db", 5)
     with pytest.raises(StoreError, match="schema version 5 .*start `listenlab serve`"):
         Store.open(tmp_path / "v5.db", read_only=True)

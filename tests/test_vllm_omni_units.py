@@ -22,9 +22,17 @@ import backends.vllm_omni.models as models
 from backends.base import SpeechRequest
 from backends.errors import InvalidRequest
 from backends.profile import ProfileBackend, unit_profile
-from backends.vllm_omni.models import MODELS, UNITS, adapter_class, discover, speech_rules
+from backends.vllm_omni.models import (
+    ADAPTERS,
+    MODELS,
+    UNITS,
+    VARIANTS,
+    adapter_class,
+    discover,
+    speech_rules,
+)
 from backends.vllm_omni.models.base import AdapterContext
-from backends.vllm_omni.models.unit import FACTS, ModelUnit
+from backends.vllm_omni.models.unit import FACTS, OPTIONAL_FACTS, ModelUnit
 from backends.vllm_omni.rules import RequestView, RuleContext, adapter_error
 from evaluation.takes import record
 
@@ -45,8 +53,10 @@ def test_every_fact_names_its_source(name):
     it is assumed and why; the schedule says what it assumes."""
     unit = UNITS[name]
     assert set(FACTS) <= set(unit.sources), set(FACTS) - set(unit.sources)
-    assert set(unit.sources) <= {*FACTS, "presets"}, set(unit.sources) - set(FACTS)
-    assert bool(unit.presets) == ("presets" in unit.sources)
+    assert set(unit.sources) <= {*FACTS, *OPTIONAL_FACTS}, set(unit.sources) - set(FACTS)
+    # the voices: a built-in list, or "any name is taken", says where that was read
+    assert bool(unit.presets or unit.open_voices) == ("presets" in unit.sources)
+    assert (unit.max_model_len is not None) == ("max_model_len" in unit.sources)
     assert unit.schedule is not None and unit.schedule.sources and unit.schedule.assumptions
     for fact, s in all_sources(unit):
         if s.assumed:
@@ -59,10 +69,60 @@ def test_every_fact_names_its_source(name):
     assert unit.rules.source == "; ".join(str(s) for s in unit.sources["rules"])
 
 
+ADAPTERS_030 = [
+    "audex",
+    "audex_tta",
+    "audio8_tts",
+    "breeze_tts_2",
+    "cosyvoice3",
+    "covo_audio",
+    "fish_speech",
+    "gepard",
+    "glm_tts",
+    "higgs_audio_v2",
+    "higgs_audio_v3",
+    "indextts2",
+    "indextts2_5",
+    "ming_flash_omni_tts",
+    "ming_tts",
+    "minimax_music3",
+    "moss_tts",
+    "moss_tts_nano",
+    "omnivoice",
+    "qwen3_tts",
+    "step_audio2",
+    "voxcpm2",
+    "voxtral_tts",
+]
+"""The 23 TTS adapters vLLM-Omni 0.30.0 registers (``tts_adapters/__init__.py``; fish_speech is
+registered as ``fish_tts``), as issue #41 lists them; the conformance stage reads the
+registry itself (``tests/conformance/test_rules.py``)."""
+
+
+def test_every_tts_adapter_of_vllm_omni_030_is_a_unit_with_a_profile():
+    from backends.profile import PROFILES
+
+    assert sorted(UNITS) == sorted(ADAPTERS_030)
+    for name in ADAPTERS_030:
+        unit = UNITS[name]
+        assert PROFILES[name.replace("_", "-")].unit == name
+        assert unit.checkpoint and unit.schedule is not None
+    # the embedded engine drives the five it can build prompts for without the checkpoint
+    assert sorted(ADAPTERS) == [
+        "cosyvoice3",
+        "fish_speech",
+        "moss_tts_nano",
+        "qwen3_tts",
+        "voxcpm2",
+    ]
+
+
 def test_models_known_by_name_only_say_so():
-    """The rows that are not units yet (#41) are marked assumed, every fact."""
-    named = [m for m in MODELS if m.name not in UNITS]
-    assert len(named) == 13
+    """Families no 0.30.0 adapter serves (dots.tts, Zonos) are marked assumed, every fact;
+    a variant of a unit (MOSS-TTS-Local) keeps its unit's rules."""
+    named = [m for m in MODELS if m.name not in UNITS and m not in VARIANTS]
+    assert sorted(m.name for m in named) == ["dots.tts", "zonos"]
+    assert [v.rules for v in VARIANTS] == [UNITS["moss_tts"].rules]
     for m in named:
         assert m.schedule is None and m.checkpoint == ""
         assert all(s.assumed for _, s in all_sources(m))
@@ -146,7 +206,7 @@ def toy_package(tmp_path):
 async def test_a_new_model_is_one_module(toy_package, piper_det):
     (toy_package / "toy_tts.py").write_text(textwrap.dedent(TOY))
     units, adapters = discover()
-    assert set(units) == {*UNITS, "toy_tts"} and set(adapters) == set(UNITS)
+    assert set(units) == {*UNITS, "toy_tts"} and set(adapters) == set(ADAPTERS)
     toy = units["toy_tts"]
     profile = unit_profile(toy)
     assert (profile.name, profile.model, profile.sample_rate, profile.channels) == (

@@ -15,11 +15,13 @@ from typing import Any
 
 from app.api.errors import ApiError
 from app.api.state import ApiState
-from backends.vllm_omni.models import model_unit, speech_rules
+from backends.vllm_omni.models import ModelUnit, model_unit
 from backends.vllm_omni.rules import (
+    GENERIC_RULES,
     RequestView,
     RuleContext,
     Uploaded,
+    VoiceClip,
     adapter_error,
     default_voice,
     sample_rate_error,
@@ -34,6 +36,22 @@ WS_WORD_TIMESTAMPS = (
     "stream_audio=true and response_format='pcm'."
 )
 NO_ALIGNER = "word_timestamps=true requires the server to be launched with --forced-aligner."
+
+
+def served_unit(state: ApiState) -> ModelUnit | None:
+    """The model whose rules ``listenlab api`` answers by: the one the backend runs or stands
+    in for (a profile, the embedded engine, the remote server's model), else the one the
+    served name names. A served name (``--served-model-name tts-1``) never changes it: vLLM-Omni
+    applies its model's rules under any name."""
+    return state.backend.unit or model_unit(state.served_model)
+
+
+def checkpoint_name(state: ApiState, unit: ModelUnit | None) -> str:
+    """The model the rules read variants from (Qwen3-TTS's task, MOSS-TTS's family member):
+    the served name when it names that model, else the model's checkpoint."""
+    if unit is None or model_unit(state.served_model) is unit:
+        return state.served_model
+    return unit.checkpoint
 
 
 async def rule_context(state: ApiState) -> RuleContext:
@@ -53,14 +71,21 @@ async def rule_context(state: ApiState) -> RuleContext:
     for name, meta in state.uploads.items():
         if meta.get("embedding_source") == "direct":
             uploaded[name] = Uploaded("direct")
-    return RuleContext(
-        state.served_model, speech_rules(state.served_model), frozenset(speakers), uploaded
-    )
+    unit = served_unit(state)
+    rules = unit.rules if unit is not None else GENERIC_RULES
+    return RuleContext(checkpoint_name(state, unit), rules, frozenset(speakers), uploaded)
+
+
+def whole_files_only(state: ApiState) -> bool:
+    """The served model is vLLM-Omni's pure-diffusion path (OmniVoice): every request is
+    answered with the whole file, streams too, and its ``model`` is not checked."""
+    unit = served_unit(state)
+    return bool(unit and unit.diffusion)
 
 
 def native_speed(state: ApiState) -> bool:
     """The served model changes speed itself (IndexTTS-2.5), so streams may ask for it."""
-    model = model_unit(state.served_model)
+    model = served_unit(state)
     return bool(model and model.speed_streaming)
 
 
@@ -85,6 +110,9 @@ async def check_speech(body: Any, state: ApiState) -> RequestView:
     view = RequestView.of(body)
     default_voice(view, ctx)
     refuse(sample_rate_error(ctx.rules, body.sample_rate))
+    if whole_files_only(state):  # _create_diffusion_speech: its own checks, nothing else
+        refuse(adapter_error(view, ctx))
+        return view
     state.check_model(body.model)
     if body.is_streaming and body.word_timestamps:
         raise ApiError(WS_WORD_TIMESTAMPS)
@@ -95,7 +123,7 @@ async def check_speech(body: Any, state: ApiState) -> RequestView:
         check_stream_speed(body.speed, label, state)
     refuse(adapter_error(view, ctx))
     refuse_unhonoured(view, state, ctx)
-    return view
+    return unread_fields_dropped(view, ctx)
 
 
 async def check_unit(config: Any, text: str, state: ApiState) -> RequestView:
@@ -106,6 +134,15 @@ async def check_unit(config: Any, text: str, state: ApiState) -> RequestView:
     view.input = text  # "default" stays a voice name here: only create_speech maps it
     refuse(adapter_error(view, ctx))
     refuse_unhonoured(view, state, ctx)
+    return unread_fields_dropped(view, ctx)
+
+
+def unread_fields_dropped(view: RequestView, ctx: RuleContext) -> RequestView:
+    """A model whose adapter never reads ``ref_audio`` (Step-Audio2) speaks the same with any
+    value there, so the clip is neither decoded nor passed on."""
+    if not ctx.rules.reads_ref_audio:
+        view.ref_audio = None
+        view.ref_text = None
     return view
 
 
@@ -122,8 +159,10 @@ def refuse_unhonoured(view: RequestView, state: ApiState, ctx: RuleContext) -> N
             "x_vector_only_mode is not supported by listenlab api: its voices clone from the "
             "whole reference clip"
         )
-    inline = isinstance(view.ref_audio, str) and not view.ref_audio.startswith("voice:")
-    if inline and not caps.cloning:
+    inline = view.ref_audio is not None and not isinstance(view.ref_audio, VoiceClip)
+    # a model's own rules decide whether it takes a clip (a stand-in takes it and says it did
+    # not clone); a backend that imitates no model refuses what it cannot do
+    if inline and not caps.cloning and served_unit(state) is None:
         raise ApiError(
             f"the {state.backend.describe()} backend cannot clone voices, so ref_audio is "
             "not supported"
@@ -136,6 +175,9 @@ __all__ = [
     "check_speech",
     "check_stream_speed",
     "check_unit",
+    "checkpoint_name",
     "native_speed",
     "rule_context",
+    "served_unit",
+    "whole_files_only",
 ]

@@ -44,6 +44,15 @@ def _run_api(args: argparse.Namespace) -> int:
 
     limits = ApiLimits(concurrency=args.concurrency, max_queue=args.max_queue)
     hosts, origins = hosts_from_args(args, args.host)
+
+    def announce(state) -> None:
+        # from the app's start-up, once a remote backend has said its model's name
+        print(
+            f"listenlab api: {backend.describe()} as model {state.served_model!r} on "
+            f"http://{args.host}:{args.port}",
+            flush=True,
+        )
+
     app = create_api_app(
         backend,
         served_model=args.served_model_name,
@@ -51,11 +60,7 @@ def _run_api(args: argparse.Namespace) -> int:
         limits=limits,
         allowed_hosts=hosts,
         allowed_origins=origins,
-    )
-    print(
-        f"listenlab api: {backend.describe()} as model {app.state.api.served_model!r} on "
-        f"http://{args.host}:{args.port}",
-        flush=True,
+        announce=announce,
     )
     uvicorn.run(
         app,

@@ -13,18 +13,19 @@ from dataclasses import asdict
 from fastapi import APIRouter, Depends
 from fastapi.responses import JSONResponse, Response
 
+from app.api.checks import served_unit
 from app.api.metrics import CONTENT_TYPE
 from app.api.state import ApiState, api_state
 from app.web.openapi import DeclaredRoute, media
-from backends.vllm_omni.models import speech_rules
+from backends.vllm_omni.rules import GENERIC_RULES, SpeechRules
 
 VLLM_VERSION = "0.30.0"
 """The vLLM (and vLLM-Omni) release whose speech API ``listenlab api`` serves."""
 
 
-def rules_card(model: str) -> dict:
+def rules_card(rules_of: SpeechRules) -> dict:
     """The served model's request rules, for a remote client to check against."""
-    rules = asdict(speech_rules(model))
+    rules = asdict(rules_of)
     for key in ("sample_rates", "languages"):
         if rules[key] is not None:
             rules[key] = sorted(rules[key])
@@ -40,17 +41,23 @@ UNHEALTHY = {503: {"description": "The backend cannot serve now (its reason, for
 async def list_models(state: ApiState = Depends(api_state)):
     backend = state.backend
     caps = backend.capabilities
+    unit = served_unit(state)
+    card = {
+        "id": state.served_model,
+        "object": "model",
+        "created": state.created,
+        "owned_by": "listenlab",
+        "root": backend.describe(),
+        "parent": None,
+        "permission": [],
+    }
+    if unit is not None and unit.max_model_len is not None:
+        card["max_model_len"] = unit.max_model_len  # vLLM's card field: the prompt's limit
     return {
         "object": "list",
         "data": [
-            {
-                "id": state.served_model,
-                "object": "model",
-                "created": state.created,
-                "owned_by": "listenlab",
-                "root": backend.describe(),
-                "parent": None,
-                "permission": [],
+            card
+            | {
                 "listenlab": {
                     "backend": backend.describe(),
                     "streaming": caps.streaming,
@@ -63,7 +70,9 @@ async def list_models(state: ApiState = Depends(api_state)):
                     "instructions": caps.instructions,
                     "seed": caps.seed,
                     "voice_library": caps.voice_library,
-                    "rules": rules_card(state.served_model),
+                    "rules": rules_card(unit.rules if unit is not None else GENERIC_RULES),
+                    "model": unit.name if unit is not None else None,
+                    "stand_in": backend.note(),
                 },
             }
         ],
@@ -108,4 +117,6 @@ async def load(state: ApiState = Depends(api_state)):
 
 @router.get("/metrics", response_class=Response, responses=media(CONTENT_TYPE))
 async def metrics(state: ApiState = Depends(api_state)):
+    gate = state.gate
+    state.metrics.load = (gate.active, gate.queued) if gate is not None else (0, 0)
     return Response(state.metrics.render(), media_type=CONTENT_TYPE)

@@ -9,7 +9,7 @@ lines and the routes can be read (and tested) on their own.
 import asyncio
 import contextlib
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 from fastapi import FastAPI
 
@@ -37,6 +37,9 @@ async def lifespan(app: FastAPI):
     if not state.served_model_given and upstream:
         state.served_model = upstream
         state.metrics.model = upstream
+    announce = getattr(app.state, "announce", None)
+    if announce is not None:  # the startup line, once the served name is known
+        announce(state)
     try:
         yield
     finally:
@@ -57,8 +60,9 @@ def route_label(scope) -> str:
 
 
 class CountRequests:
-    """Counts each HTTP answer by route template and status for ``GET /metrics`` (pure ASGI,
-    so streaming bodies pass through untouched)."""
+    """Counts each HTTP answer by route template and status, and times it and its sizes (the
+    instrumentator's families), for ``GET /metrics`` (pure ASGI, so streaming bodies pass
+    through untouched)."""
 
     def __init__(self, app):
         self.app = app
@@ -68,14 +72,30 @@ class CountRequests:
             return await self.app(scope, receive, send)
         state: ApiState = scope["app"].state.api
         # the request's arrival, for the time to first audio (``request.state.arrival``)
-        scope.setdefault("state", {})["arrival"] = time.monotonic()
+        t0 = scope.setdefault("state", {})["arrival"] = time.monotonic()
+        answer = {"status": 500, "size": 0}
 
         async def counted(message):
             if message["type"] == "http.response.start":
                 state.metrics.request(route_label(scope), message["status"])
+                answer["status"] = message["status"]
+                headers = dict(message.get("headers") or [])
+                answer["size"] = int(headers.get(b"content-length", b"0") or 0)
             await send(message)
 
-        return await self.app(scope, receive, counted)
+        try:
+            return await self.app(scope, receive, counted)
+        finally:
+            headers = dict(scope.get("headers") or [])
+            sizes = (int(headers.get(b"content-length", b"0") or 0), answer["size"])
+            handler = route_label(scope)
+            state.metrics.answered(
+                "none" if handler == UNMATCHED else handler,
+                scope.get("method", "GET"),
+                answer["status"],
+                time.monotonic() - t0,
+                sizes,
+            )
 
 
 def guard_config(
@@ -105,12 +125,15 @@ def create_api_app(
     limits: ApiLimits | None = None,
     allowed_hosts: Sequence[str] | None = None,
     allowed_origins: Sequence[str] | None = None,
+    announce: Callable[[ApiState], None] | None = None,
 ) -> FastAPI:
     """A FastAPI app speaking vLLM-Omni's speech API over ``backend``.
 
     ``own_backend`` closes the backend when the app shuts down (the CLI owns its backend;
     tests and other apps that mount this one usually do not). ``limits``: see
     :class:`~app.api.limits.ApiLimits`; hosts and origins: see :mod:`app.web.guard`.
+    ``announce`` is called once at start-up, when the served model's name is known (a remote
+    backend's upstream name is learnt then).
     """
     default = getattr(backend, "upstream_model", None) or backend.name
     state = ApiState(
@@ -125,6 +148,7 @@ def create_api_app(
     state.metrics = ApiMetrics(state.served_model)
     app = FastAPI(title="listenlab speech API (vLLM-Omni compatible)", lifespan=lifespan)
     app.state.api = state
+    app.state.announce = announce
     guard = guard_config(state.limits, allowed_hosts, allowed_origins)
     app.state.guard = guard
     app.add_middleware(GuardMiddleware, config=guard)

@@ -20,7 +20,7 @@ from fastapi.responses import Response, StreamingResponse
 from pydantic import ValidationError
 from starlette.background import BackgroundTask
 
-from app.api.checks import check_speech, native_speed
+from app.api.checks import check_speech, native_speed, whole_files_only
 from app.api.clips import ref_audio_wav
 from app.api.errors import ApiError, api_error, declared, validation_error
 from app.api.output import StreamOutput, file_bytes
@@ -36,6 +36,7 @@ from app.api.state import (
 from app.web.inputs import JsonTooDeep, loads_limited
 from app.web.openapi import DeclaredRoute, JsonBody
 from backends.base import AudioChunk, SpeechRequest
+from backends.stand_in import NOTE_HEADER
 from backends.vllm_omni import wire
 from backends.vllm_omni.request import SpeechFields, speech_request
 from backends.vllm_omni.rules import RequestView
@@ -132,6 +133,12 @@ def backend_request(
     return speech_request(fields, text, ref_audio=ref, request_id=rid, backend=state.backend)
 
 
+def note_headers(state: ApiState, req: SpeechRequest) -> dict[str, str]:
+    """What a stand-in backend did not do for ``req`` (``X-Listenlab-Stand-In``), if anything."""
+    note = state.backend.note(req)
+    return {NOTE_HEADER: note} if note else {}
+
+
 def post_speed(body: SpeechBody, state: ApiState) -> float:
     """The stretch applied to the finished file (1.0 when the model did it natively)."""
     return 1.0 if native_speed(state) else float(body.speed or 1.0)
@@ -159,6 +166,14 @@ async def pull(http: Request, it: AsyncIterator[AudioChunk]) -> AudioChunk | Non
             task.cancel()
             with contextlib.suppress(BaseException):
                 await task
+
+
+def generated(http: Request, frames: int, rate: int) -> None:
+    """A generation ended with ``frames`` of audio: its time from arrival (``e2e``), duration
+    and real-time factor for ``GET /metrics``."""
+    arrival = getattr(http.state, "arrival", None)
+    if arrival is not None:
+        http.app.state.api.metrics.generated(time.monotonic() - arrival, frames, rate)
 
 
 async def first_chunk(http: Request, it: AsyncIterator[AudioChunk]) -> AudioChunk:
@@ -191,9 +206,11 @@ async def create_speech(
     req = backend_request(body, view, ref, rid, state)
     state.check_queue()
     lease = Lease(state.gate)
+    waited = time.monotonic()
     if not await acquire_unless_gone(lease, http.is_disconnected):
         return Response(status_code=499)
-    if not body.is_streaming:
+    state.metrics.queued(time.monotonic() - waited)
+    if not body.is_streaming or whole_files_only(state):  # OmniVoice: a file for a stream too
         try:
             return await whole_file(http, state, body, req)
         finally:
@@ -218,7 +235,7 @@ async def create_speech(
     return StreamingResponse(
         gen,
         media_type=media,
-        headers={"X-Request-Id": rid, "Cache-Control": "no-cache"},
+        headers={"X-Request-Id": rid, "Cache-Control": "no-cache", **note_headers(state, req)},
         background=BackgroundTask(lease.release),
     )
 
@@ -246,7 +263,9 @@ async def whole_file(http: Request, state: ApiState, body: SpeechBody, req: Spee
     with state.track("speech", req.request_id) as st:
         stream = state.backend.stream(req)
         try:
-            return await _whole_file(http, body, stream, st)
+            response = await _whole_file(http, body, stream, st)
+            response.headers.update(note_headers(state, req))
+            return response
         except ClientGone:
             return Response(status_code=499)
         except Exception as e:
@@ -260,16 +279,21 @@ async def _whole_file(
 ) -> Response:
     out = StreamOutput(None)
     parts: list[bytes] = []
+    frames = rate = 0
     chunk: AudioChunk | None = await first_chunk(http, stream)
     while chunk is not None:
         parts.append(out.pcm(chunk))
         st.chunks += 1
+        frames, rate = frames + chunk.frames, chunk.sample_rate
         chunk = await pull(http, stream)
-    data = await encode_file(out, parts, body, http.app.state.api)
+    state = http.app.state.api
+    generated(http, frames, rate)
+    data = await encode_file(out, parts, body, state)
+    usage = wire.usage_headers(state.backend.usage(st.request_id))
     return Response(
         data,
         media_type=wire.CONTENT_TYPES[body.response_format],
-        headers={"X-Request-Id": st.request_id, **wire.USAGE_HEADERS},
+        headers={"X-Request-Id": st.request_id, **usage},
     )
 
 
@@ -329,11 +353,17 @@ class SpeechStream:
     out: StreamOutput
     rid: str
     lease: Lease
+    frames: int = 0
+    """Audio frames pulled after the first chunk (for ``GET /metrics``)."""
 
     async def next_pcm(self) -> bytes | None:
         """Wire PCM of the next chunk, None at the end (:class:`ClientGone` if the client left)."""
         c = await pull(self.http, self.stream)
-        return None if c is None else self.out.pcm(c)
+        if c is None:
+            generated(self.http, self.first.frames + self.frames, self.first.sample_rate)
+            return None
+        self.frames += c.frames
+        return self.out.pcm(c)
 
     async def close(self) -> None:
         await self.stream.aclose()
@@ -358,9 +388,9 @@ async def raw_body(s: SpeechStream, fmt: str) -> AsyncIterator[bytes]:
             if tail:
                 yield tail
             ended = None
-        except (ClientGone, GeneratorExit) as e:
-            ended = "closed"
-            if isinstance(e, GeneratorExit):
+        except (ClientGone, GeneratorExit, asyncio.CancelledError) as e:
+            ended = "closed"  # the client left (the server cancels the body task then)
+            if not isinstance(e, ClientGone):
                 raise
         except Exception:
             ended = "error"
@@ -389,9 +419,9 @@ async def sse_body(s: SpeechStream, fmt: str) -> AsyncIterator[bytes]:
             if tail:
                 yield wire.audio_delta(tail, fmt)
             ended = None
-        except (ClientGone, GeneratorExit) as e:
-            ended = "closed"
-            if isinstance(e, GeneratorExit):
+        except (ClientGone, GeneratorExit, asyncio.CancelledError) as e:
+            ended = "closed"  # the client left (the server cancels the body task then)
+            if not isinstance(e, ClientGone):
                 raise
             return
         except Exception as e:
@@ -402,4 +432,4 @@ async def sse_body(s: SpeechStream, fmt: str) -> AsyncIterator[bytes]:
         finally:
             s.state.metrics.stream_end(ended)
             await s.close()
-        yield wire.audio_done()
+        yield wire.audio_done(s.state.backend.usage(s.rid))

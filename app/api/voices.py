@@ -166,10 +166,15 @@ async def upload_audio(state: ApiState, audio_sample: UploadFile, form: dict) ->
     mime = upload_mime(audio_sample)
     await check_registration(state, clean)
     backend = state.backend
-    if not backend.capabilities.cloning:
+
+    def keeps_voices() -> bool:  # a stand-in keeps uploads for any model, as vLLM-Omni does
+        caps = backend.capabilities
+        return caps.cloning or caps.voice_library or backend.note() is not None
+
+    if not keeps_voices():
         with contextlib.suppress(Exception):
             await backend.refresh()
-    if not backend.capabilities.cloning:
+    if not keeps_voices():
         raise ApiError(
             f"the {backend.describe()} backend cannot clone voices, so voice uploads are not supported"
         )

@@ -17,7 +17,7 @@ from typing import Any
 from fastapi import APIRouter, Depends, WebSocket
 from pydantic import ValidationError
 
-from app.api.checks import check_unit, native_speed
+from app.api.checks import check_unit, native_speed, whole_files_only
 from app.api.clips import ref_audio_wav
 from app.api.errors import ApiError
 from app.api.limits import MAX_CONFIG_MESSAGE, MAX_TEXT_MESSAGE, WS_MESSAGE_OVERHEAD
@@ -85,6 +85,11 @@ router = APIRouter()
 
 @router.websocket("/v1/audio/speech/stream")
 async def speech_stream(ws: WebSocket, state: ApiState = Depends(api_state)):
+    if whole_files_only(state):  # vLLM-Omni's pure-diffusion server has no streaming handler
+        await ws.accept()
+        await ws.send_json({"type": "error", "message": "Streaming speech is not available"})
+        await ws.close()
+        return
     await WsSession(state, ws).run()
 
 

@@ -1,10 +1,15 @@
 """The open arena's rules: battles, which plays count, one vote per battle, and the limits.
 
-A *battle* is one text spoken blind by two systems (backend labels), sides ``a`` and ``b``. The
-server streams each side (a stored stream per take id), accepts a *played* report for a stream
+A *battle* is one text spoken blind by two systems (backend labels), sides ``a`` and ``b``,
+each with a voice drawn from the system's voices (:mod:`app.arena.lineup`). The pair is drawn
+by expected information gain under the Bradley–Terry model, with a floor share per system and
+a random draw among the near-best pairs (:func:`next_pair`, on
+:mod:`evaluation.arena.sampling`). The server streams each side (a stored stream per take id), accepts a *played* report for a stream
 only when that stream finished and enough wall-clock time has passed for the audio to have been
 heard to its end, and accepts a vote only when both sides were played. One vote per battle: a
-double click or a re-send counts once. The rows are the store's (:mod:`app.store.arena`, through
+double click or a re-send counts once. A vote on a text the voter already voted on is kept
+but not counted (``uncounted = 'repeat_text'``): a text counts only on its first use per voter.
+The rows are the store's (:mod:`app.store.arena`, through
 ``store.arena``); this module decides what may be written, and the Bradley–Terry board is
 analysis (:mod:`evaluation.arena`).
 
@@ -34,14 +39,23 @@ import re
 import secrets
 import time
 import uuid
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from app.arena.lineup import text_key
 from app.store import ArenaStore, ArenaStream, ArenaVote, BattleRecord, BattleWindow
 from backends import errors
 from backends.base import clean_text
+from evaluation.arena.sampling import (
+    PairChoice,
+    SamplingRules,
+    choose_pair,
+    posterior,
+    tally_of,
+    with_pending,
+)
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -50,10 +64,12 @@ SIDES = ("a", "b")
 CHOICES = ("a", "b", "tie", "both_bad")
 """``a`` / ``b`` = that side is better; ``tie`` = equally good; ``both_bad``."""
 ID_RE = re.compile(r"^[0-9a-f]{32}$")
-PAIR_SMOOTHING = 5.0
-"""Pair weight = 1 / (PAIR_SMOOTHING + votes on that pair): under-voted pairs come up more."""
 WINDOW_S = 60.0
 """The battle limits count the last minute."""
+PENDING_S = 300.0
+"""Battles of the last 5 minutes without a vote are votes on their way (for the pair choice)."""
+REPEAT_TEXT = "repeat_text"
+"""Why a vote is kept but not counted: the voter had already voted on this text."""
 
 
 class ArenaError(errors.InvalidRequest):
@@ -112,6 +128,7 @@ def owner_view(bt: BattleRecord) -> dict[str, Any]:
     d: dict[str, Any] = {
         "battle_id": bt.battle_id,
         "text": bt.text,
+        "language": bt.language,
         "played": {"a": bt.played_a_ts is not None, "b": bt.played_b_ts is not None},
         "voted": bt.voted,
     }
@@ -175,19 +192,56 @@ class Limits:
             )
 
 
-def pick_pair(
-    systems: list[str], pair_votes: dict[tuple[str, str], int], rng: np.random.Generator
-) -> tuple[str, str]:
-    """Two distinct systems, weighted ``1 / (PAIR_SMOOTHING + votes on the pair)``, in a random
-    order (so neither system is always side A)."""
-    if len(systems) < 2:
+@dataclass(frozen=True)
+class Draw:
+    """What a new battle may be drawn from: the systems, the pairs that may meet (a mask: both
+    speak the text's language), each system's voices, and the sampling rules. For a battle
+    without a text, ``prompts`` (per language) and ``spoken`` (per system) give it a prompt
+    in a language both drawn systems speak."""
+
+    systems: list[str]
+    allowed: np.ndarray | None = None
+    voices: dict[str, tuple[str, ...]] = field(default_factory=dict)
+    rules: SamplingRules = field(default_factory=SamplingRules)
+    language: str | None = None
+    prompts: dict[str, list[str]] = field(default_factory=dict)
+    spoken: dict[str, set[str]] = field(default_factory=dict)
+
+    def prompt_for(self, a: str, b: str, rng: np.random.Generator) -> tuple[str, str]:
+        """A prompt and its language, in a language both ``a`` and ``b`` speak."""
+        both = sorted(self.spoken.get(a, set()) & self.spoken.get(b, set()) & set(self.prompts))
+        if not both:
+            raise ArenaError("no prompt in a language both systems speak: type a text instead")
+        lang = both[int(rng.integers(len(both)))]
+        texts = self.prompts[lang]
+        return texts[int(rng.integers(len(texts)))], lang
+
+
+def next_pair(rows: ArenaStore, draw: Draw, rng: np.random.Generator, now: float) -> PairChoice:
+    """The next battle's two systems (side A first): expected information gain on the counted
+    votes, with the battles of the last :data:`PENDING_S` not yet voted as votes on their way."""
+    if len(draw.systems) < 2:
         raise ArenaError("the arena needs at least two systems (configure two backends)")
-    pairs = [(x, y) for i, x in enumerate(systems) for y in systems[i + 1 :]]
-    w = np.array(
-        [1.0 / (PAIR_SMOOTHING + pair_votes.get(tuple(sorted(p)), 0)) for p in pairs], dtype=float
-    )
-    x, y = pairs[int(rng.choice(len(pairs), p=w / w.sum()))]
-    return (x, y) if rng.random() < 0.5 else (y, x)
+    tally = tally_of(rows.tally())
+    post = posterior(draw.systems, tally)
+    pending = {}
+    for a, b, n in rows.pending_pairs(now - PENDING_S):
+        key = (min(a, b), max(a, b))
+        pending[key] = pending.get(key, 0) + n
+    try:
+        return choose_pair(with_pending(post, pending), tally, rng, draw.rules, draw.allowed)
+    except ValueError as e:
+        raise ArenaError(str(e)) from None
+
+
+def counts_first_use(earlier: int) -> tuple[bool, str | None]:
+    """A vote counts only on the voter's first vote on its text (``earlier``: votes on it)."""
+    return (True, None) if earlier == 0 else (False, REPEAT_TEXT)
+
+
+def text_hash(text: str) -> str:
+    """The stored key of a text for the first-use rule (:func:`app.arena.lineup.text_key`)."""
+    return hashlib.sha256(text_key(text).encode()).hexdigest()[:32]
 
 
 def clean_battle_text(text: Any, limits: Limits) -> str:
@@ -249,27 +303,47 @@ class Arena:
 
     # -- battles
 
-    def pair_votes(self) -> dict[tuple[str, str], int]:
-        return self.rows.pair_votes()
-
     def new_battle(
         self,
         owner: str,
-        text: str,
-        systems: list[str],
+        text: str | None,
+        draw: Draw | list[str],
         rng: np.random.Generator,
         *,
         text_source: str = "typed",
         now: float | None = None,
         voter: str | None = None,
+        network: str | None = None,
     ) -> BattleRecord:
-        """Check the rate limits, pick the pair, store the battle (one transaction, so two
-        concurrent requests cannot both slip under the limit). ``voter``: the stored voter
-        hash (:meth:`voter_hash`); the owner's when not given (tests, one-user tools)."""
+        """Check the rate limits, draw the pair (:func:`next_pair`) and a voice per side, store
+        the battle (one transaction, so two concurrent requests cannot both slip under the
+        limit). ``draw``: a :class:`Draw`, or just the systems. ``voter``: the stored voter
+        hash (:meth:`voter_hash`); the owner's when not given (tests, one-user tools).
+        ``text`` None: a prompt in a language both drawn systems speak (:meth:`Draw.prompt_for`)."""
         now = time.time() if now is None else now
         voter = voter or owner
-        a, b = pick_pair(systems, self.pair_votes(), rng)
-        rec = BattleRecord(new_id(), owner, text, text_source, a, b, now)
+        draw = draw if isinstance(draw, Draw) else Draw(list(draw))
+        pc = next_pair(self.rows, draw, rng, now)
+        language = draw.language
+        if text is None:
+            text, language = draw.prompt_for(pc.a, pc.b, rng)
+            text_source = "prompt"
+        va, vb = (draw.voices.get(s, ()) for s in (pc.a, pc.b))
+        rec = BattleRecord(
+            new_id(),
+            owner,
+            text,
+            text_source,
+            pc.a,
+            pc.b,
+            now,
+            language=language,
+            voice_a=str(va[int(rng.integers(len(va)))]) if va else None,
+            voice_b=str(vb[int(rng.integers(len(vb)))]) if vb else None,
+            text_key=text_hash(text),
+            network=network,
+            pair_why=pc.why,
+        )
         self.rows.add_battle(
             rec, voter, lambda w: self.limits.check_battle(w, now), window_s=WINDOW_S
         )
@@ -394,6 +468,7 @@ class Arena:
             ),
             # again inside the vote's transaction: another replica's vote may have come between
             check=None if bt.voted is not None else lambda: self._check_voter(voter, now),
+            counts=counts_first_use,
         )
         bt = self.get(bt.battle_id, owner)
         if not created and bt.voted != choice:
@@ -450,6 +525,11 @@ class Arena:
     def votes_frame(self) -> pd.DataFrame:
         """One row per vote (see :meth:`app.store.ArenaStore.votes_frame`)."""
         return self.rows.votes_frame()
+
+    def counted_frame(self) -> pd.DataFrame:
+        """The votes the board counts: first use of their text, voter not excluded."""
+        v = self.rows.votes_frame()
+        return v[(v["counted"] == 1) & (v["excluded"] == 0)].reset_index(drop=True)
 
     def vote_count(self) -> int:
         return self.rows.vote_count()

@@ -11,7 +11,9 @@ Public (:data:`router`): ``POST /ll/arena/session``, ``GET /ll/arena/api/prompt`
 ``POST /ll/arena/api/battles/{id}/vote`` {choice}. Admin only (:data:`admin`):
 ``GET /ll/arena/api/votes.csv``, ``GET /ll/arena/api/voters``,
 ``POST /ll/arena/api/voters/{voter}/drop``, ``GET``/``POST /ll/arena/api/settings`` (the
-listing threshold, kept in the DB).
+listing threshold, kept in the DB), ``GET /ll/arena/api/audit`` (the ring flags and every
+exclusion), ``POST /ll/arena/api/voters/{voter}/exclude`` {reason, by} and
+``POST /ll/arena/api/exclusions/{id}/undo`` {reason, by}.
 """
 
 from __future__ import annotations
@@ -23,9 +25,10 @@ from typing import Annotated, Any
 from fastapi import APIRouter, Depends, Request
 from fastapi.responses import PlainTextResponse
 
-from app.arena.battles import ArenaError, owner_view
+from app.arena.audit import admin_name, exclusion_view
+from app.arena.battles import ID_RE, ArenaError, owner_view
 from app.arena.service import ArenaService, owner_of
-from app.web.admin import require_admin
+from app.web.admin import policy, require_admin
 from app.web.identity import COOKIE, owner_for_token
 from app.web.inputs import JsonTooDeep, loads_limited
 
@@ -70,7 +73,8 @@ async def arena_session(request: Request, svc: Service) -> dict[str, Any]:
 
 @router.get("/ll/arena/api/prompt")
 async def arena_prompt(svc: Service) -> dict[str, Any]:
-    return {"text": svc.random_prompt()}
+    p = svc.random_prompt()
+    return {"text": p.text, "language": p.language}
 
 
 @router.get("/ll/arena/api/leaderboard")
@@ -102,10 +106,47 @@ async def arena_voters(svc: Service) -> dict[str, Any]:
 @admin.post("/ll/arena/api/voters/{voter}/drop")
 async def arena_drop_voter(voter: str, svc: Service) -> dict[str, Any]:
     """Delete every vote of a voter and refuse its later ones; the board recomputes."""
+    n = await asyncio.to_thread(svc.arena.drop_voter, check_voter(voter))
+    return {"voter": voter, "votes_dropped": n}
+
+
+def check_voter(voter: str) -> str:
     if not VOTER_RE.match(voter):
         raise ArenaError("a voter is 'ip:' or 'hf:' and 24 hex digits")
-    n = await asyncio.to_thread(svc.arena.drop_voter, voter)
-    return {"voter": voter, "votes_dropped": n}
+    return voter
+
+
+@admin.get("/ll/arena/api/audit")
+async def arena_audit(svc: Service) -> dict[str, Any]:
+    """The voting-ring flags (with their rules) and every exclusion, undone ones included."""
+    return await asyncio.to_thread(svc.audit.report)
+
+
+@admin.post("/ll/arena/api/voters/{voter}/exclude")
+async def arena_exclude(voter: str, request: Request, svc: Service) -> dict[str, Any]:
+    """Exclude a voter with a reason (``{"reason": ..., "by": name}``): its votes are kept
+    and no longer counted; the board recomputes. A second exclusion of the same voter: 409."""
+    body = await json_body(request)
+    if not isinstance(body, dict):
+        raise ArenaError('send {"reason": "why", "by": "your name"}')
+    by = admin_name(body.get("by"), policy(request).mode)
+    e = await asyncio.to_thread(svc.audit.exclude, check_voter(voter), body.get("reason"), by)
+    return exclusion_view(e)
+
+
+@admin.post("/ll/arena/api/exclusions/{exclusion_id}/undo")
+async def arena_undo(exclusion_id: str, request: Request, svc: Service) -> dict[str, Any]:
+    """Undo an exclusion (``{"reason": ..., "by": name}``): the votes count again; the
+    exclusion's row stays, with the undo's who, when and why."""
+    body = await json_body(request)
+    if not isinstance(body, dict):
+        raise ArenaError('send {"reason": "why", "by": "your name"}')
+    by = admin_name(body.get("by"), policy(request).mode)
+    if not ID_RE.match(exclusion_id):
+        raise ArenaError("an exclusion id is 32 hex digits")
+    eid = exclusion_id
+    e = await asyncio.to_thread(svc.audit.undo, eid, body.get("reason"), by)
+    return exclusion_view(e)
 
 
 @admin.get("/ll/arena/api/settings")
@@ -136,4 +177,4 @@ async def arena_votes_csv(svc: Service) -> PlainTextResponse:
     return PlainTextResponse(safe_csv(df), media_type="text/csv")
 
 
-__all__ = ["VOTER_RE", "admin", "arena_service", "json_body", "router"]
+__all__ = ["VOTER_RE", "admin", "arena_service", "check_voter", "json_body", "router"]

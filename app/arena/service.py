@@ -16,13 +16,16 @@ it, as on TTS Arena), else the client's address as :class:`app.web.proxies.Proxi
 (``X-Forwarded-For`` only from a trusted proxy; an IPv6 /64 counts as one).
 
 The deployment's knobs (``LISTENLAB_ARENA_*``) are read once, by
-:func:`app.config.arena_settings`, and passed in as an :class:`ArenaConfig`.
+:func:`app.config.arena_settings`, and passed in as an :class:`ArenaConfig`; the arena file
+(``LISTENLAB_ARENA_CONFIG``: voices, languages, prompts per language) is read then too
+(:mod:`app.arena.lineup`).
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import ipaddress
 import threading
 from dataclasses import dataclass, field, replace
 from importlib import resources
@@ -31,26 +34,43 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 from starlette.requests import HTTPConnection
 
+from app.arena.audit import Audit
 from app.arena.battles import (
     Arena,
     ArenaError,
+    Draw,
     Limits,
     LoginRequired,
     NotYours,
     clean_battle_text,
     owner_view,
 )
+from app.arena.lineup import (
+    Lineup,
+    LineupError,
+    Prompt,
+    allowed_pairs,
+    language_tag,
+    load_lineup,
+)
 from app.config import ArenaSettings
 from app.player.blind import common_rate
 from app.web.identity import hf_login_configured, hf_user, identity
 from app.web.proxies import Proxies
 from evaluation.arena import leaderboard
+from evaluation.arena.rings import RingRules
+from evaluation.arena.sampling import SamplingRules
 
 if TYPE_CHECKING:
     from app.state import AppState
 
 PROMPT_FILES = ("harvard/harvard.txt", "arena-prompts.txt")
+BUNDLED_LANGUAGE = "en"
+"""The bundled prompts (the Harvard sentences) are English."""
 MAX_MIN_VOTES = 100_000
+IPV4_NETWORK = 24
+IPV6_NETWORK = 48
+"""A client's *network* for the ring flags: its IPv4 /24 or IPv6 /48."""
 
 
 @dataclass
@@ -63,24 +83,28 @@ class ArenaConfig:
     """Systems with fewer votes are listed apart, as preliminary (the admin may change it)."""
     n_boot: int = 200
     """Bootstrap resamples for the board's intervals."""
+    lineup: Lineup = field(default_factory=Lineup)
+    """Voices, languages and extra prompts (the arena file)."""
+    sampling: SamplingRules = field(default_factory=SamplingRules)
+    rings: RingRules = field(default_factory=RingRules)
 
     @classmethod
     def of(cls, s: ArenaSettings) -> ArenaConfig:
         """The config a deployment's settings give (the other limits keep their defaults)."""
-        return cls(
-            Limits(
-                battles_per_minute=s.battles_per_minute,
-                global_battles_per_minute=s.global_battles_per_minute,
-                votes_per_hour=s.votes_per_hour,
-                votes_per_day=s.votes_per_day,
-            ),
-            min_votes=s.min_votes,
+        limits = Limits(
+            battles_per_minute=s.battles_per_minute,
+            global_battles_per_minute=s.global_battles_per_minute,
+            votes_per_hour=s.votes_per_hour,
+            votes_per_day=s.votes_per_day,
         )
+        lineup = load_lineup(s.config_file, limits.max_chars)
+        return cls(limits, min_votes=s.min_votes, lineup=lineup)
 
 
 def load_prompts() -> list[str]:
-    """The random prompts: the listening tests' Harvard set (``assets/harvard/harvard.txt``)
-    when it is there, else the arena's own copy of lists 1-3 (``assets/arena-prompts.txt``)."""
+    """The bundled prompts (English): the listening tests' Harvard set
+    (``assets/harvard/harvard.txt``) when it is there, else the arena's own copy of lists 1-3
+    (``assets/arena-prompts.txt``)."""
     folder = resources.files("assets")
     for name in PROMPT_FILES:
         p = folder.joinpath(*name.split("/"))
@@ -88,6 +112,18 @@ def load_prompts() -> list[str]:
             lines = [ln.strip() for ln in p.read_text(encoding="utf-8").splitlines()]
             return [ln for ln in lines if ln and not ln.startswith("#")]
     return []
+
+
+def network_of(ip: str) -> str:
+    """The client's network as the ring flags group it (IPv4 /24, IPv6 /48; else as given)."""
+    try:
+        addr = ipaddress.ip_address(ip)
+    except ValueError:
+        return ip
+    if isinstance(addr, ipaddress.IPv6Address) and addr.ipv4_mapped is not None:
+        addr = addr.ipv4_mapped
+    bits = IPV4_NETWORK if addr.version == 4 else IPV6_NETWORK
+    return str(ipaddress.ip_network(f"{addr}/{bits}", strict=False))
 
 
 def owner_of(conn: HTTPConnection) -> str | None:
@@ -110,10 +146,14 @@ class ArenaService:
         self.state = state
         self.config = config
         self.arena = Arena(state.store, self.config.limits)
+        self.audit = Audit(self.arena.rows, config.rings)
         self.rng = np.random.default_rng(seed)
-        self.prompts = load_prompts() or [
+        bundled = load_prompts() or [
             s for e in state.examples for s in [e["text"]] if len(s) <= self.config.limits.max_chars
         ]
+        self.prompt_list = [Prompt(t, BUNDLED_LANGUAGE) for t in bundled]
+        self.prompt_list += list(config.lineup.prompts)
+        self.prompt_language = {p.text: p.language for p in self.prompt_list}
         self._board: tuple[tuple[int, int, int], dict[str, Any]] | None = None
         self._board_lock = threading.Lock()
         self._rate: tuple[tuple[str, ...], int] | None = None
@@ -123,6 +163,46 @@ class ArenaService:
     @property
     def systems(self) -> list[str]:
         return list(self.state.backends)
+
+    @property
+    def prompts(self) -> list[str]:
+        """Every prompt's text (bundled and the arena file's)."""
+        return list(self.prompt_language)
+
+    def spoken(self) -> dict[str, set[str]]:
+        """The languages each system speaks on this arena (:meth:`Lineup.languages`)."""
+        out = {}
+        for name, e in list(self.state.backends.items()):
+            try:
+                caps = tuple(e.backend.capabilities.languages)
+            except Exception:  # a remote backend may not know its capabilities yet
+                caps = ()
+            out[name] = self.config.lineup.languages(name, caps)
+        return out
+
+    def draw(self, language: str | None) -> Draw:
+        """What a battle in ``language`` may draw (None: a prompt in any shared language)."""
+        systems = self.systems
+        spoken = self.spoken()
+        by_lang: dict[str, list[str]] = {}
+        for p in self.prompt_list:
+            by_lang.setdefault(p.language, []).append(p.text)
+        with_prompts = [spoken[s] & set(by_lang) for s in systems]
+        allowed = allowed_pairs(
+            with_prompts if language is None else [spoken[s] for s in systems], language
+        )
+        if len(systems) >= 2 and not allowed.any():
+            lang = language or "any language with prompts"
+            raise ArenaError(f"no two systems on this arena speak {lang}")
+        return Draw(
+            systems,
+            allowed,
+            {s: self.config.lineup.voices(s) for s in systems},
+            self.config.sampling,
+            language,
+            by_lang,
+            spoken,
+        )
 
     def set_limits(self, **kw: Any) -> None:
         """Change limits at run time (tests, or an admin tuning a live Space)."""
@@ -137,6 +217,10 @@ class ArenaService:
                 raise LoginRequired("log in with Hugging Face to battle and vote on this arena")
             return self.arena.voter_hash("hf", user.lower())
         return self.arena.voter_hash("ip", self.proxies.client_key(conn.scope))
+
+    def network(self, conn: HTTPConnection) -> str:
+        """The keyed hash of the client's network (:func:`network_of`), for the ring flags."""
+        return self.arena.voter_hash("net", network_of(self.proxies.client_ip(conn.scope)))
 
     def min_votes(self) -> int:
         """Votes a system needs to be listed: the admin's setting, else the deployment's
@@ -161,18 +245,22 @@ class ArenaService:
         return n
 
     def board_data(self) -> dict[str, Any]:
-        """The leaderboard (cached until the next vote: the bootstrap is the costly part)."""
+        """The leaderboard of the counted votes (first use of a text, voter not excluded),
+        cached until the next vote, exclusion or undo: the bootstrap is the costly part."""
         with self._board_lock:  # concurrent viewers wait for one fit instead of each running it
             min_votes = self.min_votes()
-            key = (self.arena.vote_count(), min_votes, self.config.n_boot)
+            key = (*self.arena.rows.board_stamp(), min_votes, self.config.n_boot)
             cached = self._board
             if cached is not None and cached[0] == key:
                 return cached[1]
-            data = leaderboard(
-                self.arena.votes_frame(),
-                min_votes=min_votes,
-                n_boot=self.config.n_boot,
-            )
+            every = self.arena.votes_frame()
+            counted = every[(every["counted"] == 1) & (every["excluded"] == 0)]
+            data = leaderboard(counted, min_votes=min_votes, n_boot=self.config.n_boot)
+            data["votes_stored"] = len(every)
+            data["votes_not_counted"] = {
+                "repeat_text": int((every["counted"] == 0).sum()),
+                "excluded_voter": int(((every["counted"] == 1) & (every["excluded"] == 1)).sum()),
+            }
             data["systems_configured"] = self.systems
             self._board = (key, data)
             return data
@@ -180,25 +268,56 @@ class ArenaService:
     async def board(self) -> dict[str, Any]:
         return await asyncio.to_thread(self.board_data)
 
-    def random_prompt(self) -> str:
-        if not self.prompts:
+    def random_prompt(self) -> Prompt:
+        """A prompt for the page's text box, in a language at least two systems speak."""
+        spoken = self.spoken()
+        ok = [p for p in self.prompt_list if sum(p.language in s for s in spoken.values()) >= 2]
+        pool = ok or self.prompt_list
+        if not pool:
             raise ArenaError("no bundled prompts: type a text instead")
-        return self.prompts[int(self.rng.integers(len(self.prompts)))]
+        return pool[int(self.rng.integers(len(pool)))]
 
-    async def new_battle(self, owner: str | None, text: Any, voter: str) -> dict[str, Any]:
+    def text_language(self, text: str, language: Any) -> str:
+        """A text's language: a prompt's own, else the one the page gave, else the default."""
+        if text in self.prompt_language:
+            return self.prompt_language[text]
+        if language in (None, ""):
+            return self.config.lineup.default_language
+        try:
+            return language_tag(language)
+        except LineupError as e:
+            raise ArenaError(str(e)) from None
+
+    async def new_battle(
+        self,
+        owner: str | None,
+        text: Any,
+        voter: str,
+        *,
+        network: str | None = None,
+        language: Any = None,
+        random: bool = False,
+    ) -> dict[str, Any]:
+        """A battle on ``text`` (in ``language``), or with ``random`` a prompt drawn after the
+        pair, in a language both systems speak."""
         if owner is None:
             raise NotYours("no arena session: reload the page (cookies must be allowed)")
-        t = clean_battle_text(text, self.config.limits)
-        source = "prompt" if t in self.prompts else "typed"
+        if random:
+            t, source, draw = None, "prompt", self.draw(None)
+        else:
+            t = clean_battle_text(text, self.config.limits)
+            source = "prompt" if t in self.prompt_language else "typed"
+            draw = self.draw(self.text_language(t, language))
         bt = await asyncio.to_thread(
             self.arena.new_battle,
             owner,
             t,
-            self.systems,
+            draw,
             # a Generator of its own: self.rng is used only on the event loop (not thread-safe)
             np.random.default_rng(int(self.rng.integers(2**63))),
             text_source=source,
             voter=voter,
+            network=network,
         )
         return owner_view(bt)
 
@@ -223,4 +342,4 @@ class ArenaService:
         return self._rate[1]
 
 
-__all__ = ["ArenaConfig", "ArenaService", "load_prompts", "owner_of"]
+__all__ = ["ArenaConfig", "ArenaService", "load_prompts", "network_of", "owner_of"]

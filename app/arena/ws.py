@@ -10,7 +10,9 @@ be plausible for what the server streamed (:meth:`app.arena.battles.Arena.played
 
 Messages (page -> server; replies come back as JSON on the same socket):
 
-* ``arena_new`` {text, req} -> ``arena_battle`` {battle_id, text, req}
+* ``arena_new`` {text, language?, req} or {random: true, req} -> ``arena_battle``
+  {battle_id, text, language, req} (``random``: the server draws a prompt after the pair, in a
+  language both systems speak)
 * ``arena_speak`` {token, battle_id, side} -> the player's stream for ``token``, made blind
 * ``arena_played`` {battle_id, side, take_id, played_ms} -> ``arena_played`` {played, ready}
 * ``arena_vote`` {battle_id, choice} -> ``arena_voted`` {choice, counted, systems}
@@ -28,7 +30,9 @@ from typing import Any
 from app.arena.battles import SIDES, ArenaError, StillStreaming, owner_view
 from app.arena.service import ArenaService, owner_of
 from app.player.blind import BlindSession
+from app.player.messages import CLONE_PREFIX, clone_request
 from backends.base import SpeechRequest
+from backends.errors import ListenlabError
 
 log = logging.getLogger("listenlab.arena")
 
@@ -54,7 +58,14 @@ def refuse(session: Any, e: ArenaError, msg: dict[str, Any]) -> None:
 
 async def arena_new(svc: ArenaService, session: Any, msg: dict[str, Any]) -> None:
     try:
-        d = await svc.new_battle(owner_of(session.ws), msg.get("text"), svc.voter(session.ws))
+        d = await svc.new_battle(
+            owner_of(session.ws),
+            msg.get("text"),
+            svc.voter(session.ws),
+            network=svc.network(session.ws),
+            language=msg.get("language"),
+            random=msg.get("random") is True,
+        )
     except ArenaError as e:
         refuse(session, e, msg)
         return
@@ -114,7 +125,7 @@ async def arena_speak(svc: ArenaService, session: Any, msg: dict[str, Any]) -> N
         entry = svc.state.backends.get(bt.system(side))
         if entry is None:
             raise ArenaError("that system is no longer configured on this server")
-        req = SpeechRequest(text=bt.text).validated()
+        req = await side_request(svc, entry, bt, side)
         await asyncio.to_thread(
             svc.arena.start_stream, bt, side, req.request_id, session.session_id
         )
@@ -127,6 +138,39 @@ async def arena_speak(svc: ArenaService, session: Any, msg: dict[str, Any]) -> N
     await session.begin(
         token, lambda t: stream_side(svc, BlindSession.over(session, t, rate), t, entry, req)
     )
+
+
+class VoiceResolver:
+    """What :func:`app.player.messages.clone_request` reads of a session, for the arena's own
+    voices: the deployer configured them, so they are resolved with the admin's rights."""
+
+    def __init__(self, state: Any):
+        self.state = state
+        self.session_id = "arena"
+        self.owner = None
+        self.admin = True
+
+    def send(self, obj: Any) -> None:  # pragma: no cover - clone_request sends nothing
+        pass
+
+
+async def side_request(svc: ArenaService, entry: Any, bt: Any, side: str) -> SpeechRequest:
+    """The side's request: the battle's text, the side's voice (a library voice ``lib:<id>``
+    becomes a clone of it) and the text's language where the backend takes one."""
+    caps = entry.backend.capabilities
+    voice = bt.voice(side)
+    req = SpeechRequest(
+        text=bt.text,
+        voice=voice,
+        language=bt.language if bt.language and caps.languages else None,
+    ).validated()
+    if voice and voice.startswith(CLONE_PREFIX):
+        try:
+            req = await clone_request(VoiceResolver(svc.state), entry, req)
+        except ListenlabError as e:  # logged with its reason; the page learns nothing of it
+            log.warning("arena: voice %s of %s: %s", voice, entry.label, e)
+            raise ArenaError("this side could not be generated") from None
+    return req
 
 
 async def stream_side(
@@ -188,5 +232,6 @@ __all__ = [
     "arena_vote",
     "refuse",
     "register",
+    "side_request",
     "stream_side",
 ]

@@ -31,9 +31,17 @@ COMMANDS: dict[str, tuple[str, str]] = {
         "listening tests: create (with stimuli), list, results, open, close, upload, export "
         "(locally, or on a deployed server with --server URL)",
     ),
+    "parity": (
+        "app.cli.parity",
+        "is a candidate no worse than its reference? (paired intervals over prompts)",
+    ),
     "metrics": (
         "app.cli.metrics",
         "machine scores (predicted MOS, WER/CER, speaker similarity, ...) of audio files",
+    ),
+    "arena": (
+        "app.cli.arena",
+        "the arena's votes: export them as a Hugging Face dataset (or CSV)",
     ),
     "db": (
         "app.cli.db",

@@ -86,6 +86,8 @@ def _run_probe(args: argparse.Namespace) -> int:
         if not quiet:
             print(m, file=sys.stderr, flush=True)
 
+    from app.cli.say import reference_clip
+
     result = probe_sync(
         args.backend,
         concurrency=_levels(args.concurrency),
@@ -95,6 +97,10 @@ def _run_probe(args: argparse.Namespace) -> int:
         log=log,
         voice=args.voice,
         language=args.language,
+        instructions=args.instructions,
+        ref_audio=reference_clip(args.ref_audio) if args.ref_audio else None,
+        ref_text=args.ref_text,
+        reference=args.reference,
     )
     paths = write_probe(result, args.out) if args.out else {}
     if args.json:
@@ -137,6 +143,13 @@ def add_cli(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--seed", type=int, help="seed sent with every request (if it takes one)")
     p.add_argument("--voice", help="voice for every request (default: the backend's)")
     p.add_argument("--language", help="language for every request")
+    p.add_argument("--instructions", help="style instructions (caption) for every request")
+    p.add_argument(
+        "--ref-audio",
+        metavar="CLIP",
+        help="reference clip (1-30 s) for every request: a cloning model needs one",
+    )
+    p.add_argument("--ref-text", metavar="TEXT", help="what the reference clip says")
     p.add_argument(
         "-o", "--out", metavar="DIR", help="write probe.json, probe.html and probe.db here"
     )
@@ -159,6 +172,12 @@ def add_cli(sub: argparse._SubParsersAction) -> None:
         help="set one threshold (max_stall_ms, max_ttfa_ms, max_start_ms, max_rtf, "
         "max_chunk_gap_ms, max_clipped, min_active, prebuffer_ms (a number or 'rule'), "
         "warnings_fail); repeatable",
+    )
+    p.add_argument(
+        "--reference",
+        metavar="DIR",
+        help="a fourth layer: compare each prompt's solo stream with DIR/<prompt id>.wav "
+        "(listenlab parity's measures and margins; a measure shown worse fails)",
     )
     p.add_argument("--json", action="store_true", help="print the result as JSON on stdout")
     p.set_defaults(func=_run_probe)

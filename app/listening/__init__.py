@@ -21,7 +21,7 @@ def mount(app: Any, state: Any, *, mount_ui: bool = True) -> Any:
     from evaluation.listening.kinds import check_stored
 
     svc = Listening(state.store)
-    check_stored((t["test_id"], t["kind"]) for t in svc.tests.list_tests())
+    check_stored((t.test_id, t.kind) for t in svc.tests.list_tests())
     app.state.listening = svc
     ws.register(state, svc)
     app.include_router(routes.router)
@@ -31,9 +31,11 @@ def mount(app: Any, state: Any, *, mount_ui: bool = True) -> Any:
     if mount_ui:
         import gradio as gr
 
-        from app.listening.admin import build_admin
+        from app.listening.admin import STATUS_WORDS, build_admin
 
-        app = gr.mount_gradio_app(app, build_admin(state, svc), path="/admin/tests")
+        app = gr.mount_gradio_app(
+            app, build_admin(state, svc), path="/admin/tests", i18n=gr.I18n(**STATUS_WORDS)
+        )
     return app
 
 

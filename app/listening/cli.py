@@ -108,6 +108,7 @@ def spec_from_args(args: argparse.Namespace) -> dict[str, Any]:
         ("ab_mode", args.ab_mode),
         ("consent", args.consent),
         ("completion_code", args.completion_code),
+        ("excluded_code", args.excluded_code),
         ("redirect_url", args.redirect_url),
         ("seed", args.seed),
         ("screening", args.screening),
@@ -186,12 +187,12 @@ def _run_create(args: argparse.Namespace) -> int:
         summary = design_summary(_tests(store), test_id)
     finally:
         store.close()
-    out = {"test_id": test_id, "url": f"/listen/{test_id}", "status": t["status"], "stimuli": n}
+    out = {"test_id": test_id, "url": f"/listen/{test_id}", "status": t.status, "stimuli": n}
     if args.json:
         print(json.dumps({**out, "design": summary}))
     else:
         print(
-            f"test {test_id} ({t['kind']}, {n} stimuli) is {t['status']}: raters open "
+            f"test {test_id} ({t.kind}, {n} stimuli) is {t.status}: raters open "
             f"/listen/{test_id} on `listenlab serve --db {args.db or '<default>'}`"
         )
         print("\n".join(summary["report"]))
@@ -209,7 +210,7 @@ def _run_list(args: argparse.Namespace) -> int:
 
     store = _open_store(args.db, read_only=True)
     try:
-        rows = clean_json(_tests(store).list_tests())
+        rows = clean_json([t.as_dict() for t in _tests(store).list_tests()])
     finally:
         store.close()
     if args.json:
@@ -260,7 +261,7 @@ def _run_results(args: argparse.Namespace) -> int:
         return 0
     import pandas as pd
 
-    print(f"{t['name']} ({t['kind']}, {t['status']})")
+    print(f"{t.name} ({t.kind}, {t.status})")
     with pd.option_context("display.width", 160, "display.max_columns", 30):
         for name, df in tables.items():
             print(f"\n== {name} ==")
@@ -479,6 +480,11 @@ def _add_screening(c: argparse.ArgumentParser) -> None:
     _flag(c, "show-text", "show the prompt's text on the vote page (default on for MOS and A/B)")
     c.add_argument("--consent", help="consent text shown before the test")
     c.add_argument("--completion-code", help="fixed completion code (default: one per rater)")
+    c.add_argument(
+        "--excluded-code",
+        help="the code a rater whom the screening excludes gets instead (default: the "
+        "completion code), so their payment can be withheld",
+    )
     c.add_argument("--redirect-url", help="https://… URL to send raters to at the end ({code})")
     c.add_argument("--seed", type=int, help="design seed")
     c.add_argument("--draft", action="store_true", help="leave the test as a draft (not open)")

@@ -11,7 +11,8 @@ seconds (``fetched_at``, ``seen_at``).
 
 from __future__ import annotations
 
-from app.store.listening import EXPORT_TABLES
+from app.store.schema import export_tables
+from evaluation.listening import ratings
 from evaluation.listening.kinds import KINDS, NAMES
 
 COMMON = {
@@ -112,11 +113,6 @@ _RAW = {
         "answered_at": "when",
     },
     "ratings": {
-        "played_ms": "MOS: playback the server accepted for the clip (the MOS table leaves out "
-        "an item played less than 95% of duration_s)",
-        "duration_s": "MOS: the clip's length in seconds",
-        "system_a": "A/B: side A's system",
-        "system_b": "A/B: side B's system",
         "first_sound_at": "when the server began streaming the item's first stimulus",
         "answered_at": "when the answer was stored",
         "time_on_item_ms": "first sound to answer (the time spent on this item)",
@@ -132,13 +128,6 @@ _RESULTS = {
         "answered": "items answered",
         "finished": "answered every item",
         "headphones": "headphone screen correct/trials, or not done",
-        "gold_failed": "MOS check items failed (anchor, gold)",
-        "trap_failed": "MOS traps failed",
-        "ab_check_failed": "A/B check pairs failed",
-        "variance": "variance of the rater's item scores",
-        "unplayed": "items played < 95%",
-        "ref_low": "MUSHRA screens with the hidden reference < 90",
-        "anchor_high": "MUSHRA screens with the mid anchor > 90",
         "excluded": "left out of the results",
         "reasons": "why",
     },
@@ -154,7 +143,8 @@ _RESULTS = {
 def _raw_order(f: str) -> int:
     """Raw files in the store's export order (``raw/ratings.csv``, made here, last)."""
     name = f.removeprefix("raw/").removesuffix(".csv")
-    return EXPORT_TABLES.index(name) if name in EXPORT_TABLES else len(EXPORT_TABLES)
+    order = export_tables()
+    return order.index(name) if name in order else len(order)
 
 
 def shared() -> dict[str, str]:
@@ -165,12 +155,25 @@ def shared() -> dict[str, str]:
     return out
 
 
+def own_columns(order: list[str], flow: dict[str, str], attr: str) -> dict[str, str]:
+    """A file's columns in ``order`` with their meaning: the flow's, else the kinds' (their
+    ``attr`` dictionary); the shared meanings are added by :func:`columns`."""
+    said = {c: m for k in KINDS.values() for c, m in getattr(k, attr).items()}
+    said.update(flow)
+    return {c: said[c] for c in order if c in said}
+
+
 def columns() -> dict[str, dict[str, str]]:
     """``{file in the export: {column: meaning}}`` of the flow's files and every registered
     kind's (shared meanings from :func:`shared`, said once for every file that has them)."""
     common = shared()
     raw = {f"raw/{name}.csv": cols for name, cols in _RAW.items()}
-    results = {"results/raters.csv": _RESULTS["raters"]}
+    raw["raw/ratings.csv"] = own_columns(ratings.columns(), _RAW["ratings"], "rating_columns")
+    raters = {**_RESULTS["raters"]}
+    tail = {c: raters.pop(c) for c in ("excluded", "reasons")}
+    for kind in KINDS.values():
+        raters.update(kind.rater_columns)
+    results = {"results/raters.csv": {**raters, **tail}}
     for kind in KINDS.values():
         for f, cols in kind.columns.items():
             (raw if f.startswith("raw/") else results)[f] = cols

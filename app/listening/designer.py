@@ -128,6 +128,10 @@ class TestSpec:
     """Show the prompt's text on the vote page; None: yes for MOS and A/B, no otherwise."""
     consent: str | None = None
     completion_code: str | None = None
+    excluded_code: str | None = None
+    """The code a rater gets at the end when the test's screening leaves them out of the
+    results (failed check items, straight-lining, …): a researcher can withhold payment for
+    it. None: excluded raters get the completion code like everyone else."""
     redirect_url: str | None = None
     open: bool = True
     confirm_not_persistent: bool = False
@@ -172,7 +176,7 @@ class TestSpec:
             raise InvalidRequest("prompts: a list, pasted text, or {source: harvard, n}")
         try:
             return cls(
-                name=str(d.get("name") or "Listening test")[:120],
+                name=str(d.get("name") or "").strip()[:120],
                 kind=str(d.get("kind", default_kind())),
                 systems=[
                     SystemSpec(
@@ -203,6 +207,7 @@ class TestSpec:
                 completion_code=(
                     str(d["completion_code"])[:64] if d.get("completion_code") else None
                 ),
+                excluded_code=(str(d["excluded_code"])[:64] if d.get("excluded_code") else None),
                 redirect_url=(str(d["redirect_url"])[:500] if d.get("redirect_url") else None),
                 open=bool(d.get("open", True)),
                 confirm_not_persistent=d.get(CONFIRM_FIELD) is True,
@@ -309,6 +314,14 @@ def _prompts(spec: TestSpec, imported: ImportedSet | None, generated: bool) -> d
     return {p: imported.texts.get(p) for p in imported.prompt_ids}
 
 
+def default_name(design: Design) -> str:
+    """A test's name when the admin gives none: its type and its systems, as made (imported
+    ones included), so a list of tests says what each compares."""
+    systems = ", ".join(design.systems)
+    name = f"{design.test_kind.title}: {systems}"
+    return name if len(name) <= 120 else name[:119] + "…"
+
+
 async def create_test(
     state: Any, spec: TestSpec, progress: Callable[[float, str], None] | None = None
 ) -> str:
@@ -412,7 +425,7 @@ async def _create(state: Any, spec: TestSpec, progress: Callable[[float, str], N
     keys = {f"{test_id}-{pid}": pid for pid in local}
     design = replace(design, prompts=tuple(prompt_ids))
     config = _config(spec, src, design, gold)
-    tests.create_test(test_id, spec.kind, spec.name, config, status="draft")
+    tests.create_test(test_id, spec.kind, spec.name or default_name(design), config, status="draft")
     try:
         await generate(
             tests,
@@ -455,6 +468,7 @@ def _config(spec: TestSpec, src: _Sources, design: Design, gold: GoldClip | None
         "show_text": spec.show_text if spec.show_text is not None else design.test_kind.show_text,
         "consent": spec.consent,
         "completion_code": spec.completion_code,
+        "excluded_code": spec.excluded_code,
         "redirect_url": spec.redirect_url,
         "title": spec.title or DEFAULT_TITLE,
         "instructions": spec.instructions,
@@ -505,7 +519,7 @@ def preview(tests: TestStore, test_id: str) -> RaterPreview:
     from app.listening.rating import show_text
 
     t = tests.require_test(test_id)
-    cfg = t["config"]
+    cfg = t.config
     first: dict[str, Any] = {}
     for s in tests.stimuli(test_id):
         if s.kind == "item" and s.system_id not in first:
@@ -524,8 +538,8 @@ def preview(tests: TestStore, test_id: str) -> RaterPreview:
         title=public_title(t),
         instructions=cfg.get("instructions") or "",
         consent=cfg.get("consent") or DEFAULT_CONSENT,
-        kind=t["kind"],
-        status=t["status"],
+        kind=t.kind,
+        status=t.status,
         clips=clips,
     )
 
@@ -553,6 +567,7 @@ CROWD_FIELDS = {
     "redirect_url": 500,
     "screenout_code": 64,
     "screenout_url": 500,
+    "excluded_code": 64,
 }
 """The crowd settings a test's admin can change while it is open, with their length limits."""
 CODE_RE = re.compile(r"^[A-Za-z0-9_-]*$")
@@ -585,7 +600,7 @@ def change_crowd(tests: TestStore, test_id: str, values: dict[str, Any]) -> dict
     record each change with its time. Returns the changed fields and the settings now."""
     checked = check_crowd(values)
     changed = tests.change_settings(test_id, checked)
-    cfg = tests.require_test(test_id)["config"]
+    cfg = tests.require_test(test_id).config
     return {"changed": changed, "crowd": {k: cfg.get(k) for k in CROWD_FIELDS}}
 
 
@@ -595,7 +610,7 @@ def design_report(tests: TestStore, test_id: str) -> list[str]:
     from app.listening.stimuli import level_lines
     from evaluation.listening.planning import plan_lines, screening_warnings
 
-    d = Design.from_dict(tests.require_test(test_id)["config"]["design"])
+    d = Design.from_dict(tests.require_test(test_id).config["design"])
     warn = [f"Warning: {w}" for w in screening_warnings(d)]
     return [*plan_lines(d), *warn, *level_lines(tests.stimuli(test_id))]
 
@@ -604,7 +619,7 @@ def design_summary(tests: Any, test_id: str) -> dict[str, Any]:
     """The planner's numbers and the designer's report of a new test (JSON route and CLI)."""
     from evaluation.listening.planning import plan, screening_warnings
 
-    d = Design.from_dict(tests.require_test(test_id)["config"]["design"])
+    d = Design.from_dict(tests.require_test(test_id).config["design"])
     return {
         "plan": [plan(d, r).to_dict() for r in (12, 30, 100)],
         "warnings": screening_warnings(d),
@@ -623,6 +638,7 @@ __all__ = [
     "SystemSpec",
     "TestSpec",
     "create_test",
+    "default_name",
     "harvard_sentences",
     "parse_prompts",
     "preview",

@@ -19,6 +19,7 @@ from typing import Any
 from app.listening.flow import Denied, RaterFlow, consent_text, design_of, public_title
 from app.listening.texts import QUESTIONNAIRE
 from app.store import Assignment, UnknownItem, now_iso
+from app.store.listening import RaterSession, TestRow
 from backends.errors import InvalidRequest
 from evaluation.listening.design import (
     ANCHOR,
@@ -68,21 +69,21 @@ class Enrolment(RaterFlow):
                 raise InvalidRequest(f"the {what} must be 1-128 letters, digits or . _ : @ -")
         if source is not None and source not in CROWD_KEYS:
             source = None
-        cfg = t["config"]
+        cfg = t.config
         design = design_of(t)
         target = cfg.get("target_ratings")
         dropout = float(cfg.get("dropout_after_s") or DROPOUT_AFTER_S)
 
-        def row(raters: list[dict[str, Any]]) -> int | None:
+        def row(raters: list[RaterSession]) -> int | None:
             if len(raters) >= int(cfg.get("max_raters") or MAX_RATERS):
                 raise Denied("this test has all the raters it takes")
             now = time.time()
             rows = [
                 RaterRow(
-                    int(r["seq"] if r["design_row"] is None else r["design_row"]),
-                    not r["screened_out_at"]
-                    and r.get("headphone_pass") != 0
-                    and bool(r["finished_at"] or (r["seen_at"] and now - r["seen_at"] <= dropout)),
+                    int(r.seq if r.design_row is None else r.design_row),
+                    not r.screened_out_at
+                    and r.headphone_pass != 0
+                    and bool(r.finished_at or (r.seen_at and now - r.seen_at <= dropout)),
                 )
                 for r in raters
             ]
@@ -103,18 +104,18 @@ class Enrolment(RaterFlow):
             choose_row=row,
         )
         self.assign(t, r)
-        return {"token": token, "rater_id": r["rater_id"], "resumed": resumed}
+        return {"token": token, "rater_id": r.rater_id, "resumed": resumed}
 
-    def assign(self, test: dict[str, Any], rater: dict[str, Any]) -> list[Assignment]:
+    def assign(self, test: TestRow, rater: RaterSession) -> list[Assignment]:
         """The rater's assignments (written once from the deterministic plan; resumable)."""
-        have = self.store.assignments(test["test_id"], rater["rater_id"])
+        have = self.store.assignments(test.test_id, rater.rater_id)
         design = design_of(test)
-        seq = int(rater["seq"])
-        row = rater.get("design_row")
+        seq = int(rater.seq)
+        row = rater.design_row
         items = plan(design, seq) if row is None else plan(design, int(row), order_seed=seq)
         if len(have) == len(items):
             return have
-        find = self._finder(test["test_id"])
+        find = self._finder(test.test_id)
         clean = self.ab_clean(test, design, seq)
         for it in items:
             takes, conds, roles = [], [], []
@@ -136,9 +137,9 @@ class Enrolment(RaterFlow):
                 conds.append(s.condition)
                 roles.append(sl.role)
             a = Assignment(
-                assignment_id=assignment_id(test["test_id"], rater["rater_id"], it.position),
-                test_id=test["test_id"],
-                rater_id=rater["rater_id"],
+                assignment_id=assignment_id(test.test_id, rater.rater_id, it.position),
+                test_id=test.test_id,
+                rater_id=rater.rater_id,
                 position=it.position,
                 take_id=takes[0],
                 take_b_id=takes[1] if design.test_kind.paired else None,
@@ -158,7 +159,7 @@ class Enrolment(RaterFlow):
                 },
             )
             self.store.add_assignment(a)
-        return self.store.assignments(test["test_id"], rater["rater_id"])
+        return self.store.assignments(test.test_id, rater.rater_id)
 
     def _finder(self, test_id: str):
         """``find(kind, system, prompt, check=False)``: the test's stimulus; a check item's
@@ -180,7 +181,7 @@ class Enrolment(RaterFlow):
 
         return find
 
-    def ab_clean(self, test: dict[str, Any], design: Design, seq: int) -> str:
+    def ab_clean(self, test: TestRow, design: Design, seq: int) -> str:
         """The A/B check pairs' clean side: the natural recording when the test has one, else
         the systems in turn per rater (a take of one system under test as "the clean side" for
         everyone would fail raters who honestly judge that system)."""
@@ -194,16 +195,16 @@ class Enrolment(RaterFlow):
             "test_id": test_id,
             "name": public_title(t),
             "title": public_title(t),
-            "kind": t["kind"],
-            "status": t["status"],
+            "kind": t.kind,
+            "status": t.status,
             "consent": consent_text(t),
         }
 
     def consent(self, test_id: str, token: str) -> dict[str, Any]:
         self.load_test(test_id)
         r = self.rater(test_id, token)
-        if not r["consent_at"]:
-            self.tests.update_rater(test_id, r["rater_id"], consent_at=now_iso())
+        if not r.consent_at:
+            self.tests.update_rater(test_id, r.rater_id, consent_at=now_iso())
         return {"consented": True}
 
     def questionnaire(self, test_id: str, token: str, answers: Any) -> dict[str, Any]:
@@ -211,11 +212,11 @@ class Enrolment(RaterFlow):
         questions answered, stored once (a second call keeps the first answers)."""
         t = self.load_test(test_id)
         r = self.rater(test_id, token)
-        if not r["consent_at"]:
+        if not r.consent_at:
             raise Denied("consent first")
-        if not t["config"].get("questionnaire"):
+        if not t.config.get("questionnaire"):
             raise InvalidRequest("this test has no questionnaire")
-        if r.get("questionnaire"):
+        if r.questionnaire:
             return {"stored": False}
         if not isinstance(answers, dict):
             raise InvalidRequest("answers: {question: option}")
@@ -228,22 +229,37 @@ class Enrolment(RaterFlow):
         extra = set(answers) - set(got)
         if extra:
             raise InvalidRequest(f"unknown question {sorted(extra)[0][:40]!r}")
-        self.tests.update_rater(test_id, r["rater_id"], questionnaire=json.dumps(got))
+        self.tests.update_rater(test_id, r.rater_id, questionnaire=json.dumps(got))
         return {"stored": True}
 
-    def finish(self, t: dict[str, Any], r: dict[str, Any]) -> dict[str, Any]:
-        """The completion code (the test's, else one per rater, given once) and the link."""
-        cfg = t["config"]
-        code = r["completion_code"]
+    def finish(self, t: TestRow, r: RaterSession) -> dict[str, Any]:
+        """The code the rater gets at the end, given once, and the link: the test's
+        ``excluded_code`` when it has one and its screening leaves this rater out of the
+        results (so a researcher can withhold payment), else its completion code, else one
+        per rater."""
+        cfg = t.config
+        code = r.completion_code
         if not code:
-            code = cfg.get("completion_code") or secrets.token_hex(4).upper()
+            if cfg.get("excluded_code") and self.excluded(t, r):
+                code = str(cfg["excluded_code"])
+            else:
+                code = cfg.get("completion_code") or secrets.token_hex(4).upper()
             self.tests.update_rater(
-                t["test_id"], r["rater_id"], completion_code=code, finished_at=now_iso()
+                t.test_id, r.rater_id, completion_code=code, finished_at=now_iso()
             )
         redirect = cfg.get("redirect_url") or None
         if redirect:
             redirect = redirect.replace("{code}", code)
         return {"completion_code": code, "redirect_url": redirect}
+
+    def excluded(self, t: TestRow, r: RaterSession) -> bool:
+        """Whether the test's screening (the results' own rule: check items, traps,
+        straight-lining, unplayed items, A/B check pairs, BS.1534-3) leaves this rater out."""
+        from evaluation.listening.results import test_raters
+
+        raters = test_raters(self.tests.test_data(t.test_id))
+        mine = raters[raters["rater_id"] == r.rater_id]
+        return bool(not mine.empty and bool(mine["excluded"].iloc[0]))
 
 
 __all__ = ["CROWD_KEYS", "DROPOUT_AFTER_S", "MAX_RATERS", "Enrolment", "assignment_id", "new_token"]

@@ -23,9 +23,11 @@ from typing import TYPE_CHECKING, Any
 from app.listening.columns import FILE_NOTES, columns
 from app.listening.flow import consent_text, public_title
 from app.listening.texts import rater_texts
-from app.store.listening import EXPORT_TABLES, TestStore
+from app.store.listening import TestRow, TestStore
+from app.store.schema import export_tables
 from evaluation.listening.design import Design, checks_per_rater, full_balance_raters, rows
 from evaluation.listening.kinds import KINDS
+from evaluation.listening.ratings import ratings_table
 from evaluation.listening.results import test_results
 from evaluation.listening.screening import PASS, TRIALS, TestScreening, screen_mode
 from evaluation.report import safe_csv
@@ -43,7 +45,13 @@ PRIVATE_COLUMNS = {
     "token_hash",
 }
 """Columns a ``--public`` export leaves out: they identify a crowd worker or pay them."""
-PRIVATE_CONFIG = ("completion_code", "screenout_code", "redirect_url", "screenout_url")
+PRIVATE_CONFIG = (
+    "completion_code",
+    "excluded_code",
+    "screenout_code",
+    "redirect_url",
+    "screenout_url",
+)
 CITATION = "listenlab (see CITATION.cff in its repository)"
 
 
@@ -95,11 +103,11 @@ def _stimuli(tests: TestStore, test_id: str) -> list[dict[str, Any]]:
     return out
 
 
-def _design(test: dict[str, Any], tests: TestStore) -> dict[str, Any]:
-    cfg = test["config"]
+def _design(test: TestRow, tests: TestStore) -> dict[str, Any]:
+    cfg = test.config
     d = Design.from_dict(cfg["design"])
-    texts = tests.prompt_texts(test["test_id"])
-    prefix = f"{test['test_id']}-"
+    texts = tests.prompt_texts(test.test_id)
+    prefix = f"{test.test_id}-"
     return {
         "kind": d.kind,
         "systems": cfg.get("systems") or list(d.systems),
@@ -123,39 +131,32 @@ def _design(test: dict[str, Any], tests: TestStore) -> dict[str, Any]:
     }
 
 
-def _screening(test: dict[str, Any], scr: TestScreening) -> dict[str, Any]:
+def _screening(test: TestRow, scr: TestScreening) -> dict[str, Any]:
+    """The headphone screen, then each kind's rules with their numbers (``<kind>_rules``)."""
     from app.listening.screening import MAX_SCREEN_FETCHES
 
-    mode = screen_mode(test["config"])
-    r, m = scr.rules, scr.mushra
-    return {
+    mode = screen_mode(test.config)
+    out: dict[str, Any] = {
         "headphone_screen": {
             "mode": mode,
             "trials_per_test": TRIALS if mode != "none" else 0,
             "pass": f">= {PASS} of {TRIALS} correct in each test" if mode != "none" else None,
             "attempts": 1,
             "plays_per_trial_max": MAX_SCREEN_FETCHES,
-        },
-        "mos_rules": {
-            "trap": "exactly the answer the clip asks for",
-            "low_anchor": "fails when rated at or above the rater's own mean item score",
-            "gold": "fails when rated below the rater's own low-anchor score; a gold with no "
-            f"anchor beside it is judged by P.808's absolute rule (within ±{r.gold_tolerance:g} "
-            "of 5)",
-            "max_check_failures": r.max_gold_failures,
-            "max_trap_failures": r.max_trap_failures,
-            "straight_lining": f"variance of item scores < {r.min_variance:g} over >= "
-            f"{r.min_items_for_variance} items",
-            "unplayed": f"more than {r.max_unplayed_share:.0%} of items played < "
-            f"{r.min_played_fraction:.0%} of their length (unplayed items are dropped anyway)",
-        },
-        "mushra_rules": {
-            "hidden_reference_below": m.reference_min,
-            "mid_anchor_above": m.anchor_max,
-            "on_more_than_share_of_screens": m.max_share,
-        },
-        "ab_rules": {"check_pairs_failed_max": scr.max_ab_check_failures},
+        }
     }
+    for kind in KINDS.values():
+        rules = kind.screening_rules(scr)
+        if rules is not None:
+            out[f"{kind.name}_rules"] = rules
+    out["excluded_raters"] = (
+        "a rater the screening excludes who finishes is shown the test's code for excluded "
+        "raters instead of its completion code (and sent to the redirect with it)"
+        if test.config.get("excluded_code")
+        else "a rater the screening excludes who finishes is shown the completion code like "
+        "every rater (the test has no code for excluded raters)"
+    )
+    return out
 
 
 def study(
@@ -169,7 +170,7 @@ def study(
     from app.listening.service import Listening
 
     t = tests.require_test(test_id)
-    cfg = t["config"]
+    cfg = t.config
     tables = tables if tables is not None else test_results(tests.test_data(test_id))
     loud = cfg.get("loudness") or {}
     fmt = Listening(tests.store).common_format(test_id)
@@ -180,16 +181,16 @@ def study(
         "public": public,
         "test": {
             "test_id": test_id,
-            "name": t["name"],
-            "kind": t["kind"],
-            "status": t["status"],
-            "created_at": t.get("created_at"),
+            "name": t.name,
+            "kind": t.kind,
+            "status": t.status,
+            "created_at": t.created_at,
         },
         "design": _design(t, tests),
         "texts": {
             "title": public_title(t),
             "consent_is_default": not cfg.get("consent"),
-            **rater_texts(t["kind"], cfg, consent_text(t)),
+            **rater_texts(t.kind, cfg, consent_text(t)),
         },
         "playback": {
             "sample_rate": fmt.sample_rate,
@@ -208,7 +209,7 @@ def study(
         "analysis": json.loads(tables["methods"].to_json(orient="records")),
         "config": _config(cfg, public),
         "setting_changes": [
-            {**c, **({"old_value": None, "new_value": None} if public else {})}
+            {**c.as_dict(), **({"old_value": None, "new_value": None} if public else {})}
             for c in tests.changes(test_id)
         ],
         "columns": columns(),
@@ -223,13 +224,14 @@ def export_files(tests: TestStore, test_id: str, *, public: bool = False) -> dic
 
     t = tests.require_test(test_id)
     files: dict[str, str] = {}
-    for table in EXPORT_TABLES:
+    for table in export_tables():
         df = _public_frame(tests.export_frame(table, test_id), public)
         for kind in KINDS.values():  # a kind may add derived columns to its own table
             df = kind.export_raw(table, df)
         files[f"raw/{table}.csv"] = safe_csv(df)
-    files["raw/ratings.csv"] = safe_csv(tests.ratings_frame(test_id))
-    tables = test_results(tests.test_data(test_id))
+    data = tests.test_data(test_id)
+    files["raw/ratings.csv"] = safe_csv(ratings_table(data, tests.item_times(test_id)))
+    tables = test_results(data)
     for name, df in tables.items():
         df = _public_frame(df, public)
         files[f"results/{name}.csv"] = safe_csv(df, index=name == "glitches_by_seam")
@@ -237,7 +239,7 @@ def export_files(tests: TestStore, test_id: str, *, public: bool = False) -> dic
     files["study.json"] = json.dumps(st, indent=1, default=str)
     files["methods.md"] = methods_md(st, tables)
     files["test.json"] = json.dumps(
-        {**t, "config": _config(t["config"], public)}, indent=1, default=str
+        {**t.as_dict(), "config": _config(t.config, public)}, indent=1, default=str
     )
     return files
 

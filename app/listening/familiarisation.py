@@ -14,6 +14,7 @@ from typing import Any
 
 from app.listening.flow import NotYet, RaterFlow, design_of
 from app.store import now_iso
+from app.store.listening import RaterSession, TestRow
 from backends.errors import InvalidRequest
 from evaluation.listening import screening
 from evaluation.listening.kinds.base import PLAYED_SHARE, Familiar
@@ -22,19 +23,19 @@ from evaluation.listening.kinds.base import PLAYED_SHARE, Familiar
 class Familiarisation(RaterFlow):
     """Which clips a rater hears first, their audio, and "Continue"."""
 
-    def needs_familiar(self, t: dict[str, Any], r: dict[str, Any], answered: int) -> bool:
+    def needs_familiar(self, t: TestRow, r: RaterSession, answered: int) -> bool:
         return (
-            bool(t["config"].get("familiarise"))
-            and not r["familiarised_at"]
+            bool(t.config.get("familiarise"))
+            and not r.familiarised_at
             and answered == 0
             and bool(self.familiar_clips(t, r))
         )
 
-    def familiar_clips(self, t: dict[str, Any], r: dict[str, Any]) -> list[tuple[str, str]]:
+    def familiar_clips(self, t: TestRow, r: RaterSession) -> list[tuple[str, str]]:
         """``(label, take id)`` of the clips that show the scale's ends (the kind's choice;
         the systems in turn per rater)."""
         design = design_of(t)
-        stim = self.tests.stimuli(t["test_id"])
+        stim = self.tests.stimuli(t.test_id)
 
         def take(kind: str, system: str | None, prompt: str | None) -> str | None:
             """The stimulus of this kind and system on ``prompt`` (None: on any prompt)."""
@@ -43,16 +44,18 @@ class Familiarisation(RaterFlow):
                     return s.take_id
             return None
 
-        here = Familiar(take, int(r["seq"]), self.natural_system(t, design))
+        here = Familiar(take, int(r.seq), self.natural_system(t, design))
         got = design.test_kind.familiar(design, here)
         return [(label, tid) for label, tid in got if tid]
 
-    def _familiar_rater(self, test_id: str, token: str) -> tuple[dict, dict, list]:
+    def _familiar_rater(
+        self, test_id: str, token: str
+    ) -> tuple[TestRow, RaterSession, list[tuple[str, str]]]:
         t = self.load_test(test_id)
         r = self.rater(test_id, token)
         self.require_in(r)
         clips = self.familiar_clips(t, r)
-        if not t["config"].get("familiarise") or not clips:
+        if not t.config.get("familiarise") or not clips:
             raise InvalidRequest("this test has no familiarisation")
         return t, r, clips
 
@@ -63,24 +66,24 @@ class Familiarisation(RaterFlow):
         if not isinstance(k, int) or not 0 <= k < len(clips):
             raise InvalidRequest(f"clip must be 0..{len(clips) - 1}")
         tk = self.store.load_take(clips[k][1])
-        got = json.loads(r["familiar"] or "{}")
+        got = json.loads(r.familiar or "{}")
         if str(k) not in got:
             got[str(k)] = time.time()
-            self.tests.update_rater(test_id, r["rater_id"], familiar=json.dumps(got))
+            self.tests.update_rater(test_id, r.rater_id, familiar=json.dumps(got))
         return screening.wav_bytes(screening.to_screen_rate(tk.audio, tk.sample_rate))
 
     def familiarised(self, test_id: str, token: str) -> dict[str, Any]:
         """ "Continue": allowed once every clip was sent and had time to play."""
         t, r, clips = self._familiar_rater(test_id, token)
-        got = json.loads(r["familiar"] or "{}")
+        got = json.loads(r.familiar or "{}")
         durs = self.tests.durations_ms([c[1] for c in clips])
         now = time.time()
         for k, d in enumerate(durs):
             at = got.get(str(k))
             if at is None or now - float(at) < PLAYED_SHARE * d / 1000.0:
                 raise NotYet(f"listen first: {clips[k][0]} has not been played to its end")
-        if not r["familiarised_at"]:
-            self.tests.update_rater(test_id, r["rater_id"], familiarised_at=now_iso())
+        if not r.familiarised_at:
+            self.tests.update_rater(test_id, r.rater_id, familiarised_at=now_iso())
         return {"familiarised": True}
 
 

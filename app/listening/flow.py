@@ -13,7 +13,7 @@ import re
 from typing import Any
 
 from app.store import UnknownItem
-from app.store.listening import TestStore
+from app.store.listening import RaterSession, TestRow, TestStore
 from backends.errors import Conflict, Forbidden, InvalidRequest
 from evaluation.listening.design import Design
 
@@ -43,18 +43,18 @@ def check_id(value: Any, what: str) -> str:
     return value
 
 
-def public_title(test: dict[str, Any]) -> str:
+def public_title(test: TestRow) -> str:
     """The title the rater page shows: the test's public title, not the admin's test name."""
-    return str(test["config"].get("title") or DEFAULT_TITLE)
+    return str(test.config.get("title") or DEFAULT_TITLE)
 
 
-def consent_text(test: dict[str, Any]) -> str:
+def consent_text(test: TestRow) -> str:
     """The consent text raters read: the test's own, else :data:`DEFAULT_CONSENT`."""
-    return str(test["config"].get("consent") or DEFAULT_CONSENT)
+    return str(test.config.get("consent") or DEFAULT_CONSENT)
 
 
-def design_of(test: dict[str, Any]) -> Design:
-    return Design.from_dict(test["config"]["design"])
+def design_of(test: TestRow) -> Design:
+    return Design.from_dict(test.config["design"])
 
 
 class RaterFlow:
@@ -64,7 +64,7 @@ class RaterFlow:
         self.tests = TestStore(store)
         self.store = store
 
-    def rater(self, test_id: str, token: Any) -> dict[str, Any]:
+    def rater(self, test_id: str, token: Any) -> RaterSession:
         """The rater this token belongs to in this test (checked against its hash), or Denied."""
         check_id(test_id, "test id")
         if not isinstance(token, str) or not TOKEN_RE.match(token):
@@ -74,25 +74,25 @@ class RaterFlow:
             raise Denied("unknown rater token for this test")
         return r
 
-    def load_test(self, test_id: str, *, open_only: bool = True) -> dict[str, Any]:
+    def load_test(self, test_id: str, *, open_only: bool = True) -> TestRow:
         """The test (404 if there is none); ``open_only``: refused unless it takes votes."""
         t = self.tests.get_test(check_id(test_id, "test id"))
         if t is None:
             raise UnknownItem(f"no test {test_id!r}")
-        if open_only and t.get("status") != "open":
-            raise Denied(f"this test is {t.get('status') or 'not open'}; it does not take votes")
+        if open_only and t.status != "open":
+            raise Denied(f"this test is {t.status or 'not open'}; it does not take votes")
         return t
 
     @staticmethod
-    def require_in(r: dict[str, Any]) -> None:
+    def require_in(r: RaterSession) -> None:
         """A screened-out rater's session has ended."""
-        if r["screened_out_at"]:
+        if r.screened_out_at:
             raise Denied("screened out: this session has ended (the headphone screen failed)")
 
     @staticmethod
-    def natural_system(test: dict[str, Any], design: Design) -> str | None:
+    def natural_system(test: TestRow, design: Design) -> str | None:
         """The test's first natural (recorded) system, if it has one."""
-        nat = {s["name"] for s in test["config"].get("systems") or [] if s.get("natural")}
+        nat = {s["name"] for s in test.config.get("systems") or [] if s.get("natural")}
         return next((s for s in design.systems if s in nat), None)
 
 

@@ -98,7 +98,16 @@ def _raters(st: dict[str, Any]) -> list[str]:
             else ""
         ),
     ]
-    lines += [f"- Rule: {k.replace('_', ' ')}: {v}" for k, v in s["mos_rules"].items()]
+    rule = next((a["method"] for a in st["analysis"] if a["table"] == "raters"), "")
+    if rule:  # the exclusion rule, as the results applied it (the test kind's own)
+        lines.append(f"- A rater was excluded from the results on: {rule}.")
+    checks = s.get(f"{st['test']['kind']}_rules") or {}
+    if checks:  # how each check item is judged: what the rule above counts
+        judged = "; ".join(f"{k.replace('_', ' ')}: {v}" for k, v in checks.items())
+        lines.append(f"- How the check items were judged: {judged}.")
+    code = s.get("excluded_raters")
+    if code:
+        lines.append(f"- At the end: {code}.")
     lines += [f"- Excluded {x['rater_id']}: {x['reasons']}" for x in ex]
     return lines
 

@@ -17,6 +17,7 @@ from app.listening.flow import Denied, NotYet, check_id, design_of
 from app.listening.screening import Screening
 from app.player.blind import TARGET_LUFS, CommonFormat
 from app.store import Assignment, now_iso
+from app.store.listening import RaterSession, TestRow
 from backends.errors import InvalidRequest
 from evaluation.listening.kinds import kind_of
 from evaluation.listening.kinds.base import PLAYED_SHARE, VoteContext
@@ -40,10 +41,28 @@ class Item:
     """The prompt's text, when the test shows it (``show_text``); the page sets it as text."""
 
 
-def show_text(test: dict[str, Any]) -> bool:
+@dataclass(frozen=True)
+class Playing:
+    """What the server plays for one slot of a rater's item (:meth:`Rating.stimulus`): never
+    sent to the page, which knows the item only by its assignment and slot."""
+
+    test: TestRow
+    rater_id: str
+    assignment: Assignment
+    take_id: str
+    slots: int
+    condition: str
+    system_id: str | None
+    live_backend: str | None
+    """The backend a *live* stimulus is generated on (its system's, from the test)."""
+    format: CommonFormat
+    target_lufs: float | None
+
+
+def show_text(test: TestRow) -> bool:
     """Whether the vote page shows the prompt's text (tests made before the option: by type)."""
-    v = test["config"].get("show_text")
-    return bool(v) if v is not None else kind_of(test["kind"]).show_text
+    v = test.config.get("show_text")
+    return bool(v) if v is not None else kind_of(test.kind).show_text
 
 
 def live_target(config: dict[str, Any]) -> float | None:
@@ -59,23 +78,23 @@ class Rating(Screening):
     """The item, its stimuli and play events, the listen gate and the vote (a vote needs the
     headphone screen passed: :meth:`Screening.require_screened`)."""
 
-    def item(self, t: dict[str, Any], a: Assignment) -> Item:
-        kind = kind_of(t["kind"])
+    def item(self, t: TestRow, a: Assignment) -> Item:
+        kind = kind_of(t.kind)
         takes = list(a.slots or (a.take_id,))
         n = len(takes)
         need = [round(kind.need_ms(d), 1) for d in self.tests.durations_ms(takes)]
         has_ref = "reference" in (a.meta.get("roles") or [])
         # the text the clip speaks (for check items too, so they look like any other)
         text = self.tests.take_text(takes[0]) if show_text(t) else None
-        return Item(a.assignment_id, a.position, t["kind"], n, kind.labels(n), need, has_ref, text)
+        return Item(a.assignment_id, a.position, t.kind, n, kind.labels(n), need, has_ref, text)
 
-    def stimulus(self, test_id: str, token: str, assignment_id: Any, slot: Any) -> dict[str, Any]:
+    def stimulus(self, test_id: str, token: str, assignment_id: Any, slot: Any) -> Playing:
         """Which take (and how) to play for this rater's item slot. Raises unless it is theirs."""
         t = self.load_test(test_id)
         r = self.rater(test_id, token)
         self.require_in(r)
         check_id(assignment_id, "assignment id")
-        a = self.assignment(test_id, r["rater_id"], assignment_id)
+        a = self.assignment(test_id, r.rater_id, assignment_id)
         takes = list(a.slots or (a.take_id,))
         if not isinstance(slot, int) or isinstance(slot, bool) or not -1 <= slot < len(takes):
             raise InvalidRequest(f"slot must be 0..{len(takes) - 1} (or -1: the open reference)")
@@ -86,18 +105,18 @@ class Rating(Screening):
             slot = roles.index("reference")
         conds = a.meta.get("conditions") or [a.condition] * len(takes)
         systems = a.meta.get("systems") or [None] * len(takes)
-        return {
-            "test": t,
-            "rater_id": r["rater_id"],
-            "assignment": a,
-            "take_id": takes[slot],
-            "slots": len(takes),
-            "condition": conds[slot] or "as_streamed",
-            "system_id": systems[slot],
-            "live_backend": (t["config"].get("backends") or {}).get(systems[slot] or ""),
-            "format": self.common_format(test_id),
-            "target_lufs": live_target(t["config"]),
-        }
+        return Playing(
+            test=t,
+            rater_id=r.rater_id,
+            assignment=a,
+            take_id=takes[slot],
+            slots=len(takes),
+            condition=conds[slot] or "as_streamed",
+            system_id=systems[slot],
+            live_backend=(t.config.get("backends") or {}).get(systems[slot] or ""),
+            format=self.common_format(test_id),
+            target_lufs=live_target(t.config),
+        )
 
     def common_format(self, test_id: str) -> CommonFormat:
         """The one rate and channel layout every stimulus of the test reaches raters in: the
@@ -153,7 +172,7 @@ class Rating(Screening):
         self.tests.add_play_event(
             {
                 "test_id": test_id,
-                "rater_id": r["rater_id"],
+                "rater_id": r.rater_id,
                 "assignment_id": assignment_id,
                 "slot": int(slot),
                 "take_id": take_id,
@@ -180,27 +199,27 @@ class Rating(Screening):
                 missing.append(f"{label}: {played.get(i, 0.0) / 1000:.1f} of {need / 1000:.1f} s")
         return missing
 
-    def store_vote(self, t: dict[str, Any], r: dict[str, Any], body: Any) -> tuple[str, bool]:
+    def store_vote(self, t: TestRow, r: RaterSession, body: Any) -> tuple[str, bool]:
         """Check one answer against the gate and the kind's rules and store it (idempotent on
         ``answer_id``; one per item): ``(answer_id, stored now)``. Raises on any problem."""
         if not isinstance(body, dict):
             raise InvalidRequest("a vote must be a JSON object")
-        if not r["consent_at"]:
+        if not r.consent_at:
             raise Denied("consent first")
         self.require_screened(t, r)
-        test_id, answer_id = t["test_id"], check_id(body.get("answer_id"), "answer_id")
+        test_id, answer_id = t.test_id, check_id(body.get("answer_id"), "answer_id")
         a = self.assignment(
-            test_id, r["rater_id"], check_id(body.get("assignment_id"), "assignment id")
+            test_id, r.rater_id, check_id(body.get("assignment_id"), "assignment id")
         )
-        kind = t["kind"]
-        missing = self.gate(kind, a, self.tests.played(test_id, r["rater_id"], a.assignment_id))
+        kind = t.kind
+        missing = self.gate(kind, a, self.tests.played(test_id, r.rater_id, a.assignment_id))
         if missing:
             raise NotYet("listen first: " + "; ".join(missing))
-        got = kind_of(kind).read_vote(body, self.vote_context(t, r["rater_id"], a, answer_id))
+        got = kind_of(kind).read_vote(body, self.vote_context(t, r.rater_id, a, answer_id))
         created = self.tests.answer(
             answer_id,
             test_id,
-            r["rater_id"],
+            r.rater_id,
             a.assignment_id,
             kind,
             got.payload,
@@ -209,14 +228,12 @@ class Rating(Screening):
         )
         return answer_id, created
 
-    def vote_context(
-        self, t: dict[str, Any], rater_id: str, a: Assignment, answer_id: str
-    ) -> VoteContext:
+    def vote_context(self, t: TestRow, rater_id: str, a: Assignment, answer_id: str) -> VoteContext:
         """What the test's kind checks a vote against: the item, the server's play events."""
-        tid = t["test_id"]
+        tid = t.test_id
         takes = tuple(a.slots or (a.take_id,))
         marks = (
-            self.tests.mark_count(tid, rater_id, takes[0]) if kind_of(t["kind"]).counts_marks else 0
+            self.store.mark_count(tid, rater_id, takes[0]) if kind_of(t.kind).counts_marks else 0
         )
         return VoteContext(
             answer_id=answer_id,
@@ -237,4 +254,4 @@ class Rating(Screening):
         )
 
 
-__all__ = ["CLOCK_SLACK_MS", "Item", "Rating", "live_target", "show_text"]
+__all__ = ["CLOCK_SLACK_MS", "Item", "Playing", "Rating", "live_target", "show_text"]

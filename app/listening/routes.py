@@ -115,7 +115,7 @@ async def listen_page(test_id: str, svc: Listening = Svc) -> HTMLResponse:
     except InvalidRequest as e:
         raise NotFound(str(e)) from None
     t = await asyncio.to_thread(svc.tests.get_test, test_id)
-    page = rater_page(test_id, t["kind"] if t else None)
+    page = rater_page(test_id, t.kind if t else None)
     return HTMLResponse(page, headers={"Cache-Control": "no-store"})
 
 
@@ -213,7 +213,8 @@ async def vote(
 
 @admin_router.get("/ll/admin/tests")
 async def list_tests(svc: Listening = Svc) -> dict[str, Any]:
-    return {"tests": clean_json(await asyncio.to_thread(svc.tests.list_tests))}
+    rows = await asyncio.to_thread(svc.tests.list_tests)
+    return {"tests": clean_json([t.as_dict() for t in rows])}
 
 
 def results_of(svc: Listening, test_id: str, include_screened: bool = False) -> dict:

@@ -15,6 +15,7 @@ import time
 from typing import Any
 
 from app.listening.flow import Denied, NotYet, RaterFlow
+from app.store.listening import RaterSession, ScreenRow, TestRow
 from backends.errors import InvalidRequest
 from evaluation.listening import screening
 
@@ -26,45 +27,47 @@ MAX_SCREEN_FETCHES = 10
 class Screening(RaterFlow):
     """The screen's trials, their audio and answers, its outcome and the screen-out."""
 
-    def _trials(self, t: dict[str, Any], r: dict[str, Any]) -> list[dict[str, Any]]:
+    def _trials(self, t: TestRow, r: RaterSession) -> list[ScreenRow]:
         """The rater's screen trials (made on first need, from the OS's random source)."""
-        rows = self.tests.screen(t["test_id"], r["rater_id"])
+        rows = self.tests.screen(t.test_id, r.rater_id)
         if not rows:
-            new = screening.new_screen(screening.screen_mode(t["config"]))
+            new = screening.new_screen(screening.screen_mode(t.config))
             self.tests.add_screen(
-                t["test_id"],
-                r["rater_id"],
+                t.test_id,
+                r.rater_id,
                 [(x.kind, x.to_json(), screening.duration_ms(x)) for x in new],
             )
-            rows = self.tests.screen(t["test_id"], r["rater_id"])
+            rows = self.tests.screen(t.test_id, r.rater_id)
         return rows
 
-    def screen_state(self, t: dict[str, Any], r: dict[str, Any]) -> dict[str, Any]:
+    def screen_state(self, t: TestRow, r: RaterSession) -> dict[str, Any]:
         """Where the rater is in the screen (the status' ``screen``; no keys)."""
         rows = self._trials(t, r)
-        nxt = next((x for x in rows if x["answer"] is None), None)
+        nxt = next((x for x in rows if x.answer is None), None)
         return {
             "trials": len(rows),
-            "answered": sum(x["answer"] is not None for x in rows),
-            "next": None if nxt is None else int(nxt["n"]),
-            "kind": None if nxt is None else nxt["kind"],
-            "kinds": [x["kind"] for x in rows],
+            "answered": sum(x.answer is not None for x in rows),
+            "next": None if nxt is None else int(nxt.n),
+            "kind": None if nxt is None else nxt.kind,
+            "kinds": [x.kind for x in rows],
         }
 
-    def _screen_rater(self, test_id: str, token: str) -> tuple[dict, dict, list[dict]]:
+    def _screen_rater(
+        self, test_id: str, token: str
+    ) -> tuple[TestRow, RaterSession, list[ScreenRow]]:
         t = self.load_test(test_id)
         r = self.rater(test_id, token)
-        if not r["consent_at"]:
+        if not r.consent_at:
             raise Denied("consent first")
         self.require_in(r)
-        if screening.screen_mode(t["config"]) == "none":
+        if screening.screen_mode(t.config) == "none":
             raise InvalidRequest("this test has no headphone screen")
-        if r["headphone"]:
+        if r.headphone:
             raise Denied("the headphone screen is done; it takes one attempt")
         return t, r, self._trials(t, r)
 
     @staticmethod
-    def _trial_no(rows: list[dict[str, Any]], n: Any) -> int:
+    def _trial_no(rows: list[ScreenRow], n: Any) -> int:
         if not isinstance(n, int) or isinstance(n, bool) or not 0 <= n < len(rows):
             raise InvalidRequest(f"trial must be 0..{len(rows) - 1}")
         return n
@@ -73,18 +76,18 @@ class Screening(RaterFlow):
         """Trial ``n``'s audio (stereo 48 kHz WAV); its first fetch starts its play clock."""
         t, r, rows = self._screen_rater(test_id, token)
         row = rows[self._trial_no(rows, n)]
-        if int(row["fetches"]) >= MAX_SCREEN_FETCHES:
+        if int(row.fetches) >= MAX_SCREEN_FETCHES:
             raise Denied(f"trial {n + 1} was played {MAX_SCREEN_FETCHES} times; answer it")
-        wav = screening.wav_bytes(screening.render(screening.ScreenTrial.from_json(row["key"])))
-        self.tests.screen_fetched(test_id, r["rater_id"], n, time.time())
+        wav = screening.wav_bytes(screening.render(screening.ScreenTrial.from_json(row.key)))
+        self.tests.screen_fetched(test_id, r.rater_id, n, time.time())
         return wav
 
     @staticmethod
-    def _check_played(row: dict[str, Any], now: float) -> None:
-        n = int(row["n"]) + 1
-        if row["fetched_at"] is None:
+    def _check_played(row: ScreenRow, now: float) -> None:
+        n = int(row.n) + 1
+        if row.fetched_at is None:
             raise NotYet(f"listen first: trial {n} was not played")
-        if now - float(row["fetched_at"]) < float(row["duration_ms"]) / 1000.0:
+        if now - float(row.fetched_at) < float(row.duration_ms) / 1000.0:
             raise NotYet(f"listen first: trial {n} has not had time to play to its end")
 
     def screen_answer(self, test_id: str, token: str, n: Any, answer: Any) -> dict[str, Any]:
@@ -111,31 +114,31 @@ class Screening(RaterFlow):
             picks[n] = a
         now = time.time()
         for n in picks:
-            if rows[n]["answer"] is None:
+            if rows[n].answer is None:
                 self._check_played(rows[n], now)
         for n, a in picks.items():
-            self.tests.screen_answer(test_id, r["rater_id"], n, a)
-        rows = self.tests.screen(test_id, r["rater_id"])
-        left = sum(x["answer"] is None for x in rows)
+            self.tests.screen_answer(test_id, r.rater_id, n, a)
+        rows = self.tests.screen(test_id, r.rater_id)
+        left = sum(x.answer is None for x in rows)
         if left:
             return {"answered": len(rows) - left, "trials": len(rows), "done": False}
         return self._score(t, r, rows)
 
-    def _score(self, t: dict[str, Any], r: dict[str, Any], rows: list[dict]) -> dict[str, Any]:
+    def _score(self, t: TestRow, r: RaterSession, rows: list[ScreenRow]) -> dict[str, Any]:
         """Score the answered screen once; a failed one ends the session."""
         result = screening.score_screen(
-            [screening.ScreenTrial.from_json(x["key"]) for x in rows],
-            [int(x["answer"]) for x in rows],
+            [screening.ScreenTrial.from_json(x.key) for x in rows],
+            [int(x.answer) for x in rows],
         )
         self.tests.update_rater(
-            t["test_id"],
-            r["rater_id"],
+            t.test_id,
+            r.rater_id,
             headphone=json.dumps(result),
             headphone_pass=int(result["passed"]),
         )
         if not result["passed"]:
-            code = str(t["config"].get("screenout_code") or secrets.token_hex(4).upper())
-            self.tests.screen_out(t["test_id"], r["rater_id"], code)
+            code = str(t.config.get("screenout_code") or secrets.token_hex(4).upper())
+            self.tests.screen_out(t.test_id, r.rater_id, code)
         return {
             "answered": len(rows),
             "trials": len(rows),
@@ -145,16 +148,16 @@ class Screening(RaterFlow):
             "screened_out": not result["passed"],
         }
 
-    def require_screened(self, t: dict[str, Any], r: dict[str, Any]) -> None:
+    def require_screened(self, t: TestRow, r: RaterSession) -> None:
         """Votes only after a passed screen (a failed one ended the session)."""
         self.require_in(r)
-        if screening.screen_mode(t["config"]) != "none" and not r["headphone"]:
+        if screening.screen_mode(t.config) != "none" and not r.headphone:
             raise Denied("the headphone screen comes first")
 
     @staticmethod
-    def screenout_link(t: dict[str, Any], code: str | None) -> dict[str, Any]:
+    def screenout_link(t: TestRow, code: str | None) -> dict[str, Any]:
         """The screen-out code and where to send the rater (``{code}`` filled in)."""
-        url = t["config"].get("screenout_url") or None
+        url = t.config.get("screenout_url") or None
         if url and code:
             url = url.replace("{code}", code)
         return {"screenout_code": code, "redirect_url": url}

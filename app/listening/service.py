@@ -27,6 +27,7 @@ from app.listening.flow import (
 )
 from app.listening.rating import Rating, show_text
 from app.listening.texts import rater_texts
+from app.store.listening import RaterSession, TestRow
 from evaluation.listening import screening
 
 
@@ -37,30 +38,30 @@ class Listening(Enrolment, Familiarisation, Rating):
         """Everything the rater page needs to (re)start: where the rater is, and the next item."""
         t = self.load_test(test_id, open_only=False)
         r = self.rater(test_id, token)
-        cfg = t["config"]
+        cfg = t.config
         mode = screening.screen_mode(cfg)
         items = self.assign(t, r)
-        done = self.tests.answered(test_id, r["rater_id"])
-        self.tests.update_rater(test_id, r["rater_id"], seen_at=time.time())
-        out_ = bool(r["screened_out_at"])
+        done = self.tests.answered(test_id, r.rater_id)
+        self.tests.update_rater(test_id, r.rater_id, seen_at=time.time())
+        out_ = bool(r.screened_out_at)
         nxt = None if out_ else next((a for a in items if a.assignment_id not in done), None)
-        hp = json.loads(r["headphone"]) if r["headphone"] else None
+        hp = json.loads(r.headphone) if r.headphone else None
         out: dict[str, Any] = {
             "test": {
                 "test_id": test_id,
                 "name": public_title(t),
                 "title": public_title(t),
-                "kind": t["kind"],
-                "status": t["status"],
+                "kind": t.kind,
+                "status": t.status,
                 "ab_mode": design_of(t).ab_mode,
                 "consent": consent_text(t),
                 "instructions": cfg.get("instructions") or "",
                 "screening": mode,
                 "headphone_check": mode != "none",
-                "texts": rater_texts(t["kind"], cfg, consent_text(t)),
+                "texts": rater_texts(t.kind, cfg, consent_text(t)),
             },
-            "rater_id": r["rater_id"],
-            "consented": bool(r["consent_at"]),
+            "rater_id": r.rater_id,
+            "consented": bool(r.consent_at),
             "headphone": None
             if hp is None
             else {k: hp.get(k) for k in ("passed", "correct", "trials")},
@@ -76,16 +77,16 @@ class Listening(Enrolment, Familiarisation, Rating):
         return out
 
     def _stage(
-        self, t: dict[str, Any], r: dict[str, Any], hp: dict | None, nxt: Any, answered: int
+        self, t: TestRow, r: RaterSession, hp: dict | None, nxt: Any, answered: int
     ) -> dict[str, Any]:
         """Which step the rater is at, and what that step shows."""
-        cfg = t["config"]
-        if not r["consent_at"]:
+        cfg = t.config
+        if not r.consent_at:
             return {"stage": "consent"}
-        if cfg.get("questionnaire") and not r.get("questionnaire") and not r["screened_out_at"]:
+        if cfg.get("questionnaire") and not r.questionnaire and not r.screened_out_at:
             return {"stage": "questionnaire"}
-        if r["screened_out_at"]:
-            return {"stage": "screened_out", **self.screenout_link(t, r["screenout_code"])}
+        if r.screened_out_at:
+            return {"stage": "screened_out", **self.screenout_link(t, r.screenout_code)}
         if screening.screen_mode(cfg) != "none" and hp is None:
             return {"stage": "screen", "screen": self.screen_state(t, r)}
         if nxt is None:

@@ -39,6 +39,16 @@ SCREEN_FAILED = (
 FAMILIAR_INTRO = (
     "Listen to these clips: they show the range of what you will hear. You do not rate them."
 )
+CONNECTION = {
+    "lost": "The connection to the server was lost. Reconnecting (try {n}, the next in {s} s). "
+    "Your answers so far are saved; a clip you play now starts once the connection is back.",
+    "connecting": "Connecting to the server (try {n})…",
+    "back": "Connected to the server again.",
+    "cut": "The clip stopped: the connection to the server was lost. Press Play again once it "
+    "is back.",
+}
+"""What the rater page says while its connection to the server is down (the page reconnects
+with a timeout and a growing wait: ``app/player/static/player-core.js``)."""
 SCREENOUT_HEADING = "Thank you for your time"
 DONE_HEADING = "Thank you!"
 COUNTER = "Clip {n} of {total}"
@@ -95,6 +105,7 @@ def rater_texts(kind: str, config: dict[str, Any], consent: str) -> dict[str, An
         if config.get("questionnaire")
         else None,
         "counter": COUNTER,
+        "connection": CONNECTION,
         "screenout_heading": SCREENOUT_HEADING,
         "done_heading": DONE_HEADING,
     }
@@ -108,6 +119,7 @@ def answer_mode(config: dict[str, Any]) -> str:
 
 __all__ = [
     "ADMIN_INSTRUCTIONS_LABEL",
+    "CONNECTION",
     "COUNTER",
     "QUESTIONNAIRE",
     "SCREEN_QUESTION",

@@ -43,7 +43,7 @@ import uuid
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from app.listening.rating import CLOCK_SLACK_MS
+from app.listening.rating import CLOCK_SLACK_MS, Playing
 from app.listening.service import Listening
 from app.player.blind import GENERIC_ERROR, BlindSession, CommonFormat, take_frames
 from app.player.session import HEADER, Session
@@ -133,17 +133,19 @@ async def replay_take(
     )
 
 
-async def _live(session: Session, token: int, entry: Any, req: Any, info: dict, rec: dict) -> None:
+async def _live(
+    session: Session, token: int, entry: Any, req: Any, info: Playing, rec: dict
+) -> None:
     """A fresh generation on the system's backend, through the arena's blind filter (common
     format, gain-matched to the test's target, opaque stream id)."""
-    fmt: CommonFormat = info["format"]
+    fmt: CommonFormat = info.format
     view = BlindSession.over(
         session,
         token,
         fmt.sample_rate,
         channels=fmt.channels,
         stream_id=rec["stream_id"],
-        target_lufs=info["target_lufs"],
+        target_lufs=info.target_lufs,
     )
     rec["view"] = view
     await view.run(token, entry, req, "stream")
@@ -203,15 +205,15 @@ async def _open(room: RaterSockets, session: Session, msg: dict[str, Any], token
             msg.get("slot"),
         )
         whole = msg.get("delivery") == "whole"
-        if whole and not kind_of(info["test"]["kind"]).whole_delivery:
+        if whole and not kind_of(info.test.kind).whole_delivery:
             raise InvalidRequest("whole delivery is for MUSHRA screens")
     except (ListenlabError, ValueError, TypeError) as e:  # about the request, not a system
         session.send({"type": "error", "token": token, "message": str(e)[:300]})
         return None
     try:
-        take = await asyncio.to_thread(svc.store.load_take, info["take_id"])
+        take = await asyncio.to_thread(svc.store.load_take, info.take_id)
     except Exception:  # the reason may name the take: it stays in the log
-        log.exception("stimulus take %s could not be loaded", info["take_id"])
+        log.exception("stimulus take %s could not be loaded", info.take_id)
         session.send({"type": "error", "token": token, "message": GENERIC_ERROR})
         return None
     return info, take, whole
@@ -224,9 +226,9 @@ async def stimulus(room: RaterSockets, session: Session, msg: dict[str, Any]) ->
     if opened is None:
         return
     info, take, whole = opened
-    a, cond = info["assignment"], info["condition"]
+    a, cond = info.assignment, info.condition
     slot = int(msg["slot"])
-    entry = room.backends.get(info["live_backend"] or "") if cond == "live" else None
+    entry = room.backends.get(info.live_backend or "") if cond == "live" else None
     if whole:
         entry, cond = None, "whole"
     elif cond == "live" and entry is None:
@@ -234,22 +236,22 @@ async def stimulus(room: RaterSockets, session: Session, msg: dict[str, Any]) ->
     rec = {
         "t0": time.monotonic(),
         "stream_id": uuid.uuid4().hex,  # opaque: never a take id, new for every stream
-        "take_id": info["take_id"],
+        "take_id": info.take_id,
         "condition": cond,
         "whole": whole,
         "duration_ms": take.duration_s * 1000.0,
-        "test_id": info["test"]["test_id"],
-        "rater_id": info["rater_id"],
+        "test_id": info.test.test_id,
+        "rater_id": info.rater_id,
         "assignment_id": a.assignment_id,
-        "slots": info["slots"],
+        "slots": info.slots,
         "full_at": None,
         "sent_ms": 0.0,
     }
     _streams(session)[(a.assignment_id, slot)] = rec
     # shared by every rater: the Playground's reports on it are refused (play events
     # carry this rater's underruns instead)
-    session.replayed.add(info["take_id"])
-    fmt = info["format"]
+    session.replayed.add(info.take_id)
+    fmt = info.format
     if whole:  # a MUSHRA screen's stimulus: sent now, at once (the page decodes it)
         await replay_take(session, token, take, fmt, rec, timed=False)
         return
@@ -340,7 +342,7 @@ async def listen_glitch(room: RaterSockets, session: Session, msg: dict[str, Any
             raise InvalidRequest("no stimulus of that item was played on this page")
         rid = client_id(msg.get("report_id")) or uuid.uuid4().hex
         r = await asyncio.to_thread(svc.rater, msg.get("test_id"), msg.get("rater_token"))
-        if r["rater_id"] != rec["rater_id"]:
+        if r.rater_id != rec["rater_id"]:
             raise InvalidRequest("not your stimulus")
         kind = msg.get("kind") or None
         if kind is not None and kind not in GLITCH_KINDS:
@@ -349,7 +351,7 @@ async def listen_glitch(room: RaterSockets, session: Session, msg: dict[str, Any
         if not 0 <= pos <= rec["duration_ms"] + 1000:
             raise InvalidRequest("position outside the clip")
         n = await asyncio.to_thread(
-            svc.tests.mark_count, rec["test_id"], rec["rater_id"], rec["take_id"]
+            svc.store.mark_count, rec["test_id"], rec["rater_id"], rec["take_id"]
         )
         if n >= MAX_MARKS_PER_ITEM:
             raise TooFast(
@@ -366,7 +368,9 @@ async def listen_glitch(room: RaterSockets, session: Session, msg: dict[str, Any
                 test_id=rec["test_id"],
             ),
         )
-        row = await asyncio.to_thread(svc.tests.glitch_report, w.id)
+        row = await asyncio.to_thread(svc.store.glitch_report, w.id)
+        if row is None:
+            raise InvalidRequest("the mark was not stored")
     except (ListenlabError, ValueError, TypeError) as e:
         _err(session, msg, e, "glitch")  # which message failed (kept: the wire's value)
         return
@@ -374,8 +378,8 @@ async def listen_glitch(room: RaterSockets, session: Session, msg: dict[str, Any
         {
             "type": "listen_glitch_saved",
             "report_id": w.id,
-            "position_ms": row["position_ms"],
-            "boundary_index": row["boundary_index"],
+            "position_ms": row.position_ms,
+            "boundary_index": row.boundary_index,
         }
     )
 

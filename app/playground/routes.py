@@ -27,6 +27,7 @@ from app.web.openapi import DeclaredRoute, JsonBody, errors, media
 from app.web.visibility import for_visitor
 from backends.base import Voice
 from backends.errors import Forbidden, InvalidRequest, NotFound
+from backends.profile import unit_profile
 from voices.clips import MAX_SECONDS, MAX_UPLOAD_BYTES, MIN_SECONDS, ClipError, prepare_clip
 from voices.library import VoiceLibrary
 
@@ -71,6 +72,25 @@ def visible_voices(
     return [v for v in voices if v.kind != "uploaded" or v.name in mine]
 
 
+def model_json(backend) -> dict[str, Any] | None:
+    """The vLLM-Omni model a system runs or stands in for: its name, rate and channels, its
+    chunk schedule in words, and what a stand-in does not do (None: no model's)."""
+    unit = backend.unit
+    profile = getattr(backend, "profile", None)
+    if profile is None and unit is not None and unit.schedule is not None:
+        profile = unit_profile(unit)
+    if profile is None:
+        return None
+    return {
+        "name": unit.name if unit is not None else profile.name,
+        "title": unit.title if unit is not None else profile.model,
+        "sample_rate": profile.sample_rate,
+        "channels": profile.channels,
+        "schedule": profile.summary(),
+        "stand_in": backend.note(),
+    }
+
+
 async def backend_json(
     entry: BackendEntry, library: VoiceLibrary, owner: str, admin: bool
 ) -> dict[str, Any]:
@@ -90,6 +110,7 @@ async def backend_json(
         "label": entry.label,
         "spec": for_visitor(entry.spec, entry.spec, admin),
         "capabilities": asdict(caps),
+        "model": model_json(entry.backend),
         "voices": [
             asdict(v)
             for v in visible_voices(entry, voices, library, owner, admin)

@@ -4,8 +4,9 @@ Why one facade: the app imports what it stores from here (``from app.store impor
 System, ...``) and never learns which module, or which engine, keeps it. The rooms inside:
 
 * :mod:`app.store.schema`: every table declared once, for both engines (columns, keys,
-  indexes, the version that added each, the order rows are read in); the list of tables, the
-  copy, export and delete orders are read from it;
+  indexes, the version that added each, the order rows are read in), the registered test
+  kinds' answer tables (declared in each kind's folder) with them; the list of tables, the
+  copy, export, report and delete orders are read from it;
 * :mod:`app.store.migrations`: the declaration rendered for an engine, and the migrations
   from any earlier version, the same steps on SQLite and PostgreSQL;
 * :mod:`app.store.connection`: per-thread SQLite connections, the journal mode and its
@@ -31,7 +32,7 @@ Usage (every ``add_*`` is idempotent on the client-supplied id)::
     take_id = store.save_take(take, system_id="piper-joe", prompt_id="p1")  # writes audio/<id>.wav
     take = store.load_take(take_id)                                          # -> evaluation.takes.Take
     store.add_mos_rating(MosRating("v1", "t1", "r1", take_id, score=4, played_ms=3100))
-    store.mos_frame(), store.ab_frame(), store.glitch_frame(), store.findings_frame(), ...
+    store.answer_frame("mos_ratings", "t1"), store.findings_frame(), ...  # a kind's table
     store.arena.votes_frame()                                                # the arena's tables
 """
 

@@ -1,5 +1,8 @@
 """The arena's tables: battles, their streams and plays, one vote per battle, the voter salt and
-admin settings, dropped voters (created by schema version 4, :mod:`app.store.schema`).
+admin settings, dropped voters (created by schema version 4, :mod:`app.store.schema`), and
+since version 8 the first use of a text per voter, voices, languages, networks, and the
+admin's reversible exclusions (:class:`ArenaAudit`: what the board counts, the ring flags'
+rows, the export's rows).
 
 Why the arena keeps its wall-clock times in the DB and not in memory: the rate limits, the play
 checks and the vote all read rows, so a restart (or a second worker process) loses nothing and
@@ -11,12 +14,14 @@ function and run inside the write's transaction.
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
 from app.store.records import ArenaStream, ArenaVote, BattleRecord, BattleWindow, now_iso
 from app.store.schema import order_by
 from app.store.sql import ConstraintFailed
 from app.store.tables import Tables
+from backends.errors import Conflict, NotFound
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -28,9 +33,51 @@ SETTING = "setting:"
 VOTER_SALT = "voter_salt"
 
 
-class ArenaTables(Tables):
-    """The arena's rows in a store's database (``store.arena``), on either engine.
-    Thread-safe: every call goes through the store's runner."""
+COUNTED = (
+    "v.counted = 1 AND NOT EXISTS (SELECT 1 FROM arena_exclusions e "
+    "WHERE e.voter = v.voter AND e.undone_at IS NULL)"
+)
+"""The votes the board counts (``v``: arena_votes): first use of the text by the voter, and
+the voter not excluded now."""
+EXCLUDED = (
+    "EXISTS (SELECT 1 FROM arena_exclusions e WHERE e.voter = v.voter AND e.undone_at IS NULL)"
+)
+
+
+@dataclass(frozen=True)
+class Exclusion:
+    """An admin's exclusion of a voter: who, when and why; undone (kept) when reversed."""
+
+    exclusion_id: str
+    voter: str
+    reason: str
+    flags: str | None
+    """The ring flags the admin saw (JSON), if any."""
+    votes: int
+    """The voter's votes when excluded."""
+    excluded_by: str
+    excluded_at: str
+    excluded_ts: float
+    undone_by: str | None = None
+    undone_at: str | None = None
+    undo_reason: str | None = None
+
+    @property
+    def active(self) -> bool:
+        return self.undone_at is None
+
+
+class AlreadyExcluded(Conflict):
+    """The voter is already excluded (undo that exclusion first)."""
+
+
+class UnknownExclusion(NotFound):
+    """No such exclusion, or it was already undone."""
+
+
+class ArenaAudit(Tables):
+    """What the board counts, the admin's exclusions and the rows the flags and the export
+    read (the read side of :class:`ArenaTables`)."""
 
     def __init__(self, runner: Runner):
         self.runner = runner
@@ -39,17 +86,156 @@ class ArenaTables(Tables):
     def sql(self) -> Runner:
         return self.runner
 
-    # -- battles
+    # -- what the board counts
 
-    def pair_votes(self) -> dict[tuple[str, str], int]:
-        """Votes per pair of systems, the pair sorted (either side order is one pair)."""
-        out: dict[tuple[str, str], int] = {}
-        for a, b, n in self.sql.execute(
-            "SELECT system_a, system_b, count(*) FROM arena_votes GROUP BY system_a, system_b"
-        ).fetchall():
-            x, y = sorted((a, b))
-            out[(x, y)] = out.get((x, y), 0) + n
-        return out
+    def tally(self) -> list[tuple[str, str, str, int]]:
+        """Counted votes as ``(system_a, system_b, choice, n)`` (the pair choice's input)."""
+        rows = self.sql.execute(
+            "SELECT v.system_a, v.system_b, v.choice, count(*) FROM arena_votes v "
+            f"WHERE {COUNTED} GROUP BY v.system_a, v.system_b, v.choice "
+            "ORDER BY v.system_a, v.system_b, v.choice"
+        ).fetchall()
+        return [(a, b, c, int(n)) for a, b, c, n in rows]
+
+    def pending_pairs(self, since_ts: float) -> list[tuple[str, str, int]]:
+        """Battles made after ``since_ts`` and not voted yet, per pair: votes on their way."""
+        rows = self.sql.execute(
+            "SELECT b.system_a, b.system_b, count(*) FROM arena_battles b LEFT JOIN arena_votes "
+            "v ON v.battle_id = b.battle_id WHERE b.created_ts > ? AND v.battle_id IS NULL "
+            "GROUP BY b.system_a, b.system_b ORDER BY b.system_a, b.system_b",
+            [since_ts],
+        ).fetchall()
+        return [(a, b, int(n)) for a, b, n in rows]
+
+    def board_stamp(self) -> tuple[int, ...]:
+        """Changes whenever what the board counts may have: votes, exclusions, undos."""
+        votes = self.sql.execute("SELECT count(*) FROM arena_votes").fetchone()[0]
+        made, undone = self.sql.execute(
+            "SELECT count(*), count(undone_at) FROM arena_exclusions"
+        ).fetchone()
+        return (int(votes), int(made), int(undone))
+
+    def vote_count(self) -> int:
+        return int(self.sql.execute("SELECT count(*) FROM arena_votes").fetchone()[0])
+
+    # -- exclusions
+
+    def exclude(self, e: Exclusion) -> Exclusion:
+        """Store an exclusion (``votes`` filled in); :class:`AlreadyExcluded` when the voter
+        has an active one."""
+        with self.immediate("arena:voter:" + e.voter) as db:
+            if self.active_exclusion(e.voter) is not None:
+                raise AlreadyExcluded(f"voter {e.voter} is already excluded")
+            n = db.execute("SELECT count(*) FROM arena_votes WHERE voter=?", [e.voter])
+            e = replace(e, votes=int(n.fetchone()[0]))
+            db.execute(
+                "INSERT INTO arena_exclusions (exclusion_id, voter, reason, flags, votes, "
+                "excluded_by, excluded_at, excluded_ts) VALUES (?,?,?,?,?,?,?,?)",
+                [e.exclusion_id, e.voter, e.reason, e.flags, e.votes, e.excluded_by]
+                + [e.excluded_at, e.excluded_ts],
+            )
+        return e
+
+    def undo_exclusion(self, exclusion_id: str, by: str, reason: str, at: str) -> Exclusion:
+        """Mark an active exclusion undone (the row stays); :class:`UnknownExclusion` else."""
+        with self.immediate("arena:exclusions") as db:
+            n = db.execute(
+                "UPDATE arena_exclusions SET undone_by=?, undone_at=?, undo_reason=? "
+                "WHERE exclusion_id=? AND undone_at IS NULL",
+                [by, at, reason, exclusion_id],
+            ).rowcount
+        e = self.exclusion(exclusion_id)
+        if not n or e is None:
+            raise UnknownExclusion("no active exclusion with that id (it may be undone already)")
+        return e
+
+    def exclusion(self, exclusion_id: str) -> Exclusion | None:
+        r = self.sql.execute(
+            f"SELECT {EXCLUSION_COLUMNS} FROM arena_exclusions WHERE exclusion_id=?",
+            [exclusion_id],
+        ).fetchone()
+        return None if r is None else Exclusion(*r)
+
+    def active_exclusion(self, voter: str) -> Exclusion | None:
+        r = self.sql.execute(
+            f"SELECT {EXCLUSION_COLUMNS} FROM arena_exclusions WHERE voter=? AND undone_at IS NULL",
+            [voter],
+        ).fetchone()
+        return None if r is None else Exclusion(*r)
+
+    def exclusions(self) -> list[Exclusion]:
+        """Every exclusion, undone ones included, oldest first."""
+        rows = self.sql.execute(
+            f"SELECT {EXCLUSION_COLUMNS} FROM arena_exclusions {order_by('arena_exclusions')}"
+        ).fetchall()
+        return [Exclusion(*r) for r in rows]
+
+    # -- frames
+
+    def voters_frame(self) -> pd.DataFrame:
+        """Per voter: votes, counted votes, first and last vote, and whether excluded now."""
+        return self.read_frame(
+            "SELECT v.voter, count(*) AS votes, "
+            f"sum(CASE WHEN {COUNTED} THEN 1 ELSE 0 END) AS counted, "
+            "min(v.created_at) AS first_vote, max(v.created_at) AS last_vote, "
+            f"max(CASE WHEN {EXCLUDED} THEN 1 ELSE 0 END) AS excluded FROM arena_votes v "
+            "GROUP BY v.voter ORDER BY votes DESC, v.voter NULLS FIRST"
+        )
+
+    def votes_frame(self) -> pd.DataFrame:
+        """One row per vote: battle_id, system_a, system_b, choice (``a``/``b``/``tie``/
+        ``both_bad``), text_source, decision_ms, created_at, voter (its hash), counted (0/1:
+        first use of the text), uncounted (why not), excluded (0/1: the voter is excluded
+        now), language, voice_a, voice_b. The board counts ``counted`` and not ``excluded``."""
+        return self.read_frame(
+            "SELECT v.battle_id, v.system_a, v.system_b, v.choice, v.text_source, v.decision_ms, "
+            "v.created_at, v.voter, v.counted, v.uncounted, "
+            f"CASE WHEN {EXCLUDED} THEN 1 ELSE 0 END AS excluded, b.language, b.voice_a, "
+            "b.voice_b FROM arena_votes v JOIN arena_battles b ON b.battle_id = v.battle_id "
+            f"{order_by('arena_votes', 'v')}"
+        )
+
+    def audit_frame(self) -> pd.DataFrame:
+        """What the ring flags read: per vote, its systems and choice, when, the voter, the
+        network and the owner (all keyed hashes), and whether it counts."""
+        return self.read_frame(
+            "SELECT v.battle_id, v.system_a, v.system_b, v.choice, v.voted_ts, v.voter, "
+            "b.network, b.owner, v.counted, "
+            f"CASE WHEN {EXCLUDED} THEN 1 ELSE 0 END AS excluded FROM arena_votes v "
+            "JOIN arena_battles b ON b.battle_id = v.battle_id "
+            f"{order_by('arena_votes', 'v')}"
+        )
+
+    def export_frame(self) -> pd.DataFrame:
+        """One row per vote for a dataset: the text, language, systems, voices, choice, when,
+        whether counted (and why not), whether the voter is excluded, the voter hash, and
+        the take each side was accepted as played with (``take_a``, ``take_b``)."""
+        return self.read_frame(
+            "SELECT v.battle_id, b.text, b.text_source, b.language, v.system_a, v.system_b, "
+            "b.voice_a, b.voice_b, v.choice, v.decision_ms, v.created_at, v.counted, "
+            f"v.uncounted, CASE WHEN {EXCLUDED} THEN 1 ELSE 0 END AS excluded, v.voter, "
+            f"({PLAYED.format(side='a')}) AS take_a, ({PLAYED.format(side='b')}) AS take_b "
+            "FROM arena_votes v JOIN arena_battles b ON b.battle_id = v.battle_id "
+            f"{order_by('arena_votes', 'v')}"
+        )
+
+
+EXCLUSION_COLUMNS = (
+    "exclusion_id, voter, reason, flags, votes, excluded_by, excluded_at, excluded_ts, "
+    "undone_by, undone_at, undo_reason"
+)
+PLAYED = (
+    "SELECT s.take_id FROM arena_streams s WHERE s.battle_id = v.battle_id AND s.side = '{side}' "
+    "AND s.played_ts IS NOT NULL ORDER BY s.played_ts, s.take_id LIMIT 1"
+)
+"""The first stream of a side accepted as played: the clip the voter heard."""
+
+
+class ArenaTables(ArenaAudit):
+    """The arena's rows in a store's database (``store.arena``), on either engine.
+    Thread-safe: every call goes through the store's runner."""
+
+    # -- battles
 
     def add_battle(
         self,
@@ -81,7 +267,8 @@ class ArenaTables(Tables):
             )
             db.execute(
                 "INSERT INTO arena_battles (battle_id, owner, text, text_source, system_a, "
-                "system_b, created_ts, created_at, voter) VALUES (?,?,?,?,?,?,?,?,?)",
+                "system_b, created_ts, created_at, voter, text_key, language, voice_a, voice_b, "
+                "network, pair_why) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
                 [
                     battle.battle_id,
                     battle.owner,
@@ -92,13 +279,20 @@ class ArenaTables(Tables):
                     now,
                     now_iso(),
                     voter,
+                    battle.text_key,
+                    battle.language,
+                    battle.voice_a,
+                    battle.voice_b,
+                    battle.network,
+                    battle.pair_why,
                 ],
             )
 
     def battle(self, battle_id: str) -> BattleRecord | None:
         r = self.sql.execute(
             "SELECT b.battle_id, owner, text, b.text_source, b.system_a, b.system_b, created_ts, "
-            "played_a_ts, played_b_ts, v.choice FROM arena_battles b "
+            "played_a_ts, played_b_ts, v.choice, language, voice_a, voice_b, text_key, network, "
+            "pair_why FROM arena_battles b "
             "LEFT JOIN arena_votes v ON v.battle_id = b.battle_id WHERE b.battle_id = ?",
             [battle_id],
         ).fetchone()
@@ -175,18 +369,28 @@ class ArenaTables(Tables):
         ).fetchone()
         return int(n), oldest
 
-    def add_vote(self, v: ArenaVote, check: Callable[[], None] | None = None) -> bool:
+    def add_vote(
+        self,
+        v: ArenaVote,
+        check: Callable[[], None] | None = None,
+        counts: Callable[[int], tuple[bool, str | None]] | None = None,
+    ) -> bool:
         """Store the battle's one vote; False when the battle already has one. ``check`` (the
         voter's limits) runs first inside the same transaction, under a lock per voter, so two
-        votes of one voter on two replicas cannot both pass a limit that has room for one."""
+        votes of one voter on two replicas cannot both pass a limit that has room for one.
+        ``counts(earlier)`` decides, from the voter's earlier votes on the same text read in
+        that transaction, whether this one is counted (and if not, why)."""
         try:
             with self.immediate("arena:voter:" + (v.voter or "")) as sql:
                 if check is not None:
                     check()
+                counted, why = v.counted, v.uncounted
+                if counts is not None:
+                    counted, why = counts(self.earlier_votes_on_text(v.battle_id, v.voter))
                 sql.execute(
                     "INSERT INTO arena_votes (battle_id, choice, system_a, system_b, "
-                    "text_source, decision_ms, voted_ts, created_at, voter) "
-                    "VALUES (?,?,?,?,?,?,?,?,?)",
+                    "text_source, decision_ms, voted_ts, created_at, voter, counted, uncounted) "
+                    "VALUES (?,?,?,?,?,?,?,?,?,?,?)",
                     [
                         v.battle_id,
                         v.choice,
@@ -197,6 +401,8 @@ class ArenaTables(Tables):
                         v.voted_ts,
                         v.created_at,
                         v.voter,
+                        int(counted),
+                        why,
                     ],
                 )
             return True
@@ -204,6 +410,19 @@ class ArenaTables(Tables):
             if e.kind == "unique":
                 return False
             raise
+
+    def earlier_votes_on_text(self, battle_id: str, voter: str | None) -> int:
+        """Votes ``voter`` cast before on other battles with this battle's text (its
+        ``text_key``; battles stored before version 8 have none and match nothing)."""
+        if voter is None:
+            return 0
+        r = self.sql.execute(
+            "SELECT count(*) FROM arena_votes v JOIN arena_battles b ON b.battle_id = v.battle_id "
+            "WHERE v.voter = ? AND v.battle_id <> ? AND b.text_key = "
+            "(SELECT text_key FROM arena_battles WHERE battle_id = ?)",
+            [voter, battle_id, battle_id],
+        ).fetchone()
+        return int(r[0])
 
     def voter_dropped(self, voter: str) -> bool:
         q = "SELECT 1 FROM arena_dropped_voters WHERE voter=?"
@@ -252,26 +471,12 @@ class ArenaTables(Tables):
                 [SETTING + key, value],
             )
 
-    # -- results
 
-    def voters_frame(self) -> pd.DataFrame:
-        """Per voter: votes, first and last vote (what the admin looks at to drop one)."""
-        return self.read_frame(
-            "SELECT voter, count(*) AS votes, min(created_at) AS first_vote, "
-            "max(created_at) AS last_vote FROM arena_votes GROUP BY voter "
-            "ORDER BY votes DESC, voter NULLS FIRST"
-        )
-
-    def votes_frame(self) -> pd.DataFrame:
-        """One row per vote: battle_id, system_a, system_b, choice (``a``/``b``/``tie``/
-        ``both_bad``), text_source, decision_ms, created_at, voter (its hash)."""
-        return self.read_frame(
-            "SELECT battle_id, system_a, system_b, choice, text_source, decision_ms, created_at, "
-            f"voter FROM arena_votes {order_by('arena_votes')}"
-        )
-
-    def vote_count(self) -> int:
-        return int(self.sql.execute("SELECT count(*) FROM arena_votes").fetchone()[0])
-
-
-__all__ = ["ArenaTables"]
+__all__ = [
+    "COUNTED",
+    "AlreadyExcluded",
+    "ArenaAudit",
+    "ArenaTables",
+    "Exclusion",
+    "UnknownExclusion",
+]

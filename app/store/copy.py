@@ -19,11 +19,9 @@ from pathlib import Path, PurePosixPath
 from typing import Any
 
 from app.store.records import StoreError
-from app.store.schema import TABLES, order_by
+from app.store.schema import all_tables, order_by
+from app.store.schema import study_tables as declared_study_tables
 
-COPY_ORDER = tuple(t.name for t in TABLES if t.study)
-"""Every table of a study, parents before the rows that reference them (the declaration's
-order, :data:`app.store.schema.TABLES`)."""
 AUDIO = "(take audio)"
 """The name the audio's line has in a digest table."""
 MAX_AUDIO_BYTES = 512 * 1024 * 1024
@@ -38,11 +36,18 @@ class TableCheck:
 
 def study_tables(store: Any) -> list[str]:
     """The store's tables that make a study (without either engine's own bookkeeping)."""
-    have = set(store.sql.table_names()) - {t.name for t in TABLES if not t.study}
-    unknown = sorted(have - set(COPY_ORDER))
+    order = copy_order()
+    have = set(store.sql.table_names()) - {t.name for t in all_tables() if not t.study}
+    unknown = sorted(have - set(order))
     if unknown:
         raise StoreError(f"tables this listenlab does not know how to copy: {unknown}")
-    return [t for t in COPY_ORDER if t in have]
+    return [t for t in order if t in have]
+
+
+def copy_order() -> tuple[str, ...]:
+    """Every table of a study, parents before the rows that reference them (the declaration's
+    order, :func:`app.store.schema.all_tables`: a registered kind's tables included)."""
+    return declared_study_tables()
 
 
 def canonical(v: Any) -> Any:
@@ -155,7 +160,7 @@ def put_audio(dst: Any, take_id: str, rel: str, data: bytes) -> None:
 
 __all__ = [
     "AUDIO",
-    "COPY_ORDER",
+    "copy_order",
     "TableCheck",
     "copy_rows",
     "digests",

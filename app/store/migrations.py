@@ -1,6 +1,11 @@
 """The declaration (:mod:`app.store.schema`) rendered for one engine, and the migrations that
 bring a store of any earlier version to today's, on either engine, through its runner.
 
+A registered kind's answer tables (declared in the kind's folder: :func:`app.store.schema.
+all_tables`) follow the same steps; besides, a kind registered after a store was made (a
+plug-in, the tests' toy) gets what the store lacks of its tables at the next read-write open
+(:func:`reconcile`), on either engine, without moving the version.
+
 Why derived and not written per engine: a version's migration is "the tables, columns and
 indexes declared ``since`` it, then its data statements", the same for SQLite and PostgreSQL,
 so a new column is one line of the declaration and there is no twin to forget. Every step
@@ -29,6 +34,8 @@ from app.store.schema import (
     Column,
     Index,
     Table,
+    kind_tables,
+    newest,
     quoted,
     table,
     tables_of,
@@ -170,6 +177,31 @@ class Migration:
             self.sql.execute(f"UPDATE {quoted(t.name)} SET {sets} WHERE {where}")
 
 
+def lacking(sql: Any) -> list[str]:
+    """The registered kinds' answer tables (or their columns) the store does not have yet."""
+    have = set(sql.table_names())
+    out = []
+    for t in kind_tables():
+        if t.name not in have:
+            out.append(t.name)
+        else:
+            cols = set(sql.columns(t.name))
+            out += [f"{t.name}.{c}" for c in t.names if c not in cols]
+    return out
+
+
+def reconcile(sql: Any) -> list[str]:
+    """Create what the store lacks of the registered kinds' answer tables: a table whole (its
+    indexes with it), a column added; nothing is dropped (a kind unregistered leaves its rows
+    where they are). Returns what was missing."""
+    missing = lacking(sql)
+    if missing:
+        m = Migration(sql, SCHEMA_VERSION, SCHEMA_VERSION)
+        for t in kind_tables():
+            m.table_at(t, max(SCHEMA_VERSION, newest((t,))))
+    return missing
+
+
 def read_version(sql: Any) -> int:
     """The version the store is at (0: an empty database)."""
     if sql.engine == "sqlite":
@@ -207,6 +239,13 @@ def check_version(sql: Runner, where: str) -> None:
             f"{SCHEMA_VERSION}); a read-only command does not migrate it: start "
             "`listenlab serve` on it once (or open it read-write) to upgrade it"
         )
+    missing = lacking(sql)
+    if missing:
+        raise StoreError(
+            f"{where} lacks the answer tables of a registered test kind ({', '.join(missing)}); "
+            "a read-only command does not create them: start `listenlab serve` on it once "
+            "(or open it read-write)"
+        )
 
 
 def migrate(sql: Runner, where: str) -> None:
@@ -224,6 +263,7 @@ def migrate(sql: Runner, where: str) -> None:
             tx.engine == "postgresql" and not tx.execute("SELECT 1 FROM schema_version").fetchone()
         ):
             write_version(tx, SCHEMA_VERSION)
+        reconcile(tx)
 
 
 class BareSQLite:
@@ -266,7 +306,9 @@ __all__ = [
     "column_sql",
     "create_index_sql",
     "create_table_sql",
+    "lacking",
     "migrate",
     "read_version",
+    "reconcile",
     "write_version",
 ]

@@ -30,13 +30,28 @@ from app.store.records import (
     nearest_boundary,
     now_iso,
 )
-from app.store.schema import order_by
+from app.store.schema import Table, kind_tables, order_by, quoted, report_tables, table
 from app.store.sql import rows_as_dicts
 from app.store.tables import Tables, ab_item_key, from_json, to_json
 from backends.errors import InvalidRequest
 
 if TYPE_CHECKING:
     import pandas as pd
+
+
+def numbers(df: pd.DataFrame, t: Table) -> pd.DataFrame:
+    """``t``'s frame with each declared REAL or INTEGER column (its own and what its lookups
+    borrow) as numbers: an all-NULL column would otherwise stay objects."""
+    import pandas as pd
+
+    kinds = {c.name: c.type for c in t.columns}
+    for lk in t.lookups:
+        other = {c.name: c.type for c in table(lk.table).columns}
+        kinds.update({alias: other[c] for c, alias in lk.fields})
+    for c, kind in kinds.items():
+        if kind in ("real", "integer") and c in df.columns:
+            df[c] = pd.to_numeric(df[c], errors="coerce")
+    return df
 
 
 class RatingTables(Tables):
@@ -148,7 +163,9 @@ class RatingTables(Tables):
         )
 
     def add_glitch_report(self, g: GlitchReport) -> Written:
-        """Store a rater's glitch mark; the nearest seam is computed from the take if not given."""
+        """Store a rater's glitch mark; the nearest seam is computed from the take if not given.
+        A hunt's marks and the Playground's (no ``test_id``) are kept in one table, the glitch
+        kind's (declared in its folder: ``evaluation/listening/kinds/glitch/``)."""
         if g.kind is not None and g.kind not in GLITCH_KINDS:
             raise InvalidRequest(
                 f"glitch kind must be one of {', '.join(GLITCH_KINDS)} or None, got {g.kind!r}"
@@ -163,6 +180,16 @@ class RatingTables(Tables):
         else:
             self.require_row("takes", "take_id", g.take_id)
         return self.insert_row("glitch_reports", "report_id", row)
+
+    def mark_count(self, test_id: str, rater_id: str, take_id: str) -> int:
+        """Glitch marks one rater stored on one stimulus of a test (a hunt's answer counts
+        them; the rater flow bounds them)."""
+        return int(
+            self.sql.execute(
+                "SELECT count(*) FROM glitch_reports WHERE test_id=? AND rater_id=? AND take_id=?",
+                [test_id, rater_id, take_id],
+            ).fetchone()[0]
+        )
 
     def glitch_report(self, report_id: str) -> GlitchReport | None:
         """A stored glitch mark, with the seam the store matched it to (None: no such mark)."""
@@ -207,36 +234,31 @@ class RatingTables(Tables):
 
     # -- frames for the statistics
 
-    def mos_frame(self, test_id: str | None = None) -> pd.DataFrame:
-        """MOS ratings joined with take info: rating_id, test_id, rater_id, take_id, score,
-        played_ms, role, expected, system_id, prompt_id, duration_s."""
-        sql = (
-            "SELECT m.*, t.system_id, t.prompt_id, t.duration_s FROM mos_ratings m "
-            "LEFT JOIN takes t ON t.take_id = m.take_id"
-        )
-        where = " WHERE m.test_id = ? " if test_id else " "
-        return self.read_frame(
-            sql + where + order_by("mos_ratings", "m"), [test_id] if test_id else []
-        )
+    def report_tables(self) -> tuple[str, ...]:
+        """The tables ``listenlab report`` writes whole (the declaration's ``reported``)."""
+        return report_tables()
 
-    def ab_frame(self, test_id: str | None = None) -> pd.DataFrame:
-        """A/B votes with prompt_id and clip durations of both takes."""
-        sql = (
-            "SELECT v.*, ta.prompt_id AS prompt_id, ta.duration_s AS duration_a_s, "
-            "tb.duration_s AS duration_b_s FROM ab_votes v "
-            "LEFT JOIN takes ta ON ta.take_id = v.take_a LEFT JOIN takes tb ON tb.take_id = v.take_b"
+    def answer_frame(self, name: str, test_id: str | None = None) -> pd.DataFrame:
+        """A kind's answer table (:attr:`evaluation.listening.kinds.base.TestKind.tables`) as
+        a frame: one test's rows (every test's when ``test_id`` is None, the Playground's
+        marks included), in the table's order, with the columns its lookups borrow (an
+        answer's take: system, prompt, duration); declared numbers are numbers, NULL is NaN."""
+        t = table(name)
+        if t not in kind_tables():
+            raise InvalidRequest(f"{name!r} is no registered kind's answer table")
+        cols, joins = ["x.*"], []
+        for n, lk in enumerate(t.lookups):
+            a = f"j{n}"
+            on = " AND ".join(f"{a}.{quoted(b)} = x.{quoted(m)}" for m, b in lk.on)
+            joins.append(f"LEFT JOIN {quoted(lk.table)} {a} ON {on}")
+            cols += [f"{a}.{quoted(c)} AS {quoted(alias)}" for c, alias in lk.fields]
+        where = "WHERE x.test_id = ?" if test_id is not None else ""
+        df = self.read_frame(
+            f"SELECT {', '.join(cols)} FROM {quoted(name)} x {' '.join(joins)} {where} "
+            + order_by(name, "x"),
+            [] if test_id is None else [test_id],
         )
-        where = " WHERE v.test_id = ? " if test_id else " "
-        return self.read_frame(
-            sql + where + order_by("ab_votes", "v"), [test_id] if test_id else []
-        )
-
-    def glitch_frame(self) -> pd.DataFrame:
-        """Rater glitch reports with the take's system and duration."""
-        return self.read_frame(
-            "SELECT g.*, t.system_id, t.duration_s, t.chunk_count FROM glitch_reports g "
-            "LEFT JOIN takes t ON t.take_id = g.take_id " + order_by("glitch_reports", "g")
-        )
+        return numbers(df, t)
 
     def findings_frame(self) -> pd.DataFrame:
         return self.read_frame(

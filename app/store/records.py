@@ -85,8 +85,8 @@ class Rater:
 @dataclass(frozen=True)
 class ListeningTest:
     test_id: str
-    kind: str = "mos"
-    """``mos``, ``ab``, ``cmos`` or ``glitch``."""
+    kind: str
+    """A registered kind's name (:data:`TEST_KINDS`: the kinds' registry); no default."""
     name: str | None = None
     config: dict[str, Any] = field(default_factory=dict)
     created_at: str = field(default_factory=now_iso)
@@ -230,9 +230,23 @@ class BattleRecord:
     played_b_ts: float | None = None
     voted: str | None = None
     """The choice, once voted."""
+    language: str | None = None
+    """The text's language (a prompt's, or the arena's default for a typed text)."""
+    voice_a: str | None = None
+    """The voice side A speaks with (None: the system's default voice)."""
+    voice_b: str | None = None
+    text_key: str | None = None
+    """The text, normalised, as the first-use rule compares it (hashed with the voter key)."""
+    network: str | None = None
+    """A keyed hash of the client's network (IPv4 /24, IPv6 /48), for the ring flags."""
+    pair_why: str | None = None
+    """Why the pair was drawn: ``gain``, ``floor``, ``explore`` or ``only``."""
 
     def system(self, side: str) -> str:
         return self.system_a if side == "a" else self.system_b
+
+    def voice(self, side: str) -> str | None:
+        return self.voice_a if side == "a" else self.voice_b
 
     @property
     def both_played(self) -> bool:
@@ -283,6 +297,10 @@ class ArenaVote:
     voted_ts: float
     voter: str | None
     created_at: str = field(default_factory=now_iso)
+    counted: bool = True
+    """False: kept but not counted on the board (``uncounted`` says why)."""
+    uncounted: str | None = None
+    """``repeat_text``: the voter had already voted on this text."""
 
 
 def nearest_boundary(

@@ -1,114 +1,52 @@
 """The store's tables, declared once for SQLite and PostgreSQL: columns, keys, indexes, the
-version that added each, and the order rows are read in.
+version that added each, and the order rows are read in; and with them every registered test
+kind's answer tables, which each kind declares in its own folder.
 
 Why one plain declaration and not SQLAlchemy Core: every query is already hand-written SQL
 that both engines run through :class:`app.store.sql.Runner`, so a ``MetaData`` would serve
-the DDL alone and bring a large dependency for it. A table here is a small typed record;
+the DDL alone and bring a large dependency for it. A table is a small typed record
+(:class:`evaluation.tablespec.Table`, below the app so a kind can declare one);
 :mod:`app.store.migrations` renders it for each engine (TEXT / INTEGER → BIGINT / REAL →
 DOUBLE PRECISION / BLOB → BYTEA; on PostgreSQL every TEXT compares byte by byte, as SQLite's
 does) and derives the migrations from each part's ``since`` version. Everything that used to
 repeat the list of tables reads it from here instead:
 
-* :data:`TABLES` is in dependency order (a table after the tables it references): the order
-  ``listenlab db copy`` copies in; :func:`per_test_tables` reversed is the order a test's rows are
-  deleted in; :func:`export_tables` is a test's raw export, in the same order.
+* :func:`all_tables` is in dependency order (a table after the tables it references): the
+  store's own tables (:data:`STORE_TABLES`) with the registered kinds' answer tables after
+  ``answers``. It is the order ``listenlab db copy`` copies in; :func:`per_test_tables`
+  reversed is the order a test's rows are deleted in; :func:`export_tables` is a test's raw
+  export, in the same order; :func:`report_tables` is ``listenlab report``'s raw CSVs.
 * each table's ``order`` is a total order (it ends in a unique key), so the same study reads
   back, and exports, in the same order on either engine (:func:`order_by`).
 
 A new column is one :class:`Column` with ``since=`` the next version (appended: a table's
-columns are listed in the order migrations added them); a new table is one :class:`Table`.
+columns are listed in the order migrations added them), in this file or, for a kind's answer
+table, in the kind's folder; a new table is one :class:`Table`. A kind registered later (a
+plug-in, the tests' toy) brings its tables with it: the store creates what a store lacks of
+them when it opens read-write (:func:`app.store.migrations.reconcile`).
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from evaluation.listening.kinds import BUILT_IN, KindError, answer_tables
+from evaluation.tablespec import (
+    ENGINES,
+    TYPES,
+    Column,
+    Index,
+    Lookup,
+    Table,
+    integer,
+    key,
+    real,
+    text,
+)
 
-ENGINES = ("sqlite", "postgresql")
-TYPES = ("text", "integer", "real", "bytes")
+ARENA_V2 = 8
+"""The arena's second version (#42): first use of a text per voter, voices, languages, the
+network a battle came from, why its pair was drawn, and the admin's reversible exclusions."""
 
-
-@dataclass(frozen=True)
-class Column:
-    name: str
-    type: str = "text"
-    """One of :data:`TYPES`."""
-    not_null: bool = False
-    default: str | None = None
-    """A SQL literal (``0``, ``'streaming'``)."""
-    references: tuple[str, str] | None = None
-    """``(table, column)`` of a foreign key."""
-    check: str | None = None
-    since: int | None = None
-    """The schema version that added the column (None: its table's)."""
-    exported: bool = True
-    """False: left out of a test's raw export (``test_raters.token_hash``)."""
-
-
-@dataclass(frozen=True)
-class Index:
-    name: str
-    columns: tuple[str, ...]
-    unique: bool = False
-    since: int | None = None
-
-
-@dataclass(frozen=True)
-class Table:
-    name: str
-    since: int
-    columns: tuple[Column, ...]
-    primary_key: tuple[str, ...] = ()
-    indexes: tuple[Index, ...] = ()
-    order: tuple[str, ...] = ()
-    """Columns every read of whole rows sorts by; it ends in a unique key (checked by
-    ``tests/test_store_schema.py``)."""
-    engines: tuple[str, ...] = ENGINES
-    study: bool = True
-    """Part of a study (copied by ``listenlab db copy``, checked by ``db check``); False for
-    an engine's own bookkeeping."""
-    per_test: bool = False
-    """Its rows belong to one listening test (a ``test_id``): deleted with it."""
-    exported: bool = False
-    """Written to a test's raw export (``raw/<table>.csv``)."""
-
-    def column(self, name: str) -> Column:
-        for c in self.columns:
-            if c.name == name:
-                return c
-        raise KeyError(f"{self.name} has no column {name!r}")
-
-    @property
-    def names(self) -> tuple[str, ...]:
-        return tuple(c.name for c in self.columns)
-
-    def since_of(self, part: Column | Index) -> int:
-        return self.since if part.since is None else part.since
-
-    @property
-    def unique_keys(self) -> tuple[tuple[str, ...], ...]:
-        """The primary key and every unique index's columns."""
-        keys = (self.primary_key,) if self.primary_key else ()
-        return keys + tuple(i.columns for i in self.indexes if i.unique)
-
-
-def text(name: str, **kw) -> Column:
-    return Column(name, "text", **kw)
-
-
-def integer(name: str, **kw) -> Column:
-    return Column(name, "integer", **kw)
-
-
-def real(name: str, **kw) -> Column:
-    return Column(name, "real", **kw)
-
-
-def key(name: str, **kw) -> Column:
-    """A NOT NULL text column (most of the listening tables' keys)."""
-    return Column(name, "text", not_null=True, **kw)
-
-
-TABLES: tuple[Table, ...] = (
+STORE_TABLES: tuple[Table, ...] = (
     Table(
         "systems",
         1,
@@ -122,6 +60,7 @@ TABLES: tuple[Table, ...] = (
         ),
         primary_key=("system_id",),
         order=("created_at", "system_id"),
+        reported=True,
     ),
     Table(
         "prompts",
@@ -135,6 +74,7 @@ TABLES: tuple[Table, ...] = (
         ),
         primary_key=("prompt_id",),
         order=("created_at", "prompt_id"),
+        reported=True,
     ),
     Table(
         "takes",
@@ -165,6 +105,7 @@ TABLES: tuple[Table, ...] = (
         primary_key=("take_id",),
         indexes=(Index("idx_takes_system_id", ("system_id",)),),
         order=("created_at", "take_id"),
+        reported=True,
     ),
     Table(
         "chunks",
@@ -178,6 +119,7 @@ TABLES: tuple[Table, ...] = (
         ),
         primary_key=("take_id", "idx"),
         order=("take_id", "idx"),
+        reported=True,
     ),
     Table(
         "underruns",
@@ -194,6 +136,7 @@ TABLES: tuple[Table, ...] = (
         ),
         primary_key=("report_id",),
         order=("created_at", "report_id"),
+        reported=True,
     ),
     Table(
         "take_audio",  # PostgreSQL replicas share no disk: a take's encoded audio
@@ -226,6 +169,7 @@ TABLES: tuple[Table, ...] = (
         primary_key=("finding_id",),
         indexes=(Index("idx_auto_findings_take_id", ("take_id",)),),
         order=("take_id", "detector", "time_s", "finding_id"),
+        reported=True,
     ),
     Table(
         "raters",
@@ -233,6 +177,7 @@ TABLES: tuple[Table, ...] = (
         (text("rater_id"), text("name"), text("meta"), text("created_at")),
         primary_key=("rater_id",),
         order=("created_at", "rater_id"),
+        reported=True,
     ),
     Table(
         "tests",
@@ -249,6 +194,7 @@ TABLES: tuple[Table, ...] = (
         primary_key=("test_id",),
         order=("created_at", "test_id"),
         per_test=True,
+        reported=True,
     ),
     Table(
         "assignments",
@@ -278,6 +224,7 @@ TABLES: tuple[Table, ...] = (
         order=("test_id", "rater_id", "position", "assignment_id"),
         per_test=True,
         exported=True,
+        reported=True,
     ),
     Table(
         "stimuli",
@@ -303,6 +250,7 @@ TABLES: tuple[Table, ...] = (
         order=("test_id", "created_at", "stimulus_id"),
         per_test=True,
         exported=True,
+        reported=True,
     ),
     Table(
         "test_raters",
@@ -400,6 +348,7 @@ TABLES: tuple[Table, ...] = (
         order=("test_id", "created_at", "event_id"),
         per_test=True,
         exported=True,
+        reported=True,
     ),
     Table(
         "answers",
@@ -419,112 +368,7 @@ TABLES: tuple[Table, ...] = (
         order=("test_id", "created_at", "answer_id"),
         per_test=True,
         exported=True,
-    ),
-    Table(
-        "mos_ratings",
-        1,
-        (
-            text("rating_id"),
-            key("test_id"),
-            key("rater_id"),
-            key("take_id"),
-            real("score", not_null=True),
-            real("played_ms"),
-            key("role"),
-            real("expected"),
-            text("created_at"),
-            text("condition", since=2),
-            text("assignment_id", since=2),
-        ),
-        primary_key=("rating_id",),
-        indexes=(
-            Index(
-                "idx_mos_ratings_test_id_rater_id_take_id",
-                ("test_id", "rater_id", "take_id"),
-                unique=True,
-            ),
-        ),
-        order=("test_id", "created_at", "rating_id"),
-        per_test=True,
-        exported=True,
-    ),
-    Table(
-        "ab_votes",
-        1,
-        (
-            text("vote_id"),
-            key("test_id"),
-            key("rater_id"),
-            key("item_key"),
-            key("take_a"),
-            key("take_b"),
-            text("system_a"),
-            text("system_b"),
-            key("choice"),
-            real("cmos"),
-            real("played_a_ms"),
-            real("played_b_ms"),
-            text("created_at"),
-            text("condition", since=2),
-            text("assignment_id", since=2),
-        ),
-        primary_key=("vote_id",),
-        indexes=(
-            Index(
-                "idx_ab_votes_test_id_rater_id_item_key",
-                ("test_id", "rater_id", "item_key"),
-                unique=True,
-            ),
-        ),
-        order=("test_id", "created_at", "vote_id"),
-        per_test=True,
-        exported=True,
-    ),
-    Table(
-        "mushra_ratings",
-        2,
-        (
-            text("rating_id"),
-            key("test_id"),
-            key("rater_id"),
-            key("assignment_id"),
-            integer("slot", not_null=True),
-            key("take_id"),
-            text("system_id"),
-            key("role"),
-            text("prompt_id"),
-            real("score", not_null=True),
-            text("created_at"),
-        ),
-        primary_key=("rating_id",),
-        indexes=(
-            Index("idx_mushra_item", ("test_id", "rater_id", "assignment_id", "slot"), unique=True),
-        ),
-        order=("test_id", "rater_id", "assignment_id", "slot"),
-        per_test=True,
-        exported=True,
-    ),
-    Table(
-        "glitch_reports",  # a mark outside a test (the Playground's) has no test_id
-        1,
-        (
-            text("report_id"),
-            key("take_id"),
-            key("rater_id"),
-            text("test_id"),
-            real("position_ms", not_null=True),
-            text("kind"),
-            integer("boundary_index"),
-            real("boundary_ms"),
-            real("distance_ms"),
-            text("note"),
-            text("created_at"),
-        ),
-        primary_key=("report_id",),
-        indexes=(Index("idx_glitch_reports_take_id", ("take_id",)),),
-        order=("test_id", "created_at", "report_id"),
-        per_test=True,
-        exported=True,
+        reported=True,
     ),
     Table(
         "arena_battles",
@@ -541,12 +385,19 @@ TABLES: tuple[Table, ...] = (
             real("played_a_ts"),
             real("played_b_ts"),
             text("voter"),
+            text("text_key", since=ARENA_V2),
+            text("language", since=ARENA_V2),
+            text("voice_a", since=ARENA_V2),
+            text("voice_b", since=ARENA_V2),
+            text("network", since=ARENA_V2),
+            text("pair_why", since=ARENA_V2),
         ),
         primary_key=("battle_id",),
         indexes=(
             Index("arena_battles_owner", ("owner", "created_ts")),
             Index("arena_battles_created", ("created_ts",)),
             Index("arena_battles_voter", ("voter", "created_ts")),
+            Index("arena_battles_text", ("voter", "text_key"), since=ARENA_V2),
         ),
         order=("created_ts", "battle_id"),
     ),
@@ -586,6 +437,8 @@ TABLES: tuple[Table, ...] = (
             real("voted_ts", not_null=True),
             key("created_at"),
             text("voter"),
+            integer("counted", not_null=True, default="1", since=ARENA_V2),
+            text("uncounted", since=ARENA_V2),
         ),
         primary_key=("battle_id",),
         indexes=(Index("arena_votes_voter", ("voter", "voted_ts")),),
@@ -606,6 +459,26 @@ TABLES: tuple[Table, ...] = (
         order=("voter",),
     ),
     Table(
+        "arena_exclusions",  # the admin's reversible exclusions of voters, with who, when, why
+        ARENA_V2,
+        (
+            text("exclusion_id"),
+            key("voter"),
+            key("reason"),
+            text("flags"),
+            integer("votes", not_null=True),
+            key("excluded_by"),
+            key("excluded_at"),
+            real("excluded_ts", not_null=True),
+            text("undone_by"),
+            text("undone_at"),
+            text("undo_reason"),
+        ),
+        primary_key=("exclusion_id",),
+        indexes=(Index("arena_exclusions_voter", ("voter", "excluded_ts")),),
+        order=("excluded_ts", "exclusion_id"),
+    ),
+    Table(
         "login_failures",  # the admin login's back-off, shared by PostgreSQL replicas
         4,
         (key("client"), integer("failures", not_null=True), real("last_ts", not_null=True)),
@@ -624,7 +497,9 @@ TABLES: tuple[Table, ...] = (
         study=False,
     ),
 )
-"""Every table, parents before the tables that reference them."""
+"""The store's own tables, parents before the tables that reference them (the kinds' answer
+tables are inserted after ``answers``: :func:`all_tables`)."""
+KINDS_AFTER = "answers"
 
 DATA_MIGRATIONS: dict[int, tuple[str, ...]] = {
     2: ("UPDATE tests SET status = 'open' WHERE status IS NULL",),
@@ -636,44 +511,96 @@ ENGINES_ALIKE = 7
 sorts byte by byte (``COLLATE "C"``), whatever the server's locale, and no REAL holds a
 negative zero (SQLite stores -0.0 as 0). SQLite has nothing to change at this version."""
 
-SCHEMA_VERSION = max(
-    [
-        ENGINES_ALIKE,
-        *DATA_MIGRATIONS,
-        *(t.since for t in TABLES),
-        *(t.since_of(p) for t in TABLES for p in (*t.columns, *t.indexes)),
-    ]
-)
-"""The version this listenlab writes: the newest ``since`` above."""
 
-BY_NAME: dict[str, Table] = {t.name: t for t in TABLES}
+def newest(tables: tuple[Table, ...]) -> int:
+    return max(
+        [
+            *(t.since for t in tables),
+            *(t.since_of(p) for t in tables for p in (*t.columns, *t.indexes)),
+        ]
+    )
+
+
+SCHEMA_VERSION = max(
+    ENGINES_ALIKE,
+    *DATA_MIGRATIONS,
+    newest(STORE_TABLES),
+    newest(tuple(t for k in BUILT_IN for t in k.tables)),
+)
+"""The version this listenlab writes: the newest ``since`` of its own tables and of the
+built-in kinds' (a kind registered later is created whole when missing, whatever its
+``since``: it does not move the version)."""
+
+_cache: dict[tuple, tuple[Table, ...]] = {}
+
+
+def all_tables() -> tuple[Table, ...]:
+    """Every table, the registered kinds' included, parents first (see the module's doc)."""
+    kinds = answer_tables()
+    ident = tuple((k, id(t)) for k, t in kinds)
+    got = _cache.get(ident)
+    if got is None:
+        got = _cache[ident] = merged(kinds)
+    return got
+
+
+def merged(kinds: list[tuple[str, Table]]) -> tuple[Table, ...]:
+    own = {t.name for t in STORE_TABLES}
+    at = [t.name for t in STORE_TABLES].index(KINDS_AFTER) + 1
+    before = {t.name for t in STORE_TABLES[:at]}
+    for kind, t in kinds:
+        if t.name in own:
+            raise KindError(f"the {kind!r} kind's table {t.name!r} is a table of the store")
+        for c in t.columns:
+            if c.references and c.references[0] not in before | {t.name}:
+                raise KindError(
+                    f"the {kind!r} kind's table {t.name!r} references {c.references[0]!r}, "
+                    f"which is not one of the store's tables up to {KINDS_AFTER!r}"
+                )
+    _cache.clear()  # one registry at a time: a kind unregistered leaves no stale list
+    return STORE_TABLES[:at] + tuple(t for _, t in kinds) + STORE_TABLES[at:]
+
+
+def kind_tables() -> tuple[Table, ...]:
+    """The registered kinds' answer tables, in the registry's order."""
+    return tuple(t for _, t in answer_tables())
 
 
 def table(name: str) -> Table:
-    try:
-        return BY_NAME[name]
-    except KeyError:
-        raise KeyError(f"no table {name!r} is declared") from None
+    for t in all_tables():
+        if t.name == name:
+            return t
+    raise KeyError(f"no table {name!r} is declared")
+
+
+def is_declared(name: str) -> bool:
+    return any(t.name == name for t in all_tables())
 
 
 def tables_of(engine: str) -> tuple[Table, ...]:
     """The tables ``engine`` keeps, in dependency order."""
-    return tuple(t for t in TABLES if engine in t.engines)
+    return tuple(t for t in all_tables() if engine in t.engines)
 
 
 def study_tables() -> tuple[str, ...]:
     """The tables of a study, on both engines, parents first: ``listenlab db copy``'s order."""
-    return tuple(t.name for t in TABLES if t.study)
+    return tuple(t.name for t in all_tables() if t.study)
 
 
 def per_test_tables() -> tuple[str, ...]:
     """Tables whose rows belong to one test, parents first (``tests`` itself included)."""
-    return tuple(t.name for t in TABLES if t.per_test)
+    return tuple(t.name for t in all_tables() if t.per_test)
 
 
 def export_tables() -> tuple[str, ...]:
     """A test's raw export (``raw/<table>.csv``), in declaration order."""
-    return tuple(t.name for t in TABLES if t.exported)
+    return tuple(t.name for t in all_tables() if t.exported)
+
+
+def report_tables() -> tuple[str, ...]:
+    """``listenlab report``'s raw tables (``<table>.csv``), in declaration order (never
+    ``test_raters``' token hashes or ``screen_trials``' answer keys)."""
+    return tuple(t.name for t in all_tables() if t.reported)
 
 
 def quoted(name: str) -> str:
@@ -688,20 +615,30 @@ def order_by(name: str, alias: str = "") -> str:
 
 
 __all__ = [
-    "ENGINES_ALIKE",
     "DATA_MIGRATIONS",
     "ENGINES",
+    "ENGINES_ALIKE",
+    "KINDS_AFTER",
     "SCHEMA_VERSION",
-    "TABLES",
+    "STORE_TABLES",
     "TYPES",
     "Column",
     "Index",
+    "Lookup",
     "Table",
+    "all_tables",
     "export_tables",
+    "integer",
+    "is_declared",
+    "key",
+    "kind_tables",
     "order_by",
+    "per_test_tables",
     "quoted",
+    "real",
+    "report_tables",
     "study_tables",
     "table",
     "tables_of",
-    "per_test_tables",
+    "text",
 ]

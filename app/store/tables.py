@@ -15,7 +15,7 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 from app.store.records import AlreadyVoted, UnknownItem, Written
-from app.store.schema import BY_NAME, order_by
+from app.store.schema import all_tables, is_declared, order_by
 from app.store.sql import ConstraintFailed
 from backends.errors import InvalidRequest
 
@@ -39,13 +39,14 @@ def ab_item_key(take_a: str, take_b: str) -> str:
     return f"{a}|{b}"
 
 
-EXISTING_KEYS = {
-    t.name: (t.primary_key[0], t.unique_keys[1])
-    for t in BY_NAME.values()
-    if len(t.primary_key) == 1 and len(t.unique_keys) > 1
-}
-"""Per table with an id and a second unique key (one vote per rater per item): the id column
-and the key's columns, from the declaration."""
+def existing_keys() -> dict[str, tuple[str, tuple[str, ...]]]:
+    """Per table with an id and a second unique key (one vote per rater per item): the id
+    column and the key's columns, from the declaration (a registered kind's tables included)."""
+    return {
+        t.name: (t.primary_key[0], t.unique_keys[1])
+        for t in all_tables()
+        if len(t.primary_key) == 1 and len(t.unique_keys) > 1
+    }
 
 
 class Tables:
@@ -107,9 +108,10 @@ class Tables:
 
     def existing_id(self, table: str, row: dict[str, Any]) -> str:
         """The id of the row that holds ``row``'s "one per rater per item" key ('' if none)."""
-        if table not in EXISTING_KEYS:
+        keys = existing_keys()
+        if table not in keys:
             return ""
-        id_col, key = EXISTING_KEYS[table]
+        id_col, key = keys[table]
         where = " AND ".join(f"{k}=?" for k in key)
         r = self.sql.execute(
             f"SELECT {id_col} FROM {table} WHERE {where}", [row[k] for k in key]
@@ -122,8 +124,8 @@ class Tables:
         names = self.sql.table_names()
         if table not in names:
             raise InvalidRequest(f"no table {table!r}; tables: {', '.join(names)}")
-        order = order_by(table) if table in BY_NAME else ""
+        order = order_by(table) if is_declared(table) else ""
         return self.read_frame(f'SELECT * FROM "{table}" {order}')
 
 
-__all__ = ["EXISTING_KEYS", "Tables", "ab_item_key", "from_json", "to_json"]
+__all__ = ["Tables", "ab_item_key", "existing_keys", "from_json", "to_json"]

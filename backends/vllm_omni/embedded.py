@@ -259,6 +259,7 @@ class VllmOmniBackend(Backend):
     ):
         self.model_path = model_path
         self.adapter = adapter
+        self.unit = getattr(adapter, "unit", None)  # its model's rules, whatever the served name
         self.engine_kwargs = dict(engine_kwargs or {})
         self._engine: Any = None
         self._start_lock = asyncio.Lock()
@@ -356,7 +357,7 @@ class VllmOmniBackend(Backend):
     # -- request mapping
 
     def _check(self, request: SpeechRequest) -> SpeechRequest:
-        request = request.validated()
+        request = request.validated(None)  # vLLM refuses a prompt over max_model_len itself
         if request.request_id in self._active:
             raise InvalidRequest(f"request id {request.request_id!r} is already streaming")
         self.adapter.check(request)

@@ -53,10 +53,13 @@ def request_fields(
     *,
     model: str | None = None,
     language: str | None = None,
+    task_types: bool = True,
 ) -> dict[str, Any]:
     """The body fields (HTTP) or session-config fields (WebSocket) for ``request``; ``model``
     and ``language`` are the remote backend's defaults. A clip goes inline as a data URL, with
-    ``task_type: "Base"`` unless the request names a task (Qwen3-TTS clones in its Base task)."""
+    ``task_type: "Base"`` unless the request names a task, when the served model has task
+    types (``task_types``: Qwen3-TTS clones in its Base task; Gepard, Higgs-Audio v2 and
+    Ming-flash refuse any ``task_type``)."""
     body: dict[str, Any] = {}
     if model:
         body["model"] = model
@@ -83,7 +86,8 @@ def request_fields(
         body["ref_audio"] = ref_audio_url(request.ref_audio)
         if request.ref_text:
             body["ref_text"] = request.ref_text
-        body.setdefault("task_type", "Base")
+        if task_types:
+            body.setdefault("task_type", "Base")
     return body
 
 
@@ -130,7 +134,7 @@ def speech_request(
     """The one way a body or session config becomes a validated ``SpeechRequest`` for
     ``backend``. ``ref_audio`` is the decoded clip as mono WAV (or None). A voice named
     ``default`` is vLLM-Omni's placeholder for none."""
-    if ref_audio is not None and not backend.capabilities.cloning:
+    if ref_audio is not None and not backend.capabilities.cloning and backend.unit is None:
         raise InvalidRequest(
             f"the {backend.describe()} backend cannot clone voices, so ref_audio is not supported"
         )
@@ -153,7 +157,7 @@ def speech_request(
         ref_text=fields.ref_text,
         extra=extra,
         request_id=request_id,
-    ).validated()
+    ).validated(None)  # the backend applies its own bound (CPU voice) or none (vLLM-Omni)
 
 
 __all__ = [

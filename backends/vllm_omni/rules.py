@@ -33,6 +33,13 @@ REF_AUDIO_FORMAT = (
 )
 """``serving_speech.py`` ``_validate_ref_audio_format``."""
 
+EMPTY_INPUT = "Input text cannot be empty"
+"""The refusal of a blank ``input`` most adapters share (some name themselves instead)."""
+
+CLONE_REF_TEXT = "Voice cloning requires 'ref_text' (transcript of the reference audio)"
+"""Fish Speech's and Audio8-TTS's refusal of a clip without its transcript (the same words in
+both adapters: ``tts_adapters/fish_speech.py``, ``tts_adapters/audio8_tts.py``)."""
+
 
 @dataclass(frozen=True)
 class SpeechRules:
@@ -74,6 +81,10 @@ class SpeechRules:
     ``_TTS_MAX_INSTRUCTIONS_LENGTH``, checked in Qwen3-TTS's ``validate`` only)."""
     embedding_dims: tuple[tuple[str, int], ...] = ()
     """``speaker_embedding`` dimension by checkpoint size (Qwen3-TTS: the talker hidden size)."""
+    reads_ref_audio: bool = True
+    """The adapter reads ``ref_audio`` at all (to clone or to refuse it). False: it never looks
+    at the field (Covo-Audio, Step-Audio2), so any value, even one that is not a clip, is
+    ignored and the same speech comes back."""
 
     def validate(self, view: RequestView, ctx: RuleContext) -> str | None:
         """The adapter's ``validate()``: the first refusal, or None. This is the check most
@@ -83,7 +94,7 @@ class SpeechRules:
             if err:
                 return err
         if not view.input or not view.input.strip():
-            return "Input text cannot be empty"
+            return EMPTY_INPUT
         if self.checks_voice and view.voice is not None:
             view.voice = view.voice.lower()
             if view.voice not in ctx.available:
@@ -115,6 +126,12 @@ GENERIC_RULES = SpeechRules(
 docs/api.md: any rate it can resample to, no language or task rules."""
 
 
+class VoiceClip(str):
+    """An uploaded voice's clip in ``RequestView.ref_audio`` (``voice:<name>``), where
+    vLLM-Omni's ``_apply_uploaded_speaker`` puts the stored clip's data URL: a valid clip for
+    the checks that follow. Only the checks make one; a client's string never is one."""
+
+
 @dataclass(frozen=True)
 class Uploaded:
     """A voice uploaded to the server: from audio (``source="audio"``) or an embedding."""
@@ -128,11 +145,15 @@ class RuleContext:
     """What the checks read besides the request: the model and the voices the server has."""
 
     model: str
+    """The model the server runs (its checkpoint's name or path: Qwen3-TTS reads the variant
+    from it), which is not always the name it is served under."""
     rules: SpeechRules
     speakers: frozenset[str] = frozenset()
     """Built-in voices, lower-case (a listenlab backend's own voices)."""
     uploaded: dict[str, Uploaded] = field(default_factory=dict)
     """Uploaded voices by lower-case name."""
+    max_instructions: int = MAX_INSTRUCTIONS
+    """The server's ``_max_instructions_length`` (Ming's checks read it)."""
 
     @property
     def available(self) -> frozenset[str]:
@@ -155,6 +176,15 @@ class RequestView:
     speaker_embedding: list | None = None
     max_new_tokens: int | None = None
     sample_rate: int | None = None
+    speed: float | None = None
+    extra_params: Any = None
+    word_timestamps: bool | None = None
+    response_format: str | None = None
+    ref_audio_2: Any = None
+    ambient_sound: str | None = None
+    duration_seconds: float | None = None
+    initial_codec_chunk_frames: int | None = None
+    non_streaming_mode: bool | None = None
 
     @classmethod
     def of(cls, source: object) -> RequestView:
@@ -200,6 +230,8 @@ def sample_rate_error(rules: SpeechRules, sample_rate: int | None) -> str | None
 
 def ref_audio_format_error(ref_audio: Any) -> str | None:
     """``_validate_ref_audio_format``: a string with an http(s), data or file scheme."""
+    if isinstance(ref_audio, VoiceClip):
+        return None
     if not isinstance(ref_audio, str):
         return REF_AUDIO_FORMAT
     if (urlparse(ref_audio).scheme or "").lower() not in {"http", "https", "data", "file"}:
@@ -227,9 +259,10 @@ def instructions_error(rules: SpeechRules, instructions: str | None) -> str | No
 
 
 def uploaded_speaker_error(view: RequestView, ctx: RuleContext) -> str | None:
-    """``_apply_uploaded_speaker`` for models without built-in speakers (Fish Speech,
-    CosyVoice3, MOSS-TTS-Nano): the voice must be uploaded (listenlab: or the backend's own);
-    an uploaded voice lends its ``ref_text``."""
+    """``_apply_uploaded_speaker`` (``serving_speech.py:749``): an uploaded voice lends its clip
+    and ``ref_text``; for the models in vLLM-Omni's label list (Fish Speech, CosyVoice3,
+    MOSS-TTS-Nano, …: ``no_speakers_label``) any other voice is refused (listenlab: unless it
+    is the backend's own), for the rest it passes unchanged."""
     if view.voice is None or view.ref_audio is not None:
         return None
     lower = view.voice.lower()
@@ -240,12 +273,14 @@ def uploaded_speaker_error(view: RequestView, ctx: RuleContext) -> str | None:
                 f"Uploaded voice '{view.voice}' uses a speaker embedding "
                 f"(Qwen3-only). Re-upload with an audio file for this model."
             )
-        view.ref_audio = f"voice:{lower}"  # stands for the stored clip
+        view.ref_audio = VoiceClip(f"voice:{lower}")  # stands for the stored clip
         if (not view.ref_text or not view.ref_text.strip()) and up.ref_text:
             view.ref_text = up.ref_text
         return None
-    if lower in ctx.speakers:
-        return None  # a listenlab backend's own voice (docs/api.md: voice names)
+    if lower in ctx.speakers or not ctx.rules.no_speakers_label:
+        # a listenlab backend's own voice (docs/api.md: voice names), or a model vLLM-Omni
+        # lets through with any name (MOSS-TTS, IndexTTS-2, Ming: not in its label list)
+        return None
     return (
         f"Unknown voice '{view.voice}'. {ctx.rules.no_speakers_label} has no "
         f"built-in speakers. Upload a voice first via "
@@ -281,6 +316,8 @@ def rules_from_card(card: dict[str, Any]) -> SpeechRules:
 
 
 __all__ = [
+    "CLONE_REF_TEXT",
+    "EMPTY_INPUT",
     "GENERIC_RULES",
     "MAX_INSTRUCTIONS",
     "MAX_NEW_TOKENS_RANGE",
@@ -289,6 +326,7 @@ __all__ = [
     "RuleContext",
     "SpeechRules",
     "Uploaded",
+    "VoiceClip",
     "adapter_error",
     "default_voice",
     "embedding_dim",

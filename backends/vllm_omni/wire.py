@@ -251,7 +251,50 @@ USAGE_HEADERS = {
 }
 """vLLM-Omni 0.30.0 sends its token usage on whole-file answers; listenlab's voices have no
 tokens, so the same headers say 0 (as vLLM-Omni's do when it cannot count), like
-:data:`NO_USAGE` in ``speech.audio.done``."""
+:data:`NO_USAGE` in ``speech.audio.done``. Over a remote vLLM-Omni the server's own counts are
+passed on (:func:`usage_headers`)."""
+
+USAGE_FIELDS = (
+    ("X-VLLM-OMNI-INPUT-TOKENS", ("input_tokens",)),
+    ("X-VLLM-OMNI-OUTPUT-TOKENS", ("output_tokens",)),
+    ("X-VLLM-OMNI-TOTAL-TOKENS", ("total_tokens",)),
+    ("X-VLLM-OMNI-INPUT-TEXT-TOKENS", ("input_token_details", "text_tokens")),
+    ("X-VLLM-OMNI-INPUT-AUDIO-TOKENS", ("input_token_details", "audio_tokens")),
+)
+"""Each usage header and where its count sits in ``speech.audio.done``'s ``usage``."""
+
+
+def usage_headers(usage: dict[str, Any] | None) -> dict[str, str]:
+    """The usage headers for ``usage`` (an upstream server's counts), zeros when None."""
+    if not isinstance(usage, dict):
+        return dict(USAGE_HEADERS)
+    out = {}
+    for header, path in USAGE_FIELDS:
+        value: Any = usage
+        for key in path:
+            value = value.get(key) if isinstance(value, dict) else None
+        out[header] = str(int(value)) if isinstance(value, int | float) else "0"
+    return out
+
+
+def usage_from_headers(headers: Any) -> dict[str, Any] | None:
+    """A whole-file answer's usage headers as ``speech.audio.done``'s ``usage`` (None when the
+    server sent none)."""
+    counts = {}
+    for header, path in USAGE_FIELDS:
+        raw = headers.get(header)
+        if raw is None:
+            continue
+        try:
+            counts[path] = int(raw)
+        except ValueError:
+            continue
+    if not counts:
+        return None
+    usage: dict[str, Any] = {"input_token_details": {}}
+    for path, n in counts.items():
+        (usage if len(path) == 1 else usage["input_token_details"])[path[-1]] = n
+    return usage
 
 
 def audio_delta(data: bytes, response_format: str) -> bytes:
@@ -489,11 +532,14 @@ __all__ = [
     "INPUT_DONE",
     "INPUT_TEXT",
     "NO_USAGE",
+    "USAGE_FIELDS",
     "SESSION_CLOSE",
     "SESSION_CONFIG",
     "SESSION_DONE",
     "SSE_TYPE",
     "USAGE_HEADERS",
+    "usage_from_headers",
+    "usage_headers",
     "WAV_PLACEHOLDER",
     "WS_ERROR",
     "ErrorEvent",

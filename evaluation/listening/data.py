@@ -3,6 +3,9 @@
 Why a dataclass and not the store: ``evaluation`` is analysis only and never imports ``app``;
 the store (:meth:`app.store.listening.TestStore.test_data`) reads these frames and the
 results (:mod:`evaluation.listening.results`), the report and a notebook compute from them.
+Nothing here names a kind: a kind's answers are in :attr:`TestData.tables` under the names
+its folder declares (:attr:`evaluation.listening.kinds.base.TestKind.tables`), or in
+:attr:`TestData.answers` for a kind with no table of its own.
 """
 
 from __future__ import annotations
@@ -16,33 +19,40 @@ if TYPE_CHECKING:
 
 @dataclass(frozen=True)
 class TestData:
-    """One test: its row (kind, config) and every rating, vote, rater and mark of it."""
+    """One test: its row (kind, config) and every answer, rater and check of it."""
 
     __test__ = False  # not a pytest class
 
     test_id: str
     kind: str
     config: dict[str, Any]
-    mos: pd.DataFrame
-    """MOS ratings with the take's system, prompt and duration (``Store.mos_frame``)."""
-    ab: pd.DataFrame
-    """A/B votes with the prompt and both clips' durations (``Store.ab_frame``)."""
-    mushra: pd.DataFrame
+    tables: dict[str, pd.DataFrame]
+    """Every registered kind's answer table, this test's rows, by the table's name (the
+    store's ``answer_frame``: with what the table's lookups borrow, such as an answer's
+    take's system, prompt and duration)."""
     raters: pd.DataFrame
     """One row per rater of the test with the answers they gave."""
-    ab_checks: pd.DataFrame | None
-    """The answered A/B check pairs (``expected``, ``choice``, ``cmos``; empty for the other
-    kinds); None when not read."""
-    glitches: pd.DataFrame
-    """The test's glitch marks with the take's system, duration and chunk count."""
-    findings: pd.DataFrame
-    """Automatic findings on the takes the glitch marks are on."""
+    checks: pd.DataFrame | None = None
+    """Every answered check item (``role`` other than ``item``): ``rater_id``,
+    ``assignment_id``, ``kind``, ``role``, ``expected``, the answer's JSON ``payload``."""
+    findings: pd.DataFrame | None = None
+    """Automatic findings on the test's stimuli (with the take's system)."""
     answers: pd.DataFrame | None = None
     """Every answer row of the test (``answers``: kind, JSON payload, …): what a kind without
     a table of its own computes its results from. None when not read."""
+    stimuli: pd.DataFrame | None = None
+    """The test's stimuli: ``take_id``, ``system_id`` (pseudo systems of the check stimuli
+    included: ``__anchor__``, ``__gold__``, ``__trap__``), ``prompt_id``, ``kind``."""
     name: str = ""
     status: str = ""
     extra: dict[str, Any] = field(default_factory=dict)
+
+    def table(self, name: str) -> pd.DataFrame:
+        """One answer table's frame (empty when the store has none of that name)."""
+        import pandas as pd
+
+        got = self.tables.get(name)
+        return got if got is not None else pd.DataFrame()
 
 
 __all__ = ["TestData"]

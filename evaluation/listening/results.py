@@ -51,7 +51,8 @@ def test_raters(data: TestData, screening: TestScreening | None = None) -> pd.Da
     """One row per rater with every screening outcome, ``excluded`` and ``reasons`` (the one
     rule the results page, the export and the report use)."""
     scr = screening or TestScreening(require_headphones=screen_mode(data.config) != "none")
-    return rater_table(data.raters, data.mos, data.mushra, scr, data.ab_checks)
+    outcomes = [(list(k.rater_columns), k.screen(data, scr)) for k in KINDS.values()]
+    return rater_table(data.raters, outcomes, scr)
 
 
 def test_results(

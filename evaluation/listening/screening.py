@@ -15,10 +15,10 @@ random source (``secrets``), the service stores them, and :func:`render` makes t
 page fetches (one stereo 48 kHz WAV per trial: the three intervals, equal in length and level
 statistics whatever the answer). :func:`score_screen` scores the picks.
 
-:func:`rater_table` joins the P.808-style rules of :func:`evaluation.stats.screen_raters`
-(gold, trap, variance, unplayed) with the screen's result, for A/B the check pairs (the low
-anchor against a clean clip: :func:`score_ab_checks`) and, for MUSHRA, the BS.1534-3
-post-screening, giving one row per rater with ``excluded`` and the ``reasons``.
+:func:`rater_table` joins the screen's result with each test kind's own screening (MOS:
+P.808-style gold, trap, variance and unplayed items; A/B: the check pairs; MUSHRA: BS.1534-3's
+post-screening: :meth:`evaluation.listening.kinds.base.TestKind.screen`), giving one row per
+rater with ``excluded`` and the ``reasons``.
 """
 
 from __future__ import annotations
@@ -27,6 +27,7 @@ import io
 import json
 import secrets
 import wave
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 from typing import Any
 
@@ -35,7 +36,6 @@ import pandas as pd
 
 from backends.audio import encode_audio
 from evaluation import stats
-from evaluation.listening.kinds.base import MUSHRA_ANCHOR_LABELS, MUSHRA_SCREEN_ANCHOR
 
 SCREEN_RATE = 48_000
 TRIALS = 6
@@ -266,22 +266,6 @@ def screening_description(scr: TestScreening, kind: Any, screen: str = "antiphas
     return "; ".join(parts)
 
 
-def ab_check_failed(expected: float, choice: str | None) -> bool:
-    """A check pair passes only if the clean side was preferred (a tie fails: the anchor is
-    low-passed, clicked and cut, which no attentive listener on headphones finds equal)."""
-    return choice != ("b" if expected > 0 else "a")
-
-
-def score_ab_checks(checks: pd.DataFrame) -> pd.DataFrame:
-    """Per rater: ``ab_checks`` answered and ``ab_check_failed`` (see :func:`ab_check_failed`)."""
-    if checks is None or checks.empty:
-        return pd.DataFrame(columns=["ab_checks", "ab_check_failed"]).rename_axis("rater_id")
-    pairs = zip(checks["expected"], checks["choice"], strict=True)
-    failed = [ab_check_failed(float(e), c) for e, c in pairs]
-    d = checks.assign(_failed=failed).groupby("rater_id")["_failed"]
-    return pd.DataFrame({"ab_checks": d.size(), "ab_check_failed": d.sum().astype(int)})
-
-
 def _text_or_none(v: object) -> str | None:
     """A SQL text column through pandas: NULL arrives as None or NaN (a float, and truthy)."""
     return v if isinstance(v, str) and v else None
@@ -300,52 +284,34 @@ def _json_or_none(v: object) -> dict | None:
     return d if isinstance(d, dict) else None
 
 
-RATER_COLUMNS = [
-    "rater_id",
-    "seq",
-    "crowd_id",
-    "answered",
-    "finished",
-    "headphones",
-    "gold_failed",
-    "trap_failed",
-    "ab_check_failed",
-    "variance",
-    "unplayed",
-    "ref_low",
-    "anchor_high",
-    "excluded",
-    "reasons",
-]
-"""The columns of :func:`rater_table`."""
+RATER_COLUMNS = ["rater_id", "seq", "crowd_id", "answered", "finished", "headphones"]
+"""The first columns of :func:`rater_table`; each kind's screening columns follow, then
+``excluded`` and ``reasons``."""
+
+
+def _plain(v: Any) -> Any:
+    """A kind's outcome as a plain number (NaN stays a float, a count an int)."""
+    if isinstance(v, np.integer | bool | np.bool_):
+        return int(v)
+    if isinstance(v, np.floating):
+        return float(v)
+    return v
 
 
 def rater_table(
     raters: pd.DataFrame,
-    mos: pd.DataFrame | None = None,
-    mushra: pd.DataFrame | None = None,
+    outcomes: Sequence[tuple[Sequence[str], pd.DataFrame | None]] = (),
     screening: TestScreening = TestScreening(),
-    ab_checks: pd.DataFrame | None = None,
 ) -> pd.DataFrame:
     """One row per rater of a test with every screening outcome, ``excluded`` and ``reasons``.
 
-    ``ab_checks``: :meth:`app.store.listening.TestStore.ab_checks_frame` of an A/B test."""
-    cols = RATER_COLUMNS
+    ``outcomes``: per test kind, its screening columns and its frame of them (index
+    ``rater_id``, with ``reasons``; None when the test has nothing of that kind), as
+    :meth:`evaluation.listening.kinds.base.TestKind.screen` gives them."""
+    own = list(dict.fromkeys(c for cols, _ in outcomes for c in cols))
+    cols = [*RATER_COLUMNS, *own, "excluded", "reasons"]
     if raters.empty:
         return pd.DataFrame(columns=cols)
-    p808 = (
-        stats.screen_raters(mos, screening.rules).set_index("rater_id")
-        if mos is not None and not mos.empty
-        else pd.DataFrame()
-    )
-    bs = (
-        stats.mushra_screening(
-            mushra, screening.mushra, anchors=MUSHRA_ANCHOR_LABELS, screen_on=MUSHRA_SCREEN_ANCHOR
-        ).set_index("rater_id")
-        if mushra is not None and not mushra.empty
-        else pd.DataFrame()
-    )
-    abc = score_ab_checks(ab_checks) if ab_checks is not None else None
     rows = []
     for _, r in raters.iterrows():
         rid = r["rater_id"]
@@ -356,19 +322,14 @@ def rater_table(
             reasons.append("headphone check not done")
         elif screening.require_headphones and not hp.get("passed"):
             reasons += failed_screens(hp)
-        g = p808.loc[rid] if rid in p808.index else None
-        if g is not None and g["reasons"]:
-            reasons.append(str(g["reasons"]))
-        m = bs.loc[rid] if rid in bs.index else None
-        if m is not None and m["reasons"]:
-            reasons.append(str(m["reasons"]))
-        c = abc.loc[rid] if abc is not None and rid in abc.index else None
-        if c is not None and int(c["ab_check_failed"]) > screening.max_ab_check_failures:
-            n = int(c["ab_check_failed"])
-            reasons.append(
-                f"A/B check failed x{n} of {int(c['ab_checks'])} "
-                "(did not prefer the clean clip over the degraded anchor)"
-            )
+        values: dict[str, Any] = dict.fromkeys(own)
+        for kcols, frame in outcomes:
+            if frame is None or rid not in frame.index:
+                continue
+            got = frame.loc[rid]
+            values.update({c: _plain(got[c]) for c in kcols})
+            if got["reasons"]:
+                reasons.append(str(got["reasons"]))
         rows.append(
             [
                 rid,
@@ -377,13 +338,7 @@ def rater_table(
                 int(r.get("answered") or 0),
                 _text_or_none(r.get("finished_at")) is not None,
                 hp_txt,
-                None if g is None else int(g["gold_failed"]),
-                None if g is None else int(g["trap_failed"]),
-                None if c is None else int(c["ab_check_failed"]),
-                None if g is None else float(g["variance"]),
-                None if g is None else int(g["unplayed"]),
-                None if m is None else int(m["ref_low"]),
-                None if m is None else int(m["anchor_high"]),
+                *values.values(),
                 bool(reasons),
                 "; ".join(reasons),
             ]
@@ -401,7 +356,6 @@ __all__ = [
     "TRIALS",
     "ScreenTrial",
     "TestScreening",
-    "ab_check_failed",
     "duration_ms",
     "failed_screens",
     "huggins_pair",
@@ -410,7 +364,6 @@ __all__ = [
     "new_screen",
     "rater_table",
     "render",
-    "score_ab_checks",
     "score_screen",
     "screen_kinds",
     "screen_mode",

@@ -29,6 +29,11 @@ concurrency
     and repeats against the solo take). TTFA/RTF p50/p95 by N, the largest gap between chunks
     by N (round-robin gaps), stalls, failures. Level N = 1 is the streaming layer.
 
+parity (optional, ``reference=DIR``)
+    Each solo streamed take against ``DIR/<prompt id>.wav`` (the upstream samples), through
+    ``listenlab parity``'s measures and margins: a measure shown worse fails, one not shown
+    within its margin warns (:mod:`evaluation.probe.parity`).
+
 Every finding is ``fail`` or ``warn`` by :class:`Thresholds`; the probe passes when nothing
 fails. ``--strict`` (:data:`STRICT`) also fails on warnings and on latency thresholds. Seams are
 numbered as everywhere in listenlab: seam k is the start of chunk k (chunks from 0).

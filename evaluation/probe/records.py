@@ -21,7 +21,8 @@ from evaluation.takes import Take
 PROMPTS_DIR = Path(str(resources.files("assets") / "prompts"))
 """Bundled prompts (the ``assets`` package, so found from any working directory)."""
 
-LAYERS = ("offline", "streaming", "concurrency")
+LAYERS = ("offline", "streaming", "concurrency", "parity")
+"""The three layers, and the optional fourth (``--reference DIR``: :mod:`evaluation.probe.parity`)."""
 
 
 # --------------------------------------------------------------------------- thresholds
@@ -198,6 +199,8 @@ class ProbeResult:
     run_id: str = field(default_factory=lambda: uuid.uuid4().hex[:12])
     takes_by_id: dict[str, Take] = field(default_factory=dict, repr=False)
     """Every take recorded, by id (the rows in ``takes`` are their summaries)."""
+    parity: dict[str, Any] = field(default_factory=dict)
+    """The fourth layer's verdict and measures (empty without ``--reference``)."""
 
     @property
     def passed(self) -> bool:
@@ -236,6 +239,7 @@ class ProbeResult:
             "levels": {str(k): v for k, v in self.levels.items()},
             "takes": [asdict(t) for t in self.takes],
             "findings": [asdict(f) for f in self.findings],
+            "parity": self.parity or None,
             "seam_numbering": "seam k is the start of chunk k (chunks numbered from 0)",
         }
 

@@ -170,11 +170,39 @@ load {e(fmt_number(result.load_ms))} ms, {result.seconds:.1f} s in all. Run {e(r
 <h2>Findings ({len(result.failures())} failing)</h2>
 <table><tr><th>level</th><th>layer</th><th>c</th><th>kind</th><th>prompt</th><th>time s</th>
 <th>seam</th><th>what</th></tr>{"".join(frows) or "<tr><td colspan=8>none</td></tr>"}</table>
+{parity_section(result)}
 <h2>Offline references</h2>
 <table><tr><th>prompt</th><th>Hz</th><th>channels</th><th>duration s</th><th>text predicts s</th>
 <th>active</th><th>clipped</th></tr>{"".join(orows)}</table>
 </body></html>
 """
+
+
+def parity_section(result: ProbeResult) -> str:
+    """The fourth layer's verdict and measures (nothing without ``--reference``)."""
+    p = result.parity
+    if not p:
+        return ""
+    e = html.escape
+    rows = [
+        _tr(
+            (
+                m["measure"],
+                fmt_number(m.get("delta"), 3),
+                m.get("low"),
+                m.get("high"),
+                m.get("margin"),
+                m["decision"],
+            ),
+            cls="fail" if m.get("worse") else "",
+        )
+        for m in p.get("measures", [])
+    ]
+    return (
+        f"<h2>Parity against {e(str(p.get('reference')))}: {e(str(p.get('verdict')).upper())}</h2>"
+        "<table><tr><th>measure</th><th>candidate - reference</th><th>90 % low</th>"
+        f"<th>90 % high</th><th>margin</th><th>decision</th></tr>{''.join(rows)}</table>"
+    )
 
 
 def write_outputs(result: ProbeResult, out_dir: str | Path) -> dict[str, Path]:
@@ -192,4 +220,4 @@ def write_outputs(result: ProbeResult, out_dir: str | Path) -> dict[str, Path]:
     return paths
 
 
-__all__ = ["plots", "render_html", "write_outputs"]
+__all__ = ["parity_section", "plots", "render_html", "write_outputs"]

@@ -489,17 +489,26 @@ async def probe(
     seed: int | None = None,
     thresholds: Thresholds | None = None,
     log: Callable[[str], None] | None = None,
+    reference: str | Path | None = None,
+    parity_margins: dict[str, float | None] | None = None,
     **request_fields: Any,
 ) -> ProbeResult:
     """Run the three layers against ``backend`` (a spec or a Backend) and return the result.
 
-    ``concurrency`` lists the levels; 1 is the streaming layer (always run). Extra keyword
+    ``concurrency`` lists the levels; 1 is the streaming layer (always run). With ``reference``
+    (a folder of ``<prompt id>.wav``) the fourth layer compares the solo streams with it
+    (:mod:`evaluation.probe.parity`, at ``parity_margins`` over the defaults). Extra keyword
     arguments (``voice``, ``language``, ``instructions``, ``speed``) go into every request.
     """
     levels = sorted({int(n) for n in concurrency} | {1})
     if levels[0] < 1 or levels[-1] > 256:
         raise InvalidRequest(f"concurrency levels must be 1..256, got {list(concurrency)}")
     plist = list(prompts) if isinstance(prompts, list | tuple) else load_prompts(prompts)
+    ref_side = None
+    if reference is not None:  # the fourth layer's folder, read before anything runs
+        from evaluation.probe.parity import read_reference
+
+        ref_side = read_reference(reference, plist)
     own = isinstance(backend, str)
     be = load_backend(backend) if own else backend
     say = log or (lambda _m: None)
@@ -529,6 +538,10 @@ async def probe(
         for n in levels[1:]:
             say(f"concurrency layer: {n} parallel streams")
             await run.concurrency_layer(plist, n)
+        if ref_side is not None:
+            from evaluation.probe.parity import parity_layer
+
+            await parity_layer(result, ref_side, run.solo, parity_margins, log=say)
     finally:
         result.seconds = time.monotonic() - t_start
         if own:

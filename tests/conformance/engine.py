@@ -86,7 +86,16 @@ SEEDS: dict[str, Seed] = {
                 "model_type": "qwen3_tts",
                 "tts_model_type": "custom_voice",
                 "talker_config": {
-                    "spk_id": {"vivian": 3065, "ryan": 3061, "aiden": 2861},
+                    # the CustomVoice speakers vLLM-Omni's docs list (docs/serving/speech_api.md,
+                    # shared/reference/vllm-omni-speech-api.md section 5.1), in no order of ours;
+                    # the ids are ASSUMED (only counted)
+                    "spk_id": {
+                        name: 3000 + i
+                        for i, name in enumerate(
+                            ("vivian", "serena", "uncle_fu", "dylan", "eric")
+                            + ("ryan", "aiden", "ono_anna", "sohee")
+                        )
+                    },
                     # the official Qwen3-TTS languages (tts_adapters/base.py
                     # DEFAULT_TTS_LANGUAGES less Auto); the ids are ASSUMED (only counted)
                     "codec_language_id": {
@@ -142,6 +151,29 @@ SEEDS: dict[str, Seed] = {
                 "patch_size": 4,
             },
             tokenizer=True,
+        ),
+        # models whose adapters build their prompt without the checkpoint (no tokenizer)
+        Seed(
+            name="audex",
+            served="nvidia/Nemotron-Labs-Audex-2B",
+            deploy_yaml="audex_tts.yaml",
+            stages=(("audex_thinker", "AudexThinker"), ("audex_code2wav", "AudexCode2Wav")),
+        ),
+        Seed(
+            name="ming_flash_omni_tts",
+            served="inclusionAI/Ming-flash-omni-2.0",
+            deploy_yaml="ming_flash_omni_tts.yaml",
+            stages=(("ming_tts", "MingFlashOmniTalkerForConditionalGeneration"),),
+            audio_key="audio",
+        ),
+        Seed(
+            name="step_audio2",
+            served="stepfun-ai/Step-Audio2",
+            deploy_yaml="step_audio_2.yaml",
+            stages=(
+                ("step_audio2_thinker", "StepAudio2ThinkerForConditionalGeneration"),
+                ("token2wav", "StepAudio2Token2WavModel"),
+            ),
         ),
     )
 }
@@ -265,12 +297,37 @@ def reference_format(seed: Seed, model_dir: Path) -> tuple[int, int, int]:
 
         served = _to_mono_1d(torch.zeros(2, 8))
         return 48000, 2, 1 if served.ndim == 1 else int(served.shape[0])
+    if seed.name == "audex":
+        from vllm_omni.model_executor.models.audex.speech_decoder.configuration_audex_causal_speech_decoder import (  # noqa: E501
+            AudexCausalSpeechDecoderConfig,
+        )
+
+        return int(AudexCausalSpeechDecoderConfig().sample_rate), 1, 1
+    if seed.name == "ming_flash_omni_tts":
+        from vllm_omni.model_executor.models.common.ming.audio_vae import AudioVAEConfig
+
+        return int(AudioVAEConfig().sample_rate), 1, 1
+    if seed.name == "step_audio2":
+        from vllm_omni.model_executor.models.step_audio2.step_audio2_constants import (
+            DEFAULT_TOKEN2WAV_CONFIG,
+        )
+
+        return int(DEFAULT_TOKEN2WAV_CONFIG.sample_rate), 1, 1
     return 48000, 1, 1
 
 
 # --------------------------------------------------------------------------- prompt reading
 
 _FISH_TAG = re.compile(r"<\|speaker:\d+\|>")
+_TEMPLATES = {
+    "audex": re.compile(
+        r"<\|text to speech\|> Generate speech for this transcription\.(.*)<\|im_end\|>", re.S
+    ),
+    "step_audio2": re.compile(
+        r"<\|im_start\|>user\n(.*)<\|im_end\|>\n<\|im_start\|>assistant", re.S
+    ),
+}
+"""Where a chat-template prompt (Audex's, Step-Audio2's) carries the text."""
 
 
 class PromptError(ValueError):
@@ -295,6 +352,11 @@ def spoken_text(seed: Seed, prompt: Any, tokenizer: Any) -> str:
         if not isinstance(text, str) or "audio" not in (prompt.get("multi_modal_data") or {}):
             raise PromptError("cosyvoice3: prompt needs the text and multi_modal_data['audio']")
         return text
+    if seed.name in _TEMPLATES:  # a chat-template string with the text in the user turn
+        m = _TEMPLATES[seed.name].search(str(prompt.get("prompt")))
+        if m is None:
+            raise PromptError(f"{seed.name}: the prompt is not the model's template")
+        return m.group(1).strip()
     info = prompt.get("additional_information")
     ids = prompt.get("prompt_token_ids")
     if not isinstance(info, dict) or not isinstance(ids, list) or not ids:
@@ -305,6 +367,8 @@ def spoken_text(seed: Seed, prompt: Any, tokenizer: Any) -> str:
     text = _one(info, "text")
     if not isinstance(text, str):
         raise PromptError(f"{seed.name}: additional_information['text'] is not a string")
+    if seed.name == "ming_flash_omni_tts" and info.get("ming_task") != "instruct":
+        raise PromptError("ming_flash_omni_tts: ming_task must be instruct")
     if seed.name == "moss_tts_nano" and _one(info, "mode") != "voice_clone":
         raise PromptError("moss_tts_nano: mode must be voice_clone")
     return _FISH_TAG.sub("", text).strip() if seed.name == "fish_speech" else text

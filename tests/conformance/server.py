@@ -183,8 +183,9 @@ def main() -> None:
         type=Target.parse,
         action="append",
         required=True,
-        help="MODEL[:FAULT]=PORT (repeatable); models: qwen3_tts, fish_speech, cosyvoice3, "
-        "moss_tts_nano, voxcpm2; faults: replay, doubled",
+        help="MODEL[:FAULT]=PORT (repeatable); models: the seeds of tests/conformance/engine.py "
+        "(qwen3_tts, fish_speech, cosyvoice3, moss_tts_nano, voxcpm2, audex, "
+        "ming_flash_omni_tts, step_audio2); faults: replay, doubled",
     )
     p.add_argument("--pace", type=float, default=0.0, help="x real time; 0 = unpaced")
     p.add_argument("--workdir", default=None)

@@ -1,9 +1,8 @@
 """``listenlab api`` is a drop-in for vLLM-Omni's server: the same requests, the same answers.
 
 Each request goes to vLLM-Omni's own serving code (Qwen3-TTS, scripted engine) and to
-``listenlab api`` serving the same Piper voice shaped like Qwen3-TTS (24 kHz mono, its chunk
-schedule) under the same model name, with the scripted engine's speakers
-(``EngineVoices``). What a client can see is reduced to a "shape" (status, the headers clients
+``listenlab api`` serving the Qwen3-TTS profile (``piper?deterministic=1&profile=qwen3-tts``:
+24 kHz mono, its chunk schedule, its speakers and rules) under the same model name. What a client can see is reduced to a "shape" (status, the headers clients
 read, SSE event names and JSON keys, the WAV header fields, error JSON keys, types, params and
 messages, WebSocket message types, keys and messages) and the two shapes must be equal. The
 generated matrix (``test_matrix.py``) compares every seed model and the audio byte for byte;
@@ -28,9 +27,8 @@ from websockets.asyncio.client import connect
 
 from app.api import create_api_app
 from app.api.not_served import RL_MESSAGE
-from backends.profile import PROFILES, ProfileBackend
 from backends.registry import load_backend
-from tests.support.remote_util import EngineVoices, ServerThread
+from tests.support.remote_util import ServerThread
 
 pytestmark = pytest.mark.conformance
 
@@ -53,10 +51,12 @@ NOT_COPIED = {
     ),
     "audio.start channels": "docs/api.md, 'Where listenlab api answers differently': "
     "audio-start-format.",
-    "voice names": "each model has its own voices (Qwen3's vivian/ryan/aiden, Piper's).",
+    "X-Listenlab-Stand-In": (
+        "listenlab's stand-in says what the CPU voice did not do (extra headers break no client)."
+    ),
     "/v1/models extras": (
-        "listenlab's model card adds a 'listenlab' object (capabilities) and has no "
-        "max_model_len (no token limit); OpenAI clients ignore both."
+        "listenlab's model card adds a 'listenlab' object (capabilities, the stand-in's note); "
+        "OpenAI clients ignore it."
     ),
 }
 
@@ -64,9 +64,7 @@ NOT_COPIED = {
 @pytest.fixture(scope="module")
 def pair(omni):
     """(vLLM-Omni URL, listenlab api URL) over the same voice and model name."""
-    inner = EngineVoices(load_backend("piper?deterministic=1"), ("aiden", "ryan", "vivian"))
-    p = PROFILES["qwen3-tts"]
-    be = ProfileBackend(inner, type(p)(**{**p.__dict__, "pace": 0.0}))
+    be = load_backend("piper?deterministic=1&profile=qwen3-tts&pace=0")
     srv = ServerThread(create_api_app(be, served_model=SERVED, own_backend=True)).start()
     try:
         yield omni.url("qwen3_tts"), srv.url
@@ -382,8 +380,15 @@ def test_metrics_are_the_references_families(pair):
     assert omni.status_code == ours.status_code == 200
     assert all(r.headers["content-type"].startswith("text/plain") for r in (omni, ours))
     theirs, mine = metric_types(omni.text), metric_types(ours.text)
-    shared = {k: v for k, v in mine.items() if k.startswith("vllm_omni:")}
+    shared = {k: v for k, v in mine.items() if not k.startswith("listenlab_")}
     assert shared and all(theirs.get(k) == v for k, v in shared.items()), (shared, theirs)
+    # every family of theirs is exported here or listed absent with its reason
+    from app.api.metrics import ABSENT
+
+    missing = set(theirs) - set(mine) - set(ABSENT)
+    missing -= {k for k in theirs if k.endswith("_created")}  # prometheus_client's timestamps
+    assert not missing, sorted(missing)
+    assert set(ABSENT) <= set(theirs), set(ABSENT) - set(theirs)
     count = re.search(r"^vllm_omni:audio_ttfp_s_count(?:\{[^}]*\})? (\S+)$", ours.text, re.M)
     assert count and float(count.group(1)) >= 1
 

@@ -3,10 +3,12 @@ for every seed model, over HTTP and the WebSocket: every answer must be the same
 byte where it is audio, except the differences docs/api.md lists (``EXCEPTIONS`` here: each id
 is a row of that table, with its reason there).
 
-``listenlab api`` serves each seed model's name over the Piper voice shaped by the model's wire
-profile (unpaced), with the scripted engine's built-in speakers and cloning
-(``tests.support.remote_util.EngineVoices``): the scripted engine speaks the same Piper samples
-(``engine.py`` ``PiperVoice``), so audio must match to the byte.
+``listenlab api`` serves each seed model's name over the model's own wire profile
+(``piper?deterministic=1&profile=NAME&pace=0``, exactly what a user runs: the model's voices,
+clone fields and rules, spoken by Piper); the scripted engine speaks the same Piper samples
+(``engine.py`` ``PiperVoice``), so audio must match to the byte. The voices each server has come
+from vLLM-Omni's side (its docs' Qwen3-TTS speakers in the scripted checkpoint) and from the
+unit's (its presets): a difference between the two lists is a difference the matrix shows.
 """
 
 from __future__ import annotations
@@ -22,8 +24,9 @@ import httpx
 import pytest
 
 from app.api import create_api_app
-from backends.profile import PROFILES, ProfileBackend
 from backends.registry import load_backend
+from backends.vllm_omni.models import UNITS
+from tests.conformance.engine import SEEDS
 from tests.conformance.matrix import (
     MODEL_FIELDS,
     SUMMARY,
@@ -33,22 +36,26 @@ from tests.conformance.matrix import (
     run_cases,
     ws_mode_cases,
 )
-from tests.conformance.test_remote_backend import SERVED
-from tests.support.remote_util import EngineVoices, ServerThread
+from tests.support.remote_util import ServerThread
 
 pytestmark = pytest.mark.conformance
 
 ROOT = Path(__file__).resolve().parents[2]
-SPEAKERS = {"qwen3_tts": ("aiden", "ryan", "vivian")}
-NEEDS_REF = {"cosyvoice3", "moss_tts_nano"}
-PROFILE = {
-    "qwen3_tts": "qwen3-tts",
-    "fish_speech": "fish-speech",
-    "cosyvoice3": "cosyvoice3",
-    "moss_tts_nano": "moss-tts-nano",
-    "voxcpm2": "voxcpm2",
-}
+MODELS = tuple(SEEDS)
+"""Every model the scripted engine serves (its prompt built without the checkpoint)."""
 REF_TEXT = "This is my reference voice clip."
+
+
+def profile_spec(model: str) -> str:
+    """The model's own profile over the deterministic CPU voice, unpaced: what a user runs."""
+    return f"piper?deterministic=1&profile={UNITS[model].profile}&pace=0"
+
+
+def base_request(model: str, clip: str) -> dict:
+    """The smallest request the model takes: a clip where it only clones."""
+    if UNITS[model].rules.requires_ref_audio:
+        return {"input": "Hi there.", "ref_audio": clip, "ref_text": REF_TEXT}
+    return {"input": "Hi there."}
 
 
 def _resampled(case: Case, a, b) -> bool:
@@ -164,11 +171,9 @@ def pairs(omni):
     """(reference URL, listenlab api URL) per seed model, the same model name on both."""
     servers, out = [], {}
     try:
-        for model, profile in PROFILE.items():
-            inner = EngineVoices(load_backend("piper?deterministic=1"), SPEAKERS.get(model, ()))
-            p = PROFILES[profile]
-            be = ProfileBackend(inner, type(p)(**{**p.__dict__, "pace": 0.0}))
-            srv = ServerThread(create_api_app(be, served_model=SERVED[model])).start()
+        for model in MODELS:
+            be = load_backend(profile_spec(model))
+            srv = ServerThread(create_api_app(be, served_model=SEEDS[model].served)).start()
             servers.append(srv)
             out[model] = (omni.url(model), srv.url)
         yield out
@@ -181,11 +186,9 @@ def all_cases(omni, pairs, clip) -> list[Case]:
     schemas = httpx.get(omni.url("qwen3_tts") + "/_conformance/schema", timeout=60).json()
     cases = []
     only = os.environ.get("LISTENLAB_MATRIX_MODELS")  # development: a subset
-    for model in PROFILE if not only else only.split(","):
-        base = {"input": "Hi there."}
-        if model in NEEDS_REF:
-            base |= {"ref_audio": clip, "ref_text": REF_TEXT}
-        voices = list(SPEAKERS.get(model, ()))
+    for model in MODELS if not only else only.split(","):
+        base = base_request(model, clip)
+        voices = list(UNITS[model].presets)
         first = model == "qwen3_tts"
         fields = None if first else MODEL_FIELDS
         formats = ("wav", "pcm", "flac", "mp3", "opus") if first else ("wav", "pcm", "opus")

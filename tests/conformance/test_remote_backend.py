@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import base64
 import io
+import json
 import time
 
 import httpx
@@ -20,22 +21,18 @@ import pytest
 from backends.base import SpeechRequest
 from backends.errors import BackendError, InvalidRequest
 from backends.registry import load_backend
-from backends.vllm_omni.models import table_format
+from backends.vllm_omni.models import UNITS, table_format
 from tests.conformance.conftest import OmniServers
+from tests.conformance.engine import SEEDS
 from tests.vllm_omni_standin.seed_models import RATES
 
 pytestmark = pytest.mark.conformance
 
 TEXT = "The quick brown fox jumps over the lazy dog. Then it runs home again."
-MODELS = ("qwen3_tts", "fish_speech", "cosyvoice3", "moss_tts_nano", "voxcpm2")
-SERVED = {
-    "qwen3_tts": "Qwen/Qwen3-TTS-12Hz-0.6B-CustomVoice",
-    "fish_speech": "fishaudio/s2-pro",
-    "cosyvoice3": "FunAudioLLM/Fun-CosyVoice3-0.5B-2512",
-    "moss_tts_nano": "OpenMOSS-Team/MOSS-TTS-Nano",
-    "voxcpm2": "openbmb/VoxCPM2",
-}
-NEEDS_REF = {"cosyvoice3", "moss_tts_nano"}
+MODELS = tuple(m for m in SEEDS if ":" not in m)
+"""Every model the scripted engine serves."""
+SERVED = {m: SEEDS[m].served for m in MODELS}
+NEEDS_REF = {m for m in MODELS if UNITS[m].rules.requires_ref_audio}
 
 
 @pytest.fixture(scope="module")
@@ -82,7 +79,7 @@ async def test_every_seed_model_in_every_mode_is_sample_exact(omni, ref_wav, mod
     # rate and channels are vLLM-Omni's own (engine.reference_format reads its code and
     # configs); listenlab's model table and its embedded stand-in must agree with them
     assert table_format(SERVED[model]) == (rate, channels)
-    assert RATES[model] == rate
+    assert RATES.get(model, UNITS[model].sample_rate) == rate
     if model == "moss_tts_nano":  # a stereo codec, mixed down by the model's own _to_mono_1d
         assert (last["codec_channels"], channels) == (2, 1)
     assert len(got) == len(pcm) and np.array_equal(got, pcm)
@@ -93,7 +90,8 @@ async def test_every_seed_model_in_every_mode_is_sample_exact(omni, ref_wav, mod
         assert len(notes) == 1 and "nominal" in notes.pop()
     else:  # sse and audio send WAV here: the header states the format
         assert notes == {None}
-    assert len(chunks) >= 2  # it streamed, in more than one piece
+    if not UNITS[model].schedule.whole_file:
+        assert len(chunks) >= 2  # it streamed, in more than one piece
 
 
 @pytest.mark.parametrize("model", ["qwen3_tts", "moss_tts_nano"])
@@ -112,7 +110,7 @@ async def test_whole_file_and_models_and_voices(omni):
     try:
         assert await be.models() == [SERVED["qwen3_tts"]]
         names = {v.name for v in await be.voices()}
-        assert names == {"aiden", "ryan", "vivian"}  # "default" is a placeholder, dropped
+        assert names == set(UNITS["qwen3_tts"].presets)  # "default" is a placeholder, dropped
         assert (await be.health()).ok
         audio = await be.synthesize(SpeechRequest(TEXT, voice="ryan"))
     finally:
@@ -131,7 +129,8 @@ async def test_unknown_voice_is_a_clear_error(omni, mode):
     with pytest.raises(BackendError) as e:
         await collect(spec, SpeechRequest("Hello.", voice="nobody"))
     assert "Invalid voice 'nobody'" in str(e.value)
-    assert "aiden, ryan, vivian" in str(e.value)  # the server's list of voices reaches the user
+    # the server's list of voices reaches the user
+    assert ", ".join(UNITS["qwen3_tts"].presets) in str(e.value)
     if mode != "ws":
         assert e.value.status == 400
     assert time.monotonic() - t0 < 30
@@ -224,3 +223,36 @@ async def test_cancelled_request_aborts_the_engine(omni, mode):
     # and the server still answers
     chunks = await collect(spec, SpeechRequest("Still here.", voice="vivian"))
     assert sum(c.frames for c in chunks) > 0
+
+
+async def test_usage_reaches_the_client_of_listenlab_api(omni):
+    """listenlab api in front of vLLM-Omni passes on the usage the server reported for the
+    request: its usage headers on a whole file and its speech.audio.done on SSE, both read from
+    the remote backend's SSE stream (its default mode). A raw stream (``mode=audio``) and the
+    WebSocket carry no usage from vLLM-Omni: over them the counts are zeros."""
+    mode = "sse"
+    from app.api import create_api_app
+    from tests.support.remote_util import ServerThread
+
+    served = SERVED["fish_speech"]
+    be = load_backend(f"vllm-omni+{omni.url('fish_speech')}?model={served}&mode={mode}")
+    srv = ServerThread(create_api_app(be, served_model=served, own_backend=True)).start()
+    body = {"model": served, "input": "Hello, how are you?", "voice": "default"}
+    try:
+        ref = httpx.post(omni.url("fish_speech") + "/v1/audio/speech", json=body, timeout=120)
+        ours = httpx.post(srv.url + "/v1/audio/speech", json=body, timeout=120)
+        sse = body | {"stream": True, "response_format": "pcm"}
+        ref_sse = httpx.post(omni.url("fish_speech") + "/v1/audio/speech", json=sse, timeout=120)
+        our_sse = httpx.post(srv.url + "/v1/audio/speech", json=sse, timeout=120)
+    finally:
+        srv.stop()
+    keys = [k for k in ref.headers if k.startswith("x-vllm-omni-")]
+    assert keys and int(ref.headers["x-vllm-omni-input-tokens"]) > 0
+    assert {k: ours.headers.get(k) for k in keys} == {k: ref.headers[k] for k in keys}
+
+    def done(text: str) -> dict:
+        line = text.split("event: speech.audio.done\ndata: ")[1].split("\n")[0]
+        return json.loads(line)["usage"]
+
+    assert done(our_sse.text) == done(ref_sse.text)
+    assert done(ref_sse.text)["input_tokens"] == int(ref.headers["x-vllm-omni-input-tokens"])

@@ -15,13 +15,10 @@ import sys
 import threading
 import time
 from collections.abc import Iterator
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from pathlib import Path
 
 import httpx
-
-from backends.base import Backend, Capabilities, SpeechRequest, Voice
-from backends.errors import UnknownVoice
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -177,52 +174,3 @@ def listenlab_process(
         except subprocess.TimeoutExpired:
             proc.kill()
             proc.wait()
-
-
-class EngineVoices(Backend):
-    """A stand-in for a GPU model behind ``listenlab api`` in the conformance suite: it has the
-    built-in speakers the scripted vLLM-Omni engine has, clones like it (it takes ``ref_audio``
-    and uploads), and speaks every voice with ``inner`` - exactly what the scripted engine does
-    (tests/conformance/engine.py), so the two servers can be compared request for request.
-    It follows the real ``Backend`` interface; only the GPU model is missing."""
-
-    name = "engine-voices"
-
-    def __init__(self, inner: Backend, speakers: tuple[str, ...] = (), cloning: bool = True):
-        self.inner, self.speakers, self.cloning = inner, speakers, cloning
-        self.uploaded: dict[str, Voice] = {}
-
-    @classmethod
-    def from_params(cls, params: dict[str, str], target: str | None = None) -> Backend:
-        raise NotImplementedError("a test stand-in: build it with EngineVoices(inner, speakers)")
-
-    @property
-    def capabilities(self) -> Capabilities:
-        return replace(self.inner.capabilities, cloning=self.cloning, voice_library=self.cloning)
-
-    def describe(self) -> str:
-        return f"engine-voices({self.inner.describe()})"
-
-    def warm_up(self) -> None:
-        self.inner.warm_up()
-
-    async def voices(self) -> list[Voice]:
-        return [Voice(s) for s in self.speakers] + list(self.uploaded.values())
-
-    async def add_voice(
-        self, name: str, wav: bytes, *, ref_text: str | None = None, consent: str = ""
-    ) -> Voice:
-        v = Voice(name, "uploaded", ref_text)
-        self.uploaded[name.lower()] = v
-        return v
-
-    async def delete_voice(self, name: str) -> None:
-        if self.uploaded.pop(name.lower(), None) is None:
-            raise UnknownVoice(f"Voice '{name}' not found")
-
-    def stream(self, request: SpeechRequest):
-        plain = replace(request, voice=None, ref_audio=None, ref_text=None, extra={})
-        return self.inner.stream(plain)
-
-    async def aclose(self) -> None:
-        await self.inner.aclose()

@@ -23,6 +23,13 @@ from app.listening.persistence import banner
 from app.listening.service import Listening
 from app.web.admin import AdminPolicy
 
+STATUS_WORDS = {
+    "en": {"common.complete": "Done.", "common.error": "Something went wrong."},
+}
+"""What Gradio announces when an event ends (its status line for screen readers): Gradio's
+own English has no words for these keys and showed ``common.complete`` on the Tests tab after
+Open or Close (#38 item 19), so the page gives them."""
+
 
 def build_admin(state: Any, svc: Listening) -> gr.Blocks:
     """The admin page of this app: three tabs over the app's store and backends."""
@@ -44,4 +51,4 @@ def build_admin(state: Any, svc: Listening) -> gr.Blocks:
     return demo
 
 
-__all__ = ["AdminPage", "build_admin"]
+__all__ = ["STATUS_WORDS", "AdminPage", "build_admin"]

@@ -35,6 +35,7 @@ from backends.errors import ListenlabError
 from evaluation.listening.design import Design
 from evaluation.listening.kinds import NAMES, default_kind, kind_of
 from evaluation.listening.kinds.ab import MODES as AB_MODES
+from evaluation.loudness import CEILING_DBTP
 
 SYSTEM_COLS = ["name", "backend", "voice", "params", "condition"]
 
@@ -140,7 +141,10 @@ def spec_from_form(v: Mapping[str, Any]) -> TestSpec:
             "instructions": v["instructions"] or None,
             "stimuli": (v["stimuli_dir"] or "").strip() or None,
             "gold_clip": _file_path(v["gold_up"]),
+            "gold_text": (v.get("gold_text") or "").strip() or None,
+            "natural": [n.strip() for n in (v.get("natural") or "").split(",") if n.strip()],
             "target_lufs": float(-23 if v["target"] is None else v["target"]),
+            "ceiling_dbtp": float(CEILING_DBTP if v.get("ceiling") is None else v["ceiling"]),
             "open": bool(v["open_now"]),
             "kind": v["kind"],
             "ab_mode": v["ab_mode"],
@@ -169,6 +173,7 @@ def spec_from_form(v: Mapping[str, Any]) -> TestSpec:
             "show_text": v["show_text"],
             "consent": v["consent"] or None,
             "completion_code": v["code"] or None,
+            "excluded_code": v.get("excluded_code") or None,
             "redirect_url": v["redirect"] or None,
             CONFIRM_FIELD: bool(v.get("confirm_np")),
         }
@@ -206,7 +211,9 @@ def _design_form(page: AdminPage) -> dict[str, Any]:
     f: dict[str, Any] = {}
     f["name"] = gr.Textbox(
         label="Test name (only for you: lists, results, exports)",
-        value="CPU voice: two wire profiles",
+        value="",
+        placeholder="Empty: its type and systems, e.g. MOS: joe, qwen",
+        elem_id="lt-name-field",
     )
     f["title"] = gr.Textbox(
         label="Public title (what raters see as the page title)",
@@ -253,10 +260,19 @@ def _sources_form(f: dict[str, Any]) -> None:
         elem_id="lt-stimuli-dir",
     )
     stimuli_uploader()  # streamed to /ll/admin/uploads; fills the field above
+    f["natural"] = gr.Textbox(
+        label="Imported systems that are natural recordings (comma-separated; a system "
+        "named `natural` always is)",
+        elem_id="lt-natural-field",
+    )
     f["gold_up"] = gr.File(
         label='Known-good clip for the MOS gold "5" (WAV/FLAC; optional: a `natural` '
         "system is used otherwise, and without either only the low-anchor gold)",
         file_types=[".wav", ".flac"],
+    )
+    f["gold_text"] = gr.Textbox(
+        label="The known-good clip's text (optional: shown when the test shows prompt texts)",
+        elem_id="lt-gold-text-field",
     )
     f["reference"] = gr.Textbox(
         label="Reference system (MUSHRA: required; empty = the imported `natural` system)"
@@ -294,6 +310,12 @@ def _screening_form(f: dict[str, Any]) -> None:
     f["consent"] = gr.Textbox(lines=2, label="Consent text (empty: the default)")
     with gr.Row():
         f["code"] = gr.Textbox(label="Completion code (empty: one per rater)")
+        f["excluded_code"] = gr.Textbox(
+            label="Code for raters the screening excludes (empty: the completion code)",
+            info="a rater left out of the results (failed check items, straight-lining, …) "
+            "gets this code at the end instead, so their payment can be withheld",
+            elem_id="lt-excluded-code-field",
+        )
         f["redirect"] = gr.Textbox(label="Redirect URL when done (https://…, {code} is replaced)")
     with gr.Row():
         f["screenout"] = gr.Textbox(
@@ -304,12 +326,19 @@ def _screening_form(f: dict[str, Any]) -> None:
             value=True, label="Familiarisation: play the scale's ends before the items"
         )
         f["target_n"] = gr.Number(
-            value=None,
+            value=0,
             precision=0,
-            label="Target usable ratings per stimulus (empty: no limit)",
+            minimum=0,
+            label="Target usable ratings per stimulus (0: no limit)",
+            elem_id="lt-target-field",
         )
     with gr.Row():
         f["target"] = gr.Number(value=-23, label="Loudness target (LUFS, BS.1770, per ear)")
+        f["ceiling"] = gr.Number(
+            value=CEILING_DBTP,
+            label="True-peak ceiling (dBTP: no stimulus's true peak above it)",
+            elem_id="lt-ceiling-field",
+        )
         f["normalise"] = gr.Checkbox(
             value=True,
             label="Normalise loudness",

@@ -66,13 +66,13 @@ def bind(fn: Callable[..., Any], page: AdminPage) -> Callable[..., Any]:
 
 def test_choices(page: AdminPage) -> list[tuple[str, str]]:
     return [
-        (f"{t['name']} ({t['test_id']}, {t['kind']}, {t['status']})", t["test_id"])
+        (f"{t.name} ({t.test_id}, {t.kind}, {t.status})", t.test_id)
         for t in page.tests.list_tests()
     ]
 
 
 def test_listing(page: AdminPage) -> pd.DataFrame:
-    rows = page.tests.list_tests()
+    rows = [t.as_dict() for t in page.tests.list_tests()]
     return pd.DataFrame(rows) if rows else pd.DataFrame(columns=["test_id", "name"])
 
 

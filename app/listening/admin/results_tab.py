@@ -99,7 +99,7 @@ nothing is cut off at the right."""
 def results_view(tables: dict[str, pd.DataFrame]) -> dict[str, Any]:
     """What the Results tab shows for one test: the summary, a plot with intervals drawn from
     the scale's bottom, and only the tables this test kind has (``None``: hide the table)."""
-    from evaluation.report import interval_figure
+    from evaluation.plots import interval_figure
 
     def first(pick: Any) -> Any:
         """The first kind's answer that is not None (only the test's kind has tables)."""

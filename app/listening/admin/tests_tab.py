@@ -78,6 +78,7 @@ def delete_test(page: AdminPage, tid: str | None, sure: bool) -> tuple:
 
 CROWD_LABELS = {
     "completion_code": "Completion code (empty: one per rater)",
+    "excluded_code": "Code for raters the screening excludes (empty: the completion code)",
     "redirect_url": "Redirect URL when done (https://…, {code} is replaced)",
     "screenout_code": "Screen-out code (empty: one per rater)",
     "screenout_url": "Screen-out URL for a failed screen (https://…, {code} is replaced)",
@@ -90,8 +91,8 @@ def crowd_values(page: AdminPage, tid: str | None) -> list[Any]:
         return [""] * len(CROWD_FIELDS) + [""]
     t = page.tests.require_test(tid)
     log = page.tests.changes(tid)
-    note = f"{len(log)} change(s) recorded; the last at {log[-1]['changed_at']}." if log else ""
-    return [t["config"].get(k) or "" for k in CROWD_FIELDS] + [note]
+    note = f"{len(log)} change(s) recorded; the last at {log[-1].changed_at}." if log else ""
+    return [t.config.get(k) or "" for k in CROWD_FIELDS] + [note]
 
 
 def save_crowd(page: AdminPage, tid: str | None, *values: str) -> str:

@@ -30,8 +30,12 @@
     del: (k) => { if (STORE) STORE.removeItem(k); else delete mem[k]; },
   };
   function frameNote() {
+    const crowd = CROWD_KEYS.some((k) => new URLSearchParams(location.search).get(k));
     const p = el('p', 'This browser keeps nothing for this page inside the page that frames it: '
-      + 'finish without reloading (a reload starts again), or ', 'lt-note');
+      + (crowd
+        ? 'after a reload, agree again and you are back at the clip you were on (your participant id '
+          + 'finds your place), or '
+        : 'finish without reloading (a reload starts again), or '), 'lt-note');
     p.id = 'lt-frame-note';
     const a = el('a', 'open the test on its own');
     a.id = 'lt-open-direct'; a.href = location.href; a.target = '_blank'; a.rel = 'noopener';
@@ -70,8 +74,34 @@
       reportPlay(info, d.played_ms || 0, d.underruns || 0, d.stall_ms || 0);
       markButton(info, false);
       if (playing && playing.aid === info.aid && playing.slot === info.slot) playing = null;
-    } else if (type === 'error') { status('Playback error: ' + d.message, true); }
-    else if (type === 'message') onMessage(d);
+    } else if (type === 'error') {
+      const cut = /connection to the server was lost/.test(d.message || '');
+      status(cut ? (connText().cut || d.message) : 'Playback error: ' + d.message, true);
+    } else if (type === 'message') onMessage(d);
+    else if (type === 'connection') connection(d);
+  }
+
+  // While the socket is down the player reconnects (a timeout per try, a growing wait between
+  // tries); the page says so, and what the rater can do, until it is back.
+  const connText = () => texts().connection || {};
+  let backTimer = null;
+  function connection(d) {
+    const box = $('lt-conn'), t = connText();
+    root.dataset.connection = d.state;
+    clearTimeout(backTimer);
+    if (d.state === 'open') {
+      if (!S.offline) { box.hidden = true; return; }
+      S.offline = false;
+      box.textContent = t.back || 'Connected to the server again.'; box.hidden = false;
+      backTimer = setTimeout(() => { box.hidden = true; }, 4000);
+      return;
+    }
+    if (d.state === 'connecting' && !S.offline) return;   // the first connect: nothing to say yet
+    if (d.state === 'lost') S.offline = true;
+    const tpl = d.state === 'lost' ? t.lost : t.connecting;
+    box.textContent = String(tpl || 'Reconnecting to the server…')
+      .replace('{n}', String(d.attempt || 1)).replace('{s}', String(Math.ceil((d.retry_ms || 0) / 1000)));
+    box.hidden = false;
   }
 
   function onMessage(m) {
@@ -158,7 +188,8 @@
       .replace('{n}', String(Math.min(st.answered + 1, st.total))).replace('{total}', String(st.total));
     root.dataset.position = st.item ? st.item.position : 'done';
     root.dataset.stage = st.stage;
-    if (st.stage !== 'item' && st.stage !== 'familiarise') $('lt-hp-outcome').hidden = true;
+    // the screen's outcome ("passed ... the test starts now") until the first answer, not after
+    if ((st.stage !== 'item' && st.stage !== 'familiarise') || st.answered > 0) $('lt-hp-outcome').hidden = true;
     if (st.stage === 'consent') { $('lt-consent-text').textContent = st.test.consent; show('lt-consent'); return; }
     if (st.stage === 'questionnaire') return renderQuestionnaire();
     if (st.stage === 'screened_out') return screen.renderScreenout(st);

@@ -188,7 +188,7 @@
       try { onEvent(type, detail || {}); } catch (e) { console.error('LLPlayer onEvent', type, e); }
     };
 
-    let ws = null, wsReady = null, ctx = null, master = null, analyser = null;
+    let ws = null, ctx = null, master = null, analyser = null;
     let gen = null;             // the current generation (only its token's messages count)
     const collecting = {};      // token -> {resolve, reject, start, frames}: collect()'s streams
     let replaySrc = null, replayT0 = 0;
@@ -215,25 +215,53 @@
     document.addEventListener('keydown', resume, true);
 
     // -------------------------------------------------------------- websocket
+    // One socket, reconnected for as long as the page lives. A connect that has not opened
+    // after CONNECT_TIMEOUT_MS is given up (a restarting server behind a proxy can hold it
+    // for a minute), and each failed try waits longer before the next (RETRY_MS, doubling,
+    // at most RETRY_MAX_MS). Every change is an event, 'connection': {state: 'connecting' |
+    // 'open' | 'lost', attempt, retry_ms}, so a page can say what is happening. What is sent
+    // while no socket is open waits for the next one to open; a stream that was running when
+    // its socket closed fails ('error': the connection was lost), one still waiting is sent
+    // on the next socket.
+    const CONNECT_TIMEOUT_MS = 5000, RETRY_MS = 500, RETRY_MAX_MS = 8000;
+    let failures = 0, waiting = [];
     function connect() {
       const url = new URL(BASE + 'll/ws', location.href);
       url.protocol = location.protocol === 'https:' ? 'wss:' : 'ws:';
-      ws = new WebSocket(url);
-      ws.binaryType = 'arraybuffer';
-      wsReady = new Promise((res) => { ws.onopen = () => { res(ws); emit('open', {}); }; });
-      ws.onmessage = (ev) => {
+      const sock = new WebSocket(url);
+      ws = sock;
+      sock.binaryType = 'arraybuffer';
+      emit('connection', { state: 'connecting', attempt: failures + 1 });
+      const timer = setTimeout(() => { if (sock.readyState === WebSocket.CONNECTING) sock.close(); }, CONNECT_TIMEOUT_MS);
+      sock.onopen = () => {
+        clearTimeout(timer);
+        failures = 0;
+        emit('open', {});
+        emit('connection', { state: 'open', attempt: 0 });
+        for (const w of waiting.splice(0)) w(sock);
+      };
+      sock.onmessage = (ev) => {
         if (typeof ev.data !== 'string') { onBinary(ev.data); return; }
         let m; try { m = JSON.parse(ev.data); } catch (e) { return; }
         if (m && typeof m === 'object') onJson(m);
       };
-      ws.onclose = () => {
-        if (gen && !gen.done) failStream(gen, 'the connection to the server was lost');
-        for (const k of Object.keys(collecting)) { collecting[k].reject(new Error('the connection to the server was lost')); delete collecting[k]; }
+      sock.onclose = () => {
+        clearTimeout(timer);
+        if (ws !== sock) return;
+        if (gen && !gen.done && gen.sock === sock) failStream(gen, 'the connection to the server was lost');
+        for (const k of Object.keys(collecting)) {
+          if (collecting[k].sock !== sock) continue;
+          collecting[k].reject(new Error('the connection to the server was lost')); delete collecting[k];
+        }
+        failures += 1;
+        const retry = Math.min(RETRY_MAX_MS, RETRY_MS * 2 ** Math.min(failures - 1, 10));
         emit('close', {});
-        setTimeout(connect, 500);
+        emit('connection', { state: 'lost', attempt: failures, retry_ms: retry });
+        setTimeout(connect, retry);
       };
     }
-    async function send(obj) { const s = await wsReady; s.send(JSON.stringify(obj)); }
+    const opened = () => (ws && ws.readyState === WebSocket.OPEN ? Promise.resolve(ws) : new Promise((res) => waiting.push(res)));
+    async function send(obj) { const s = await opened(); s.send(JSON.stringify(obj)); return s; }
 
     // -------------------------------------------------------------- request / stop
     function newGen(token, clickT, msg) {
@@ -259,8 +287,9 @@
       gen = newGen(tokenSeq, clickT, msg);
       P.gens.push(gen);
       if (P.gens.length > MAX_GENS) P.gens.splice(0, P.gens.length - MAX_GENS);
-      send(Object.assign({}, msg, { token: gen.token }));
-      return gen.token;
+      const g = gen;
+      send(Object.assign({}, msg, { token: g.token })).then((sock) => { g.sock = sock; });
+      return g.token;
     }
 
     // A stream fetched whole on this socket and handed over, not played (a MUSHRA screen
@@ -270,7 +299,7 @@
       tokenSeq = (tokenSeq + 1) >>> 0;
       const token = tokenSeq;
       const p = new Promise((resolve, reject) => { collecting[token] = { resolve, reject, start: null, frames: [] }; });
-      send(Object.assign({}, msg, { token }));
+      send(Object.assign({}, msg, { token })).then((sock) => { if (collecting[token]) collecting[token].sock = sock; });
       return p;
     }
     function onCollected(m) {

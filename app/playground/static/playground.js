@@ -33,7 +33,9 @@
 
   function fillBackends() {
     const sel = $('ll-backend');
-    sel.replaceChildren(...config.backends.map((b) => option(b.label, b.label + '  (' + b.spec + ')')));
+    // a model's system says what it streams like: its rate, channels and chunk schedule
+    const about = (b) => (b.model ? ' · ' + b.model.title + ': ' + b.model.schedule : '');
+    sel.replaceChildren(...config.backends.map((b) => option(b.label, b.label + '  (' + b.spec + ')' + about(b))));
     sel.value = config.default;
     applyCaps();
   }
@@ -67,6 +69,7 @@
     if (!b.can_clone) notes.push(b.clone_note);
     if (c.clone_required) notes.push(b.label + ' speaks only in a cloned voice: choose a saved voice, or save a clip below');
     if (b.voice_error) notes.push('voices unavailable: ' + b.voice_error);
+    if (b.model && b.model.stand_in) notes.push(b.model.stand_in);
     $('ll-caps-note').textContent = notes.join(' · ');
     $('ll-clone-note').textContent = b.can_clone ? 'Saved voices can be used with ' + b.label + '.' : b.clone_note;
     const g = player.current;

@@ -9,8 +9,9 @@ WebSocket handlers, the export and the CLI run is here (none outside the store).
 * :mod:`app.store.listening.tests`: a test's life (created, opened, copied, its settings
   changed, deleted) and its stimuli;
 * :mod:`app.store.listening.raters`: who joins, their session, the headphone screen;
-* :mod:`app.store.listening.answers`: play events and one answer per item with its typed rows,
-  in one transaction, so an item is answered exactly once even with two tabs or a re-send;
+* :mod:`app.store.listening.answers`: play events and one answer per item with the rows the
+  test's kind keeps in its own tables, in one transaction, so an item is answered exactly once
+  even with two tabs or a re-send;
 * :mod:`app.store.listening.views`: the frames, in a total order, and
   :meth:`TestStore.test_data`, which hands a test's rows to the analysis
   (:class:`evaluation.listening.data.TestData`).
@@ -20,9 +21,19 @@ from __future__ import annotations
 
 from app.store.listening.answers import AnswerTables
 from app.store.listening.raters import RaterTables
-from app.store.listening.rows import STATUSES, Stimulus, TestRow, token_hash
+from app.store.listening.rows import (
+    STATUSES,
+    AnswerRow,
+    RaterSession,
+    ScreenRow,
+    SettingChange,
+    Stimulus,
+    TestRow,
+    TestSummary,
+    token_hash,
+)
 from app.store.listening.tests import TestTables
-from app.store.listening.views import EXPORT_TABLES, TestViews
+from app.store.listening.views import TestViews
 
 
 class TestStore(TestTables, RaterTables, AnswerTables, TestViews):
@@ -31,4 +42,15 @@ class TestStore(TestTables, RaterTables, AnswerTables, TestViews):
     __test__ = False  # not a pytest class
 
 
-__all__ = ["EXPORT_TABLES", "STATUSES", "Stimulus", "TestRow", "TestStore", "token_hash"]
+__all__ = [
+    "STATUSES",
+    "AnswerRow",
+    "RaterSession",
+    "ScreenRow",
+    "SettingChange",
+    "Stimulus",
+    "TestRow",
+    "TestStore",
+    "TestSummary",
+    "token_hash",
+]

@@ -1,6 +1,7 @@
 """What a rater does with an item: play events (the server's record of what was heard, for
-listen-gating) and one answer per item with its typed rows (MOS rating, A/B vote, MUSHRA
-ratings), written in one transaction.
+listen-gating) and one answer per item with the rows its kind keeps in its own tables (a MOS
+rating, an A/B vote, a MUSHRA screen's sliders: each kind declares its tables), written in
+one transaction.
 
 Why one transaction per answer: an item is answered exactly once even with two tabs or a
 re-sent request; a re-send of the same answer id changes nothing, another answer to the same
@@ -14,11 +15,26 @@ import uuid
 from typing import TYPE_CHECKING, Any
 
 from app.store.listening.base import ListeningTables
-from app.store.records import AlreadyVoted, UnknownItem, now_iso
+from app.store.listening.rows import AnswerRow
+from app.store.records import AlreadyVoted, now_iso
 from app.store.sql import ConstraintFailed
+from backends.errors import InvalidRequest
+from evaluation.listening.kinds import kind_of
 
 if TYPE_CHECKING:
     from app.store.sql import Runner
+
+
+def check_rows(kind: str, typed: list[tuple[str, dict[str, Any]]]) -> None:
+    """Refuse a row for a table the kind does not declare, or with a column it lacks (a kind's
+    mistake, found before anything is written)."""
+    own = {t.name: set(t.names) for t in kind_of(kind).tables}
+    for name, row in typed:
+        if name not in own:
+            raise InvalidRequest(f"the {kind!r} kind declares no table {name!r}")
+        extra = set(row) - own[name]
+        if extra:
+            raise InvalidRequest(f"{name} has no column(s) {sorted(extra)}")
 
 
 class AnswerTables(ListeningTables):
@@ -45,13 +61,12 @@ class AnswerTables(ListeningTables):
         ).fetchall()
         return {int(s): float(p or 0.0) for s, p in rows}
 
-    def answered(self, test_id: str, rater_id: str) -> dict[str, dict[str, Any]]:
-        return {
-            r["assignment_id"]: r
-            for r in self.read_rows(
-                "SELECT * FROM answers WHERE test_id = ? AND rater_id = ?", [test_id, rater_id]
-            )
-        }
+    def answered(self, test_id: str, rater_id: str) -> dict[str, AnswerRow]:
+        """The rater's answers by item (assignment id)."""
+        rows = self.read_rows(
+            "SELECT * FROM answers WHERE test_id = ? AND rater_id = ?", [test_id, rater_id]
+        )
+        return {r["assignment_id"]: AnswerRow.of(r) for r in rows}
 
     def answer(
         self,
@@ -67,8 +82,10 @@ class AnswerTables(ListeningTables):
         """Store one answer and its typed rows in one transaction.
 
         Returns True when stored now, False when this ``answer_id`` was stored before (a
-        re-send). Another answer for the same item raises :class:`AlreadyVoted`.
+        re-send). Another answer for the same item raises :class:`AlreadyVoted`. ``typed``
+        rows go only to the tables ``kind`` declares, with only their declared columns.
         """
+        check_rows(kind, typed)
         try:
             with self.db.transaction(f"answer:{test_id}:{rater_id}") as db:
                 prev = db.execute(
@@ -125,18 +142,5 @@ class AnswerTables(ListeningTables):
             [test_id, rater_id, assignment_id, slot],
         )
 
-    def mark_count(self, test_id: str, rater_id: str, take_id: str) -> int:
-        """Glitch marks one rater stored on one stimulus of the test."""
-        return self.read_count(
-            "SELECT count(*) FROM glitch_reports WHERE test_id=? AND rater_id=? AND take_id=?",
-            [test_id, rater_id, take_id],
-        )
 
-    def glitch_report(self, report_id: str) -> dict[str, Any]:
-        rows = self.read_rows("SELECT * FROM glitch_reports WHERE report_id = ?", [report_id])
-        if not rows:
-            raise UnknownItem(f"no glitch report {report_id!r}")
-        return rows[0]
-
-
-__all__ = ["AnswerTables"]
+__all__ = ["AnswerTables", "check_rows"]

@@ -15,7 +15,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from app.store.listening.base import ListeningTables
-from app.store.listening.rows import token_hash
+from app.store.listening.rows import RaterSession, ScreenRow, row_of, token_hash
 from app.store.records import UnknownItem, now_iso
 from backends.errors import InvalidRequest
 
@@ -54,8 +54,8 @@ class RaterTables(ListeningTables):
         *,
         study_id: str | None = None,
         session_id: str | None = None,
-        choose_row: Callable[[list[dict[str, Any]]], int | None] | None = None,
-    ) -> tuple[dict[str, Any], bool]:
+        choose_row: Callable[[list[RaterSession]], int | None] | None = None,
+    ) -> tuple[RaterSession, bool]:
         """The rater of ``crowd_id`` in ``test_id`` (one crowd id is one rater: the old token
         is replaced by ``token``), or a new anonymous rater with the next ``seq`` and the design
         row ``choose_row`` picks from every rater's row (None: ``seq``). Atomic (two tabs
@@ -98,18 +98,17 @@ class RaterTables(ListeningTables):
         token: str,
         crowd_id: str | None,
         crowd_source: str | None,
-        choose_row: Callable[[list[dict[str, Any]]], int | None] | None,
+        choose_row: Callable[[list[RaterSession]], int | None] | None,
         *,
         study_id: str | None,
         session_id: str | None,
     ) -> str:
         """Insert the next rater of the test (inside :meth:`join`'s transaction)."""
-        rows = self.read_rows(
-            "SELECT rater_id, seq, design_row, finished_at, screened_out_at, seen_at, "
-            "headphone_pass FROM test_raters WHERE test_id = ?",
-            [test_id],
-        )
-        seq = max((int(r["seq"]) for r in rows), default=-1) + 1
+        rows = [
+            row_of(RaterSession, r)
+            for r in self.read_rows("SELECT * FROM test_raters WHERE test_id = ?", [test_id])
+        ]
+        seq = max((int(r.seq) for r in rows), default=-1) + 1
         row = choose_row(rows) if choose_row is not None else None
         rater_id = uuid.uuid4().hex[:16]
         db.execute(
@@ -136,20 +135,20 @@ class RaterTables(ListeningTables):
         )
         return rater_id
 
-    def rater(self, test_id: str, rater_id: str) -> dict[str, Any]:
+    def rater(self, test_id: str, rater_id: str) -> RaterSession:
         rows = self.read_rows(
             "SELECT * FROM test_raters WHERE test_id = ? AND rater_id = ?", [test_id, rater_id]
         )
         if not rows:
             raise UnknownItem("no such rater in this test")
-        return rows[0]
+        return row_of(RaterSession, rows[0])
 
-    def rater_for_token(self, test_id: str, token: str) -> dict[str, Any] | None:
+    def rater_for_token(self, test_id: str, token: str) -> RaterSession | None:
         rows = self.read_rows(
             "SELECT * FROM test_raters WHERE token_hash = ? AND test_id = ?",
             [token_hash(token), test_id],
         )
-        return rows[0] if rows else None
+        return row_of(RaterSession, rows[0]) if rows else None
 
     def update_rater(self, test_id: str, rater_id: str, **fields: Any) -> None:
         bad = set(fields) - RATER_FIELDS
@@ -182,11 +181,12 @@ class RaterTables(ListeningTables):
                     [test_id, rater_id, n, kind, key, dur],
                 )
 
-    def screen(self, test_id: str, rater_id: str) -> list[dict[str, Any]]:
-        return self.read_rows(
+    def screen(self, test_id: str, rater_id: str) -> list[ScreenRow]:
+        rows = self.read_rows(
             "SELECT * FROM screen_trials WHERE test_id = ? AND rater_id = ? ORDER BY n",
             [test_id, rater_id],
         )
+        return [row_of(ScreenRow, r) for r in rows]
 
     def screen_fetched(self, test_id: str, rater_id: str, n: int, at: float) -> None:
         """The first time the trial's audio went out (replays keep it), and one more fetch."""

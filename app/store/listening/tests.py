@@ -13,13 +13,23 @@ from dataclasses import asdict
 from typing import Any
 
 from app.store.listening.base import ListeningTables
-from app.store.listening.rows import STATUSES, Stimulus
+from app.store.listening.rows import (
+    STATUSES,
+    SettingChange,
+    Stimulus,
+    TestRow,
+    TestSummary,
+    row_of,
+)
 from app.store.records import ListeningTest, now_iso
 from app.store.schema import order_by, per_test_tables
 from backends.errors import InvalidRequest
 
-DELETE_ORDER = tuple(reversed(per_test_tables()))
-"""Every table holding a test's rows, children before the rows they reference."""
+
+def delete_order() -> tuple[str, ...]:
+    """Every table holding a test's rows (a registered kind's answer tables included),
+    children before the rows they reference."""
+    return tuple(reversed(per_test_tables()))
 
 
 class TestTables(ListeningTables):
@@ -33,21 +43,22 @@ class TestTables(ListeningTables):
         self.store.add_test(ListeningTest(test_id, kind=kind, name=name, config=config))
         self.set_status(test_id, status)
 
-    def get_test(self, test_id: str) -> dict[str, Any] | None:
-        t = self.test_row(test_id)
-        return None if t is None else t.as_dict()
+    def get_test(self, test_id: str) -> TestRow | None:
+        return self.test_row(test_id)
 
-    def require_test(self, test_id: str) -> dict[str, Any]:
-        return self.require_test_row(test_id).as_dict()
+    def require_test(self, test_id: str) -> TestRow:
+        return self.require_test_row(test_id)
 
-    def list_tests(self) -> list[dict[str, Any]]:
-        return self.read_rows(
+    def list_tests(self) -> list[TestSummary]:
+        """Every test, newest first, with its counts of raters, answers and stimuli."""
+        rows = self.read_rows(
             "SELECT t.test_id, t.kind, t.name, t.status, t.created_at, "
             "(SELECT count(*) FROM test_raters r WHERE r.test_id = t.test_id) AS raters, "
             "(SELECT count(*) FROM answers a WHERE a.test_id = t.test_id) AS answers, "
             "(SELECT count(*) FROM stimuli s WHERE s.test_id = t.test_id) AS stimuli "
             "FROM tests t ORDER BY t.created_at DESC NULLS LAST, t.test_id DESC"
         )
+        return [row_of(TestSummary, r) for r in rows]
 
     def set_status(self, test_id: str, status: str) -> None:
         if status not in STATUSES:
@@ -89,20 +100,21 @@ class TestTables(ListeningTables):
             )
         return changed
 
-    def changes(self, test_id: str) -> list[dict[str, Any]]:
+    def changes(self, test_id: str) -> list[SettingChange]:
         """The recorded setting changes of a test, oldest first (one save: by field name)."""
-        return self.read_rows(
+        rows = self.read_rows(
             "SELECT field, old_value, new_value, changed_at FROM test_changes "
             f"WHERE test_id = ? {order_by('test_changes')}",
             [test_id],
         )
+        return [row_of(SettingChange, r) for r in rows]
 
     def delete(self, test_id: str) -> None:
         """Remove a test and everything rated in it (export first: the designer does). Takes
-        stay. The tables are the declaration's (:data:`DELETE_ORDER`)."""
+        stay. The tables are the declaration's (:func:`delete_order`)."""
         self.require_test_row(test_id)
         with self.db.transaction("test:" + test_id) as db:
-            for table in DELETE_ORDER:
+            for table in delete_order():
                 db.execute(f'DELETE FROM "{table}" WHERE test_id = ?', [test_id])
 
     # -- stimuli
@@ -128,4 +140,4 @@ class TestTables(ListeningTables):
         return out
 
 
-__all__ = ["DELETE_ORDER", "TestTables"]
+__all__ = ["TestTables", "delete_order"]

@@ -8,21 +8,16 @@ here, so "the same study exports the same bytes" is kept in one place.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 from app.store.listening.base import ListeningTables
-from app.store.schema import export_tables, order_by, table
+from app.store.schema import export_tables, kind_tables, order_by, table
 from backends.errors import InvalidRequest
 from evaluation.listening.data import TestData
 
 if TYPE_CHECKING:
     import pandas as pd
-
-EXPORT_TABLES = export_tables()
-"""The tables of a test's raw export, in the declaration's order (every table with a
-``test_id`` but ``tests`` itself and ``test_changes``, which ``study.json`` holds)."""
 
 
 class TestViews(ListeningTables):
@@ -44,88 +39,23 @@ class TestViews(ListeningTables):
 
     # -- frames
 
-    def mushra_frame(self, test_id: str) -> pd.DataFrame:
+    def checks_frame(self, test_id: str) -> pd.DataFrame:
+        """Every answered check item of the test (its assignment's role is not ``item``): the
+        rater, the item, its kind, role and ``expected`` answer, and the answer's JSON
+        ``payload``, which the test's kind scores (:meth:`TestKind.screen`)."""
         return self.read_frame(
-            f"SELECT * FROM mushra_ratings WHERE test_id = ? {order_by('mushra_ratings')}",
-            [test_id],
-        )
-
-    def ab_checks_frame(self, test_id: str) -> pd.DataFrame:
-        """The answered A/B check pairs (anchor vs its clean source): rater, which side was
-        clean (``expected``: -1 A, +1 B) and the answer's ``choice`` and ``cmos``."""
-        import pandas as pd
-
-        df = self.read_frame(
-            "SELECT ans.rater_id, ans.assignment_id, a.expected, ans.payload "
+            "SELECT ans.rater_id, ans.assignment_id, ans.kind, a.role, a.expected, ans.payload "
             "FROM answers ans JOIN assignments a ON a.assignment_id = ans.assignment_id "
-            "AND a.test_id = ans.test_id "
-            "WHERE ans.test_id = ? AND ans.kind = 'ab' AND a.role = 'gold' "
+            "AND a.test_id = ans.test_id WHERE ans.test_id = ? AND a.role <> 'item' "
             + order_by("answers", "ans"),
             [test_id],
         )
-        if df.empty:
-            return pd.DataFrame(columns=["rater_id", "assignment_id", "expected", "choice", "cmos"])
-        payload = df.pop("payload").map(json.loads)
-        df["choice"] = payload.map(lambda p: p.get("choice"))
-        df["cmos"] = payload.map(lambda p: p.get("cmos"))
-        return df
 
-    def ratings_frame(self, test_id: str) -> pd.DataFrame:
-        """Every rating of the test in one long table, for the export: one row per MOS score,
-        A/B vote and MUSHRA slot, each with its ``system_id`` (A/B: the system the vote went
-        to, ``tie`` otherwise, and both sides), prompt (``prompt_id`` and the test's own
-        ``prompt_key``), role, when the item's first sound went out (``first_sound_at``: the
-        server began streaming its first stimulus), ``answered_at``, ``time_on_item_ms``
-        (first sound to answer) and ``time_since_previous_ms`` (the rater's previous answer,
-        or consent, to this one: it includes the headphone screen for the first item)."""
-        import pandas as pd
-
-        cols = [
-            "kind",
-            "rater_id",
-            "assignment_id",
-            "slot",
-            "role",
-            "expected",
-            "system_id",
-            "system_a",
-            "system_b",
-            "prompt_id",
-            "score",
-            "choice",
-            "cmos",
-            "condition",
-            "played_ms",
-            "duration_s",
-        ]
-        times = ["first_sound_at", "answered_at", "time_on_item_ms", "time_since_previous_ms"]
-        parts = []
-        mos = self.store.mos_frame(test_id)
-        if not mos.empty:
-            parts.append(mos.assign(kind="mos", slot=0))
-        ab = self.store.ab_frame(test_id)
-        if not ab.empty:
-            won = ab["choice"].map({"a": 0, "b": 1})
-            sid = ab["system_a"].where(won == 0, ab["system_b"]).where(won.notna(), "tie")
-            parts.append(ab.assign(kind="ab", slot=0, role="item", system_id=sid))
-        mu = self.mushra_frame(test_id)
-        if not mu.empty:
-            parts.append(mu.assign(kind="mushra"))
-        if not parts:
-            return pd.DataFrame(columns=[*cols, "prompt_key", *times])
-        df = pd.concat([p.reindex(columns=cols) for p in parts], ignore_index=True)
-        prefix = f"{test_id}-"
-        df.insert(
-            cols.index("prompt_id") + 1,
-            "prompt_key",
-            df["prompt_id"].map(
-                lambda p: p[len(prefix) :] if isinstance(p, str) and p.startswith(prefix) else p
-            ),
-        )
-        return df.merge(self._item_times(test_id), on=["rater_id", "assignment_id"], how="left")
-
-    def _item_times(self, test_id: str) -> pd.DataFrame:
-        """Per answered item: first sound, answer time, and the two durations (ms)."""
+    def item_times(self, test_id: str) -> pd.DataFrame:
+        """Per answered item: when its first sound went out (``first_sound_at``: the server
+        began streaming its first stimulus), ``answered_at``, ``time_on_item_ms`` (first sound
+        to answer) and ``time_since_previous_ms`` (the rater's previous answer, or consent, to
+        this one: it includes the headphone screen for the first item)."""
         import pandas as pd
 
         def ts(s: pd.Series) -> pd.Series:
@@ -182,21 +112,22 @@ class TestViews(ListeningTables):
         )
 
     def export_frame(self, name: str, test_id: str) -> pd.DataFrame:
-        """Every raw row of one of :data:`EXPORT_TABLES` for the test, in the table's total
-        order, with its exported columns (rater tokens' hashes are not)."""
-        if name not in EXPORT_TABLES:
+        """Every raw row of one of the export's tables (:func:`app.store.schema.export_tables`,
+        a registered kind's included) for the test, in the table's total order, with its
+        exported columns (rater tokens' hashes are not)."""
+        if name not in export_tables():
             raise InvalidRequest(f"no test table {name!r}")
         cols = ", ".join(f'"{c.name}"' for c in table(name).columns if c.exported)
         return self.read_frame(
             f'SELECT {cols} FROM "{name}" WHERE test_id = ? {order_by(name)}', [test_id]
         )
 
-    def glitch_frame(self, test_id: str) -> pd.DataFrame:
-        """The test's glitch marks with the take's system, duration and chunk count."""
+    def stimuli_frame(self, test_id: str) -> pd.DataFrame:
+        """The test's stimuli as the analysis reads them: take, system (pseudo systems
+        included), prompt and kind."""
         return self.read_frame(
-            "SELECT g.*, t.system_id, t.duration_s, t.chunk_count FROM glitch_reports g "
-            "LEFT JOIN takes t ON t.take_id = g.take_id WHERE g.test_id = ? "
-            + order_by("glitch_reports", "g"),
+            "SELECT take_id, system_id, prompt_id, kind FROM stimuli WHERE test_id = ? "
+            + order_by("stimuli"),
             [test_id],
         )
 
@@ -208,23 +139,22 @@ class TestViews(ListeningTables):
     # -- the analysis' view (evaluation never reads the store itself)
 
     def test_data(self, test_id: str) -> TestData:
-        """Every row one test's results are computed from (:mod:`evaluation.listening.results`)."""
+        """Every row one test's results are computed from (:mod:`evaluation.listening.results`):
+        every registered kind's answer table, the raters, the check items, the answers."""
         t = self.require_test_row(test_id)
-        glitches = self.glitch_frame(test_id)
+        stimuli = self.stimuli_frame(test_id)
         return TestData(
             test_id=test_id,
             kind=t.kind,
             config=t.config,
-            mos=self.store.mos_frame(test_id),
-            ab=self.store.ab_frame(test_id),
-            mushra=self.mushra_frame(test_id),
+            tables={k.name: self.store.answer_frame(k.name, test_id) for k in kind_tables()},
             raters=self.raters_frame(test_id),
-            ab_checks=self.ab_checks_frame(test_id),
-            glitches=glitches,
-            findings=self.findings_frame(glitches["take_id"]) if not glitches.empty else glitches,
+            checks=self.checks_frame(test_id),
+            findings=self.findings_frame(stimuli["take_id"]),
             answers=self.answers_frame(test_id),
-            name=t.name,
-            status=t.status,
+            stimuli=stimuli,
+            name=t.name or "",
+            status=t.status or "",
         )
 
     def all_test_data(self) -> list[TestData]:
@@ -260,4 +190,4 @@ class TestViews(ListeningTables):
         return [(int(r or 0), int(c or 1)) for r, c in rows]
 
 
-__all__ = ["EXPORT_TABLES", "TestViews"]
+__all__ = ["TestViews"]

@@ -33,8 +33,17 @@ ending so takes ``ref_audio`` whatever its family."""
 def discover() -> tuple[dict[str, ModelUnit], dict[str, type[ModelAdapter]]]:
     """Import every module of this package: the units by name, and the embedded adapters of
     those that have one. A module that is neither a helper nor a unit is an ImportError."""
+    units, adapters, _variants = discover_all()
+    return units, adapters
+
+
+def discover_all() -> tuple[
+    dict[str, ModelUnit], dict[str, type[ModelAdapter]], tuple[ModelUnit, ...]
+]:
+    """:func:`discover`, and the variants the modules name (``VARIANTS``: known by name)."""
     units: dict[str, ModelUnit] = {}
     adapters: dict[str, type[ModelAdapter]] = {}
+    variants: list[ModelUnit] = []
     for info in sorted(pkgutil.iter_modules(__path__), key=lambda m: m.name):
         if info.name in HELPERS or info.name.startswith("_"):
             continue
@@ -49,13 +58,15 @@ def discover() -> tuple[dict[str, ModelUnit], dict[str, type[ModelAdapter]]]:
         adapter = getattr(module, "ADAPTER", None)
         if adapter is not None:
             adapters[unit.name] = adapter
-    return units, adapters
+        variants += getattr(module, "VARIANTS", ())
+    return units, adapters, tuple(variants)
 
 
-UNITS, ADAPTERS = discover()
-"""The model units by name, and the embedded adapters of those that have one."""
-MODELS: tuple[ModelUnit, ...] = (*UNITS.values(), *NAMED)
-"""Every model known by name: the units, then the models known by name only."""
+UNITS, ADAPTERS, VARIANTS = discover_all()
+"""The model units by name, the embedded adapters of those that have one, and the variants
+of units vLLM-Omni tells apart by name (known by name, no profile)."""
+MODELS: tuple[ModelUnit, ...] = (*UNITS.values(), *VARIANTS, *NAMED)
+"""Every model known by name: the units, their variants, then the models known by name only."""
 _ALIASES = {alias: cls.unit.name for cls in ADAPTERS.values() for alias in cls.aliases}
 
 
@@ -151,12 +162,14 @@ __all__ = [
     "HELPERS",
     "MODELS",
     "UNITS",
+    "VARIANTS",
     "AdapterContext",
     "ModelAdapter",
     "ModelUnit",
     "adapter_class",
     "clones",
     "discover",
+    "discover_all",
     "infer_adapter",
     "known_adapters",
     "make_adapter",

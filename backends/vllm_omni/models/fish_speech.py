@@ -48,7 +48,7 @@ from backends.vllm_omni.models.base import (
     max_new_tokens,
 )
 from backends.vllm_omni.models.unit import ChunkSchedule, ModelUnit, cite
-from backends.vllm_omni.rules import SpeechRules
+from backends.vllm_omni.rules import CLONE_REF_TEXT, SpeechRules
 
 log = logging.getLogger(__name__)
 
@@ -90,10 +90,11 @@ MODEL = ModelUnit(
     sample_rate=DAC_SAMPLE_RATE,
     channels=1,
     cloning=True,
+    max_model_len=16384,
     rules=SpeechRules(
         "fish_tts",
         "; ".join(str(s) for s in RULE_SOURCES),
-        ref_text_message="Voice cloning requires 'ref_text' (transcript of the reference audio)",
+        ref_text_message=CLONE_REF_TEXT,
         no_speakers_label="Fish Speech",
     ),
     schedule=ChunkSchedule(
@@ -149,6 +150,7 @@ MODEL = ModelUnit(
             ),
         ),
         "rules": RULE_SOURCES,
+        "max_model_len": (cite(DEPLOY, 34, "max_model_len: 16384", "stage 0"),),
     },
 )
 

@@ -31,7 +31,7 @@ from typing import Any
 
 from backends.base import SpeechRequest
 from backends.vllm_omni.models.base import ModelAdapter, decode_ref_audio, max_new_tokens
-from backends.vllm_omni.models.unit import ChunkSchedule, ModelUnit, assumed, cite
+from backends.vllm_omni.models.unit import ChunkSchedule, ModelUnit, cite
 from backends.vllm_omni.rules import SpeechRules
 
 ADAPTER_FILE = "vllm_omni/entrypoints/openai/tts_adapters/moss_tts.py"
@@ -68,7 +68,7 @@ MODEL = ModelUnit(
     channels=1,
     codec_channels=2,
     cloning=True,
-    instructions=True,
+    max_model_len=4096,
     rules=SpeechRules(
         "moss_tts_nano",
         "; ".join(str(s) for s in RULE_SOURCES),
@@ -106,9 +106,11 @@ MODEL = ModelUnit(
         ),
         "cloning": (cite(ADAPTER_FILE, 431, "requires 'ref_audio'"),),
         "instructions": (
-            assumed(
-                "the MOSS family's voice_generator variant reads instructions "
-                "(moss_tts.py validate); the nano path does not check them"
+            cite(
+                ADAPTER_FILE,
+                307,
+                '"mode": ["voice_clone"],',
+                "the nano path sends text, mode and the clip: no instructions",
             ),
         ),
         "speed_streaming": (
@@ -120,6 +122,7 @@ MODEL = ModelUnit(
             ),
         ),
         "rules": RULE_SOURCES,
+        "max_model_len": (cite("vllm_omni/deploy/moss_tts_nano.yaml", 25, "max_model_len: 4096"),),
     },
 )
 

@@ -224,6 +224,7 @@ MODEL = ModelUnit(
     sample_rate=24000,
     channels=1,
     instructions=True,
+    max_model_len=4096,
     presets=("aiden", "dylan", "eric", "ono_anna", "ryan", "serena", "sohee", "uncle_fu", "vivian"),
     rules=Qwen3Rules(
         "qwen3_tts",
@@ -308,6 +309,7 @@ MODEL = ModelUnit(
             ),
         ),
         "rules": RULE_SOURCES,
+        "max_model_len": (cite(DEPLOY, 84, "max_model_len: 4096", "stage 0"),),
         "presets": (
             assumed(
                 "the CustomVoice speakers in vLLM-Omni's docs/serving/speech_api.md (not in the "

@@ -59,6 +59,31 @@ def assumed(why: str) -> Source:
     return Source(note=why)
 
 
+ADAPTERS_DIR = "vllm_omni/entrypoints/openai/tts_adapters"
+BASE_ADAPTER = f"{ADAPTERS_DIR}/base.py"
+SERVING = "vllm_omni/entrypoints/openai/serving_speech.py"
+
+STRETCHED = Source(
+    BASE_ADAPTER,
+    219,
+    "native_speed_control: ClassVar[bool] = False",
+    "not overridden: speed is a stretch of the whole file",
+)
+"""The fact most models share: no native speed control."""
+NO_RESAMPLING = Source(
+    BASE_ADAPTER,
+    222,
+    "supported_output_sample_rates: ClassVar[frozenset[int]] = frozenset()",
+    "not overridden: sample_rate is refused",
+)
+"""The fact most models share: ``sample_rate`` in a request is refused."""
+
+
+def rules_text(sources: tuple[Source, ...]) -> str:
+    """A rules' ``source`` text: its sources on one line."""
+    return "; ".join(str(s) for s in sources)
+
+
 @dataclass(frozen=True)
 class ChunkSchedule:
     """How the model's server cuts its audio into chunks, in codec frames (its deploy config
@@ -75,14 +100,19 @@ class ChunkSchedule:
     loop emits, one chunk per forward or decode)."""
     left_context_frames: int | None = None
     """Frames of left context the decoder re-reads per chunk (not sent twice; None: not used)."""
+    whole_file: bool = False
+    """The server streams nothing until the end: one chunk, the whole utterance (the model
+    makes its audio in one piece, e.g. IndexTTS-2's full-payload stages); the frame numbers
+    above are then unused."""
     sources: tuple[Source, ...] = ()
     assumptions: str = ""
     """What the deploy config does not say and was chosen here, and why."""
 
 
 FACTS = ("sample_rate", "channels", "cloning", "instructions", "speed_streaming", "rules")
-"""The facts every unit sources (``ModelUnit.sources``; ``presets`` too when it has some, and
-``codec_channels`` under ``channels``); a schedule sources itself."""
+"""The facts every unit sources (``ModelUnit.sources``; ``presets`` and ``max_model_len`` too
+when it has them, and ``codec_channels`` under ``channels``); a schedule sources itself."""
+OPTIONAL_FACTS = ("presets", "max_model_len")
 
 
 @dataclass(frozen=True)
@@ -116,7 +146,19 @@ class ModelUnit:
     speed, also while streaming; every other model is stretched after generation, whole files
     only (``serving_speech.py`` ``_validate_speech_streaming_request``)."""
     presets: tuple[str, ...] = ()
-    """Preset speakers the checkpoint is documented with (the loaded checkpoint's list wins)."""
+    """The model's built-in voice names, lower-case, as vLLM-Omni lists them (the loaded
+    checkpoint's list wins on a real server): a wire profile offers exactly these (spoken by
+    the CPU voice). Empty: no built-in voice (clone, or the model's single unnamed one)."""
+    open_voices: bool = False
+    """The adapter takes any ``voice`` string without checking it (Breeze's ``[S0]`` speaker
+    tags, Ming's ``IP`` labels, models whose ``validate`` never reads ``voice``)."""
+    max_model_len: int | None = None
+    """Stage 0's ``max_model_len`` in the deploy config: the prompt's token limit, the only
+    bound vLLM-Omni puts on ``input`` (None: the deploy sets none)."""
+    diffusion: bool = False
+    """Served by vLLM-Omni's pure-diffusion path (OmniVoice: ``serving_speech.py``
+    ``_create_diffusion_speech``): every request, a stream too, is answered with the whole
+    file, the request's ``model`` is not checked, and the WebSocket has no speech."""
     schedule: ChunkSchedule | None = None
     """How its server streams (None: not modelled yet; no wire profile)."""
     sources: dict[str, tuple[Source, ...]] = field(default_factory=dict)
@@ -133,4 +175,19 @@ class ModelUnit:
         return "; ".join(dict.fromkeys(parts))
 
 
-__all__ = ["FACTS", "VERSION", "ChunkSchedule", "ModelUnit", "Source", "assumed", "cite"]
+__all__ = [
+    "ADAPTERS_DIR",
+    "BASE_ADAPTER",
+    "FACTS",
+    "NO_RESAMPLING",
+    "OPTIONAL_FACTS",
+    "SERVING",
+    "STRETCHED",
+    "VERSION",
+    "ChunkSchedule",
+    "ModelUnit",
+    "Source",
+    "assumed",
+    "cite",
+    "rules_text",
+]

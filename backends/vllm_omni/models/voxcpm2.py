@@ -59,6 +59,8 @@ MODEL = ModelUnit(
     sample_rate=48000,
     channels=1,
     cloning=True,
+    presets=("default",),
+    max_model_len=4096,
     rules=SpeechRules(
         "voxcpm2",
         "; ".join(str(s) for s in RULE_SOURCES),
@@ -107,6 +109,8 @@ MODEL = ModelUnit(
             ),
         ),
         "rules": RULE_SOURCES,
+        "presets": (cite(ADAPTER_FILE, 178, 'return ["default"]', "its one built-in voice"),),
+        "max_model_len": (cite(DEPLOY, 29, "max_model_len: 4096"),),
     },
 )
 

@@ -186,6 +186,16 @@ class VllmOmniHttpBackend(Backend):
         if r.status_code >= 400:
             raise BackendError(error_message(r.content, r.status_code), status=r.status_code)
 
+    def usage(self, request_id: str) -> dict[str, Any] | None:
+        """What the server reported for ``request_id`` (its usage headers or the SSE
+        ``speech.audio.done`` usage), taken once."""
+        return self.server.usage.pop(request_id, None)
+
+    @property
+    def unit(self) -> Any:
+        """The served model's unit, by the server's model name (None: a model no unit knows)."""
+        return model_unit(self.upstream_model)
+
     # -- the served model's rules
 
     @property
@@ -207,7 +217,9 @@ class VllmOmniHttpBackend(Backend):
 
     def prepare(self, request: SpeechRequest, *, whole: bool = False) -> SpeechRequest:
         """The request with the spec's voice, checked against the served model's rules."""
-        request = request.validated()
+        # no character bound: never refuse in front of the server what it would take (it
+        # counts the prompt's tokens against its model's max_model_len itself)
+        request = request.validated(None)
         if request.voice is None and self.options.voice:
             request = replace(request, voice=self.options.voice)
         self.check_rules(request, whole=whole)
@@ -255,7 +267,13 @@ class VllmOmniHttpBackend(Backend):
 
     def fields(self, request: SpeechRequest, allowed_extra: frozenset[str]) -> dict[str, Any]:
         o = self.options
-        return request_fields(request, allowed_extra, model=o.model, language=o.language)
+        return request_fields(
+            request,
+            allowed_extra,
+            model=o.model,
+            language=o.language,
+            task_types=self.rules().task_types,
+        )
 
     def http_body(self, request: SpeechRequest, *, stream: bool) -> dict[str, Any]:
         body = {"input": request.text, **self.fields(request, HTTP_EXTRA)}

@@ -19,7 +19,7 @@ from backends.vllm_omni.remote.framing import Clock, Reader
 from backends.vllm_omni.remote.raw import decode_file, parse_raw, parse_whole_file
 from backends.vllm_omni.remote.server import RemoteServer
 from backends.vllm_omni.remote.sse import parse_sse
-from backends.vllm_omni.wire import body_kind, error_message
+from backends.vllm_omni.wire import body_kind, error_message, usage_from_headers
 
 SPEECH = "/v1/audio/speech"
 
@@ -57,8 +57,9 @@ async def stream_http(
         ctype = resp.headers.get("content-type", "").split(";")[0].strip().lower()
         reader = Reader(resp.aiter_bytes(), clock)
         kind = body_kind(ctype)
+        server.record_usage(request_id, usage_from_headers(resp.headers))
         if kind == "sse":
-            gen = parse_sse(reader, server)
+            gen = parse_sse(reader, server, request_id)
         elif kind in ("wav", "pcm"):
             gen = parse_raw(reader, server, wav=kind == "wav")
         elif kind == "file":
@@ -108,6 +109,7 @@ async def whole_file(server: RemoteServer, body: dict[str, Any], request_id: str
             + error_message(r.content),
             status=r.status_code,
         )
+    server.record_usage(request_id, usage_from_headers(r.headers))
     x, sr = decode_file(r.content, f"{ctype} body")
     if not len(x):
         raise BackendError("the server returned an empty audio file")

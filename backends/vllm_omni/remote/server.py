@@ -15,6 +15,7 @@ from __future__ import annotations
 import asyncio
 import base64
 import contextlib
+from collections import OrderedDict
 from typing import Any
 from urllib.parse import unquote, urlsplit, urlunsplit
 
@@ -37,6 +38,10 @@ def strip_credentials(base_url: str) -> tuple[str, tuple[str, str] | None]:
     return urlunsplit((u.scheme, netloc, u.path, u.query, u.fragment)), basic
 
 
+USAGE_KEPT = 256
+"""Reported usage kept for requests nobody asked about yet (a bound, not a cache)."""
+
+
 class RemoteServer:
     """The connection to one server (see the module docstring)."""
 
@@ -49,8 +54,18 @@ class RemoteServer:
         self.card: dict[str, Any] | None = None
         """The served model's ``/v1/models`` entry, once read."""
         self.served_model: str | None = None
+        self.usage: OrderedDict[str, dict[str, Any]] = OrderedDict()
+        """The token counts the server reported, by request id (taken once; the oldest of
+        more than :data:`USAGE_KEPT` are dropped)."""
         self._client: Any = None
         self._client_loop: asyncio.AbstractEventLoop | None = None
+
+    def record_usage(self, request_id: str | None, usage: Any) -> None:
+        """Keep a request's reported usage until ``listenlab api`` passes it on."""
+        if request_id and isinstance(usage, dict):
+            self.usage[request_id] = usage
+            while len(self.usage) > USAGE_KEPT:
+                self.usage.popitem(last=False)
 
     # -- connection
 

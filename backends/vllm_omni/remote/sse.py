@@ -32,8 +32,11 @@ class SseState:
     finished: bool = False
 
 
-async def parse_sse(reader: Reader, server: RemoteServer) -> AsyncIterator[AudioChunk]:
-    """An SSE body as chunks of whole frames (see the module docstring)."""
+async def parse_sse(
+    reader: Reader, server: RemoteServer, request_id: str | None = None
+) -> AsyncIterator[AudioChunk]:
+    """An SSE body as chunks of whole frames (see the module docstring); the usage its
+    ``speech.audio.done`` reports is kept for ``request_id`` (:meth:`RemoteServer.record_usage`)."""
     parser, st = SseParser(), SseState()
     while (data := await reader.next()) is not None:
         for ev in parser.feed(data):
@@ -49,6 +52,7 @@ async def parse_sse(reader: Reader, server: RemoteServer) -> AsyncIterator[Audio
             elif kind == wire.DONE:
                 chunk = st.framer.take(final=True)
                 st.finished = True  # read on to EOF: nothing may follow the terminal event
+                server.record_usage(request_id, payload.get("usage"))
             elif kind == wire.ERROR:
                 raise error_event(ErrorEvent.from_payload(payload), st.framer)
             else:

@@ -1,4 +1,5 @@
-"""The listening-test kinds, one folder each: MOS, A/B (with its CMOS mode), MUSHRA, glitch hunt.
+"""The listening-test kinds, one folder each: MOS, A/B (with its CMOS mode), MUSHRA, glitch hunt,
+parity A/B (non-inferiority).
 
 Why one registry: a kind used to be ``kind == "mos"`` branches in ten files over three layers,
 and an unknown kind silently got another kind's question or the planner's MOS points. Now
@@ -25,8 +26,10 @@ from evaluation.listening.kinds.base import TestKind
 from evaluation.listening.kinds.glitch import KIND as GLITCH
 from evaluation.listening.kinds.mos import KIND as MOS
 from evaluation.listening.kinds.mushra import KIND as MUSHRA
+from evaluation.listening.kinds.parity_ab import KIND as PARITY
+from evaluation.tablespec import Table, answer_table_problems
 
-BUILT_IN: tuple[TestKind, ...] = (MOS, AB, MUSHRA, GLITCH)
+BUILT_IN: tuple[TestKind, ...] = (MOS, AB, MUSHRA, GLITCH, PARITY)
 """The kinds the app ships, in the order results are listed and the designer offers them (the
 first is the default of a spec that names none)."""
 
@@ -65,6 +68,21 @@ def missing_parts(kind: TestKind) -> list[str]:
         out += [f"{f} in {folder}" for f in kind.static_files if not (folder / f).is_file()]
     if not isinstance(kind.columns, dict):
         out.append("columns ({file: {column: meaning}})")
+    return out + table_problems(kind)
+
+
+def table_problems(kind: TestKind) -> list[str]:
+    """What is wrong with ``kind``'s answer tables (:attr:`TestKind.tables`): each a plain
+    per-test table, named as no other registered kind's."""
+    out = []
+    others = {t.name: k.name for k in KINDS.values() if k.name != kind.name for t in k.tables}
+    for t in kind.tables:
+        if not isinstance(t, Table):
+            out.append(f"tables: {t!r} is not an evaluation.tablespec.Table")
+            continue
+        out += answer_table_problems(t)
+        if t.name in others:
+            out.append(f"table {t.name!r} (the {others[t.name]!r} kind's already)")
     return out
 
 
@@ -109,6 +127,11 @@ def check_stored(tests: Iterable[tuple[str, str]]) -> None:
         )
 
 
+def answer_tables() -> list[tuple[str, Table]]:
+    """``(kind, table)`` of every registered kind's answer tables, in the registry's order."""
+    return [(k.name, t) for k in KINDS.values() for t in k.tables]
+
+
 def default_kind() -> str:
     """The kind of a spec that names none (the first built-in one)."""
     return BUILT_IN[0].name
@@ -125,12 +148,15 @@ __all__ = [
     "MOS",
     "MUSHRA",
     "NAMES",
+    "PARITY",
     "KindError",
     "TestKind",
+    "answer_tables",
     "check_stored",
     "default_kind",
     "kind_of",
     "missing_parts",
     "register",
+    "table_problems",
     "unregister",
 ]

@@ -18,14 +18,14 @@ import random
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar, Protocol
 
 if TYPE_CHECKING:
     import pandas as pd
 
     from evaluation.listening.data import TestData
-    from evaluation.listening.design import Design
     from evaluation.listening.screening import TestScreening
+    from evaluation.tablespec import Table as AnswerTable
 
 ANCHOR = "__anchor__"
 """Pseudo system of the MOS gold "1" and the A/B check pairs' bad side: a clearly degraded
@@ -52,6 +52,29 @@ PLAYED_SHARE = 0.95
 """A clip counts as played to the end at this share of its duration (player rounding)."""
 AB_MIN_MS = 3000.0
 """A/B and MUSHRA: playback of each stimulus needed before a vote (or all of a shorter one)."""
+
+
+class Design(Protocol):
+    """What a kind reads of a test's design (:class:`evaluation.listening.design.Design` is
+    the one there is). A protocol here, not that class: the design asks the kinds (its kind's
+    rules, its cycle), so the kinds naming it would make the two modules a circle."""
+
+    kind: str
+    systems: tuple[str, ...]
+    prompts: tuple[str, ...]
+    items_per_rater: int
+    reference: str | None
+    ab_mode: str
+    screening: bool
+    gold: bool
+    legacy: bool
+    check_variants: int
+
+    @property
+    def partial(self) -> bool: ...
+
+    @property
+    def balanced_items(self) -> int: ...
 
 
 @dataclass(frozen=True)
@@ -138,6 +161,76 @@ class ResultContext:
 
 Table = tuple[str, "pd.DataFrame", str, str, str]
 """A results table: ``(name, frame, title, method, what the method assumes)``."""
+
+
+@dataclass(frozen=True)
+class StoreView:
+    """What ``listenlab report`` hands each kind: its answer tables over every test of the
+    store, and how the report groups and screens them."""
+
+    tables: dict[str, pd.DataFrame]
+    """Every registered kind's answer table over the store (the chosen tests only)."""
+    keep: Callable[[pd.DataFrame], pd.DataFrame]
+    """Drops the rows of raters their own test screened out (each test's rule)."""
+    pool: bool
+    """One row per system name across tests; else every table is per test (``test_id``)."""
+    per: str
+    """The words every title uses for that choice."""
+    options: Any
+    """:class:`evaluation.report.ReportOptions` (bootstrap, tolerances, screening rules)."""
+    takes: pd.DataFrame
+    findings: pd.DataFrame
+    """Every take, and the detector's findings on them (with the take's system)."""
+    tests: pd.DataFrame
+    assignments: pd.DataFrame
+    """Every test row and every assignment (what each rater was given)."""
+
+    def table(self, name: str) -> pd.DataFrame:
+        import pandas as pd
+
+        got = self.tables.get(name)
+        return got if got is not None else pd.DataFrame()
+
+    def per_test(self, df: pd.DataFrame, fn: Callable[[pd.DataFrame], pd.DataFrame]):
+        """``fn(df)`` over every test at once (pooled), or per test with a ``test_id``
+        column first."""
+        import pandas as pd
+
+        if self.pool or df.empty or "test_id" not in df:
+            return fn(df)
+        parts = [fn(g).assign(test_id=t) for t, g in df.groupby("test_id", dropna=False, sort=True)]
+        parts = [p for p in parts if not p.empty]
+        if not parts:
+            return fn(df.iloc[:0])
+        out = pd.concat(parts, ignore_index=True)
+        return out[["test_id", *[c for c in out.columns if c != "test_id"]]]
+
+
+@dataclass(frozen=True)
+class ReportTable:
+    """One table of the report: written as ``stats_<name>.csv`` and shown under its section."""
+
+    name: str
+    frame: pd.DataFrame
+    heading: str = ""
+    """A sub-heading above it within the section (empty: none)."""
+    poolable: bool = False
+    """Per test by default, pooled with ``--pool`` (then ``stats_pooled_<name>.csv``)."""
+    index: bool = False
+    """Its index is a column of the CSV (a matrix: rows are systems)."""
+    seams: bool = False
+    """Its columns are boundary indexes k, shown as "seam k+1"."""
+
+
+@dataclass(frozen=True)
+class ReportSection:
+    """One section of the report's page: a heading, figures, then tables."""
+
+    title: str
+    tables: tuple[ReportTable, ...]
+    figures: tuple[tuple[str, Callable[[], Any]], ...] = ()
+    """``(name, a function that draws a matplotlib figure)``; a figure only where there is
+    data to draw."""
 
 
 @dataclass(frozen=True)
@@ -335,6 +428,20 @@ class TestKind:
         """This kind's screening rule, for the ``raters`` table's method line."""
         return None
 
+    rater_columns: ClassVar[dict[str, str]] = {}
+    """The columns this kind's screening adds to the ``raters`` table, with their meaning."""
+
+    def screen(self, data: TestData, scr: TestScreening) -> pd.DataFrame | None:
+        """Per rater (index ``rater_id``): this kind's screening outcomes
+        (:attr:`rater_columns`) and ``reasons`` (empty when none); None: nothing of this kind
+        in the test."""
+        return None
+
+    def screening_rules(self, scr: TestScreening) -> dict[str, Any] | None:
+        """This kind's screening rules with their numbers, as ``study.json`` states them
+        (``screening.<kind>_rules``); None: the kind has none beyond the headphone screen."""
+        return None
+
     def screening_warnings(self, d: Design) -> list[str]:
         """What the designer should know about how this design's raters are screened."""
         return []
@@ -368,9 +475,36 @@ class TestKind:
     """Columns of this kind that several files share (A/B's ``choice`` and ``cmos`` are in its
     vote table and in ``raw/ratings.csv``): said once, with the flow's shared meanings."""
 
+    # -- storage
+
+    tables: ClassVar[tuple[AnswerTable, ...]] = ()
+    """The tables this kind's answers are kept in, beside the ``answers`` row every answer has
+    (:class:`evaluation.tablespec.Table`: a plain declaration the store renders for both
+    engines, creates on a store that lacks it, exports, copies and deletes with its test).
+    Empty: the ``answers`` row's JSON payload is all (the toy kind of the tests). The rows
+    :meth:`read_vote` returns go to these tables only."""
+    marks_table: ClassVar[str | None] = None
+    """The table of per-take marks (the glitch hunt's), counted per take by the report."""
+
     def export_raw(self, table: str, df: pd.DataFrame) -> pd.DataFrame:
         """A raw table as the export writes it (a kind may add derived columns)."""
         return df
+
+    rating_columns: ClassVar[dict[str, str]] = {}
+    """The columns this kind adds to ``raw/ratings.csv`` beside the shared ones
+    (:data:`evaluation.listening.ratings.SHARED`), with their meaning."""
+
+    def ratings(self, data: TestData) -> pd.DataFrame | None:
+        """This kind's rows of ``raw/ratings.csv``, one per rating (the shared columns and
+        :attr:`rating_columns`); None: the kind has none in the test."""
+        return None
+
+    # -- the store-wide report (``listenlab report``)
+
+    def report(self, view: StoreView) -> list[ReportSection]:
+        """This kind's sections of the report over every test of the store (none: the kind
+        only has its per-test results)."""
+        return []
 
 
 def require_int(v: Any, low: int, high: int, message: str) -> int:
@@ -386,6 +520,16 @@ def not_empty(df: pd.DataFrame | None) -> bool:
     return df is not None and not df.empty
 
 
+def stimulus_systems(data: TestData, take_ids: pd.Series, fallback: pd.Series) -> pd.Series:
+    """Each take's system as the test's stimuli name it (a check clip's pseudo system, whose
+    take has none), else ``fallback``."""
+    st = data.stimuli
+    if st is None or st.empty:
+        return fallback
+    named = dict(zip(st["take_id"], st["system_id"], strict=True))
+    return take_ids.map(named).where(take_ids.map(named).notna(), fallback)
+
+
 __all__ = [
     "AB_MIN_MS",
     "Axis",
@@ -394,6 +538,7 @@ __all__ = [
     "Spread",
     "ANCHOR",
     "ANCHOR_LOW",
+    "Design",
     "ANCHOR_MID",
     "GOLD",
     "GOLD_EXPECTED",
@@ -405,8 +550,11 @@ __all__ = [
     "TRAP_ANSWER",
     "Familiar",
     "PlannedItem",
+    "ReportSection",
+    "ReportTable",
     "ResultContext",
     "Slot",
+    "StoreView",
     "Table",
     "TestKind",
     "Vote",
@@ -414,4 +562,5 @@ __all__ = [
     "not_empty",
     "pairs",
     "require_int",
+    "stimulus_systems",
 ]

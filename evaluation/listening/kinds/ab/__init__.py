@@ -22,12 +22,16 @@ from evaluation.listening.kinds.base import (
     PLAYED_SHARE,
     ROUNDING_VAR,
     Axis,
+    Design,
     Familiar,
     PlanModel,
     PlannedItem,
+    ReportSection,
+    ReportTable,
     ResultContext,
     Slot,
     Spread,
+    StoreView,
     Table,
     TestKind,
     Vote,
@@ -36,12 +40,13 @@ from evaluation.listening.kinds.base import (
     pairs,
     require_int,
 )
+from evaluation.tablespec import Index, Lookup, key, real, text
+from evaluation.tablespec import Table as StoredTable
 
 if TYPE_CHECKING:
     import pandas as pd
 
     from evaluation.listening.data import TestData
-    from evaluation.listening.design import Design
     from evaluation.listening.screening import TestScreening
 
 MODES = ("cmos", "forced")
@@ -63,6 +68,50 @@ FORCED_LABELS = [["a", "A is better"], ["b", "B is better"]]
 FORCED_QUESTION = "Which clip has the better quality?"
 CMOS_AXIS = Axis(-3.0, 3.0, "CMOS points", "CMOS")
 SHARE_AXIS = Axis(0.0, 1.0, "share", "preference share")
+
+VOTES = StoredTable(
+    "ab_votes",
+    1,
+    (
+        text("vote_id"),
+        key("test_id"),
+        key("rater_id"),
+        key("item_key"),
+        key("take_a"),
+        key("take_b"),
+        text("system_a"),
+        text("system_b"),
+        key("choice"),
+        real("cmos"),
+        real("played_a_ms"),
+        real("played_b_ms"),
+        text("created_at"),
+        text("condition", since=2),
+        text("assignment_id", since=2),
+    ),
+    primary_key=("vote_id",),
+    indexes=(
+        Index(
+            "idx_ab_votes_test_id_rater_id_item_key",
+            ("test_id", "rater_id", "item_key"),
+            unique=True,
+        ),
+    ),
+    order=("test_id", "created_at", "vote_id"),
+    per_test=True,
+    exported=True,
+    reported=True,
+    lookups=(
+        Lookup(
+            "takes",
+            (("take_a", "take_id"),),
+            (("prompt_id", "prompt_id"), ("duration_s", "duration_a_s")),
+        ),
+        Lookup("takes", (("take_b", "take_id"),), (("duration_s", "duration_b_s"),)),
+    ),
+)
+"""One row per rated pair (check pairs are scored by screening and kept in ``answers`` only):
+the A/B kind's table; its frame carries the prompt and both clips' durations."""
 
 COLUMNS = {
     "raw/ab_votes.csv": {
@@ -102,6 +151,25 @@ COLUMNS = {
 """The A/B files of the export."""
 
 
+def check_failed(expected: float, choice: str | None) -> bool:
+    """A check pair passes only if the clean side was preferred (a tie fails: the anchor is
+    low-passed, clicked and cut, which no attentive listener on headphones finds equal)."""
+    return choice != ("b" if expected > 0 else "a")
+
+
+def score_checks(checks: pd.DataFrame) -> pd.DataFrame:
+    """Per rater (index ``rater_id``): ``ab_checks`` answered and ``ab_check_failed`` (see
+    :func:`check_failed`), from the answered check pairs (``expected``, ``choice``)."""
+    import pandas as pd
+
+    if checks is None or checks.empty:
+        return pd.DataFrame(columns=["ab_checks", "ab_check_failed"]).rename_axis("rater_id")
+    pairs = zip(checks["expected"], checks["choice"], strict=True)
+    failed = [check_failed(float(e), c) for e, c in pairs]
+    d = checks.assign(_failed=failed).groupby("rater_id")["_failed"]
+    return pd.DataFrame({"ab_checks": d.size(), "ab_check_failed": d.sum().astype(int)})
+
+
 def checks(system: str) -> list[PlannedItem]:
     """A/B screening pairs: the low anchor against the clean take it was made from (``system``
     on the first prompt), once with the clean side as A and once as B, so a rater who always
@@ -126,6 +194,16 @@ class Ab(TestKind):
     main_table = "ab"
     pairwise_table = "ab_pairwise"
     columns = COLUMNS
+    votes: StoredTable = VOTES
+    """The table this kind's votes go to (a kind built on this one keeps its own)."""
+    tables = (VOTES,)
+    rater_columns = {"ab_check_failed": "A/B check pairs failed"}
+    rating_columns = {
+        "system_a": "A/B: side A's system",
+        "system_b": "A/B: side B's system",
+        "choice": "A/B: a, b or tie (as presented: a was played first / shown left)",
+        "cmos": "A/B CMOS answer -3..+3: how much better B is than A, as presented",
+    }
     shared_columns = {
         "choice": "A/B: a, b or tie (as presented: a was played first / shown left)",
         "cmos": "A/B CMOS answer -3..+3: how much better B is than A, as presented",
@@ -239,7 +317,7 @@ class Ab(TestKind):
             "condition": ctx.condition,
             "assignment_id": ctx.assignment_id,
         }
-        return Vote(payload, [("ab_votes", row)])
+        return Vote(payload, [(self.votes.name, row)])
 
     def screening_text(self, scr: TestScreening) -> str | None:
         return (
@@ -247,15 +325,61 @@ class Ab(TestKind):
             f"{scr.max_ab_check_failures} not won by the clean side"
         )
 
+    def check_pairs(self, data: TestData) -> pd.DataFrame:
+        """The answered check pairs of the test: rater, which side was clean (``expected``:
+        -1 A, +1 B) and the answer's ``choice`` and ``cmos``."""
+        import json
+
+        import pandas as pd
+
+        c = data.checks
+        if c is None or c.empty:
+            return pd.DataFrame(columns=["rater_id", "assignment_id", "expected", "choice", "cmos"])
+        c = c[(c["kind"] == self.name) & (c["role"] == "gold")]
+        payload = c["payload"].map(json.loads)
+        return c[["rater_id", "assignment_id", "expected"]].assign(
+            choice=payload.map(lambda p: p.get("choice")),
+            cmos=payload.map(lambda p: p.get("cmos")),
+        )
+
+    def screen(self, data: TestData, scr: TestScreening) -> pd.DataFrame | None:
+        """More than ``max_ab_check_failures`` check pairs not won by the clean side."""
+        pairs = self.check_pairs(data)
+        if pairs.empty:
+            return None
+        got = score_checks(pairs)
+        over = got["ab_check_failed"] > scr.max_ab_check_failures
+        got["reasons"] = [
+            f"A/B check failed x{int(f)} of {int(n)} (did not prefer the clean clip over the "
+            "degraded anchor)"
+            if o
+            else ""
+            for f, n, o in zip(got["ab_check_failed"], got["ab_checks"], over, strict=True)
+        ]
+        return got[["ab_check_failed", "reasons"]]
+
+    def screening_rules(self, scr: TestScreening) -> dict[str, Any]:
+        return {"check_pairs_failed_max": scr.max_ab_check_failures}
+
+    def ratings(self, data: TestData) -> pd.DataFrame | None:
+        """One row per vote, its ``system_id`` the system it went to (``tie`` otherwise)."""
+        ab = data.table(self.votes.name)
+        if ab.empty:
+            return None
+        won = ab["choice"].map({"a": 0, "b": 1})
+        sid = ab["system_a"].where(won == 0, ab["system_b"]).where(won.notna(), "tie")
+        return ab.assign(slot=0, role="item", system_id=sid)
+
     def results(self, data: TestData, ctx: ResultContext) -> list[Table]:
         """Per pair: preference share and CMOS, the sign tests and the first-position bias."""
         import pandas as pd
 
         from evaluation import inference, stats
 
-        if data.ab.empty:
+        votes = data.table(self.votes.name)
+        if votes.empty:
             return []
-        kept = ctx.keep(data.ab)
+        kept = ctx.keep(votes)
         who = ctx.who
         return [
             (
@@ -322,6 +446,52 @@ class Ab(TestKind):
             holm_lines(tables["ab_pairwise"], "ab_pairwise") if has(tables, "ab_pairwise") else []
         )
 
+    def report(self, view: StoreView) -> list[ReportSection]:
+        """Per pair (per test, or pooled): the preference share and CMOS, the first-position
+        bias, the preference matrix (pooled or one test) and the Bradley–Terry board."""
+        import pandas as pd
+
+        from evaluation import plots, stats
+
+        o = view.options
+        ab = view.keep(view.table(self.votes.name))
+        tests = ab["test_id"].nunique() if "test_id" in ab and not ab.empty else 0
+        matrix = stats.preference_matrix(ab) if view.pool or tests <= 1 else pd.DataFrame()
+        board = view.per_test(
+            ab,
+            lambda v: stats.bt_leaderboard(v, min_votes=o.min_votes, n_boot=o.n_boot, seed=o.seed),
+        )
+        return [
+            ReportSection(
+                f"A/B preference, {view.per} (x vs y; share of decisive votes for x and CMOS = "
+                "how much better y is, presentation order corrected, with two-way "
+                "cluster-robust intervals; vote-level sign test)",
+                (
+                    ReportTable(self.main_table, view.per_test(ab, stats.ab_table), poolable=True),
+                    ReportTable(
+                        "preference_matrix", matrix, "Preference matrix", poolable=True, index=True
+                    ),
+                    ReportTable(
+                        "order_bias",
+                        view.per_test(ab, lambda v: pd.DataFrame([stats.order_bias(v)])),
+                        "First-position bias",
+                        poolable=True,
+                    ),
+                ),
+                ((self.main_table, lambda: plots.matrix_figure(matrix)),)
+                if not matrix.empty
+                else (),
+            ),
+            ReportSection(
+                f"Bradley–Terry leaderboard, {view.per} (sorted by the lower bound; 95% "
+                "bootstrap over raters)",
+                (ReportTable("leaderboard", board, poolable=True),),
+                (("leaderboard", lambda: plots.leaderboard_figure(board)),)
+                if not board.empty
+                else (),
+            ),
+        ]
+
 
 KIND = Ab()
 
@@ -333,6 +503,9 @@ __all__ = [
     "FORCED_LABELS",
     "KIND",
     "MODES",
+    "VOTES",
     "Ab",
+    "check_failed",
     "checks",
+    "score_checks",
 ]

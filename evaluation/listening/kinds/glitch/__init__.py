@@ -12,24 +12,66 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from evaluation.listening.kinds.base import (
+    Design,
     PlanModel,
+    ReportSection,
+    ReportTable,
     ResultContext,
     Spread,
+    StoreView,
     Table,
     TestKind,
     Vote,
     VoteContext,
     not_empty,
 )
+from evaluation.tablespec import Index, Lookup, integer, key, real, text
+from evaluation.tablespec import Table as StoredTable
 
 if TYPE_CHECKING:
     import pandas as pd
 
     from evaluation.listening.data import TestData
-    from evaluation.listening.design import Design
 
 SEAM_TOLERANCE_MS = 300.0
 """A mark is at a seam when it is this close to it."""
+
+MARKS = StoredTable(
+    "glitch_reports",
+    1,
+    (
+        text("report_id"),
+        key("take_id"),
+        key("rater_id"),
+        text("test_id"),
+        real("position_ms", not_null=True),
+        text("kind"),
+        integer("boundary_index"),
+        real("boundary_ms"),
+        real("distance_ms"),
+        text("note"),
+        text("created_at"),
+    ),
+    primary_key=("report_id",),
+    indexes=(Index("idx_glitch_reports_take_id", ("take_id",)),),
+    order=("test_id", "created_at", "report_id"),
+    per_test=True,
+    exported=True,
+    reported=True,
+    lookups=(
+        Lookup(
+            "takes",
+            (("take_id", "take_id"),),
+            (
+                ("system_id", "system_id"),
+                ("duration_s", "duration_s"),
+                ("chunk_count", "chunk_count"),
+            ),
+        ),
+    ),
+)
+"""One row per mark ("G"), stored as it is made: the glitch hunt's table. The Playground's
+marks are kept here too, with no ``test_id`` (:meth:`app.store.Store.add_glitch_report`)."""
 
 COLUMNS = {
     "raw/glitch_reports.csv": {
@@ -70,6 +112,8 @@ class Glitch(TestKind):
     )
     main_table = "glitch_marks"
     columns = COLUMNS
+    tables = (MARKS,)
+    marks_table = MARKS.name
 
     def scale(self, mode: str) -> dict[str, Any]:
         return {"question": "Press G (or the Glitch button) at every glitch.", "labels": []}
@@ -98,7 +142,7 @@ class Glitch(TestKind):
 
         from evaluation import marks
 
-        reports = data.glitches
+        reports = data.table(MARKS.name)
         if reports.empty:
             return []
         reports = reports.copy()
@@ -138,6 +182,48 @@ class Glitch(TestKind):
             )
         )
         return out
+
+    def report(self, view: StoreView) -> list[ReportSection]:
+        """Every mark of the store (the Playground's too): per system, per seam, and against
+        the detector's findings; per system the rate over the clips hunts gave raters."""
+        import pandas as pd
+
+        from evaluation import marks, plots
+
+        o = view.options
+        reports = view.table(MARKS.name)
+        a, t = view.assignments, view.tests
+        hunts = set(t.loc[t["kind"] == self.name, "test_id"]) if not t.empty else set()
+        listened = a[a["test_id"].isin(hunts)] if not a.empty else None
+        seams = marks.glitches_by_seam(reports, o.seam_tolerance_ms)
+        found = marks.findings_by_seam(view.findings)
+        figures = (
+            (("glitches", lambda: plots.seams_figure(seams, found)),)
+            if not seams.empty or not found.empty
+            else ()
+        )
+        return [
+            ReportSection(
+                "Glitch reports",
+                (
+                    ReportTable(
+                        "glitch_rates",
+                        marks.glitch_rates(reports, view.takes, listened, o.seam_tolerance_ms),
+                    ),
+                    ReportTable(
+                        "glitches_by_seam", seams, "Rater reports by seam", index=True, seams=True
+                    ),
+                    ReportTable(
+                        "agreement",
+                        pd.DataFrame(
+                            [marks.agreement(reports, view.findings, o.agreement_tolerance_ms)]
+                        ),
+                        "Agreement with the automatic findings",
+                    ),
+                ),
+                figures,
+            )
+        ]
 
 
 KIND = Glitch()

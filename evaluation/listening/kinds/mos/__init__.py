@@ -19,30 +19,74 @@ from evaluation.listening.kinds.base import (
     TRAP,
     TRAP_ANSWER,
     Axis,
+    Design,
     Familiar,
     PlanModel,
     PlannedItem,
+    ReportSection,
+    ReportTable,
     ResultContext,
     Slot,
     Spread,
+    StoreView,
     Table,
     TestKind,
     Vote,
     VoteContext,
     not_empty,
     require_int,
+    stimulus_systems,
 )
+from evaluation.tablespec import Index, Lookup, key, real, text
+from evaluation.tablespec import Table as StoredTable
 
 if TYPE_CHECKING:
     import pandas as pd
 
     from evaluation.listening.data import TestData
-    from evaluation.listening.design import Design
     from evaluation.listening.screening import TestScreening
 
 LABELS = {5: "Excellent", 4: "Good", 3: "Fair", 2: "Poor", 1: "Bad"}
 QUESTION = "How good is the quality of the speech?"
 AXIS = Axis(1.0, 5.0, "MOS points", "MOS")
+
+TAKE = Lookup(
+    "takes",
+    (("take_id", "take_id"),),
+    (("system_id", "system_id"), ("prompt_id", "prompt_id"), ("duration_s", "duration_s")),
+)
+"""A rating's frame carries its take's system, prompt and duration."""
+RATINGS = StoredTable(
+    "mos_ratings",
+    1,
+    (
+        text("rating_id"),
+        key("test_id"),
+        key("rater_id"),
+        key("take_id"),
+        real("score", not_null=True),
+        real("played_ms"),
+        key("role"),
+        real("expected"),
+        text("created_at"),
+        text("condition", since=2),
+        text("assignment_id", since=2),
+    ),
+    primary_key=("rating_id",),
+    indexes=(
+        Index(
+            "idx_mos_ratings_test_id_rater_id_take_id",
+            ("test_id", "rater_id", "take_id"),
+            unique=True,
+        ),
+    ),
+    order=("test_id", "created_at", "rating_id"),
+    per_test=True,
+    exported=True,
+    reported=True,
+    lookups=(TAKE,),
+)
+"""One row per rated clip (check items included, by ``role``): the MOS kind's table."""
 
 COLUMNS = {
     "raw/mos_ratings.csv": {
@@ -79,6 +123,19 @@ class Mos(TestKind):
     main_table = "mos"
     pairwise_table = "mos_pairwise"
     columns = COLUMNS
+    tables = (RATINGS,)
+    rater_columns = {
+        "gold_failed": "MOS check items failed (anchor, gold)",
+        "trap_failed": "MOS traps failed",
+        "variance": "variance of the rater's item scores",
+        "unplayed": "items played < 95%",
+    }
+    rating_columns = {
+        "score": "the answer: MOS 1-5, MUSHRA 0-100",
+        "played_ms": "MOS: playback the server accepted for the clip (the MOS table leaves out "
+        "an item played less than 95% of duration_s)",
+        "duration_s": "MOS: the clip's length in seconds",
+    }
 
     def scale(self, mode: str) -> dict[str, Any]:
         return {"question": QUESTION, "labels": [[v, w] for v, w in LABELS.items()]}
@@ -147,19 +204,57 @@ class Mos(TestKind):
             "condition": ctx.condition,
             "assignment_id": ctx.assignment_id,
         }
-        return Vote({"score": score}, [("mos_ratings", row)])
+        return Vote({"score": score}, [(RATINGS.name, row)])
 
     def screening_text(self, scr: TestScreening) -> str | None:
         return scr.rules.describe()
+
+    def screen(self, data: TestData, scr: TestScreening) -> pd.DataFrame | None:
+        """P.808's rules, with the check items judged against the rater's own use of the
+        scale (:class:`evaluation.stats.ScreeningRules`)."""
+        from evaluation import stats
+
+        mos = data.table(RATINGS.name)
+        if mos.empty:
+            return None
+        got = stats.screen_raters(mos, scr.rules).set_index("rater_id")
+        return got[[*self.rater_columns, "reasons"]]
+
+    def screening_rules(self, scr: TestScreening) -> dict[str, Any]:
+        r = scr.rules
+        return {
+            "trap": "exactly the answer the clip asks for",
+            "low_anchor": "fails when rated at or above the rater's own mean item score",
+            "gold": "fails when rated below the rater's own low-anchor score; a gold with no "
+            f"anchor beside it is judged by P.808's absolute rule (within ±{r.gold_tolerance:g} "
+            "of 5)",
+            "max_check_failures": r.max_gold_failures,
+            "max_trap_failures": r.max_trap_failures,
+            "straight_lining": f"variance of item scores < {r.min_variance:g} over >= "
+            f"{r.min_items_for_variance} items",
+            "unplayed": f"more than {r.max_unplayed_share:.0%} of items played < "
+            f"{r.min_played_fraction:.0%} of their length (unplayed items are dropped anyway)",
+        }
+
+    def ratings(self, data: TestData) -> pd.DataFrame | None:
+        """One row per rated clip, check clips under their pseudo system (``__anchor__``,
+        ``__gold__``, ``__trap__``): their takes name no system of their own."""
+        mos = data.table(RATINGS.name)
+        if mos.empty:
+            return None
+        return mos.assign(
+            slot=0, system_id=stimulus_systems(data, mos["take_id"], mos["system_id"])
+        )
 
     def results(self, data: TestData, ctx: ResultContext) -> list[Table]:
         """MOS per system (screened and every rater), per prompt and condition, and every pair
         of systems, over the item ratings that were played."""
         from evaluation import inference, stats
 
-        if data.mos.empty:
+        mos = data.table(RATINGS.name)
+        if mos.empty:
             return []
-        played = stats.played_items(data.mos, ctx.screening.rules)
+        played = stats.played_items(mos, ctx.screening.rules)
         kept = ctx.keep(played)
         who, ci, assumes = ctx.who, ctx.interval, inference.INTERVAL_ASSUMES
         out: list[Table] = [
@@ -243,6 +338,47 @@ class Mos(TestKind):
         if has(tables, "mos_pairwise"):
             out += holm_lines(tables["mos_pairwise"], "mos_pairwise")
         return out
+
+    def report(self, view: StoreView) -> list[ReportSection]:
+        """MOS per system (with the per-rater z-scores' mean) and per system and prompt, per
+        test or pooled, over the played items of the raters each test kept."""
+        from evaluation import stats
+        from evaluation.plots import interval_figure
+
+        mos = view.table(RATINGS.name)
+        usable = view.keep(stats.played_items(mos, view.options.rules)) if not mos.empty else mos
+        by = ["system_id"] if view.pool else ["test_id", "system_id"]
+        mt = mos_table(usable, by)
+        if not usable.empty:
+            z = stats.mos_table(stats.add_z_scores(usable), by=by, score="z")[[*by, "mean"]]
+            mt = mt.merge(z.rename(columns={"mean": "mean_z"}), on=by, how="left")
+        shown = mt
+        if not mt.empty and "test_id" in mt:  # per test: a system's name alone is not a row
+            shown = mt.assign(system_id=mt["test_id"].astype(str) + ": " + mt["system_id"])
+        figures = (
+            ((self.main_table, lambda: interval_figure(shown, "system_id", "mean", AXIS)),)
+            if not mt.empty
+            else ()
+        )
+        return [
+            ReportSection(
+                f"MOS per system, {view.per} (screened raters out, by each test's rule; 95% "
+                "two-way cluster-robust interval over raters and prompts; mean_z = per-rater "
+                "z-scores)",
+                (ReportTable(self.main_table, mt, poolable=True),),
+                figures,
+            ),
+            ReportSection(
+                f"MOS per system × prompt, {view.per}",
+                (
+                    ReportTable(
+                        f"{self.main_table}_by_prompt",
+                        mos_table(usable, [*by, "prompt_id"]),
+                        poolable=True,
+                    ),
+                ),
+            ),
+        ]
 
 
 KIND = Mos()

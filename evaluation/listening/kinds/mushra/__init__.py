@@ -23,6 +23,7 @@ from evaluation.listening.kinds.base import (
     MUSHRA_SCREEN_ANCHOR,
     PLAYED_SHARE,
     Axis,
+    Design,
     Familiar,
     PlanModel,
     PlannedItem,
@@ -35,12 +36,13 @@ from evaluation.listening.kinds.base import (
     VoteContext,
     not_empty,
 )
+from evaluation.tablespec import Index, integer, key, real, text
+from evaluation.tablespec import Table as StoredTable
 
 if TYPE_CHECKING:
     import pandas as pd
 
     from evaluation.listening.data import TestData
-    from evaluation.listening.design import Design
     from evaluation.listening.screening import TestScreening
 
 MUSHRA_MAX_SIGNALS = 12
@@ -63,6 +65,33 @@ QUESTION = "Rate each clip from 0 to 100 against the reference."
 PER_MOS_POINT = 20.0
 """The planner's model on this scale: one MOS point is about 20 MUSHRA points."""
 AXIS = Axis(0.0, 100.0, "MUSHRA points", "MUSHRA score")
+
+RATINGS = StoredTable(
+    "mushra_ratings",
+    2,
+    (
+        text("rating_id"),
+        key("test_id"),
+        key("rater_id"),
+        key("assignment_id"),
+        integer("slot", not_null=True),
+        key("take_id"),
+        text("system_id"),
+        key("role"),
+        text("prompt_id"),
+        real("score", not_null=True),
+        text("created_at"),
+    ),
+    primary_key=("rating_id",),
+    indexes=(
+        Index("idx_mushra_item", ("test_id", "rater_id", "assignment_id", "slot"), unique=True),
+    ),
+    order=("test_id", "rater_id", "assignment_id", "slot"),
+    per_test=True,
+    exported=True,
+    reported=True,
+)
+"""One row per slider of a rated screen: the MUSHRA kind's table."""
 
 COLUMNS = {
     "raw/mushra_ratings.csv": {"rating_id": "the rating (answer id and slot)"},
@@ -104,6 +133,12 @@ class Mushra(TestKind):
     main_table = "mushra"
     pairwise_table = "mushra_pairwise"
     columns = COLUMNS
+    tables = (RATINGS,)
+    rater_columns = {
+        "ref_low": "MUSHRA screens with the hidden reference < 90",
+        "anchor_high": "MUSHRA screens with the mid anchor > 90",
+    }
+    rating_columns = {"score": "the answer: MOS 1-5, MUSHRA 0-100"}
 
     def scale(self, mode: str) -> dict[str, Any]:
         return {"question": QUESTION, "bands": BANDS}
@@ -198,7 +233,7 @@ class Mushra(TestKind):
                 "score": float(sc),
                 "created_at": ctx.created_at,
             }
-            rows.append(("mushra_ratings", row))
+            rows.append((RATINGS.name, row))
         return Vote({"scores": scores}, rows)
 
     def screening_warnings(self, d: Design, max_share: float = 0.15) -> list[str]:
@@ -225,14 +260,40 @@ class Mushra(TestKind):
             f"anchor > {m.anchor_max:g} on more than {m.max_share:.0%} of screens"
         )
 
+    def screen(self, data: TestData, scr: TestScreening) -> pd.DataFrame | None:
+        """BS.1534-3's post-screening (hidden reference and mid anchor)."""
+        from evaluation import stats
+
+        mushra = data.table(RATINGS.name)
+        if mushra.empty:
+            return None
+        got = stats.mushra_screening(
+            mushra, scr.mushra, anchors=MUSHRA_ANCHOR_LABELS, screen_on=MUSHRA_SCREEN_ANCHOR
+        ).set_index("rater_id")
+        return got[[*self.rater_columns, "reasons"]]
+
+    def screening_rules(self, scr: TestScreening) -> dict[str, Any]:
+        m = scr.mushra
+        return {
+            "hidden_reference_below": m.reference_min,
+            "mid_anchor_above": m.anchor_max,
+            "on_more_than_share_of_screens": m.max_share,
+        }
+
+    def ratings(self, data: TestData) -> pd.DataFrame | None:
+        """One row per slider of every rated screen."""
+        mushra = data.table(RATINGS.name)
+        return None if mushra.empty else mushra
+
     def results(self, data: TestData, ctx: ResultContext) -> list[Table]:
         """Per condition (median and clustered mean), every pair of systems, the screening."""
         from evaluation import inference, stats
         from evaluation.listening.screening import screening_description
 
-        if data.mushra.empty:
+        mushra = data.table(RATINGS.name)
+        if mushra.empty:
             return []
-        kept = ctx.keep(data.mushra)
+        kept = ctx.keep(mushra)
         who = ctx.who
         return [
             (
@@ -252,7 +313,7 @@ class Mushra(TestKind):
             (
                 "mushra_screening",
                 stats.mushra_screening(
-                    data.mushra,
+                    mushra,
                     ctx.screening.mushra,
                     anchors=MUSHRA_ANCHOR_LABELS,
                     screen_on=MUSHRA_SCREEN_ANCHOR,
@@ -295,4 +356,4 @@ class Mushra(TestKind):
 
 KIND = Mushra()
 
-__all__ = ["BANDS", "COLUMNS", "KIND", "MUSHRA_MAX_SIGNALS", "Mushra"]
+__all__ = ["BANDS", "COLUMNS", "KIND", "MUSHRA_MAX_SIGNALS", "RATINGS", "Mushra"]

@@ -13,7 +13,10 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, fields
 from typing import Any
 
+import numpy as np
 import pandas as pd
+
+from evaluation.arena.sampling import tally_arrays, tally_of
 
 
 @dataclass(frozen=True)
@@ -49,6 +52,48 @@ def both_bad_counts(votes: pd.DataFrame) -> dict[str, int]:
     return out
 
 
+SCALE = 400 / np.log(10)
+Z95 = 1.959963984540054
+VIRTUAL_GAMES = 2.0
+"""The board's prior: 2 virtual games per system (one won, one lost) against an average one."""
+
+
+def model_sd(votes: pd.DataFrame, systems: list[str], point: np.ndarray) -> np.ndarray:
+    """Each system's sd on the rating scale from the observed information at the board's
+    point (the votes' Bradley–Terry information plus the virtual games'), for log-strengths
+    centred on their mean. Unlike a bootstrap it stays right when the pairs were chosen from
+    earlier votes (the arena's active sampling), whose design a resample does not repeat."""
+    rows = zip(votes["system_a"], votes["system_b"], votes["choice"], strict=True)
+    i, j, games, _ = tally_arrays(systems, tally_of(rows))
+    n = len(systems)
+    p = 1.0 / (1.0 + np.exp(-(point[i] - point[j])))
+    w = games * p * (1.0 - p)
+    q = 1.0 / (1.0 + np.exp(-point))
+    info = np.diag(VIRTUAL_GAMES * q * (1.0 - q))
+    np.add.at(info, (i, i), w)
+    np.add.at(info, (j, j), w)
+    np.add.at(info, (i, j), -w)
+    np.add.at(info, (j, i), -w)
+    centre = np.eye(n) - 1.0 / n
+    cov = centre @ np.linalg.pinv(info) @ centre
+    return SCALE * np.sqrt(np.maximum(np.diag(cov), 0.0))
+
+
+def widened(df: pd.DataFrame, votes: pd.DataFrame) -> pd.DataFrame:
+    """The board's intervals: rating ± 1.96 × the larger of the bootstrap sd (voters' votes
+    lean together) and the model sd (:func:`model_sd`), re-sorted by the lower bound."""
+    if df.empty:
+        return df
+    systems = df["system"].astype(str).tolist()
+    point = (df["rating"].to_numpy(dtype=float) - 1500.0) / SCALE
+    boot = (df["ci_high"].to_numpy(dtype=float) - df["ci_low"].to_numpy(dtype=float)) / 2
+    half = np.maximum(boot, Z95 * model_sd(votes, systems, point))
+    out = df.assign(ci_low=df["rating"] - half, ci_high=df["rating"] + half)
+    return out.sort_values(
+        ["listed", "ci_low", "rating"], ascending=[False, False, False], ignore_index=True
+    )
+
+
 def leaderboard(
     votes: pd.DataFrame, *, min_votes: int = 20, n_boot: int = 200, seed: int = 0
 ) -> dict[str, Any]:
@@ -60,7 +105,16 @@ def leaderboard(
     both_bad = both_bad_counts(v)
     if not v.empty:
         v["choice"] = v["choice"].replace({"both_bad": "tie"})
-    df = bt_leaderboard(v, min_votes=min_votes, n_boot=n_boot, seed=seed)
+    df = bt_leaderboard(
+        v,
+        min_votes=min_votes,
+        n_boot=n_boot,
+        seed=seed,
+        voter="voter",
+        interval="normal",
+        prior=VIRTUAL_GAMES,
+    )
+    df = widened(df, v)
     rows = []
     for r in df.to_dict("records"):
         bb = both_bad.get(str(r["system"]), 0)
@@ -79,8 +133,11 @@ def leaderboard(
         )
         rows.append(asdict(row))
     return {
-        "method": "Bradley-Terry (evalica), Elo-like scale 1500 + 400*log10(strength); "
-        f"95% percentile bootstrap over votes ({n_boot} resamples); sorted by the lower bound",
+        "method": "Bradley-Terry (evalica, 2 virtual games per system against an average "
+        "opponent), Elo-like scale 1500 + 400*log10(strength); 95% interval = rating ± 1.96 "
+        f"× the larger of two sds: over {n_boot} bootstrap resamples of voters (of votes "
+        "where a vote has no voter), and from the fit's observed information; sorted by the "
+        "interval's lower bound",
         "rank": "1 + the number of listed systems significantly stronger (Wald test of each "
         "pair's difference with its bootstrap sd, Holm-corrected over all listed pairs, 5%); "
         "systems not told apart share a rank",
