@@ -102,9 +102,7 @@ def config_toml(ids: dict[str, list[str | int]], pending: set[str]) -> str:
     return "\n".join(lines) + "\n"
 
 
-def fuzz(
-    url: str, tmp: Path, headers: dict[str, str], ids: dict[str, list[str | int]]
-) -> FuzzRun:
+def fuzz(url: str, tmp: Path, headers: dict[str, str], ids: dict[str, list[str | int]]) -> FuzzRun:
     """``st run`` against ``url``'s ``/openapi.json``; its exit code and report."""
     cfg = tmp / "schemathesis.toml"
     cfg.write_text(config_toml(ids, PENDING), encoding="utf-8")
@@ -140,9 +138,7 @@ def seed_serve(url: str, port: int, live) -> tuple[dict[str, list[str | int]], s
     and the rater's token."""
     auth = {"Authorization": f"Bearer {PASSWORD}"}
     test_id = create_test(live, auth)
-    r = httpx.post(
-        url + f"ll/admin/tests/{test_id}/status", json={"status": "open"}, headers=auth
-    )
+    r = httpx.post(url + f"ll/admin/tests/{test_id}/status", json={"status": "open"}, headers=auth)
     assert r.status_code == 200, r.text
     token = httpx.post(url + f"ll/listen/{test_id}/join", json={}, timeout=30).json()["token"]
     clip = (ROOT / "assets" / "reference_joe.wav").read_bytes()
