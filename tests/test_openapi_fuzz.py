@@ -70,28 +70,10 @@ class FuzzRun:
         return self.output[start:] if start >= 0 else self.output[-6000:]
 
 
-PENDING = {
-    "GET /ll/admin/tests/{test_id}/export.zip",
-    "GET /ll/arena/api/votes.csv",
-    "GET /ll/listen/{test_id}/screen/{n}",
-    "GET /ll/listen/{test_id}/familiar/{k}",
-    "GET /ll/listening/kinds/{kind}/{name}",
-    "GET /ll/listening/static/{name}",
-}
-"""Routes of the listening tests and the arena whose answers (a zip, a CSV, a WAV, a script)
-are not declared yet: their rooms are being rewritten on other branches (listening2, arena).
-They are still checked for 5xx; only the media-type and schema checks skip them. This list
-only shrinks."""
-
-
-def config_toml(ids: dict[str, list[str | int]], pending: set[str]) -> str:
+def config_toml(ids: dict[str, list[str | int]]) -> str:
     """Dictionaries of seeded values, each bound to its path parameter; the checks."""
     lines = ["[checks]", "enabled = false"]
     lines += [f"{c}.enabled = true" for c in CHECKS.split(",")]
-    for op in sorted(pending):
-        lines += ["", "[[operations]]", f'include-name = "{op}"']
-        lines += ["checks.content_type_conformance.enabled = false"]
-        lines += ["checks.response_schema_conformance.enabled = false"]
     lines.append("")
     for name, values in ids.items():
         quoted = ", ".join(f'"{v}"' if isinstance(v, str) else str(v) for v in values)
@@ -105,7 +87,7 @@ def config_toml(ids: dict[str, list[str | int]], pending: set[str]) -> str:
 def fuzz(url: str, tmp: Path, headers: dict[str, str], ids: dict[str, list[str | int]]) -> FuzzRun:
     """``st run`` against ``url``'s ``/openapi.json``; its exit code and report."""
     cfg = tmp / "schemathesis.toml"
-    cfg.write_text(config_toml(ids, PENDING), encoding="utf-8")
+    cfg.write_text(config_toml(ids), encoding="utf-8")
     cmd = [sys.executable, "-m", "schemathesis.cli", "--config-file", str(cfg), "--no-color"]
     cmd += ["run", url + "openapi.json", "--workers", "1"]
     cmd += ["--max-examples", str(EXAMPLES), "--seed", str(SEED), "--generation-database", "none"]
@@ -141,6 +123,8 @@ def seed_serve(url: str, port: int, live) -> tuple[dict[str, list[str | int]], s
     r = httpx.post(url + f"ll/admin/tests/{test_id}/status", json={"status": "open"}, headers=auth)
     assert r.status_code == 200, r.text
     token = httpx.post(url + f"ll/listen/{test_id}/join", json={}, timeout=30).json()["token"]
+    r = httpx.post(url + f"ll/listen/{test_id}/consent", headers={"X-Rater-Token": token})
+    assert r.status_code == 200, r.text  # so a vote gets past "consent first" to its checks
     clip = (ROOT / "assets" / "reference_joe.wav").read_bytes()
     text = (ROOT / "assets" / "reference_joe.txt").read_text(encoding="utf-8").strip()
     r = httpx.post(

@@ -90,12 +90,14 @@ async def health(state: ApiState = Depends(api_state)):
     return JSONResponse({"status": "unhealthy", "reason": h.detail}, status_code=503)
 
 
-@router.api_route(
-    "/ping",
-    methods=["GET", "POST"],
-    response_class=Response,
-    responses={200: {"description": "Healthy (no body)"}, **UNHEALTHY},
-)
+PING = {
+    "response_class": Response,
+    "responses": {200: {"description": "Healthy (no body)"}, 503: {"description": "Unhealthy"}},
+}
+
+
+@router.get("/ping", operation_id="ping_get", **PING)
+@router.post("/ping", operation_id="ping_post", **PING)
 async def ping(state: ApiState = Depends(api_state)):
     """vLLM's ``/ping``: the health check without a body."""
     try:

@@ -101,8 +101,10 @@ def as_sent(data: Any) -> Any:
 
 def errors(*classes: type, model: Any = ErrorBody) -> dict[int | str, dict[str, Any]]:
     """FastAPI ``responses=`` for the error classes a route raises: each class's
-    ``http_status`` and the first line of its docstring; ``model`` is the body's shape."""
+    ``http_status`` and the first line of its docstring; ``model`` is the body's shape, JSON
+    whatever the route's own answer is (the one error handler writes it)."""
     out: dict[int | str, dict[str, Any]] = {}
+    content = {"application/json": {"schema": schema_ref(model, "serialization")}}
     for cls in classes:
         status = cls.http_status
         doc = inspect.getdoc(cls) or cls.__name__
@@ -110,7 +112,7 @@ def errors(*classes: type, model: Any = ErrorBody) -> dict[int | str, dict[str, 
         if status in out:
             out[status]["description"] += f" / {line}"
         else:
-            out[status] = {"model": model, "description": line}
+            out[status] = {"description": line, "content": content}
     return out
 
 
