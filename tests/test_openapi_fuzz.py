@@ -8,7 +8,8 @@ declares a status's body or media type, the answer has it (``response_schema_con
 is wrong, fails here as surely as a crash.
 
 Why seeded ids: a fuzzer that only makes up ids gets 404 from every route behind one. Before
-the run the test makes a real listening test (open, with a rater), a voice, a take and an
+the run the test makes two real listening tests (open; one with a consented rater, the other
+for the admin's routes of a test, which may close it), a voice, a take and an
 upload, and schemathesis uses their ids and the rater's token most of the time (dictionaries
 bound with a probability), made-up ones the rest.
 
@@ -70,17 +71,29 @@ class FuzzRun:
         return self.output[start:] if start >= 0 else self.output[-6000:]
 
 
+ADMIN_TESTS = "^/ll/admin/tests/"
+"""The admin's routes of one test (status, crowd, results, export): they take the second
+seeded test, so a generated ``{"status": "closed"}`` does not close the raters' test."""
+
+
 def config_toml(ids: dict[str, list[str | int]]) -> str:
-    """Dictionaries of seeded values, each bound to its path parameter; the checks."""
+    """Dictionaries of seeded values, each bound to its path parameter (``admin_test_id``:
+    the ``test_id`` of :data:`ADMIN_TESTS`); the checks."""
     lines = ["[checks]", "enabled = false"]
     lines += [f"{c}.enabled = true" for c in CHECKS.split(",")]
     lines.append("")
     for name, values in ids.items():
         quoted = ", ".join(f'"{v}"' if isinstance(v, str) else str(v) for v in values)
         lines += [f"[dictionaries.{name}]", f"values = [{quoted}]", ""]
+
+    def bind(param: str, name: str) -> str:
+        return f'"path.{param}" = {{ dictionary = "{name}", probability = {SEEDED_SHARE} }}'
+
     lines.append("[parameters]")
-    for name in ids:
-        lines.append(f'"path.{name}" = {{ dictionary = "{name}", probability = {SEEDED_SHARE} }}')
+    lines += [bind(name, name) for name in ids if name != "admin_test_id"]
+    if "admin_test_id" in ids:
+        lines += ["", "[[operations]]", f'include-path-regex = "{ADMIN_TESTS}"']
+        lines += ["[operations.parameters]", bind("test_id", "admin_test_id")]
     return "\n".join(lines) + "\n"
 
 
@@ -119,9 +132,10 @@ def seed_serve(url: str, port: int, live) -> tuple[dict[str, list[str | int]], s
     """A listening test (open, one rater joined), a voice, a take and an upload: their ids,
     and the rater's token."""
     auth = {"Authorization": f"Bearer {PASSWORD}"}
-    test_id = create_test(live, auth)
-    r = httpx.post(url + f"ll/admin/tests/{test_id}/status", json={"status": "open"}, headers=auth)
-    assert r.status_code == 200, r.text
+    test_id, admin_test_id = create_test(live, auth), create_test(live, auth)
+    for tid in (test_id, admin_test_id):
+        r = httpx.post(url + f"ll/admin/tests/{tid}/status", json={"status": "open"}, headers=auth)
+        assert r.status_code == 200, r.text
     token = httpx.post(url + f"ll/listen/{test_id}/join", json={}, timeout=30).json()["token"]
     r = httpx.post(url + f"ll/listen/{test_id}/consent", headers={"X-Rater-Token": token})
     assert r.status_code == 200, r.text  # so a vote gets past "consent first" to its checks
@@ -142,6 +156,7 @@ def seed_serve(url: str, port: int, live) -> tuple[dict[str, list[str | int]], s
     assert up.status_code == 200, up.text
     ids = {
         "test_id": [test_id],
+        "admin_test_id": [admin_test_id],
         "voice_id": [voice_id],
         "take_id": [done["take_id"]],
         "upload_id": [up.json()["upload_id"]],
@@ -161,7 +176,9 @@ def test_serve_answers_every_generated_request_without_a_5xx(tmp_path):
         headers = {"Cookie": f"ll_admin={admin_cookie(live.url)}", "X-Rater-Token": token}
         run = fuzz(live.url, tmp_path, headers, ids)
         n_ops = operations(live.url)
+        joined = len(live.app.state.listening.tests.raters_frame(ids["test_id"][0]))
     assert run.returncode == 0, run.failures()
+    assert joined > 1, "the seeded test never reached: the fuzzer's ids are all made up"
     assert run.tested == n_ops >= 45, run.output[-3000:]
     assert run.cases >= 10 * n_ops, run.output[-3000:]
 

@@ -215,13 +215,16 @@ counting them (reversible); <b>Drop</b> deletes them and refuses the voter for g
 
 
 router = APIRouter(route_class=DeclaredRoute)
+ADMIN_ONLY = errors(Forbidden, TooManyTries)
+ADMIN_ONLY[403]["content"] = {**ADMIN_ONLY[403]["content"], "text/html": {}}
+"""A browser that is not the admin gets the login form (403, :func:`app.listening.routes.admin_pages`)."""
 
 
 @router.get(
     PATH,
     response_class=HTMLResponse,
     dependencies=[Depends(require_admin)],
-    responses=errors(Forbidden, TooManyTries),
+    responses=ADMIN_ONLY,
 )
 async def arena_admin_page() -> HTMLResponse:
     """``GET /admin/arena``: the page above (admin only)."""
