@@ -32,9 +32,9 @@ from app.api.clips import ref_audio_wav
 from app.api.errors import ApiError, api_error, http_error
 from app.api.limits import BATCH_SECONDS_PER_CHAR
 from app.api.schemas import (
-    BatchItemResult,
     BatchSpeechRequest,
     BatchSpeechResponse,
+    SpeechBatchItemResult,
     SpeechBody,
     merge_batch_item,
 )
@@ -185,7 +185,7 @@ async def create_speech_batch(
     task = asyncio.ensure_future(run_batch(state, bodies))
     if not await until_gone(task, http.is_disconnected):
         return Response(status_code=499)
-    results = [BatchItemResult.model_validate(r) for r in task.result()]
+    results = [SpeechBatchItemResult.model_validate(r) for r in task.result()]
     ok = sum(1 for r in results if r.status == "success")
     answer = BatchSpeechResponse(
         id=f"speech-batch-{uuid.uuid4().hex[:16]}",  # vLLM's random_uuid(): 16 hex

@@ -353,15 +353,33 @@ class ErrorResponse(BaseModel):
     error: ErrorInfo
 
 
-class BatchItemResult(BaseModel):
-    """One item's result in a batch's answer: its audio (base64) or its error."""
+class SpeechInputTokenDetails(BaseModel):
+    """``SpeechInputTokenDetails``: the input tokens by modality (zeros: nothing counted)."""
+
+    text_tokens: int = 0
+    audio_tokens: int = 0
+
+
+class SpeechTokenUsage(BaseModel):
+    """``SpeechTokenUsage``: a speech request's tokens (:data:`backends.vllm_omni.wire.NO_USAGE`
+    for listenlab's voices, which have none)."""
+
+    input_tokens: int = 0
+    output_tokens: int = 0
+    total_tokens: int = 0
+    input_token_details: SpeechInputTokenDetails = SpeechInputTokenDetails()
+
+
+class SpeechBatchItemResult(BaseModel):
+    """``SpeechBatchItemResult``: one item's result in a batch's answer, its audio (base64)
+    or its error."""
 
     index: int
     status: Literal["success", "error"]
     audio_data: str | None = None
     media_type: str | None = None
-    usage: dict[str, Any] | None = None
     error: str | None = None
+    usage: SpeechTokenUsage | None = None
 
 
 class BatchSpeechResponse(BaseModel):
@@ -369,7 +387,7 @@ class BatchSpeechResponse(BaseModel):
     unset fields are left out)."""
 
     id: str
-    results: list[BatchItemResult]
+    results: list[SpeechBatchItemResult]
     total: int
     succeeded: int
     failed: int
@@ -489,13 +507,15 @@ def validation_param(errors: list) -> str | None:
 
 __all__ = [
     "VALIDATION_TYPE",
-    "BatchItemResult",
     "BatchSpeechRequest",
     "BatchSpeechResponse",
     "ErrorInfo",
     "ErrorResponse",
     "SessionConfig",
     "SpeechBatchItem",
+    "SpeechBatchItemResult",
+    "SpeechInputTokenDetails",
+    "SpeechTokenUsage",
     "OpenAICreateSpeechRequest",
     "SpeechBody",
     "StreamingSpeechSessionConfig",
