@@ -61,7 +61,7 @@ from app.listening.imported import (
 )
 from app.listening.routes import ADMIN, body
 from app.web.admin import require_admin
-from app.web.openapi import DeclaredRoute, errors
+from app.web.openapi import DeclaredRoute, errors, ok
 from backends.errors import Conflict, InvalidRequest, NotFound
 
 ENV_MAX_BYTES = ENV_UPLOAD_MAX_BYTES
@@ -422,7 +422,7 @@ CHUNK = {
 """A chunk is raw bytes at the range its header names (:func:`receive_chunk` reads them)."""
 
 
-@router.post("/ll/admin/uploads")
+@router.post("/ll/admin/uploads", responses=ok(UploadInfo))
 async def start_upload(request: Request, b: dict = body(StartUpload)) -> dict[str, Any]:
     key = b.get("key") or None
     if key is not None and not ID_RE.match(str(key)):
@@ -440,18 +440,18 @@ async def start_upload(request: Request, b: dict = body(StartUpload)) -> dict[st
     return asdict(info)
 
 
-@router.get("/ll/admin/uploads")
+@router.get("/ll/admin/uploads", responses=ok(UploadInfo, "uploads"))
 async def list_uploads(request: Request) -> dict[str, Any]:
     """Unfinished uploads (to resume or delete)."""
     return {"uploads": [asdict(u) for u in await asyncio.to_thread(Uploads.of(request).pending)]}
 
 
-@router.get("/ll/admin/uploads/{upload_id}")
+@router.get("/ll/admin/uploads/{upload_id}", responses=ok(UploadInfo))
 async def upload_status(request: Request, upload_id: str) -> dict[str, Any]:
     return asdict(await asyncio.to_thread(Uploads.of(request).info, upload_id))
 
 
-@router.put("/ll/admin/uploads/{upload_id}", openapi_extra=CHUNK)
+@router.put("/ll/admin/uploads/{upload_id}", openapi_extra=CHUNK, responses=ok(UploadInfo))
 async def upload_chunk(request: Request, upload_id: str) -> dict[str, Any]:
     return asdict(await receive_chunk(request, Uploads.of(request), upload_id))
 
@@ -462,7 +462,7 @@ async def delete_upload(request: Request, upload_id: str) -> dict[str, Any]:
     return {"upload_id": upload_id, "deleted": True}
 
 
-@router.post("/ll/admin/uploads/{upload_id}/import")
+@router.post("/ll/admin/uploads/{upload_id}/import", responses=ok(StimulusSet))
 async def import_route(
     request: Request, upload_id: str, b: dict = body(ImportUpload, required=False)
 ) -> dict[str, Any]:
@@ -476,7 +476,7 @@ async def import_route(
     return asdict(found)
 
 
-@router.get("/ll/admin/stimuli")
+@router.get("/ll/admin/stimuli", responses=ok(StimulusSet, "sets"))
 async def list_sets(request: Request) -> dict[str, Any]:
     sets = await asyncio.to_thread(Uploads.of(request).sets)
     return {"sets": [asdict(s) for s in sets]}

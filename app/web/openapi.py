@@ -19,7 +19,7 @@ from typing import Any
 from fastapi import FastAPI, Request
 from fastapi.dependencies.models import Dependant
 from fastapi.routing import APIRoute
-from pydantic import TypeAdapter, ValidationError
+from pydantic import TypeAdapter, ValidationError, create_model
 
 from app.web.errors import ErrorBody
 from app.web.inputs import json_object
@@ -116,6 +116,14 @@ def errors(*classes: type, model: Any = ErrorBody) -> dict[int | str, dict[str, 
     return out
 
 
+def ok(model: Any, key: str | None = None) -> dict[int | str, Any]:
+    """FastAPI ``responses=`` for a 200 written from ``model`` (the route returns the model's
+    fields, e.g. ``asdict``); ``key``: a list of them under that key (``{"uploads": [...]}``)."""
+    if key is not None:
+        model = create_model(f"{model.__name__}List", **{key: (list[model], ...)})
+    return {200: {"model": model, "description": "Successful Response"}}
+
+
 def media(*types: str, description: str = "Successful Response") -> dict[int | str, Any]:
     """FastAPI ``responses=`` for a 200 that is not JSON (a WAV, a zip, a CSV, a script)."""
     return {200: {"description": description, "content": {t: {} for t in types}}}
@@ -206,6 +214,7 @@ __all__ = [
     "errors",
     "install",
     "media",
+    "ok",
     "request_body",
     "schema_ref",
     "validation_message",
