@@ -155,3 +155,54 @@ def test_a_hostile_body_meets_the_bounded_parser_before_any_model(tmp_path):
         assert r.status_code == 400 and "min_votes must be a whole number" in r.json()["error"]
         r = post("ll/admin/tests/t1/crowd", b'{"title": "x"}', ADMIN)
         assert r.status_code == 400 and "'title' is not a crowd setting" in r.json()["error"]
+
+
+def test_the_docs_state_the_counts(specs):
+    """docs/api.md's table of what ``/openapi.json`` declares, read against the schemas."""
+    from pathlib import Path
+
+    doc = (Path(__file__).resolve().parents[1] / "docs" / "api.md").read_text(encoding="utf-8")
+    for app, name in (("serve", "`listenlab serve`"), ("api", "`listenlab api`")):
+        ops = operations(specs[app])
+        writes = [k for k in ops if k.split()[0] in {"POST", "PUT", "PATCH"}]
+        bodies = [k for k in writes if "requestBody" in ops[k]]
+        refused = [k for k, op in ops.items() if any(s[0] in "45" for s in op["responses"])]
+        assert len(refused) == len(ops)
+        row = f"| {name} | {len(ops)} | {len(bodies)} of the {len(writes)} writes"
+        assert row in doc, row
+        assert f"{name} {len(ops)} operations" in doc or f"{name} {len(ops)} (" in doc, name
+    query = [k for k, op in operations(specs["serve"]).items() if "parameters" in op]
+    query = [
+        k
+        for k in query
+        if any(p["in"] == "query" for p in operations(specs["serve"])[k]["parameters"])
+    ]
+    assert f"| {len(query)} of {len(query)} |" in doc
+
+
+def test_starlettes_own_refusals_answer_in_the_declared_shape(specs):
+    """Found by the fuzz run: a malformed multipart form on ``POST /ll/api/voices`` was
+    Starlette's ``{"detail": "Invalid multipart data."}``, not the ``ErrorBody`` its 400 declares
+    (``error`` required). Now Starlette's refusals (the form, an unknown path, a wrong method)
+    carry ``error`` and keep ``detail``; a non-admin's JSON refusal under /admin/ too."""
+    ref = operations(specs["serve"])["POST /ll/api/voices"]["responses"]["400"]
+    assert ref["content"]["application/json"]["schema"]["$ref"].endswith("/ErrorBody")
+    app = listening_app(admin_password=PASSWORD)
+    with live_server(app) as live:
+        r = httpx.post(
+            live.url + "ll/api/voices",
+            content=b"--x\r\nnot a part\r\n",
+            headers={"Content-Type": "multipart/form-data; boundary=x"},
+            timeout=60,
+        )
+        assert r.status_code == 400, r.text
+        body = r.json()
+        assert body["error"] == body["detail"] and "multipart" in body["error"].lower(), body
+        assert app.state.listenlab.library.visible("nobody", True) == []  # nothing stored
+        r = httpx.get(live.url + "ll/no/such/route", timeout=60)
+        assert r.status_code == 404 and r.json()["error"] == r.json()["detail"] == "Not Found"
+        r = httpx.delete(live.url + "ll/admin/whoami", timeout=60)
+        assert r.status_code == 405 and r.json()["error"] == "Method Not Allowed"
+        assert r.headers["allow"] == "GET"
+        r = httpx.get(live.url + "admin/arena", headers={"Accept": "application/json"})
+        assert r.status_code == 403 and r.json()["error"].startswith("admin only"), r.text

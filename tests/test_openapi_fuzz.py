@@ -42,7 +42,7 @@ pytestmark = [pytest.mark.slow, pytest.mark.timeout(900)]
 
 ROOT = Path(__file__).resolve().parents[1]
 PASSWORD = "fuzz-admin-pw"
-EXAMPLES = int(os.environ.get("LISTENLAB_FUZZ_EXAMPLES", "12"))
+EXAMPLES = int(os.environ.get("LISTENLAB_FUZZ_EXAMPLES", "8"))
 """Examples per operation in the fuzzing phase (the coverage phase adds its own cases)."""
 SEED = int(os.environ.get("LISTENLAB_FUZZ_SEED", "20240611"))
 CHECKS = "not_a_server_error,response_schema_conformance,content_type_conformance"

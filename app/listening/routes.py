@@ -376,7 +376,8 @@ async def admin_pages(request: Request, call_next):
         if not pol.is_admin(request):
             if "text/html" in request.headers.get("accept", ""):
                 return HTMLResponse(login_page(pol.describe()), status_code=403)
-            return JSONResponse({"detail": f"admin only. {pol.describe()}"}, status_code=403)
+            message = f"admin only. {pol.describe()}"
+            return JSONResponse({"error": message, "detail": message}, status_code=403)
     return await call_next(request)
 
 

@@ -14,8 +14,9 @@ import logging
 from typing import Any
 
 from fastapi import FastAPI, Request
-from fastapi.responses import JSONResponse
+from fastapi.responses import JSONResponse, Response
 from pydantic import BaseModel
+from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from backends.errors import ListenlabError
 
@@ -54,9 +55,22 @@ async def _handle(_request: Request, exc: Exception) -> JSONResponse:
     return error_response(exc)
 
 
+async def _handle_http(_request: Request, exc: Exception) -> Response:
+    """Starlette's own refusals (a malformed multipart form, an unknown path, a wrong method)
+    in the same :class:`ErrorBody` shape as the app's, ``detail`` the message as before."""
+    assert isinstance(exc, StarletteHTTPException)
+    if exc.status_code in (204, 304):
+        return Response(status_code=exc.status_code, headers=exc.headers)
+    message = exc.detail if isinstance(exc.detail, str) else str(exc.detail)
+    body = ErrorBody(error=message, detail=message).model_dump()
+    return JSONResponse(body, status_code=exc.status_code, headers=exc.headers)
+
+
 def install_error_handler(app: FastAPI) -> None:
-    """Answer every :class:`ListenlabError` a route raises with :func:`error_response`."""
+    """Answer every :class:`ListenlabError` a route raises with :func:`error_response`, and
+    Starlette's HTTP refusals in the same shape (``/openapi.json`` declares one shape)."""
     app.add_exception_handler(ListenlabError, _handle)
+    app.add_exception_handler(StarletteHTTPException, _handle_http)
 
 
 __all__ = ["ErrorBody", "error_body", "error_response", "install_error_handler"]
