@@ -155,6 +155,14 @@ def test_a_hostile_body_meets_the_bounded_parser_before_any_model(tmp_path):
         assert r.status_code == 400 and "min_votes must be a whole number" in r.json()["error"]
         r = post("ll/admin/tests/t1/crowd", b'{"title": "x"}', ADMIN)
         assert r.status_code == 400 and "'title' is not a crowd setting" in r.json()["error"]
+        # was a 500 (int("abc") in TestSpec.from_dict's Harvard shorthand): a clear 400
+        for n in (b'"abc"', b"[3]", b"null"):
+            spec = b'{"name": "h", "kind": "mos", "items_per_rater": 2, "systems": '
+            spec += b'[{"name": "a", "backend": "piper"}], "prompts": {"source": "harvard", "n": '
+            r = post("ll/admin/tests", spec + n + b"}}", ADMIN)
+            assert r.status_code == 400, (n, r.status_code, r.text[:300])
+            assert r.json()["error"] == "prompts: {source: harvard, n}: n is a whole number"
+        assert app.state.listening.tests.list_tests() == []
 
 
 def test_the_docs_state_the_counts(specs):

@@ -166,7 +166,10 @@ class TestSpec:
         if stimuli and not prompts:
             prompts = []
         elif isinstance(prompts, dict) and prompts.get("source") == "harvard":
-            n = int(prompts.get("n", 10))
+            try:
+                n = int(prompts.get("n", 10))
+            except (TypeError, ValueError):
+                raise InvalidRequest("prompts: {source: harvard, n}: n is a whole number") from None
             prompts = harvard_sentences()[: max(1, min(n, 50))]
         elif isinstance(prompts, str):
             prompts = parse_prompts(prompts)
