@@ -24,9 +24,10 @@ from app.config import DEFAULT_DB, Storage, WebSettings
 from app.state import DEFAULT_CONCURRENCY, AppState, Detector, build_state
 from app.web.admin import AdminPolicy
 from app.web.errors import install_error_handler
-from app.web.guard import GuardConfig, GuardMiddleware, default_allowed_hosts
+from app.web.guard import REFUSALS, GuardConfig, GuardMiddleware, default_allowed_hosts
 from app.web.identity import IdentityMiddleware
 from app.web.inputs import JSON_BODY_BYTES
+from app.web.openapi import install as install_openapi
 from app.web.proxies import Proxies
 from app.web.slashes import add_slash_redirects
 from backends.base import Backend
@@ -170,6 +171,7 @@ def create_app(
         add_slash_redirects(app)  # /arena and /arena/ alike, past Gradio's catch-all at "/"
         app.state.listenlab = state
     guard.closed.extend(close_unused_uploads(app))
+    install_openapi(app, guard=REFUSALS)  # the bodies routes read themselves, the guard's refusals
     return app
 
 

@@ -31,13 +31,20 @@ from app.api.checks import rule_context
 from app.api.clips import ref_audio_wav
 from app.api.errors import ApiError, api_error, http_error
 from app.api.limits import BATCH_SECONDS_PER_CHAR
-from app.api.schemas import BatchSpeechRequest, SpeechBody, merge_batch_item
-from app.api.speech import backend_request, collect_file, parse_body
+from app.api.schemas import (
+    BatchSpeechRequest,
+    BatchSpeechResponse,
+    SpeechBatchItemResult,
+    SpeechBody,
+    merge_batch_item,
+)
+from app.api.speech import SPEECH_ERRORS, VllmJson, backend_request, collect_file
 from app.api.state import ApiState, Lease, api_state
+from app.web.openapi import DeclaredRoute
 from backends.vllm_omni import wire
 from backends.vllm_omni.rules import RequestView, adapter_error, default_voice, sample_rate_error
 
-router = APIRouter()
+router = APIRouter(route_class=DeclaredRoute)
 
 MAX_ITEMS = 32
 """``tts_batch_max_items`` (the engine's, default 32)."""
@@ -153,11 +160,15 @@ async def until_gone(task: asyncio.Future, is_disconnected) -> bool:
                 await task
 
 
-@router.post("/v1/audio/speech/batch")
-async def create_speech_batch(http: Request, state: ApiState = Depends(api_state)):
-    batch: BatchSpeechRequest = await parse_body(
-        http, state.limits.json_depth, schema=BatchSpeechRequest
-    )
+@router.post(
+    "/v1/audio/speech/batch",
+    responses={200: {"model": BatchSpeechResponse}, **SPEECH_ERRORS},
+)
+async def create_speech_batch(
+    http: Request,
+    state: ApiState = Depends(api_state),
+    batch: BatchSpeechRequest = Depends(VllmJson(BatchSpeechRequest)),
+):
     if len(batch.items) > MAX_ITEMS:
         raise http_error(
             f"Batch contains {len(batch.items)} items, exceeding the maximum of {MAX_ITEMS}.", 400
@@ -174,17 +185,16 @@ async def create_speech_batch(http: Request, state: ApiState = Depends(api_state
     task = asyncio.ensure_future(run_batch(state, bodies))
     if not await until_gone(task, http.is_disconnected):
         return Response(status_code=499)
-    results = task.result()
-    ok = sum(1 for r in results if r["status"] == "success")
-    return JSONResponse(
-        {
-            "id": f"speech-batch-{uuid.uuid4().hex[:16]}",  # vLLM's random_uuid(): 16 hex
-            "results": results,
-            "total": len(results),
-            "succeeded": ok,
-            "failed": len(results) - ok,
-        }
+    results = [SpeechBatchItemResult.model_validate(r) for r in task.result()]
+    ok = sum(1 for r in results if r.status == "success")
+    answer = BatchSpeechResponse(
+        id=f"speech-batch-{uuid.uuid4().hex[:16]}",  # vLLM's random_uuid(): 16 hex
+        results=results,
+        total=len(results),
+        succeeded=ok,
+        failed=len(results) - ok,
     )
+    return JSONResponse(answer.model_dump(exclude_none=True))
 
 
 __all__ = ["MAX_ITEMS", "router"]

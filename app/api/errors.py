@@ -15,7 +15,12 @@ from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 
-from app.api.schemas import VALIDATION_TYPE, validation_param, vllm_validation_message
+from app.api.schemas import (
+    VALIDATION_TYPE,
+    ErrorResponse,
+    validation_param,
+    vllm_validation_message,
+)
 from backends.errors import BackendError, ListenlabError, http_status
 from backends.vllm_omni.wire import error_body
 
@@ -73,6 +78,15 @@ def api_error(exc: BaseException) -> ApiError:
     )
 
 
+def declared(*statuses: int) -> dict[int | str, dict]:
+    """FastAPI ``responses=`` for the statuses a route may refuse with, in vLLM-Omni's shape
+    (its :class:`~app.api.schemas.ErrorResponse`, described by the status's phrase as
+    vLLM-Omni's own ``/openapi.json`` does)."""
+    from http import HTTPStatus
+
+    return {s: {"model": ErrorResponse, "description": HTTPStatus(s).phrase} for s in statuses}
+
+
 def error_response(e: ApiError) -> JSONResponse:
     return JSONResponse(error_body(e.message, e.type, e.status, e.param), status_code=e.status)
 
@@ -98,6 +112,7 @@ def install_error_handlers(app: FastAPI) -> None:
 __all__ = [
     "ApiError",
     "api_error",
+    "declared",
     "error_response",
     "http_error",
     "install_error_handlers",

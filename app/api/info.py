@@ -16,6 +16,7 @@ from fastapi.responses import JSONResponse, Response
 from app.api.checks import served_unit
 from app.api.metrics import CONTENT_TYPE
 from app.api.state import ApiState, api_state
+from app.web.openapi import DeclaredRoute, media
 from backends.vllm_omni.rules import GENERIC_RULES, SpeechRules
 
 VLLM_VERSION = "0.30.0"
@@ -32,7 +33,8 @@ def rules_card(rules_of: SpeechRules) -> dict:
     return rules
 
 
-router = APIRouter()
+router = APIRouter(route_class=DeclaredRoute)
+UNHEALTHY = {503: {"description": "The backend cannot serve now (its reason, for /health)"}}
 
 
 @router.get("/v1/models")
@@ -77,7 +79,7 @@ async def list_models(state: ApiState = Depends(api_state)):
     }
 
 
-@router.get("/health")
+@router.get("/health", responses=UNHEALTHY)
 async def health(state: ApiState = Depends(api_state)):
     try:
         h = await state.backend.health()
@@ -88,7 +90,14 @@ async def health(state: ApiState = Depends(api_state)):
     return JSONResponse({"status": "unhealthy", "reason": h.detail}, status_code=503)
 
 
-@router.api_route("/ping", methods=["GET", "POST"])
+PING = {
+    "response_class": Response,
+    "responses": {200: {"description": "Healthy (no body)"}, 503: {"description": "Unhealthy"}},
+}
+
+
+@router.get("/ping", operation_id="ping_get", **PING)
+@router.post("/ping", operation_id="ping_post", **PING)
 async def ping(state: ApiState = Depends(api_state)):
     """vLLM's ``/ping``: the health check without a body."""
     try:
@@ -108,7 +117,7 @@ async def load(state: ApiState = Depends(api_state)):
     return {"server_load": len(state.requests)}
 
 
-@router.get("/metrics")
+@router.get("/metrics", response_class=Response, responses=media(CONTENT_TYPE))
 async def metrics(state: ApiState = Depends(api_state)):
     gate = state.gate
     state.metrics.load = (gate.active, gate.queued) if gate is not None else (0, 0)

@@ -330,6 +330,69 @@ def merge_batch_item(batch: BatchSpeechRequest, item: SpeechBatchItem) -> Speech
     return SpeechBody.model_validate({"input": item.input, "model": batch.model, **picked})
 
 
+# --------------------------------------------------------------------------- answers
+
+
+class ErrorInfo(BaseModel):
+    """``ErrorInfo`` of vLLM's ``ErrorResponse``: what every refusal carries."""
+
+    model_config = ConfigDict(extra="allow")
+
+    message: str
+    type: str
+    param: str | None = None
+    code: int
+
+
+class ErrorResponse(BaseModel):
+    """``ErrorResponse``: vLLM-Omni's error shape (:func:`backends.vllm_omni.wire.error_body`
+    writes it; ``/openapi.json`` declares it under the reference's name)."""
+
+    model_config = ConfigDict(extra="allow")
+
+    error: ErrorInfo
+
+
+class SpeechInputTokenDetails(BaseModel):
+    """``SpeechInputTokenDetails``: the input tokens by modality (zeros: nothing counted)."""
+
+    text_tokens: int = 0
+    audio_tokens: int = 0
+
+
+class SpeechTokenUsage(BaseModel):
+    """``SpeechTokenUsage``: a speech request's tokens (:data:`backends.vllm_omni.wire.NO_USAGE`
+    for listenlab's voices, which have none)."""
+
+    input_tokens: int = 0
+    output_tokens: int = 0
+    total_tokens: int = 0
+    input_token_details: SpeechInputTokenDetails = SpeechInputTokenDetails()
+
+
+class SpeechBatchItemResult(BaseModel):
+    """``SpeechBatchItemResult``: one item's result in a batch's answer, its audio (base64)
+    or its error."""
+
+    index: int
+    status: Literal["success", "error"]
+    audio_data: str | None = None
+    media_type: str | None = None
+    error: str | None = None
+    usage: SpeechTokenUsage | None = None
+
+
+class BatchSpeechResponse(BaseModel):
+    """``POST /v1/audio/speech/batch``'s answer, as vLLM-Omni 0.30.0 writes it (an item's
+    unset fields are left out)."""
+
+    id: str
+    results: list[SpeechBatchItemResult]
+    total: int
+    succeeded: int
+    failed: int
+
+
 # --------------------------------------------------------------------------- vLLM's messages
 
 _MAX_REPORTED_ERRORS = 10
@@ -445,8 +508,14 @@ def validation_param(errors: list) -> str | None:
 __all__ = [
     "VALIDATION_TYPE",
     "BatchSpeechRequest",
+    "BatchSpeechResponse",
+    "ErrorInfo",
+    "ErrorResponse",
     "SessionConfig",
     "SpeechBatchItem",
+    "SpeechBatchItemResult",
+    "SpeechInputTokenDetails",
+    "SpeechTokenUsage",
     "OpenAICreateSpeechRequest",
     "SpeechBody",
     "StreamingSpeechSessionConfig",

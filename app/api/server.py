@@ -17,8 +17,10 @@ from app.api import batch, info, not_served, speech, voices, ws
 from app.api.errors import install_error_handlers
 from app.api.limits import CONFIG_TIMEOUT, IDLE_TIMEOUT, ApiLimits
 from app.api.metrics import ApiMetrics
+from app.api.schemas import ErrorResponse
 from app.api.state import ApiState
-from app.web.guard import GuardConfig, GuardMiddleware, default_allowed_hosts
+from app.web.guard import REFUSALS, GuardConfig, GuardMiddleware, default_allowed_hosts
+from app.web.openapi import install as install_openapi
 from backends.base import Backend
 from backends.vllm_omni.wire import error_body
 
@@ -155,6 +157,7 @@ def create_api_app(
     app.add_middleware(CountRequests)
     for router in (batch.router, speech.router, voices.router, info.router, ws.router):
         app.include_router(router)
+    install_openapi(app, guard=REFUSALS, model=ErrorResponse)  # bodies, refusals: one shape
     return app
 
 

@@ -13,6 +13,7 @@ import uuid
 import weakref
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, replace
+from typing import Any
 
 from fastapi import APIRouter, Depends, Request
 from fastapi.responses import Response, StreamingResponse
@@ -21,7 +22,7 @@ from starlette.background import BackgroundTask
 
 from app.api.checks import check_speech, native_speed, whole_files_only
 from app.api.clips import ref_audio_wav
-from app.api.errors import ApiError, api_error, validation_error
+from app.api.errors import ApiError, api_error, declared, validation_error
 from app.api.output import StreamOutput, file_bytes
 from app.api.schemas import VALIDATION_TYPE, SessionConfig, SpeechBody, body_errors, sanitize
 from app.api.state import (
@@ -33,13 +34,14 @@ from app.api.state import (
     api_state,
 )
 from app.web.inputs import JsonTooDeep, loads_limited
+from app.web.openapi import DeclaredRoute, JsonBody
 from backends.base import AudioChunk, SpeechRequest
 from backends.stand_in import NOTE_HEADER
 from backends.vllm_omni import wire
 from backends.vllm_omni.request import SpeechFields, speech_request
 from backends.vllm_omni.rules import RequestView
 
-router = APIRouter()
+router = APIRouter(route_class=DeclaredRoute)
 
 BIG_BODY = 256 * 1024
 """A body bigger than this (an inline ``ref_audio``) is parsed off the event loop."""
@@ -87,6 +89,22 @@ async def parse_body(http: Request, json_depth: int, schema=SpeechBody):
         raise validation_error(body_errors(e)) from None
     except TypeError as e:  # a validator's TypeError: vLLM's handler makes it a 400
         raise ApiError(str(e)) from None
+
+
+class VllmJson(JsonBody):
+    """A body read as vLLM-Omni reads it (:func:`parse_body`), validated by ``model``, the
+    class whose schema ``/openapi.json`` declares (:class:`app.web.openapi.DeclaredRoute`)."""
+
+    async def __call__(self, request: Request) -> Any:
+        return await parse_body(request, api_state(request).limits.json_depth, self.model)
+
+
+SPEECH = VllmJson(SpeechBody)
+AUDIO_TYPES = (*dict.fromkeys(wire.CONTENT_TYPES.values()), wire.SSE_TYPE)
+"""What a speech answer can be: a file or raw stream of ``response_format``, or SSE."""
+SPEECH_ERRORS = declared(400, 404, 500, 502, 503)
+"""vLLM-Omni's refusals (400 the body, 404 the model, 500 a failed generation), a remote
+server's failure, and a full queue."""
 
 
 def backend_request(
@@ -172,9 +190,16 @@ async def first_chunk(http: Request, it: AsyncIterator[AudioChunk]) -> AudioChun
 # --------------------------------------------------------------------------- the route
 
 
-@router.post("/v1/audio/speech")
-async def create_speech(http: Request, state: ApiState = Depends(api_state)):
-    body = await parse_body(http, state.limits.json_depth)
+@router.post(
+    "/v1/audio/speech",
+    responses={
+        200: {"description": "The audio", "content": {t: {} for t in AUDIO_TYPES}},
+        **SPEECH_ERRORS,
+    },
+)
+async def create_speech(
+    http: Request, state: ApiState = Depends(api_state), body: SpeechBody = Depends(SPEECH)
+):
     rid = f"speech-{uuid.uuid4().hex}"
     view = await check_speech(body, state)
     ref = await ref_audio_wav(state, view.ref_audio)  # decoded off the loop, before queueing

@@ -12,13 +12,14 @@ from typing import Any
 from fastapi import APIRouter, Depends, File, Form, UploadFile
 
 from app.api.clips import reference_wav
-from app.api.errors import ApiError, api_error
+from app.api.errors import ApiError, api_error, declared
 from app.api.limits import MAX_UPLOAD_BYTES, UPLOAD_MIME
 from app.api.state import ApiState, api_state
+from app.web.openapi import DeclaredRoute
 from backends.base import Voice
 from backends.errors import UnknownVoice, Unsupported
 
-router = APIRouter()
+router = APIRouter(route_class=DeclaredRoute)
 
 
 def uploaded_entry(v: Voice, meta: dict[str, Any]) -> dict[str, Any]:
@@ -40,7 +41,7 @@ def uploaded_entry(v: Voice, meta: dict[str, Any]) -> dict[str, Any]:
     return d
 
 
-@router.get("/v1/audio/voices")
+@router.get("/v1/audio/voices", responses=declared(500, 502))
 async def list_voices(state: ApiState = Depends(api_state)):
     try:
         voices = await state.backend.voices()
@@ -200,7 +201,7 @@ async def upload_audio(state: ApiState, audio_sample: UploadFile, form: dict) ->
     return meta
 
 
-@router.post("/v1/audio/voices")
+@router.post("/v1/audio/voices", responses=declared(400, 500, 502))
 async def upload_voice(
     # vLLM-Omni's parameter order (api_server.py upload_voice): a form missing both fields
     # lists consent first, and its ``param`` is ``body.consent``
@@ -225,7 +226,7 @@ async def upload_voice(
     return {"success": True, "voice": voice}
 
 
-@router.delete("/v1/audio/voices/{name}")
+@router.delete("/v1/audio/voices/{name}", responses=declared(400, 404, 500, 502))
 async def delete_voice(name: str, state: ApiState = Depends(api_state)):
     """Only an uploaded voice can be deleted; any other name is vLLM-Omni's 404."""
     meta = state.uploads.get(name.lower())

@@ -17,7 +17,9 @@ from __future__ import annotations
 from fastapi import APIRouter, Depends
 from fastapi.responses import HTMLResponse
 
-from app.web.admin import require_admin
+from app.web.admin import TooManyTries, require_admin
+from app.web.openapi import DeclaredRoute, errors
+from backends.errors import Forbidden
 
 PATH = "/admin/arena"
 
@@ -212,10 +214,18 @@ counting them (reversible); <b>Drop</b> deletes them and refuses the voter for g
 """
 
 
-router = APIRouter()
+router = APIRouter(route_class=DeclaredRoute)
+ADMIN_ONLY = errors(Forbidden, TooManyTries)
+ADMIN_ONLY[403]["content"] = {**ADMIN_ONLY[403]["content"], "text/html": {}}
+"""A browser that is not the admin gets the login form (403, :func:`app.listening.routes.admin_pages`)."""
 
 
-@router.get(PATH, response_class=HTMLResponse, dependencies=[Depends(require_admin)])
+@router.get(
+    PATH,
+    response_class=HTMLResponse,
+    dependencies=[Depends(require_admin)],
+    responses=ADMIN_ONLY,
+)
 async def arena_admin_page() -> HTMLResponse:
     """``GET /admin/arena``: the page above (admin only)."""
     return HTMLResponse(PAGE, headers={"Cache-Control": "no-store"})

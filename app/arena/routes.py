@@ -20,17 +20,32 @@ from __future__ import annotations
 
 import asyncio
 import re
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal
 
 from fastapi import APIRouter, Depends, Request
 from fastapi.responses import PlainTextResponse
+from pydantic import BaseModel, Field
 
-from app.arena.audit import admin_name, exclusion_view
-from app.arena.battles import ID_RE, ArenaError, owner_view
-from app.arena.service import ArenaService, owner_of
-from app.web.admin import policy, require_admin
+from app.arena.audit import MAX_REASON_CHARS, MIN_REASON_CHARS, admin_name, exclusion_view
+from app.arena.battles import (
+    CHOICES,
+    ID_RE,
+    AlreadyVoted,
+    ArenaError,
+    LoginRequired,
+    NotPlayed,
+    NotYours,
+    RateLimited,
+    UnknownBattle,
+    VoterDropped,
+    owner_view,
+)
+from app.arena.service import MAX_MIN_VOTES, ArenaService, owner_of
+from app.web.admin import TooManyTries, policy, require_admin
 from app.web.identity import COOKIE, owner_for_token
 from app.web.inputs import JsonTooDeep, loads_limited
+from app.web.openapi import DeclaredRoute, JsonBody, errors, media
+from backends.errors import Conflict, Forbidden, NotFound
 
 VOTER_RE = re.compile(r"^(ip|hf):[0-9a-f]{24}$")
 
@@ -41,8 +56,15 @@ def arena_service(request: Request) -> ArenaService:
 
 
 Service = Annotated[ArenaService, Depends(arena_service)]
-router = APIRouter()
-admin = APIRouter(dependencies=[Depends(require_admin)])
+router = APIRouter(route_class=DeclaredRoute)
+admin = APIRouter(
+    route_class=DeclaredRoute,
+    dependencies=[Depends(require_admin)],
+    responses=errors(ArenaError, Forbidden, NotFound, Conflict, TooManyTries),
+)
+BATTLE = errors(UnknownBattle, NotYours)
+VOTE = errors(ArenaError, UnknownBattle, NotYours, VoterDropped, NotPlayed, AlreadyVoted)
+VOTE |= errors(RateLimited, LoginRequired)
 
 
 async def json_body(request: Request) -> Any:
@@ -54,6 +76,48 @@ async def json_body(request: Request) -> Any:
         raise ArenaError(str(e)) from None
     except ValueError:  # not JSON (UnicodeDecodeError is one too)
         return None
+
+
+class ArenaJson(JsonBody):
+    """An arena body: ``model`` declared in ``/openapi.json``; the JSON object as sent goes
+    to the service, which checks its fields with the visitor's messages. Not an object (or
+    not JSON, or without a ``needs`` key): ``hint``, a 400 that says what to send."""
+
+    def __init__(self, model: Any, hint: str, needs: str | None = None):
+        super().__init__(model)
+        self.hint, self.needs = hint, needs
+
+    async def __call__(self, request: Request) -> dict[str, Any]:
+        body = await json_body(request)
+        if not isinstance(body, dict) or (self.needs is not None and self.needs not in body):
+            raise ArenaError(self.hint)
+        return body
+
+
+class Vote(BaseModel):
+    """``POST /ll/arena/api/battles/{id}/vote``: which side was better."""
+
+    choice: Literal[CHOICES]  # type: ignore[valid-type]
+
+
+class Reason(BaseModel):
+    """An exclusion or its undo: why (kept, trimmed) and who (default ``admin``)."""
+
+    reason: str = Field(min_length=MIN_REASON_CHARS, max_length=MAX_REASON_CHARS)
+    by: str | None = None
+
+
+class Settings(BaseModel):
+    """``POST /ll/arena/api/settings``: the listing threshold; null: the default."""
+
+    min_votes: int | None = Field(ge=0, le=MAX_MIN_VOTES)
+
+
+VoteBody = Depends(ArenaJson(Vote, 'send JSON {"choice": "a"|"b"|"tie"|"both_bad"}'))
+ReasonBody = Depends(ArenaJson(Reason, 'send {"reason": "why", "by": "your name"}'))
+SettingsBody = Depends(
+    ArenaJson(Settings, 'send {"min_votes": N} (or null for the default)', "min_votes")
+)
 
 
 @router.post("/ll/arena/session")
@@ -82,17 +146,16 @@ async def arena_leaderboard(svc: Service) -> dict[str, Any]:
     return await svc.board()
 
 
-@router.get("/ll/arena/api/battles/{battle_id}")
+@router.get("/ll/arena/api/battles/{battle_id}", responses=BATTLE)
 async def arena_battle(battle_id: str, request: Request, svc: Service) -> dict[str, Any]:
     bt = await asyncio.to_thread(svc.arena.get, battle_id, owner_of(request))
     return owner_view(bt)
 
 
-@router.post("/ll/arena/api/battles/{battle_id}/vote")
-async def arena_vote(battle_id: str, request: Request, svc: Service) -> dict[str, Any]:
-    payload = await json_body(request)
-    if not isinstance(payload, dict):
-        raise ArenaError('send JSON {"choice": "a"|"b"|"tie"|"both_bad"}')
+@router.post("/ll/arena/api/battles/{battle_id}/vote", responses=VOTE)
+async def arena_vote(
+    battle_id: str, request: Request, svc: Service, payload: dict = VoteBody
+) -> dict[str, Any]:
     return await svc.vote(owner_of(request), battle_id, payload.get("choice"), svc.voter(request))
 
 
@@ -123,24 +186,22 @@ async def arena_audit(svc: Service) -> dict[str, Any]:
 
 
 @admin.post("/ll/arena/api/voters/{voter}/exclude")
-async def arena_exclude(voter: str, request: Request, svc: Service) -> dict[str, Any]:
+async def arena_exclude(
+    voter: str, request: Request, svc: Service, body: dict = ReasonBody
+) -> dict[str, Any]:
     """Exclude a voter with a reason (``{"reason": ..., "by": name}``): its votes are kept
     and no longer counted; the board recomputes. A second exclusion of the same voter: 409."""
-    body = await json_body(request)
-    if not isinstance(body, dict):
-        raise ArenaError('send {"reason": "why", "by": "your name"}')
     by = admin_name(body.get("by"), policy(request).mode)
     e = await asyncio.to_thread(svc.audit.exclude, check_voter(voter), body.get("reason"), by)
     return exclusion_view(e)
 
 
 @admin.post("/ll/arena/api/exclusions/{exclusion_id}/undo")
-async def arena_undo(exclusion_id: str, request: Request, svc: Service) -> dict[str, Any]:
+async def arena_undo(
+    exclusion_id: str, request: Request, svc: Service, body: dict = ReasonBody
+) -> dict[str, Any]:
     """Undo an exclusion (``{"reason": ..., "by": name}``): the votes count again; the
     exclusion's row stays, with the undo's who, when and why."""
-    body = await json_body(request)
-    if not isinstance(body, dict):
-        raise ArenaError('send {"reason": "why", "by": "your name"}')
     by = admin_name(body.get("by"), policy(request).mode)
     if not ID_RE.match(exclusion_id):
         raise ArenaError("an exclusion id is 32 hex digits")
@@ -159,17 +220,14 @@ async def arena_settings(svc: Service) -> dict[str, Any]:
 
 
 @admin.post("/ll/arena/api/settings")
-async def arena_set_settings(request: Request, svc: Service) -> dict[str, Any]:
+async def arena_set_settings(svc: Service, body: dict = SettingsBody) -> dict[str, Any]:
     """Set the listing threshold (``{"min_votes": N}``; null: back to the default). It is
     kept in the DB, so it survives a restart; the board recomputes on its next read."""
-    body = await json_body(request)
-    if not isinstance(body, dict) or "min_votes" not in body:
-        raise ArenaError('send {"min_votes": N} (or null for the default)')
     await asyncio.to_thread(svc.set_min_votes, body["min_votes"])
     return await arena_settings(svc)
 
 
-@admin.get("/ll/arena/api/votes.csv")
+@admin.get("/ll/arena/api/votes.csv", responses=media("text/csv"))
 async def arena_votes_csv(svc: Service) -> PlainTextResponse:
     from evaluation.report import safe_csv
 
@@ -177,4 +235,15 @@ async def arena_votes_csv(svc: Service) -> PlainTextResponse:
     return PlainTextResponse(safe_csv(df), media_type="text/csv")
 
 
-__all__ = ["VOTER_RE", "admin", "arena_service", "check_voter", "json_body", "router"]
+__all__ = [
+    "VOTER_RE",
+    "ArenaJson",
+    "Reason",
+    "Settings",
+    "Vote",
+    "admin",
+    "arena_service",
+    "check_voter",
+    "json_body",
+    "router",
+]

@@ -80,6 +80,15 @@ def parse_prompts(text: str) -> list[str]:
     return out
 
 
+def harvard_prompts(n: Any) -> list[str]:
+    """``{"source": "harvard", "n": N}``: the first N (1..50) Harvard sentences."""
+    try:
+        count = int(n)
+    except (TypeError, ValueError):
+        raise InvalidRequest("prompts: {source: harvard, n}: n is a whole number") from None
+    return harvard_sentences()[: max(1, min(count, 50))]
+
+
 @dataclass
 class SystemSpec:
     name: str
@@ -178,8 +187,7 @@ class TestSpec:
         if stimuli and not prompts:
             prompts = []
         elif isinstance(prompts, dict) and prompts.get("source") == "harvard":
-            n = int(prompts.get("n", 10))
-            prompts = harvard_sentences()[: max(1, min(n, 50))]
+            prompts = harvard_prompts(prompts.get("n", 10))
         elif isinstance(prompts, str):
             prompts = parse_prompts(prompts)
         elif isinstance(prompts, list):

@@ -37,18 +37,24 @@ from __future__ import annotations
 import asyncio
 import json
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any, Literal
 
 from fastapi import APIRouter, Depends, Request
 from fastapi.responses import HTMLResponse, JSONResponse, Response
+from pydantic import BaseModel, ConfigDict, Field, create_model
 
+from app.listening.designer import CROWD_FIELDS, TestSpec, check_crowd
+from app.listening.flow import Denied, NotYet
 from app.listening.jsonable import clean_json, frames_json
 from app.listening.persistence import CONFIRM_FIELD, check_may_open
 from app.listening.refill import test_places
 from app.listening.service import Listening, check_id
-from app.web.admin import login_page, policy, require_admin
-from app.web.inputs import JSON_BODY_BYTES, json_object
-from backends.errors import InvalidRequest, NotFound
+from app.listening.texts import QUESTIONNAIRE
+from app.store.listening.rows import STATUSES
+from app.web.admin import TooManyTries, login_page, policy, require_admin
+from app.web.inputs import JSON_BODY_BYTES
+from app.web.openapi import DeclaredRoute, JsonBody, as_sent, errors, media
+from backends.errors import Forbidden, InvalidRequest, NotFound, NotPersistent
 from evaluation.listening.kinds import KINDS
 from evaluation.listening.results import test_results
 
@@ -72,14 +78,91 @@ def rater_token(request: Request) -> str:
     return request.headers.get("x-rater-token", "")[:200]
 
 
-async def json_body(request: Request) -> dict[str, Any]:
-    """The request's JSON object (empty: ``{}``), read up to :data:`MAX_BODY` bytes."""
-    raw = b""
-    async for part in request.stream():
-        raw += part
-        if len(raw) > MAX_BODY:
-            raise BodyTooLarge(f"request body over {MAX_BODY} bytes")
-    return json_object(raw)  # bounded nesting: 2,500 brackets are a 400, not a 500
+class RaterJson(JsonBody):
+    """A rater's or the admin's JSON body (empty: ``{}``), read up to :data:`MAX_BODY` bytes
+    (413 past it), then the bounded parser; ``/openapi.json`` declares ``model``'s schema."""
+
+    async def raw(self, request: Request) -> bytes:
+        raw = b""
+        async for part in request.stream():
+            raw += part
+            if len(raw) > MAX_BODY:
+                raise BodyTooLarge(f"request body over {MAX_BODY} bytes")
+        return raw
+
+
+# -- the bodies, declared (the services check them, with their own messages: ``as_sent``)
+
+Pick = Annotated[int, Field(ge=0, le=2, description="The interval heard as odd: 0, 1 or 2")]
+
+
+class Join(BaseModel):
+    """``POST /ll/listen/{id}/join`` (all optional): the crowd platform's ids (1-128 letters,
+    digits or ``. _ : @ -``) and the URL parameter the crowd id came from."""
+
+    crowd_id: str | None = None
+    source: str | None = None
+    study_id: str | None = None
+    session_id: str | None = None
+
+
+class Headphone(BaseModel):
+    """``POST /ll/listen/{id}/headphone``: every trial's pick at once, or ``{trial: pick}``."""
+
+    answers: list[Pick] | dict[str, Pick]
+
+
+class ScreenAnswer(BaseModel):
+    """``POST /ll/listen/{id}/screen/{n}``: trial ``n``'s pick."""
+
+    answer: Pick
+
+
+Questionnaire = create_model(
+    "Questionnaire",
+    __doc__="``POST /ll/listen/{id}/questionnaire``: one listed option per question.",
+    answers=(
+        create_model(
+            "QuestionnaireAnswers",
+            **{q["key"]: (Literal[tuple(q["options"])], ...) for q in QUESTIONNAIRE},
+        ),
+        ...,
+    ),
+)
+
+
+class VoteBody(BaseModel):
+    """``POST /ll/listen/{id}/vote``: the item's ids, and the answer in the fields of the
+    test's kind (MOS ``score``, A/B ``cmos`` or ``choice``, MUSHRA ``scores``, …), which the
+    kind checks."""
+
+    model_config = ConfigDict(extra="allow")
+
+    answer_id: str
+    assignment_id: str
+
+
+class Status(BaseModel):
+    """``POST /ll/admin/tests/{id}/status``; opening on a store a restart loses needs the
+    confirmation."""
+
+    status: Literal[STATUSES]  # type: ignore[valid-type]
+    confirm_not_persistent: bool = False
+
+
+Crowd = create_model(
+    "Crowd",
+    __doc__="``POST /ll/admin/tests/{id}/crowd``: one or more crowd settings (empty: none).",
+    __config__=ConfigDict(extra="forbid", json_schema_extra={"minProperties": 1}),
+    **{k: (str | None, Field(None, max_length=n)) for k, n in CROWD_FIELDS.items()},
+)
+assert CONFIRM_FIELD in Status.model_fields
+
+
+def body(model: Any, parse: Any = as_sent, *, required: bool = True) -> Any:
+    """A route's JSON body: ``model`` declared, ``parse`` (the service's own check) run;
+    ``required=False``: the page may send none (``{}``)."""
+    return Depends(RaterJson(model, required=required, parse=parse))
 
 
 def kind_script_url(kind: str) -> str:
@@ -102,12 +185,18 @@ def wav(data: bytes) -> Response:
 
 
 Svc = Depends(listening)
-Body = Depends(json_body)
 Token = Depends(rater_token)
+RATER = errors(InvalidRequest, Denied, NotFound, NotYet, BodyTooLarge)
+"""What a rater's request may be refused with."""
+ADMIN = errors(InvalidRequest, Forbidden, NotFound, NotPersistent, BodyTooLarge, TooManyTries)
+WAV = {**media("audio/wav"), **RATER}
+SCRIPT = {**media("text/javascript", "text/css"), **errors(NotFound)}
 
-router = APIRouter()
+router = APIRouter(route_class=DeclaredRoute)
 """The rater's page and routes (no admin rights; errors answer through the app's one handler)."""
-admin_router = APIRouter(dependencies=[Depends(require_admin)])
+admin_router = APIRouter(
+    route_class=DeclaredRoute, dependencies=[Depends(require_admin)], responses=ADMIN
+)
 """The admin's JSON routes."""
 
 
@@ -122,7 +211,7 @@ async def listen_page(test_id: str, svc: Listening = Svc) -> HTMLResponse:
     return HTMLResponse(page, headers={"Cache-Control": "no-store"})
 
 
-@router.get("/ll/listening/static/{name}")
+@router.get("/ll/listening/static/{name}", responses=SCRIPT)
 async def listen_static(name: str) -> Response:
     if name not in STATIC_FILES:
         raise NotFound("no such file")
@@ -130,7 +219,7 @@ async def listen_static(name: str) -> Response:
     return Response((STATIC / name).read_text(encoding="utf-8"), media_type=media)
 
 
-@router.get("/ll/listening/kinds/{kind}/{name}")
+@router.get("/ll/listening/kinds/{kind}/{name}", responses=SCRIPT)
 async def kind_static(kind: str, name: str) -> Response:
     """A file of a kind's folder that the kind lists in ``static_files`` (its ``page.js``);
     nothing else of the folder is served."""
@@ -141,13 +230,15 @@ async def kind_static(kind: str, name: str) -> Response:
     return Response((k.folder / name).read_text(encoding="utf-8"), media_type=media)
 
 
-@router.get("/ll/listen/{test_id}/info")
+@router.get("/ll/listen/{test_id}/info", responses=RATER)
 async def info(test_id: str, svc: Listening = Svc) -> dict[str, Any]:
     return await asyncio.to_thread(svc.info, test_id)
 
 
-@router.post("/ll/listen/{test_id}/join")
-async def join(test_id: str, svc: Listening = Svc, b: dict = Body) -> dict[str, Any]:
+@router.post("/ll/listen/{test_id}/join", responses=RATER)
+async def join(
+    test_id: str, svc: Listening = Svc, b: dict = body(Join, required=False)
+) -> dict[str, Any]:
     return await asyncio.to_thread(
         svc.join,
         test_id,
@@ -158,26 +249,26 @@ async def join(test_id: str, svc: Listening = Svc, b: dict = Body) -> dict[str, 
     )
 
 
-@router.get("/ll/listen/{test_id}/status")
+@router.get("/ll/listen/{test_id}/status", responses=RATER)
 async def status(test_id: str, svc: Listening = Svc, token: str = Token) -> dict[str, Any]:
     return await asyncio.to_thread(svc.status, test_id, token)
 
 
-@router.post("/ll/listen/{test_id}/consent")
+@router.post("/ll/listen/{test_id}/consent", responses=RATER)
 async def consent(test_id: str, svc: Listening = Svc, token: str = Token) -> dict[str, Any]:
     return await asyncio.to_thread(svc.consent, test_id, token)
 
 
-@router.post("/ll/listen/{test_id}/headphone")
+@router.post("/ll/listen/{test_id}/headphone", responses=RATER)
 async def headphone(
-    test_id: str, svc: Listening = Svc, token: str = Token, b: dict = Body
+    test_id: str, svc: Listening = Svc, token: str = Token, b: dict = body(Headphone)
 ) -> dict[str, Any]:
     return await asyncio.to_thread(svc.headphone, test_id, token, b.get("answers"))
 
 
-@router.post("/ll/listen/{test_id}/questionnaire")
+@router.post("/ll/listen/{test_id}/questionnaire", responses=RATER)
 async def questionnaire(
-    test_id: str, svc: Listening = Svc, token: str = Token, b: dict = Body
+    test_id: str, svc: Listening = Svc, token: str = Token, b: dict = body(Questionnaire)
 ) -> dict[str, Any]:
     return await asyncio.to_thread(svc.questionnaire, test_id, token, b.get("answers"))
 
@@ -188,31 +279,31 @@ async def resume(test_id: str, svc: Listening = Svc, token: str = Token) -> dict
     return await asyncio.to_thread(svc.resume, test_id, token)
 
 
-@router.get("/ll/listen/{test_id}/screen/{n}")
+@router.get("/ll/listen/{test_id}/screen/{n}", responses=WAV)
 async def screen_audio(test_id: str, n: int, svc: Listening = Svc, token: str = Token):
     return wav(await asyncio.to_thread(svc.screen_audio, test_id, token, n))
 
 
-@router.post("/ll/listen/{test_id}/screen/{n}")
+@router.post("/ll/listen/{test_id}/screen/{n}", responses=RATER)
 async def screen_answer(
-    test_id: str, n: int, svc: Listening = Svc, token: str = Token, b: dict = Body
+    test_id: str, n: int, svc: Listening = Svc, token: str = Token, b: dict = body(ScreenAnswer)
 ) -> dict[str, Any]:
     return await asyncio.to_thread(svc.screen_answer, test_id, token, n, b.get("answer"))
 
 
-@router.get("/ll/listen/{test_id}/familiar/{k}")
+@router.get("/ll/listen/{test_id}/familiar/{k}", responses=WAV)
 async def familiar_audio(test_id: str, k: int, svc: Listening = Svc, token: str = Token):
     return wav(await asyncio.to_thread(svc.familiar_audio, test_id, token, k))
 
 
-@router.post("/ll/listen/{test_id}/familiar")
+@router.post("/ll/listen/{test_id}/familiar", responses=RATER)
 async def familiarised(test_id: str, svc: Listening = Svc, token: str = Token) -> dict[str, Any]:
     return await asyncio.to_thread(svc.familiarised, test_id, token)
 
 
-@router.post("/ll/listen/{test_id}/vote")
+@router.post("/ll/listen/{test_id}/vote", responses=RATER)
 async def vote(
-    test_id: str, svc: Listening = Svc, token: str = Token, b: dict = Body
+    test_id: str, svc: Listening = Svc, token: str = Token, b: dict = body(VoteBody)
 ) -> dict[str, Any]:
     return await asyncio.to_thread(svc.vote, test_id, token, b)
 
@@ -249,7 +340,7 @@ async def places(test_id: str, svc: Listening = Svc) -> dict[str, Any]:
 
 @admin_router.post("/ll/admin/tests/{test_id}/status")
 async def set_status(
-    request: Request, test_id: str, svc: Listening = Svc, b: dict = Body
+    request: Request, test_id: str, svc: Listening = Svc, b: dict = body(Status)
 ) -> dict[str, Any]:
     if b.get("status") == "open":
         check_may_open(request.app.state.listenlab.storage, b.get(CONFIRM_FIELD) is True)
@@ -258,7 +349,9 @@ async def set_status(
 
 
 @admin_router.post("/ll/admin/tests/{test_id}/crowd")
-async def crowd(test_id: str, svc: Listening = Svc, b: dict = Body) -> dict[str, Any]:
+async def crowd(
+    test_id: str, svc: Listening = Svc, b: dict = body(Crowd, check_crowd)
+) -> dict[str, Any]:
     """Change the completion and screen-out codes and URLs, also while the test is open."""
     from app.listening.designer import change_crowd
 
@@ -267,10 +360,12 @@ async def crowd(test_id: str, svc: Listening = Svc, b: dict = Body) -> dict[str,
 
 
 @admin_router.post("/ll/admin/tests")
-async def new_test(request: Request, body: dict = Body) -> dict[str, Any]:
-    from app.listening.designer import TestSpec, create_test, design_summary
+async def new_test(
+    request: Request, spec: TestSpec = body(TestSpec, TestSpec.from_dict)
+) -> dict[str, Any]:
+    from app.listening.designer import create_test, design_summary
 
-    test_id = await create_test(request.app.state.listenlab, TestSpec.from_dict(body))
+    test_id = await create_test(request.app.state.listenlab, spec)
     tests = request.app.state.listening.tests
     return {
         "test_id": test_id,
@@ -279,7 +374,7 @@ async def new_test(request: Request, body: dict = Body) -> dict[str, Any]:
     }
 
 
-@admin_router.get("/ll/admin/tests/{test_id}/export.zip")
+@admin_router.get("/ll/admin/tests/{test_id}/export.zip", responses=media("application/zip"))
 async def export(test_id: str, public: bool = False, svc: Listening = Svc) -> Response:
     data = await asyncio.to_thread(export_zip, svc, test_id, public)
     return Response(
@@ -298,7 +393,8 @@ async def admin_pages(request: Request, call_next):
         if not pol.is_admin(request):
             if "text/html" in request.headers.get("accept", ""):
                 return HTMLResponse(login_page(pol.describe()), status_code=403)
-            return JSONResponse({"detail": f"admin only. {pol.describe()}"}, status_code=403)
+            message = f"admin only. {pol.describe()}"
+            return JSONResponse({"error": message, "detail": message}, status_code=403)
     return await call_next(request)
 
 
@@ -313,6 +409,14 @@ def export_zip(svc: Listening, test_id: str, public: bool = False) -> bytes:
 
 __all__ = [
     "BodyTooLarge",
+    "Crowd",
+    "Headphone",
+    "Join",
+    "Questionnaire",
+    "RaterJson",
+    "ScreenAnswer",
+    "Status",
+    "VoteBody",
     "admin_pages",
     "admin_router",
     "export_zip",

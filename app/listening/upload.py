@@ -48,6 +48,7 @@ from pathlib import Path
 from typing import Any
 
 from fastapi import APIRouter, Depends, Request
+from pydantic import BaseModel, Field
 
 from app.config import ENV_UPLOAD_MAX_BYTES, UPLOAD_MAX_BYTES, upload_max_bytes
 from app.listening.imported import (
@@ -58,8 +59,9 @@ from app.listening.imported import (
     scan,
     unpack_zip,
 )
-from app.listening.routes import json_body
+from app.listening.routes import ADMIN, body
 from app.web.admin import require_admin
+from app.web.openapi import DeclaredRoute, errors, ok
 from backends.errors import Conflict, InvalidRequest, NotFound
 
 ENV_MAX_BYTES = ENV_UPLOAD_MAX_BYTES
@@ -378,12 +380,50 @@ def _checked_set(up: Uploads, d: Path, info: UploadInfo, natural: tuple[str, ...
 
 # ------------------------------------------------------------------- routes
 
-router = APIRouter(dependencies=[Depends(require_admin)])
+router = APIRouter(
+    route_class=DeclaredRoute,
+    dependencies=[Depends(require_admin)],
+    responses={**ADMIN, **errors(Conflict, UploadTooLarge)},
+)
 """Admin-only: the upload and import routes."""
 
 
-@router.post("/ll/admin/uploads")
-async def start_upload(request: Request, b: dict = Depends(json_body)) -> dict[str, Any]:
+class StartUpload(BaseModel):
+    """``POST /ll/admin/uploads``: the zip's size; a key (8-64 lowercase letters or digits)
+    and sha256 to resume the same file."""
+
+    size: int = Field(description="The number of bytes of the .zip")
+    name: str = "upload.zip"
+    key: str | None = None
+    sha256: str | None = None
+
+
+class ImportUpload(BaseModel):
+    """``POST /ll/admin/uploads/{id}/import``: the systems that are natural recordings."""
+
+    natural: list[str] | str = []
+
+
+CHUNK = {
+    "requestBody": {
+        "required": True,
+        "content": {"application/octet-stream": {"schema": {"type": "string", "format": "binary"}}},
+    },
+    "parameters": [
+        {
+            "name": "Content-Range",
+            "in": "header",
+            "required": True,
+            "schema": {"type": "string"},
+            "description": "bytes START-END/TOTAL",
+        }
+    ],
+}
+"""A chunk is raw bytes at the range its header names (:func:`receive_chunk` reads them)."""
+
+
+@router.post("/ll/admin/uploads", responses=ok(UploadInfo))
+async def start_upload(request: Request, b: dict = body(StartUpload)) -> dict[str, Any]:
     key = b.get("key") or None
     if key is not None and not ID_RE.match(str(key)):
         raise InvalidRequest("key: 8-64 lowercase letters or digits")
@@ -400,18 +440,18 @@ async def start_upload(request: Request, b: dict = Depends(json_body)) -> dict[s
     return asdict(info)
 
 
-@router.get("/ll/admin/uploads")
+@router.get("/ll/admin/uploads", responses=ok(UploadInfo, "uploads"))
 async def list_uploads(request: Request) -> dict[str, Any]:
     """Unfinished uploads (to resume or delete)."""
     return {"uploads": [asdict(u) for u in await asyncio.to_thread(Uploads.of(request).pending)]}
 
 
-@router.get("/ll/admin/uploads/{upload_id}")
+@router.get("/ll/admin/uploads/{upload_id}", responses=ok(UploadInfo))
 async def upload_status(request: Request, upload_id: str) -> dict[str, Any]:
     return asdict(await asyncio.to_thread(Uploads.of(request).info, upload_id))
 
 
-@router.put("/ll/admin/uploads/{upload_id}")
+@router.put("/ll/admin/uploads/{upload_id}", openapi_extra=CHUNK, responses=ok(UploadInfo))
 async def upload_chunk(request: Request, upload_id: str) -> dict[str, Any]:
     return asdict(await receive_chunk(request, Uploads.of(request), upload_id))
 
@@ -422,9 +462,9 @@ async def delete_upload(request: Request, upload_id: str) -> dict[str, Any]:
     return {"upload_id": upload_id, "deleted": True}
 
 
-@router.post("/ll/admin/uploads/{upload_id}/import")
+@router.post("/ll/admin/uploads/{upload_id}/import", responses=ok(StimulusSet))
 async def import_route(
-    request: Request, upload_id: str, b: dict = Depends(json_body)
+    request: Request, upload_id: str, b: dict = body(ImportUpload, required=False)
 ) -> dict[str, Any]:
     natural = b.get("natural") or []
     if isinstance(natural, str):
@@ -436,7 +476,7 @@ async def import_route(
     return asdict(found)
 
 
-@router.get("/ll/admin/stimuli")
+@router.get("/ll/admin/stimuli", responses=ok(StimulusSet, "sets"))
 async def list_sets(request: Request) -> dict[str, Any]:
     sets = await asyncio.to_thread(Uploads.of(request).sets)
     return {"sets": [asdict(s) for s in sets]}
@@ -444,6 +484,8 @@ async def list_sets(request: Request) -> dict[str, Any]:
 
 __all__ = [
     "DEFAULT_MAX_BYTES",
+    "ImportUpload",
+    "StartUpload",
     "ENV_MAX_BYTES",
     "MAX_CHUNK_BYTES",
     "StimulusSet",

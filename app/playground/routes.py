@@ -14,14 +14,16 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
-from fastapi import APIRouter, File, Form, Request, UploadFile
+from fastapi import APIRouter, Depends, File, Form, Request, UploadFile
 from fastapi.responses import FileResponse
+from pydantic import BaseModel
 
 from app.state import AppState, BackendEntry
+from app.web.admin import TooManyTries, require_admin
 from app.web.admin import policy as admin_policy
 from app.web.identity import identity
-from app.web.inputs import loads_limited
 from app.web.offload import OffloadTimeout
+from app.web.openapi import DeclaredRoute, JsonBody, errors, media
 from app.web.visibility import for_visitor
 from backends.base import Voice
 from backends.errors import Conflict, Forbidden, InvalidRequest, NotFound
@@ -29,7 +31,23 @@ from backends.profile import unit_profile
 from voices.clips import MAX_SECONDS, MAX_UPLOAD_BYTES, MIN_SECONDS, ClipError, prepare_clip
 from voices.library import VoiceLibrary
 
-router = APIRouter()
+router = APIRouter(route_class=DeclaredRoute)
+
+
+class Rename(BaseModel):
+    """``POST /ll/api/voices/{id}/rename``: the new name (the library checks it)."""
+
+    name: str = ""
+
+
+class Share(BaseModel):
+    """``POST /ll/api/voices/{id}/share``: listed for every visitor, or no longer."""
+
+    shared: bool = True
+
+
+MINE = errors(NotFound, Forbidden)
+"""A voice or take that does not exist, or is another session's."""
 
 
 def _state(request: Request) -> AppState:
@@ -39,16 +57,6 @@ def _state(request: Request) -> AppState:
 def _who(request: Request) -> tuple[str, bool]:
     """(owner id, is admin) of this request."""
     return identity(request).owner_id, admin_policy(request).is_admin(request)
-
-
-async def _json_object(request: Request) -> dict[str, Any]:
-    try:
-        payload = loads_limited(await request.body())
-    except ValueError as e:
-        raise InvalidRequest(f"the body must be a JSON object: {e}") from None
-    if not isinstance(payload, dict):
-        raise InvalidRequest("the body must be a JSON object")
-    return payload
 
 
 def visible_voices(
@@ -143,7 +151,7 @@ async def config(request: Request) -> dict[str, Any]:
     }
 
 
-@router.get("/ll/api/takes/{take_id}.wav")
+@router.get("/ll/api/takes/{take_id}.wav", responses={**media("audio/wav"), **MINE})
 async def take_wav(take_id: str, request: Request):
     """A take's audio: for the session that made it, or the admin."""
     store = _state(request).store
@@ -191,7 +199,7 @@ async def list_voices(request: Request) -> dict[str, Any]:
     return {"voices": [v.public(owner, admin) for v in lib.visible(owner, admin)]}
 
 
-@router.post("/ll/api/voices")
+@router.post("/ll/api/voices", responses=errors(InvalidRequest))
 async def add_voice(
     request: Request,
     file: UploadFile = File(...),
@@ -230,26 +238,31 @@ async def add_voice(
     }
 
 
-@router.post("/ll/api/voices/{voice_id}/rename")
-async def rename_voice(voice_id: str, request: Request) -> dict[str, Any]:
-    payload = await _json_object(request)
+@router.post("/ll/api/voices/{voice_id}/rename", responses={**errors(InvalidRequest), **MINE})
+async def rename_voice(
+    voice_id: str, request: Request, body: Rename = Depends(JsonBody(Rename, required=False))
+) -> dict[str, Any]:
     owner, admin = _who(request)
     lib = _state(request).library
     lib.get_for(voice_id, owner, admin)
-    v = lib.rename(voice_id, str(payload.get("name", "")))
+    v = lib.rename(voice_id, body.name)
     return {"voice": v.public(owner, admin)}
 
 
-@router.post("/ll/api/voices/{voice_id}/share")
-async def share_voice(voice_id: str, request: Request) -> dict[str, Any]:
+@router.post(
+    "/ll/api/voices/{voice_id}/share",
+    dependencies=[Depends(require_admin)],  # runs before the body is read
+    responses=errors(InvalidRequest, NotFound, Forbidden, TooManyTries),
+)
+async def share_voice(
+    voice_id: str, request: Request, body: Share = Depends(JsonBody(Share, required=False))
+) -> dict[str, Any]:
     """Admin only: a shared voice is listed for, and usable by, every visitor."""
-    admin_policy(request).require(request)
-    payload = await _json_object(request)
-    v = _state(request).library.set_shared(voice_id, bool(payload.get("shared", True)))
+    v = _state(request).library.set_shared(voice_id, body.shared)
     return {"voice": v.public(None, True)}
 
 
-@router.delete("/ll/api/voices/{voice_id}")
+@router.delete("/ll/api/voices/{voice_id}", responses=MINE)
 async def delete_voice(voice_id: str, request: Request) -> dict[str, Any]:
     state = _state(request)
     owner, admin = _who(request)
@@ -263,7 +276,7 @@ async def delete_voice(voice_id: str, request: Request) -> dict[str, Any]:
     return {"deleted": v.voice_id}
 
 
-@router.get("/ll/api/voices/{voice_id}.wav")
+@router.get("/ll/api/voices/{voice_id}.wav", responses={**media("audio/wav"), **MINE})
 async def voice_wav(voice_id: str, request: Request):
     owner, admin = _who(request)
     lib = _state(request).library

@@ -34,14 +34,16 @@ import time
 import zipfile
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from fastapi import APIRouter, Depends, Form, Request
 from fastapi.responses import FileResponse, JSONResponse
+from pydantic import BaseModel
 from starlette.background import BackgroundTask
 from starlette.requests import HTTPConnection
 
 from app.config import ENV_ADMIN_PASSWORD, WebSettings
+from app.web.openapi import DeclaredRoute, errors, media
 from app.web.proxies import Proxies
 from app.web.ratelimit import FailureTally, LoginThrottle
 from backends.errors import Forbidden, TooMany
@@ -224,7 +226,17 @@ def require_admin(request: Request) -> None:
 
 # --------------------------------------------------------------------------- routes
 
-router = APIRouter()
+router = APIRouter(route_class=DeclaredRoute)
+ADMIN_ONLY = errors(Forbidden, TooManyTries)
+"""Not an admin (403), or a client that gave too many wrong passwords (429)."""
+
+
+class Whoami(BaseModel):
+    """``GET /ll/admin/whoami``: whether this request is the admin's, and how one becomes it."""
+
+    admin: bool
+    mode: Literal["password", "localhost"]
+    note: str
 
 
 def login_page(note: str) -> str:
@@ -252,7 +264,7 @@ def login_page(note: str) -> str:
     )
 
 
-@router.post("/ll/admin/login")
+@router.post("/ll/admin/login", responses=ADMIN_ONLY)
 async def admin_login(request: Request, password: str = Form("")) -> JSONResponse:
     """A correct password sets the signed admin cookie; wrong ones are throttled per client."""
     pol = policy(request)
@@ -275,7 +287,11 @@ async def admin_login(request: Request, password: str = Form("")) -> JSONRespons
     return resp
 
 
-@router.get("/ll/admin/snapshot.zip", dependencies=[Depends(require_admin)])
+@router.get(
+    "/ll/admin/snapshot.zip",
+    dependencies=[Depends(require_admin)],
+    responses={**media("application/zip"), **ADMIN_ONLY},
+)
 async def admin_snapshot(request: Request) -> FileResponse:
     """Everything a study needs to survive the server: a consistent copy of the database
     (SQLite's online backup, taken while raters keep voting) and every take's audio, zipped
@@ -308,6 +324,6 @@ def snapshot_zip(store: Any, tmp: Path) -> Path:
 
 
 @router.get("/ll/admin/whoami")
-async def admin_whoami(request: Request) -> dict[str, Any]:
+async def admin_whoami(request: Request) -> Whoami:
     pol = policy(request)
-    return {"admin": pol.is_admin(request), "mode": pol.mode, "note": pol.describe()}
+    return Whoami(admin=pol.is_admin(request), mode=pol.mode, note=pol.describe())

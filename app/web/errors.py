@@ -14,16 +14,30 @@ import logging
 from typing import Any
 
 from fastapi import FastAPI, Request
-from fastapi.responses import JSONResponse
+from fastapi.responses import JSONResponse, Response
+from pydantic import BaseModel
+from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from backends.errors import ListenlabError
 
 log = logging.getLogger("listenlab.app")
 
 
+class ErrorBody(BaseModel, extra="allow"):
+    """What ``listenlab serve`` answers for any refusal: the message under ``error`` (the
+    Playground and the arena read it) and ``detail`` (the rater page reads it), a word to
+    branch on, and the error's facts (``retry_after_s``, a battle's state). A refusal of the
+    guard (:mod:`app.web.guard`) carries only ``error``. ``/openapi.json`` declares it."""
+
+    error: str
+    detail: str | None = None
+    reason: str | None = None
+
+
 def error_body(exc: ListenlabError) -> dict[str, Any]:
     message = str(exc)
-    return {"error": message, "detail": message, "reason": exc.reason, **exc.extra}
+    body = {"error": message, "detail": message, "reason": exc.reason, **exc.extra}
+    return ErrorBody.model_validate(body).model_dump()
 
 
 def error_response(exc: ListenlabError) -> JSONResponse:
@@ -41,9 +55,22 @@ async def _handle(_request: Request, exc: Exception) -> JSONResponse:
     return error_response(exc)
 
 
+async def _handle_http(_request: Request, exc: Exception) -> Response:
+    """Starlette's own refusals (a malformed multipart form, an unknown path, a wrong method)
+    in the same :class:`ErrorBody` shape as the app's, ``detail`` the message as before."""
+    assert isinstance(exc, StarletteHTTPException)
+    if exc.status_code in (204, 304):
+        return Response(status_code=exc.status_code, headers=exc.headers)
+    message = exc.detail if isinstance(exc.detail, str) else str(exc.detail)
+    body = ErrorBody(error=message, detail=message).model_dump()
+    return JSONResponse(body, status_code=exc.status_code, headers=exc.headers)
+
+
 def install_error_handler(app: FastAPI) -> None:
-    """Answer every :class:`ListenlabError` a route raises with :func:`error_response`."""
+    """Answer every :class:`ListenlabError` a route raises with :func:`error_response`, and
+    Starlette's HTTP refusals in the same shape (``/openapi.json`` declares one shape)."""
     app.add_exception_handler(ListenlabError, _handle)
+    app.add_exception_handler(StarletteHTTPException, _handle_http)
 
 
-__all__ = ["error_body", "error_response", "install_error_handler"]
+__all__ = ["ErrorBody", "error_body", "error_response", "install_error_handler"]

@@ -47,6 +47,14 @@ PAGE_DESTS = frozenset({"document", "iframe", "frame"})
 
 ErrorBody = Callable[[str, int], dict[str, Any]]
 
+REFUSALS = {
+    400: "Bad Content-Length (the guard)",
+    403: "A Host not allowed here, or a cross-site write or admin request (the guard)",
+    413: "The body is over this route's byte limit (the guard)",
+}
+"""What the guard may answer on any route before the route runs (``/openapi.json`` declares
+them on every operation, :func:`app.web.openapi.install`)."""
+
 
 def simple_error(message: str, status: int) -> dict[str, Any]:
     """The Playground's error shape: ``{"error": message}``."""
@@ -355,6 +363,7 @@ __all__ = [
     "ENV_ALLOWED_ORIGINS",
     "GuardConfig",
     "GuardMiddleware",
+    "REFUSALS",
     "default_allowed_hosts",
     "simple_error",
 ]
