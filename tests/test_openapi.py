@@ -35,6 +35,8 @@ BODILESS = {
         "POST /ll/arena/session",
         "POST /ll/listen/{test_id}/consent",
         "POST /ll/listen/{test_id}/familiar",
+        "POST /ll/listen/{test_id}/resume",
+        "POST /ll/admin/tests/{test_id}/score",
     },
     "api": {"DELETE /v1/audio/voices/{name}", "POST /ping"},
 }
