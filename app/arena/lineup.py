@@ -76,6 +76,19 @@ def language_tag(value: Any) -> str:
     return s
 
 
+def backend_language(tag: str | None, declared: tuple[str, ...]) -> str | None:
+    """The backend's own name for the language ``tag`` (``en`` → Qwen3-TTS's ``English``,
+    Piper's ``en-US``), so a request carries a value the backend accepts; None when it declares
+    none that matches (the backend then speaks its default)."""
+    for lang in declared if tag else ():
+        try:
+            if language_tag(lang) == tag:
+                return lang
+        except LineupError:
+            continue
+    return None
+
+
 def text_key(text: str) -> str:
     """A text as the first-use rule compares it: Unicode NFKC, case-folded, letters and digits
     only (so 'Hello, world!' and 'hello world' are one text)."""
@@ -205,6 +218,7 @@ def allowed_pairs(spoken: list[set[str]], language: str | None) -> np.ndarray:
 
 
 __all__ = [
+    "backend_language",
     "DEFAULT_LANGUAGE",
     "Entry",
     "Lineup",

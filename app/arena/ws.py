@@ -28,6 +28,7 @@ import time
 from typing import Any
 
 from app.arena.battles import SIDES, ArenaError, StillStreaming, owner_view
+from app.arena.lineup import backend_language
 from app.arena.service import ArenaService, owner_of
 from app.player.blind import BlindSession
 from app.player.messages import CLONE_PREFIX, clone_request
@@ -156,13 +157,14 @@ class VoiceResolver:
 
 async def side_request(svc: ArenaService, entry: Any, bt: Any, side: str) -> SpeechRequest:
     """The side's request: the battle's text, the side's voice (a library voice ``lib:<id>``
-    becomes a clone of it) and the text's language where the backend takes one."""
+    becomes a clone of it) and the text's language in the backend's own name for it
+    (:func:`backend_language`) where the backend takes one."""
     caps = entry.backend.capabilities
     voice = bt.voice(side)
     req = SpeechRequest(
         text=bt.text,
         voice=voice,
-        language=bt.language if bt.language and caps.languages else None,
+        language=backend_language(bt.language, tuple(caps.languages)),
     ).validated()
     if voice and voice.startswith(CLONE_PREFIX):
         try:
