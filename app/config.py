@@ -111,6 +111,16 @@ ENV: tuple[EnvVar, ...] = (
         "Tests only: `1` makes a missing `[metrics]` extra an error instead of a skip for `tests/test_metrics.py` (CI).",
     ),
     EnvVar(
+        "LISTENLAB_FUZZ_SEED",
+        "20240611",
+        "Tests only: the seed of the schema-driven fuzz run of both apps (`tests/test_openapi_fuzz.py`); another seed explores other requests.",
+    ),
+    EnvVar(
+        "LISTENLAB_FUZZ_EXAMPLES",
+        "8",
+        "Tests only: examples per operation in that fuzz run's fuzzing phase (more: a longer, wider run).",
+    ),
+    EnvVar(
         "LISTENLAB_METRICS",
         "auto",
         "Build argument of the Dockerfile: `auto` installs the `[metrics]` extra (docs/metrics.md) on a CPU base when the CPU build of torch 2.13.0 can be had, `1` fails the build without it, `0` never installs it. A CUDA base never gets it.",
