@@ -304,7 +304,7 @@ class BlackHole:
         self.sock.close()
 
 
-def test_the_rater_page_reconnects_after_a_restart_and_says_so(tmp_path):
+def test_the_rater_page_reconnects_after_a_restart_and_says_so(tmp_path, setup):
     """#38 item 13: the server is killed under a rater's page mid-test, its port then holds
     connections without answering (a restarting container behind a proxy), then it comes
     back on the same store. The page says at once that the connection is lost and that it is
@@ -325,44 +325,44 @@ def test_the_rater_page_reconnects_after_a_restart_and_says_so(tmp_path):
         tid = create_one_item_test(
             live, {"name": "joe", "backend": "joe"}, "Is it going to rain tomorrow?"
         )
-        with chromium(["--autoplay-policy=no-user-gesture-required"]) as ctx:
-            page = open_rater(ctx, f"{rep.url}/listen/{tid}")
-            page.click("#lt-agree")
-            page.wait_for_selector("#lt-item:not([hidden])", timeout=30_000)
-            assert page.is_hidden("#lt-conn")  # connected: nothing to say
-            rep.kill()
-            hole = BlackHole(port)
-            page.wait_for_selector("#lt-conn:not([hidden])", timeout=10_000)
-            said = page.inner_text("#lt-conn")
-            assert "connection to the server was lost" in said and "Reconnecting" in said
-            page.click(".lt-play[data-slot='0']")  # pressed while the server is down
-            deadline = time.monotonic() + 30
-            while len(hole.held) < 2 and time.monotonic() < deadline:
-                time.sleep(0.2)
-            assert len(hole.held) >= 2, "a hanging connect was never given up"
-            assert (
-                page.evaluate(
-                    "window.listenTest.played[window.listenTest.status.item"
-                    ".assignment_id + ':0'] || 0"
-                )
-                == 0
+        # the module's browser: a second sync Playwright beside it in one thread is refused
+        ctx = setup[1]
+        page = open_rater(ctx, f"{rep.url}/listen/{tid}")
+        page.click("#lt-agree")
+        page.wait_for_selector("#lt-item:not([hidden])", timeout=30_000)
+        assert page.is_hidden("#lt-conn")  # connected: nothing to say
+        rep.kill()
+        hole = BlackHole(port)
+        page.wait_for_selector("#lt-conn:not([hidden])", timeout=10_000)
+        said = page.inner_text("#lt-conn")
+        assert "connection to the server was lost" in said and "Reconnecting" in said
+        page.click(".lt-play[data-slot='0']")  # pressed while the server is down
+        deadline = time.monotonic() + 30
+        while len(hole.held) < 2 and time.monotonic() < deadline:
+            time.sleep(0.2)
+        assert len(hole.held) >= 2, "a hanging connect was never given up"
+        assert (
+            page.evaluate(
+                "window.listenTest.played[window.listenTest.status.item.assignment_id + ':0'] || 0"
             )
-            hole.close()
-            hole = None
-            rep.start().wait_up()
-            page.wait_for_function(
-                "document.getElementById('lt-conn').textContent.includes('again')",
-                timeout=30_000,
-            )
-            page.wait_for_function(  # the Play pressed while down has played
-                "(window.listenTest.played[window.listenTest.status.item.assignment_id + ':0']"
-                " || 0) >= window.listenTest.status.item.need_ms[0]",
-                timeout=60_000,
-            )
-            page.click(".lt-choice[data-value='4']")
-            page.wait_for_selector("#lt-submit:not([disabled])", timeout=10_000)
-            page.click("#lt-submit")
-            page.wait_for_selector("#lt-done:not([hidden])", timeout=30_000)
+            == 0
+        )
+        hole.close()
+        hole = None
+        rep.start().wait_up()
+        page.wait_for_function(
+            "document.getElementById('lt-conn').textContent.includes('again')",
+            timeout=30_000,
+        )
+        page.wait_for_function(  # the Play pressed while down has played
+            "(window.listenTest.played[window.listenTest.status.item.assignment_id + ':0']"
+            " || 0) >= window.listenTest.status.item.need_ms[0]",
+            timeout=60_000,
+        )
+        page.click(".lt-choice[data-value='4']")
+        page.wait_for_selector("#lt-submit:not([disabled])", timeout=10_000)
+        page.click("#lt-submit")
+        page.wait_for_selector("#lt-done:not([hidden])", timeout=30_000)
     finally:
         if hole is not None:
             hole.close()
