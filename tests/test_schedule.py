@@ -145,7 +145,7 @@ def test_the_fast_tier_leaves_out_slow_and_browser_tests():
     """``-m "not browser and not slow"`` selects by the record's rule (marks applied before
     pytest's own selection); ``--fast`` selects the same tests without importing the files
     that hold none of them."""
-    files = ["tests/test_schedule.py", "tests/test_browser_arena.py", "tests/test_web.py"]
+    files = ["tests/test_schedule.py", "tests/test_browser_arena.py", "tests/test_replicas.py"]
     assert not _schedule.fast_tier_skips(files[0])
     assert _schedule.fast_tier_skips(files[1]) and _schedule.fast_tier_skips(files[2])
     picked = collect("-m", _schedule.TIER, *files)
