@@ -78,15 +78,18 @@ def language_tag(value: Any) -> str:
 
 def backend_language(tag: str | None, declared: tuple[str, ...]) -> str | None:
     """The backend's own name for the language ``tag`` (``en`` → Qwen3-TTS's ``English``,
-    Piper's ``en-US``), so a request carries a value the backend accepts; None when it declares
-    none that matches (the backend then speaks its default)."""
-    for lang in declared if tag else ():
+    Piper's ``en-US``), so a request carries a value the backend accepts; the tag itself when
+    the backend declares languages but none matches (the arena file said the system speaks
+    it); None for a backend that declares none (it speaks its default)."""
+    if not tag or not declared:
+        return None
+    for lang in declared:
         try:
             if language_tag(lang) == tag:
                 return lang
         except LineupError:
             continue
-    return None
+    return tag
 
 
 def text_key(text: str) -> str:
