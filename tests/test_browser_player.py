@@ -16,6 +16,13 @@ from tests.support.app_util import (
     tmp_db,
     wait_finished,
 )
+from tests.support.playout_check import (
+    assert_follows_the_rule,
+    behind_schedule,
+    replay,
+    scheduled,
+    speak_record,
+)
 
 pytestmark = pytest.mark.browser
 
@@ -25,19 +32,26 @@ PARAGRAPH = (
 )
 
 
+# 1.5x slower than real time, Piper audio re-cut into 1 s chunks
+SLOW = (
+    "piper?deterministic=1&profile=custom&rate=22050&channels=1"
+    "&first_frames=1&chunk_frames=1&frame_hz=1&pace=0.67"
+)
+
+
 @pytest.fixture(scope="module")
 def server():
     db = tmp_db()
     app = create_app(
         {
             "piper": "piper?deterministic=1",
-            # 1.5x slower than real time, Piper audio re-cut into 1 s chunks
-            "slow": "piper?deterministic=1&profile=custom&rate=22050&channels=1"
-            "&first_frames=1&chunk_frames=1&frame_hz=1&pace=0.67",
-            # a forced 3 s stall after chunk 2 on a backend otherwise 3x faster than real time (800 ms
-            # TTFA: chunks 0-2 are paced, not one burst, so the start rule starts before the stall)
+            "slow": SLOW,
+            # a forced 8 s stall after chunk 10 (5.5 s of audio) on a backend otherwise 3x faster
+            # than real time. The stall is longer than any buffer the start rule holds, however
+            # the chunks before it arrive: paced, or in one burst when the voice's synthesis
+            # outlasts the profile's send times (a loaded machine), so it is always heard
             "stall": "piper?deterministic=1&profile=custom&rate=22050&channels=1"
-            "&first_frames=1&chunk_frames=1&frame_hz=2&pace=3&stall=2:3&ttfa_ms=800",
+            "&first_frames=1&chunk_frames=1&frame_hz=2&pace=3&stall=10:8",
             "qwen": "piper?deterministic=1&profile=qwen3-tts",
         },
         db,
@@ -131,15 +145,22 @@ def test_qwen3_schedule_80ms_then_2s_does_not_stall(server, browser):
 
 
 def test_slow_backend_prebuffers_and_stalls_at_most_once(server, browser):
+    """1 s chunks at 0.67x: on the backend's schedule the start rule waits well past the first
+    chunk and stalls at most once; the live player makes the rule's decisions on its own record
+    (a loaded machine changes the record, and the rule's answer with it), and on a record that
+    kept to the schedule it prebuffered past the first chunk too."""
     page = open_playground(browser, server.url)
-    speak(page, PARAGRAPH, "slow")
-    g = wait_finished(page, 120_000)
+    g = speak_record(page, "slow", PARAGRAPH)
     assert g["status"] == "ok"
-    chunks = g["chunkList"]
-    assert len(chunks) >= 6
-    # the prebuffer waited beyond the first chunk's arrival
-    assert g["prebufferMs"] > 500, g
-    assert g["underruns"]["count"] <= 1, g["underruns"]
+    assert len(g["arrivals"]) >= 6
+    assert_follows_the_rule(page, g)
+    sent = scheduled(SLOW, g["arrivals"], g["durations"])
+    on_schedule = replay(g, arrivals=sent, done_s=sent[-1])
+    assert on_schedule.start_s - sent[0] > 0.5, on_schedule.to_dict()
+    assert len(on_schedule.underruns) <= 1, on_schedule.to_dict()
+    if behind_schedule(g, sent) <= 0.03:
+        assert g["prebufferMs"] > 500, g
+        assert g["underruns"]["count"] <= 1, g["underruns"]
     page.close()
 
 
@@ -150,8 +171,8 @@ def test_forced_stall_is_detected_reported_and_stored(server, browser):
     assert g["status"] == "ok"
     u = g["underruns"]
     assert u["count"] >= 1 and u["stallMs"] > 300, u
-    # the stall position is where the audio ran out: at a chunk start near 1.5 s (3 x 0.5 s)
-    assert any(abs(p - 1500) < 60 for p in u["positions"]), u
+    # the stall position is where the audio ran out: at a chunk start near 5.5 s (11 x 0.5 s)
+    assert any(abs(p - 5500) < 60 for p in u["positions"]), u
     page.wait_for_function("window.listenlab.underrunsSaved >= 1")
     row = server.state.store.db.execute(
         "SELECT count, stall_ms, positions_ms FROM underruns WHERE take_id=?", [g["takeId"]]

@@ -11,16 +11,21 @@ from __future__ import annotations
 import json
 import random
 from pathlib import Path
-from urllib.parse import parse_qsl
 
-import numpy as np
 import pytest
 
 from app.playground.ui import player_core_js
 from app.server import create_app
-from backends.profile import profile_from_params
-from evaluation.playout import POLICY, ideal_start_s, simulate
-from tests.support.app_util import live_server, open_playground, speak, tmp_db, wait_finished
+from evaluation.playout import POLICY, simulate
+from tests.support.app_util import live_server, open_playground, tmp_db
+from tests.support.playout_check import (
+    assert_follows_the_rule,
+    behind_schedule,
+    promise,
+    replay,
+    scheduled,
+    speak_record,
+)
 
 pytestmark = pytest.mark.browser
 
@@ -129,20 +134,6 @@ def test_js_and_python_twins_agree_on_random_timelines(browser):
     page.close()
 
 
-def speak_record(page, backend: str, text: str) -> dict:
-    """Speak ``text`` on ``backend`` to the end; what the player recorded of the start rule."""
-    speak(page, text, backend)
-    wait_finished(page, 120_000)
-    return {"text": text} | page.evaluate(
-        """() => { const g = window.listenlab.last;
-        return {status: g.status, sr: g.sr, textChars: g.textChars, start: g.start,
-          arrivals: g.chunks.map((c) => c.arrivalMs / 1000), durations: g.chunks.map((c) => c.frames / g.sr),
-          firstScheduledMs: g.firstScheduledMs, doneMs: g.doneMs, underruns: g.underruns,
-          idealStartMs: g.idealStartMs, actualStartMs: g.actualStartMs, plans: g.plans,
-          whens: g.chunks.map((c) => c.whenCtx)}; }"""
-    )
-
-
 @pytest.mark.parametrize("backend", list(SCHEDULES))
 def test_live_player_follows_the_rule(server, browser, backend):
     page = open_playground(browser, server.url)
@@ -177,88 +168,38 @@ def test_live_first_visit_follows_the_rule_and_meets_the_promise(server, browser
         "takes": 0,
     }
     sim = assert_follows_the_rule(page, g)  # on the record, whatever the machine's load
-    assert len(sim.underruns) <= 1, sim.to_dict()
     record = json.dumps({"arrivals": g["arrivals"], "durations": g["durations"]})
-    arr, dur = g["arrivals"], g["durations"]
-    sent = scheduled(backend, arr, dur)
-    on_schedule = simulate(sent, dur, g["textChars"], done_s=sent[-1])
+    sent = scheduled(FIRST_VISIT[backend], g["arrivals"], g["durations"])
+    on_schedule = replay(g, arrivals=sent, done_s=sent[-1])
     assert len(on_schedule.underruns) <= 1, (on_schedule.to_dict(), record)
     assert on_schedule.late_by_s <= promise(on_schedule), (on_schedule.to_dict(), record)
-    behind = max(a - s for a, s in zip(arr, sent, strict=True))
+    behind = behind_schedule(g, sent)
     if behind <= 0.03:  # the machine kept to the schedule: the record is the schedule
+        assert len(sim.underruns) <= 1, (sim.to_dict(), behind, record)
         assert sim.late_by_s <= promise(sim), (sim.to_dict(), behind, record)
     page.close()
 
 
-def promise(sim) -> float:
-    """The README's first-take promise: how late the start may be."""
-    return 0.05 + 0.15 * sim.ideal_start_s
-
-
-def scheduled(backend: str, arrivals: list[float], durations: list[float]) -> list[float]:
-    """When ``backend``'s wire profile sends each chunk, counted from the first one's arrival:
-    chunk k goes once the audio through chunk k is generated at the profile's pace."""
-    params = dict(parse_qsl(FIRST_VISIT[backend].split("?", 1)[1]))
-    params.pop("deterministic", None)
-    p = profile_from_params(params)
-    assert p.pace > 0 and not p.jitter_ms and not p.ttfa_ms
-    done = np.cumsum(durations)
-    return [arrivals[0] + (d - durations[0]) / p.pace for d in done]
-
-
-def assert_follows_the_rule(page, g: dict):
-    """The live player made the rule's decisions on its own arrival record; the simulation."""
-    learnt = g["start"]["learnt"]
-    assert g["textChars"] == len(g["text"])
-    arr, dur = g["arrivals"], g["durations"]
-    # the card's ideal start is the formula on the player's own arrival record
-    assert g["idealStartMs"] == pytest.approx(ideal_start_s(arr, dur) * 1000, abs=1e-6)
-    # replay the recorded arrivals through the rule: the live player started when it said
-    sim = simulate(
-        arr,
-        dur,
-        g["textChars"],
-        sec_per_char=learnt["sec_per_char"],
-        rate_prior=learnt["rate"],
-        chunk_prior=learnt["chunk_s"],
-        done_s=g["doneMs"] / 1000,
-    )
-    decided = g["firstScheduledMs"] / 1000
-    assert decided >= sim.decisions[0] - 0.002, (decided, sim.to_dict(), g["plans"])
-    # never earlier than allowed; later only by timer/event-loop latency on a busy machine
-    assert decided <= sim.decisions[0] + 0.5, (decided, sim.to_dict(), g["plans"])
-    # the first plan that allowed the start is the one the player logged before starting
-    allowed = [p for p in g["plans"] if p["at_s"] <= decided + 1e-6]
-    assert allowed and allowed[-1]["start_at_s"] <= decided + 1e-6
-    # at most one stall, and every stall is accounted with its size
-    u = g["underruns"]
-    assert u["count"] <= 1, (u, sim.to_dict())
-    assert len(u["events"]) == u["count"]
-    assert u["stallMs"] == pytest.approx(sum(e["stall_ms"] for e in u["events"]))
-    # sample-accurate, never overlapping: on the audio clock each chunk starts exactly at the
-    # previous one's end, or later after a stall (by that stall's size)
-    w = g["whens"]
-    gaps = [w[k] - (w[k - 1] + dur[k - 1]) for k in range(1, len(dur))]
-    assert min(gaps) >= -1e-6, gaps
-    assert sum(1 for x in gaps if x > 1e-6) == u["count"]
-    assert sum(gaps) * 1000 == pytest.approx(u["stallMs"], abs=1.0)
-    card = page.inner_text("#ll-start-note")
-    assert "ideal start" in card
-    assert page.inner_text("#ll-m-ideal").endswith("ms")
-    return sim
-
-
 def test_slow_stream_starts_late_enough_and_close_to_the_ideal(server, browser):
     """0.67x real time: the rule waits for the predicted need (not for the first chunk) and
-    starts within the issue's target of the ideal start measured from the same record."""
+    starts within the issue's target of the ideal start (late by <= 50 ms + 10 % of it), on the
+    backend's schedule; the live player follows the rule on its own record, and meets the
+    target on it whenever the machine kept to the schedule (plus timer slack under load)."""
     page = open_playground(browser, server.url)
     speak_record(page, "uniform320-0.67x", SHORT)
     g = speak_record(page, "uniform320-0.67x", SHORT)
-    ideal = g["idealStartMs"] / 1000
-    actual = g["actualStartMs"] / 1000
-    assert ideal > 1.0  # slower than real time: the ideal start is well after the first chunk
-    assert actual >= g["arrivals"][0] + 0.5
-    assert g["underruns"]["count"] <= 1
-    # target late by <= 50 ms + 10 % of the ideal start, plus scheduling slack under load
-    assert actual - ideal <= 0.05 + 0.10 * ideal + 0.5, (actual, ideal)
+    assert g["status"] == "ok" and g["start"]["learnt"]["takes"] >= 1
+    assert_follows_the_rule(page, g)
+    sent = scheduled(SCHEDULES["uniform320-0.67x"], g["arrivals"], g["durations"])
+    on_schedule = replay(g, arrivals=sent, done_s=sent[-1])
+    assert on_schedule.ideal_start_s - sent[0] > 1.0  # slower than real time: well after chunk 1
+    assert on_schedule.start_s >= sent[0] + 0.5, on_schedule.to_dict()
+    assert len(on_schedule.underruns) <= 1, on_schedule.to_dict()
+    target = 0.05 + 0.10 * on_schedule.ideal_start_s
+    assert on_schedule.late_by_s <= target, on_schedule.to_dict()
+    if behind_schedule(g, sent) <= 0.03:
+        ideal, actual = g["idealStartMs"] / 1000, g["actualStartMs"] / 1000
+        assert actual >= g["arrivals"][0] + 0.5
+        assert g["underruns"]["count"] <= 1
+        assert actual - ideal <= 0.05 + 0.10 * ideal + 0.5, (actual, ideal)
     page.close()

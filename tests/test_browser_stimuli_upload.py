@@ -59,8 +59,14 @@ def test_upload_box_shows_progress_and_generate_uses_the_set(tmp_path):
         sets = list((live.state.store.root / "stimuli").iterdir())
         assert len(sets) == 1 and path == str(sets[0])
         assert not any((live.state.store.root / "uploads").iterdir())
+        # only the imported systems: drop the two default rows, one answer at a time (a second
+        # click before the first answer sends the same table and drops the same row)
+        table = "(t) => !document.querySelector('#lt-systems').innerText.includes(t)"
+        assert "piper-qwen-wire" in page.inner_text("#lt-systems")
         page.click("#lt-drop-system")
-        page.click("#lt-drop-system")  # only the imported systems
+        page.wait_for_function(table, arg="piper-qwen-wire", timeout=60_000)
+        page.click("#lt-drop-system")
+        page.wait_for_function(table, arg="piper", timeout=60_000)
         page.get_by_label("Headphone check").uncheck()
         page.get_by_label("Items per rater").fill("2")
         page.click("#lt-generate")
