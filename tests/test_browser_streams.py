@@ -19,6 +19,7 @@ from tests.support.app_util import (
     tmp_db,
     wait_finished,
 )
+from tests.support.playout_check import assert_follows_the_rule, speak_record
 
 pytestmark = pytest.mark.browser
 
@@ -49,16 +50,16 @@ def setup():
 def test_stereo_48k_plays_at_its_own_rate(setup):
     live, browser = setup
     page = open_playground(browser, live.url)
-    speak(page, TEXT, "stereo48")
-    g = wait_finished(page, 60_000)
+    rec = speak_record(page, "stereo48", TEXT)
+    g = wait_finished(page)
     assert g["status"] == "ok" and (g["sr"], g["ch"]) == (48000, 2)
     assert g["ctxRate"] == 48000
     take = live.state.store.load_take(g["takeId"])
     assert take.channels == 2 and take.sample_rate == 48000
     assert np.array_equal(page_pcm(page), take.audio.reshape(-1))
-    # the rate and channels are what this test is about; at 3x pace a full machine can still
-    # stall the page once (seen with the whole suite on 2 cores): one stall, never a second
-    assert g["underruns"]["count"] <= 1, g["underruns"]
+    # the rate and channels are what this test is about; the start and any stall are the
+    # rule's on the player's own record (a full machine can send the chunks late)
+    assert_follows_the_rule(page, rec)
     assert g["firstAudibleMs"] is not None
     assert page.inner_text("#ll-m-format") == "48000 Hz × 2"
     page.close()
