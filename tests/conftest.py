@@ -4,7 +4,7 @@ The Piper voice is real; it loads once per test process. pyproject's addopts run
 pytest-xdist workers with ``--dist loadfile``: a whole test file per worker (a file's module
 fixtures, its servers and its Chromium start once), longest first (see
 :mod:`tests.support.schedule`). Timing tests assert on what was recorded, so they hold beside
-other workers' tests as on a loaded CI machine. Tests that took 2 s or more in the recorded
+other workers' tests as on a loaded CI machine. Tests that took 1 s or more in the recorded
 run are marked ``slow``; ``pytest -m "not browser and not slow"`` is the fast tier, and
 ``--fast`` runs it without importing the files that hold none of its tests.
 """

@@ -265,6 +265,7 @@ def test_recording_has_processing_off_and_becomes_a_voice(setup):
           const s = await gum(c); window.__settings = s.getAudioTracks()[0].getSettings();
           return s; }; }"""
     )
+    began = time.monotonic()
     page.click("#ll-rec")
     page.wait_for_function("document.querySelector('#ll-rec').textContent.includes('Stop')")
     page.wait_for_timeout(2500)
@@ -272,6 +273,7 @@ def test_recording_has_processing_off_and_becomes_a_voice(setup):
     page.wait_for_function(
         "document.querySelector('#ll-rec-status').textContent.startsWith('Recorded')"
     )
+    held = time.monotonic() - began  # the recording lies inside this span, however busy
     c = page.evaluate("window.__constraints.audio")
     assert c["echoCancellation"] is False
     assert c["noiseSuppression"] is False and c["autoGainControl"] is False
@@ -287,4 +289,4 @@ def test_recording_has_processing_off_and_becomes_a_voice(setup):
     msg = page.inner_text("#ll-vmsg")
     assert msg.startswith('Saved voice "Recorded"'), msg
     v = next(v for v in live.state.library.list() if v.name == "Recorded")
-    assert 1.0 <= v.duration_s <= 3.5
+    assert 1.0 <= v.duration_s <= held + 0.25, (v.duration_s, held)
