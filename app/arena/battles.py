@@ -184,9 +184,9 @@ class VoteView(BattleView):
     """The answer to a vote: the battle with its systems, the choice that stands, and whether
     this request stored it (``counted``: False for a re-sent identical vote)."""
 
-    systems: SideSystems = field()  # required here: a field() without a default
-    choice: Choice = field()
-    counted: bool = field()
+    systems: SideSystems = field()  # required here (a bare annotation would inherit None)
+    choice: Choice
+    counted: bool
     """True when this request stored the vote; False for a re-send of the same choice."""
 
     @classmethod

@@ -176,9 +176,9 @@ class ArenaBoard(FittedBoard):
     """``GET /ll/arena/api/leaderboard``: the fitted board, each row with its predicted MOS,
     and ``machine``, what those columns are."""
 
-    listed: list[ScoredRow] = field()  # the rows with their machine columns
-    preliminary: list[ScoredRow] = field()
-    machine: str = field()
+    listed: list[ScoredRow]
+    preliminary: list[ScoredRow]
+    machine: str
 
 
 def shallow(obj: Any) -> dict[str, Any]:
