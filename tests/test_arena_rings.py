@@ -149,7 +149,7 @@ def test_an_exclusion_is_recorded_reversible_and_recomputes_what_counts(arena):
         (again.exclusion_id, True),
     ]
     report = audit.report()
-    assert [x["reason"] for x in report["exclusions"]] == ["votes in lockstep", "after all"]
+    assert [x.reason for x in report.exclusions] == ["votes in lockstep", "after all"]
 
 
 def test_reasons_and_names_are_bounded():

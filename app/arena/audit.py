@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import json
 import time
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from app.arena.battles import ArenaError, new_id
@@ -47,6 +48,64 @@ def admin_name(value: Any, mode: str) -> str:
     return f"{name or 'admin'} ({mode})"
 
 
+@dataclass(frozen=True)
+class ExclusionView:
+    """An exclusion as the admin page and the JSON routes show it (the exclude and undo
+    answers, and each of the audit's ``exclusions``)."""
+
+    exclusion_id: str
+    voter: str
+    reason: str
+    flags: list[str]
+    """The ring flags the voter had when excluded (none: ``[]``)."""
+    votes: int
+    """The voter's votes when excluded."""
+    excluded_by: str
+    """The admin's name and how the admin was recognised: ``ana (localhost)``."""
+    excluded_at: str
+    active: bool
+    """False once undone."""
+    undone_by: str | None
+    undone_at: str | None
+    undo_reason: str | None
+
+    @classmethod
+    def of(cls, e: Exclusion) -> ExclusionView:
+        return cls(
+            exclusion_id=e.exclusion_id,
+            voter=e.voter,
+            reason=e.reason,
+            flags=json.loads(e.flags) if e.flags else [],
+            votes=e.votes,
+            excluded_by=e.excluded_by,
+            excluded_at=e.excluded_at,
+            active=e.active,
+            undone_by=e.undone_by,
+            undone_at=e.undone_at,
+            undo_reason=e.undo_reason,
+        )
+
+
+@dataclass(frozen=True)
+class FlaggedVoter:
+    """A voter some flag names: the kinds of its flags, and whether it is excluded now."""
+
+    voter: str
+    flags: list[str]
+    excluded: bool
+
+
+@dataclass(frozen=True)
+class AuditReport:
+    """``GET /ll/arena/api/audit``: the flags' rules, the flags (strongest first within each
+    kind), the flagged voters (most kinds first) and every exclusion, undone ones included."""
+
+    rules: RingRules
+    flags: list[Flag]
+    flagged_voters: list[FlaggedVoter]
+    exclusions: list[ExclusionView]
+
+
 class Audit:
     """Flags and exclusions over one arena's rows (``store.arena``)."""
 
@@ -60,22 +119,24 @@ class Audit:
         v = self.rows.audit_frame()
         return ring_flags(v[v["counted"] == 1].reset_index(drop=True), self.rules)
 
-    def report(self) -> dict[str, Any]:
+    def report(self) -> AuditReport:
         """The flags, each flagged voter's kinds and exclusion, and every exclusion."""
         flags = self.flags()
-        active = {e.voter: e for e in self.rows.exclusions() if e.active}
-        voters: dict[str, dict[str, Any]] = {}
+        exclusions = self.rows.exclusions()
+        active = {e.voter for e in exclusions if e.active}
+        kinds: dict[str, list[str]] = {}
         for f in flags:
             for v in f.voters:
-                d = voters.setdefault(v, {"voter": v, "flags": [], "excluded": v in active})
-                if f.kind not in d["flags"]:
-                    d["flags"].append(f.kind)
-        return {
-            "rules": self.rules.__dict__,
-            "flags": [f.as_dict() for f in flags],
-            "flagged_voters": sorted(voters.values(), key=lambda d: (-len(d["flags"]), d["voter"])),
-            "exclusions": [exclusion_view(e) for e in self.rows.exclusions()],
-        }
+                mine = kinds.setdefault(v, [])
+                if f.kind not in mine:
+                    mine.append(f.kind)
+        voters = [FlaggedVoter(v, k, v in active) for v, k in kinds.items()]
+        return AuditReport(
+            rules=self.rules,
+            flags=flags,
+            flagged_voters=sorted(voters, key=lambda d: (-len(d.flags), d.voter)),
+            exclusions=[ExclusionView.of(e) for e in exclusions],
+        )
 
     def exclude(self, voter: str, reason: Any, by: str, now: float | None = None) -> Exclusion:
         """Exclude ``voter`` with a reason (recorded with the flags it has now)."""
@@ -102,21 +163,11 @@ class Audit:
         )
 
 
-def exclusion_view(e: Exclusion) -> dict[str, Any]:
-    """An exclusion as the admin page and the JSON routes show it."""
-    return {
-        "exclusion_id": e.exclusion_id,
-        "voter": e.voter,
-        "reason": e.reason,
-        "flags": json.loads(e.flags) if e.flags else [],
-        "votes": e.votes,
-        "excluded_by": e.excluded_by,
-        "excluded_at": e.excluded_at,
-        "active": e.active,
-        "undone_by": e.undone_by,
-        "undone_at": e.undone_at,
-        "undo_reason": e.undo_reason,
-    }
-
-
-__all__ = ["Audit", "admin_name", "clean_reason", "exclusion_view"]
+__all__ = [
+    "Audit",
+    "AuditReport",
+    "ExclusionView",
+    "FlaggedVoter",
+    "admin_name",
+    "clean_reason",
+]

@@ -39,8 +39,8 @@ import re
 import secrets
 import time
 import uuid
-from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from dataclasses import asdict, dataclass, field
+from typing import TYPE_CHECKING, Any, Literal, get_args
 
 import numpy as np
 
@@ -61,8 +61,9 @@ if TYPE_CHECKING:
     import pandas as pd
 
 SIDES = ("a", "b")
-CHOICES = ("a", "b", "tie", "both_bad")
+Choice = Literal["a", "b", "tie", "both_bad"]
 """``a`` / ``b`` = that side is better; ``tie`` = equally good; ``both_bad``."""
+CHOICES: tuple[str, ...] = get_args(Choice)
 ID_RE = re.compile(r"^[0-9a-f]{32}$")
 WINDOW_S = 60.0
 """The battle limits count the last minute."""
@@ -123,18 +124,79 @@ def check_id(value: Any, what: str = "battle id") -> str:
 # --------------------------------------------------------------------------- what a page sees
 
 
-def owner_view(bt: BattleRecord) -> dict[str, Any]:
-    """What the owner's page may see of a battle: the system names only once the vote is in."""
-    d: dict[str, Any] = {
+@dataclass(frozen=True)
+class PlayedSides:
+    """Whether each side was accepted as played to its end."""
+
+    a: bool
+    b: bool
+
+
+@dataclass(frozen=True)
+class SideSystems:
+    """Each side's system, shown once the vote is in."""
+
+    a: str
+    b: str
+
+
+@dataclass(frozen=True)
+class BattleView:
+    """What the owner's page may see of a battle (``GET /ll/arena/api/battles/{id}`` and the
+    ``/ll/ws`` replies): the system names only once the vote is in, so ``systems`` is left
+    out of the JSON before (:meth:`as_json`), never sent as null."""
+
+    battle_id: str
+    text: str
+    language: str | None
+    """The text's language (None on a battle stored before languages were)."""
+    played: PlayedSides
+    voted: Choice | None
+    """The choice once voted, else None."""
+    systems: SideSystems | None = None
+    """Absent until the vote is in."""
+
+    @classmethod
+    def of(cls, bt: BattleRecord) -> BattleView:
+        return cls(**view_fields(bt))
+
+    def as_json(self) -> dict[str, Any]:
+        d = asdict(self)
+        if d.get("systems") is None:
+            d.pop("systems", None)
+        return d
+
+
+def view_fields(bt: BattleRecord) -> dict[str, Any]:
+    """:class:`BattleView`'s fields of ``bt``."""
+    return {
         "battle_id": bt.battle_id,
         "text": bt.text,
         "language": bt.language,
-        "played": {"a": bt.played_a_ts is not None, "b": bt.played_b_ts is not None},
+        "played": PlayedSides(bt.played_a_ts is not None, bt.played_b_ts is not None),
         "voted": bt.voted,
+        "systems": None if bt.voted is None else SideSystems(bt.system_a, bt.system_b),
     }
-    if bt.voted is not None:
-        d["systems"] = {"a": bt.system_a, "b": bt.system_b}
-    return d
+
+
+@dataclass(frozen=True)
+class VoteView(BattleView):
+    """The answer to a vote: the battle with its systems, the choice that stands, and whether
+    this request stored it (``counted``: False for a re-sent identical vote)."""
+
+    systems: SideSystems = field()  # required here (a bare annotation would inherit None)
+    choice: Choice
+    counted: bool
+    """True when this request stored the vote; False for a re-send of the same choice."""
+
+    @classmethod
+    def of_vote(cls, bt: BattleRecord, created: bool) -> VoteView:
+        return cls(**view_fields(bt), choice=bt.voted, counted=created)
+
+
+def owner_view(bt: BattleRecord) -> dict[str, Any]:
+    """What the owner's page may see of a battle, as JSON (:class:`BattleView`)."""
+    return BattleView.of(bt).as_json()
 
 
 @dataclass(frozen=True)

@@ -20,31 +20,40 @@ from __future__ import annotations
 
 import asyncio
 import re
+from dataclasses import asdict, dataclass
 from typing import Annotated, Any, Literal
 
 from fastapi import APIRouter, Depends, Request
-from fastapi.responses import PlainTextResponse
+from fastapi.responses import PlainTextResponse, Response
 from pydantic import BaseModel, Field
 
-from app.arena.audit import MAX_REASON_CHARS, MIN_REASON_CHARS, admin_name, exclusion_view
+from app.arena.audit import (
+    MAX_REASON_CHARS,
+    MIN_REASON_CHARS,
+    AuditReport,
+    ExclusionView,
+    admin_name,
+)
 from app.arena.battles import (
     CHOICES,
     ID_RE,
     AlreadyVoted,
     ArenaError,
+    BattleView,
     LoginRequired,
     NotPlayed,
     NotYours,
     RateLimited,
     UnknownBattle,
     VoterDropped,
-    owner_view,
+    VoteView,
 )
-from app.arena.service import MAX_MIN_VOTES, ArenaService, owner_of
+from app.arena.lineup import Prompt
+from app.arena.service import MAX_MIN_VOTES, ArenaBoard, ArenaService, owner_of
 from app.web.admin import TooManyTries, policy, require_admin
 from app.web.identity import COOKIE, owner_for_token
 from app.web.inputs import JsonTooDeep, loads_limited
-from app.web.openapi import DeclaredRoute, JsonBody, errors, media
+from app.web.openapi import DeclaredRoute, JsonBody, errors, media, ok
 from backends.errors import Conflict, Forbidden, NotFound
 
 VOTER_RE = re.compile(r"^(ip|hf):[0-9a-f]{24}$")
@@ -120,57 +129,127 @@ SettingsBody = Depends(
 )
 
 
-@router.post("/ll/arena/session")
+@dataclass(frozen=True)
+class ArenaSession:
+    """``POST /ll/arena/session``: how the arena is set up, for the page's first call."""
+
+    systems: int
+    """How many systems are configured."""
+    ready: bool
+    """At least two systems: battles can be made."""
+    max_chars: int
+    """The longest text a battle takes."""
+    battles_per_minute: int
+    """New battles a voter may start per minute."""
+    new_session: bool
+    """True when this answer sets a new identity cookie (the visitor had none, or a bad one)."""
+
+
+@dataclass(frozen=True)
+class ArenaVoter:
+    """One voter of ``GET /ll/arena/api/voters`` (a row of the store's voters frame)."""
+
+    voter: str | None
+    """``ip:`` or ``hf:`` and a keyed hash; None for votes stored without one."""
+    votes: int
+    counted: int
+    """Votes the board counts (first use of a text, voter not excluded)."""
+    first_vote: str
+    last_vote: str
+    excluded: int
+    """1 when the voter is excluded now, else 0."""
+
+    @classmethod
+    def of(cls, row: dict[str, Any]) -> ArenaVoter:
+        return cls(
+            voter=row["voter"],
+            votes=int(row["votes"]),
+            counted=int(row["counted"]),
+            first_vote=str(row["first_vote"]),
+            last_vote=str(row["last_vote"]),
+            excluded=int(row["excluded"]),
+        )
+
+
+@dataclass(frozen=True)
+class DroppedVoter:
+    """``POST /ll/arena/api/voters/{voter}/drop``: whose votes were deleted, and how many."""
+
+    voter: str
+    votes_dropped: int
+
+
+@dataclass(frozen=True)
+class ListingThreshold:
+    """``GET``/``POST /ll/arena/api/settings``: the votes a system needs to be listed (the
+    admin's setting, else the deployment's default) and that default."""
+
+    min_votes: int
+    default_min_votes: int
+    """``LISTENLAB_ARENA_MIN_VOTES``."""
+
+
+@router.post("/ll/arena/session", response_model=None, responses=ok(ArenaSession))
 async def arena_session(request: Request, svc: Service) -> dict[str, Any]:
     """The page's first call: how the arena is set up. The identity cookie comes with this
     answer (as with any other) when the visitor has none yet."""
     cookie = request.cookies.get(COOKIE)
     fresh = cookie is None or owner_of(request) != owner_for_token(cookie)
-    return {
-        "systems": len(svc.systems),
-        "ready": len(svc.systems) >= 2,
-        "max_chars": svc.config.limits.max_chars,
-        "battles_per_minute": svc.config.limits.battles_per_minute,
-        "new_session": fresh,
-    }
+    return asdict(
+        ArenaSession(
+            systems=len(svc.systems),
+            ready=len(svc.systems) >= 2,
+            max_chars=svc.config.limits.max_chars,
+            battles_per_minute=svc.config.limits.battles_per_minute,
+            new_session=fresh,
+        )
+    )
 
 
-@router.get("/ll/arena/api/prompt")
+@router.get("/ll/arena/api/prompt", response_model=None, responses=ok(Prompt))
 async def arena_prompt(svc: Service) -> dict[str, Any]:
-    p = svc.random_prompt()
-    return {"text": p.text, "language": p.language}
+    """A prompt for the text box, in a language at least two systems speak."""
+    return asdict(svc.random_prompt())
 
 
-@router.get("/ll/arena/api/leaderboard")
+@router.get("/ll/arena/api/leaderboard", response_model=None, responses=ok(ArenaBoard))
 async def arena_leaderboard(svc: Service) -> dict[str, Any]:
     return await svc.board()
 
 
-@router.get("/ll/arena/api/battles/{battle_id}", responses=BATTLE)
+@router.get(
+    "/ll/arena/api/battles/{battle_id}",
+    response_model=None,
+    responses={**ok(BattleView), **BATTLE},
+)
 async def arena_battle(battle_id: str, request: Request, svc: Service) -> dict[str, Any]:
     bt = await asyncio.to_thread(svc.arena.get, battle_id, owner_of(request))
-    return owner_view(bt)
+    return BattleView.of(bt).as_json()
 
 
-@router.post("/ll/arena/api/battles/{battle_id}/vote", responses=VOTE)
+@router.post(
+    "/ll/arena/api/battles/{battle_id}/vote",
+    response_model=None,
+    responses={**ok(VoteView), **VOTE},
+)
 async def arena_vote(
     battle_id: str, request: Request, svc: Service, payload: dict = VoteBody
 ) -> dict[str, Any]:
     return await svc.vote(owner_of(request), battle_id, payload.get("choice"), svc.voter(request))
 
 
-@admin.get("/ll/arena/api/voters")
+@admin.get("/ll/arena/api/voters", response_model=None, responses=ok(ArenaVoter, "voters"))
 async def arena_voters(svc: Service) -> dict[str, Any]:
     """Votes per voter hash, most first: what the admin looks at before dropping one."""
     df = await asyncio.to_thread(svc.arena.voters_frame)
-    return {"voters": df.to_dict(orient="records")}
+    return {"voters": [asdict(ArenaVoter.of(r)) for r in df.to_dict(orient="records")]}
 
 
-@admin.post("/ll/arena/api/voters/{voter}/drop")
+@admin.post("/ll/arena/api/voters/{voter}/drop", response_model=None, responses=ok(DroppedVoter))
 async def arena_drop_voter(voter: str, svc: Service) -> dict[str, Any]:
     """Delete every vote of a voter and refuse its later ones; the board recomputes."""
     n = await asyncio.to_thread(svc.arena.drop_voter, check_voter(voter))
-    return {"voter": voter, "votes_dropped": n}
+    return asdict(DroppedVoter(voter, n))
 
 
 def check_voter(voter: str) -> str:
@@ -179,13 +258,15 @@ def check_voter(voter: str) -> str:
     return voter
 
 
-@admin.get("/ll/arena/api/audit")
+@admin.get("/ll/arena/api/audit", response_model=None, responses=ok(AuditReport))
 async def arena_audit(svc: Service) -> dict[str, Any]:
     """The voting-ring flags (with their rules) and every exclusion, undone ones included."""
-    return await asyncio.to_thread(svc.audit.report)
+    return asdict(await asyncio.to_thread(svc.audit.report))
 
 
-@admin.post("/ll/arena/api/voters/{voter}/exclude")
+@admin.post(
+    "/ll/arena/api/voters/{voter}/exclude", response_model=None, responses=ok(ExclusionView)
+)
 async def arena_exclude(
     voter: str, request: Request, svc: Service, body: dict = ReasonBody
 ) -> dict[str, Any]:
@@ -193,10 +274,14 @@ async def arena_exclude(
     and no longer counted; the board recomputes. A second exclusion of the same voter: 409."""
     by = admin_name(body.get("by"), policy(request).mode)
     e = await asyncio.to_thread(svc.audit.exclude, check_voter(voter), body.get("reason"), by)
-    return exclusion_view(e)
+    return asdict(ExclusionView.of(e))
 
 
-@admin.post("/ll/arena/api/exclusions/{exclusion_id}/undo")
+@admin.post(
+    "/ll/arena/api/exclusions/{exclusion_id}/undo",
+    response_model=None,
+    responses=ok(ExclusionView),
+)
 async def arena_undo(
     exclusion_id: str, request: Request, svc: Service, body: dict = ReasonBody
 ) -> dict[str, Any]:
@@ -205,29 +290,31 @@ async def arena_undo(
     by = admin_name(body.get("by"), policy(request).mode)
     if not ID_RE.match(exclusion_id):
         raise ArenaError("an exclusion id is 32 hex digits")
-    eid = exclusion_id
-    e = await asyncio.to_thread(svc.audit.undo, eid, body.get("reason"), by)
-    return exclusion_view(e)
+    e = await asyncio.to_thread(svc.audit.undo, exclusion_id, body.get("reason"), by)
+    return asdict(ExclusionView.of(e))
 
 
-@admin.get("/ll/arena/api/settings")
+async def threshold(svc: ArenaService) -> dict[str, Any]:
+    """The listing threshold as both settings routes answer it."""
+    now = await asyncio.to_thread(svc.min_votes)
+    return asdict(ListingThreshold(min_votes=now, default_min_votes=svc.config.min_votes))
+
+
+@admin.get("/ll/arena/api/settings", response_model=None, responses=ok(ListingThreshold))
 async def arena_settings(svc: Service) -> dict[str, Any]:
     """The admin's knobs: the listing threshold (and the deployment's default)."""
-    return {
-        "min_votes": await asyncio.to_thread(svc.min_votes),
-        "default_min_votes": svc.config.min_votes,
-    }
+    return await threshold(svc)
 
 
-@admin.post("/ll/arena/api/settings")
+@admin.post("/ll/arena/api/settings", response_model=None, responses=ok(ListingThreshold))
 async def arena_set_settings(svc: Service, body: dict = SettingsBody) -> dict[str, Any]:
     """Set the listing threshold (``{"min_votes": N}``; null: back to the default). It is
     kept in the DB, so it survives a restart; the board recomputes on its next read."""
     await asyncio.to_thread(svc.set_min_votes, body["min_votes"])
-    return await arena_settings(svc)
+    return await threshold(svc)
 
 
-@admin.get("/ll/arena/api/votes.csv", responses=media("text/csv"))
+@admin.get("/ll/arena/api/votes.csv", response_class=Response, responses=media("text/csv"))
 async def arena_votes_csv(svc: Service) -> PlainTextResponse:
     from evaluation.report import safe_csv
 
@@ -238,6 +325,10 @@ async def arena_votes_csv(svc: Service) -> PlainTextResponse:
 __all__ = [
     "VOTER_RE",
     "ArenaJson",
+    "ArenaSession",
+    "ArenaVoter",
+    "DroppedVoter",
+    "ListingThreshold",
     "Reason",
     "Settings",
     "Vote",

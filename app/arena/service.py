@@ -27,7 +27,7 @@ import asyncio
 import contextlib
 import ipaddress
 import threading
-from dataclasses import dataclass, field, replace
+from dataclasses import asdict, dataclass, field, fields, replace
 from importlib import resources
 from typing import TYPE_CHECKING, Any
 
@@ -42,6 +42,7 @@ from app.arena.battles import (
     Limits,
     LoginRequired,
     NotYours,
+    VoteView,
     clean_battle_text,
     owner_view,
 )
@@ -57,7 +58,7 @@ from app.config import ArenaSettings
 from app.player.blind import common_rate
 from app.web.identity import hf_login_configured, hf_user, identity
 from app.web.proxies import Proxies
-from evaluation.arena import leaderboard
+from evaluation.arena import Board, BoardRow, fit_board
 from evaluation.arena.rings import RingRules
 from evaluation.arena.sampling import SamplingRules
 
@@ -135,10 +136,58 @@ def owner_of(conn: HTTPConnection) -> str | None:
 
 MACHINE_COLUMNS = ("predicted_mos", "scored_takes")
 """The board's machine columns, after the fit's (docs/metrics.md: Beside human results)."""
+MACHINE_NOTE = (
+    "predicted_mos: DistillMOS (docs/metrics.md) averaged over the system's played takes "
+    "in counted battles; scored_takes: how many are scored so far (the rest are scored in "
+    "the background)"
+)
 
 
-def machine_column(data: dict[str, Any], votes: Any, store: Any) -> dict[str, Any]:
-    """``data`` with ``predicted_mos`` (the mean DistillMOS score of the system's played takes
+@dataclass(frozen=True)
+class NotCounted:
+    """Stored votes the board leaves out, by why."""
+
+    repeat_text: int
+    """The voter had voted on the text before (a text counts on its first use)."""
+    excluded_voter: int
+    """First uses by a voter the admin excluded."""
+
+
+@dataclass(frozen=True)
+class FittedBoard(Board):
+    """The fit of the counted votes, with what the store holds besides (cached per vote)."""
+
+    votes_stored: int
+    votes_not_counted: NotCounted
+    systems_configured: list[str]
+
+
+@dataclass(frozen=True)
+class ScoredRow(BoardRow):
+    """A board row with its machine columns (:func:`machine_column`)."""
+
+    predicted_mos: float | None
+    """The mean DistillMOS of the system's scored takes (2 decimals); None before any."""
+    scored_takes: int
+
+
+@dataclass(frozen=True)
+class ArenaBoard(FittedBoard):
+    """``GET /ll/arena/api/leaderboard``: the fitted board, each row with its predicted MOS,
+    and ``machine``, what those columns are."""
+
+    listed: list[ScoredRow]
+    preliminary: list[ScoredRow]
+    machine: str
+
+
+def shallow(obj: Any) -> dict[str, Any]:
+    """A dataclass's fields by name, values as they are (``asdict`` would copy them to dicts)."""
+    return {f.name: getattr(obj, f.name) for f in fields(obj)}
+
+
+def machine_column(board: FittedBoard, votes: Any, store: Any) -> ArenaBoard:
+    """``board`` with ``predicted_mos`` (the mean DistillMOS score of the system's played takes
     in counted battles; None before any is scored) and ``scored_takes`` on every row. Takes
     not scored yet are queued for the background scorer while its queue has room, so the
     column fills in as the board is looked at."""
@@ -163,24 +212,20 @@ def machine_column(data: dict[str, Any], votes: Any, store: Any) -> dict[str, An
         scorer = scorer_for(store)
         for t in [t for t in takes if t not in have][:QUEUE_LIMIT]:
             scorer.request(t, refuse_when_full=False)
-    out = dict(data)
-    for part in ("listed", "preliminary"):
-        out[part] = [
-            {
-                **row,
-                "predicted_mos": round(float(np.mean(scored[row["system"]])), 2)
-                if scored.get(row["system"])
-                else None,
-                "scored_takes": len(scored.get(row["system"], [])),
-            }
-            for row in data[part]
-        ]
-    out["machine"] = (
-        "predicted_mos: DistillMOS (docs/metrics.md) averaged over the system's played takes "
-        "in counted battles; scored_takes: how many are scored so far (the rest are scored in "
-        "the background)"
+
+    def with_score(row: BoardRow) -> ScoredRow:
+        mine = scored.get(row.system, [])
+        mos = round(float(np.mean(mine)), 2) if mine else None
+        return ScoredRow(**shallow(row), predicted_mos=mos, scored_takes=len(mine))
+
+    return ArenaBoard(
+        **{
+            **shallow(board),
+            "listed": [with_score(r) for r in board.listed],
+            "preliminary": [with_score(r) for r in board.preliminary],
+        },
+        machine=MACHINE_NOTE,
     )
-    return out
 
 
 class ArenaService:
@@ -204,7 +249,7 @@ class ArenaService:
         self.prompt_list = [Prompt(t, BUNDLED_LANGUAGE) for t in bundled]
         self.prompt_list += list(config.lineup.prompts)
         self.prompt_language = {p.text: p.language for p in self.prompt_list}
-        self._board: tuple[tuple[int, int, int], dict[str, Any]] | None = None
+        self._board: tuple[tuple[int, int, int], FittedBoard] | None = None
         self._board_lock = threading.Lock()
         self._rate: tuple[tuple[str, ...], int] | None = None
         self.proxies = proxies if proxies is not None else Proxies.from_env()
@@ -294,13 +339,17 @@ class ArenaService:
         self.arena.set_setting("min_votes", str(n))
         return n
 
-    def board_data(self) -> dict[str, Any]:
+    def board_view(self) -> ArenaBoard:
         """The leaderboard of the counted votes (first use of a text, voter not excluded),
         with each system's predicted MOS beside its rating (:func:`machine_column`)."""
         votes = self.arena.rows.export_frame()  # with the played takes (take_a, take_b)
         return machine_column(self.fitted_board(), votes, self.state.store)
 
-    def fitted_board(self) -> dict[str, Any]:
+    def board_data(self) -> dict[str, Any]:
+        """The leaderboard as JSON (:class:`ArenaBoard`)."""
+        return asdict(self.board_view())
+
+    def fitted_board(self) -> FittedBoard:
         """The fit, cached until the next vote, exclusion or undo: the bootstrap is the costly
         part."""
         with self._board_lock:  # concurrent viewers wait for one fit instead of each running it
@@ -311,13 +360,16 @@ class ArenaService:
                 return cached[1]
             every = self.arena.votes_frame()
             counted = every[(every["counted"] == 1) & (every["excluded"] == 0)]
-            data = leaderboard(counted, min_votes=min_votes, n_boot=self.config.n_boot)
-            data["votes_stored"] = len(every)
-            data["votes_not_counted"] = {
-                "repeat_text": int((every["counted"] == 0).sum()),
-                "excluded_voter": int(((every["counted"] == 1) & (every["excluded"] == 1)).sum()),
-            }
-            data["systems_configured"] = self.systems
+            fit = fit_board(counted, min_votes=min_votes, n_boot=self.config.n_boot)
+            data = FittedBoard(
+                **shallow(fit),
+                votes_stored=len(every),
+                votes_not_counted=NotCounted(
+                    repeat_text=int((every["counted"] == 0).sum()),
+                    excluded_voter=int(((every["counted"] == 1) & (every["excluded"] == 1)).sum()),
+                ),
+                systems_configured=self.systems,
+            )
             self._board = (key, data)
             return data
 
@@ -383,7 +435,7 @@ class ArenaService:
         bt, created = await asyncio.to_thread(
             lambda: self.arena.vote(battle_id, owner, choice, voter=voter)
         )
-        return {**owner_view(bt), "choice": bt.voted, "counted": created}
+        return VoteView.of_vote(bt, created).as_json()
 
     def stream_rate(self) -> int:
         """The one rate every side is streamed at (:func:`app.player.blind.common_rate` of
@@ -398,4 +450,15 @@ class ArenaService:
         return self._rate[1]
 
 
-__all__ = ["ArenaConfig", "ArenaService", "load_prompts", "network_of", "owner_of"]
+__all__ = [
+    "ArenaBoard",
+    "ArenaConfig",
+    "ArenaService",
+    "FittedBoard",
+    "NotCounted",
+    "ScoredRow",
+    "load_prompts",
+    "machine_column",
+    "network_of",
+    "owner_of",
+]

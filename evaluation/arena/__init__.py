@@ -8,6 +8,13 @@ the app. The package re-exports what the app and the benchmarks use.
 
 from __future__ import annotations
 
-from evaluation.arena.board import BOARD_COLUMNS, BoardRow, both_bad_counts, leaderboard
+from evaluation.arena.board import (
+    BOARD_COLUMNS,
+    Board,
+    BoardRow,
+    both_bad_counts,
+    fit_board,
+    leaderboard,
+)
 
-__all__ = ["BOARD_COLUMNS", "BoardRow", "both_bad_counts", "leaderboard"]
+__all__ = ["BOARD_COLUMNS", "Board", "BoardRow", "both_bad_counts", "fit_board", "leaderboard"]

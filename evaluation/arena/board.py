@@ -94,11 +94,27 @@ def widened(df: pd.DataFrame, votes: pd.DataFrame) -> pd.DataFrame:
     )
 
 
-def leaderboard(
+@dataclass(frozen=True)
+class Board:
+    """The board as the fit gives it (JSON: ``asdict``): how it was made, in words, and its
+    rows, ``listed`` (ranked) and ``preliminary`` (fewer than ``min_votes`` votes)."""
+
+    method: str
+    rank: str
+    listing: str
+    ties: str
+    min_votes: int
+    total_votes: int
+    """The votes fitted."""
+    listed: list[BoardRow]
+    preliminary: list[BoardRow]
+
+
+def fit_board(
     votes: pd.DataFrame, *, min_votes: int = 20, n_boot: int = 200, seed: int = 0
-) -> dict[str, Any]:
-    """The board as JSON-safe data: ``listed`` (at least ``min_votes`` votes, sorted by the
-    95 % interval's lower bound) and ``preliminary`` (fewer votes, fitted with the rest)."""
+) -> Board:
+    """The board of ``votes``: ``listed`` (at least ``min_votes`` votes, sorted by the 95 %
+    interval's lower bound) and ``preliminary`` (fewer votes, fitted with the rest)."""
     from evaluation.stats import bt_leaderboard
 
     v = votes.copy()
@@ -118,37 +134,46 @@ def leaderboard(
     rows = []
     for r in df.to_dict("records"):
         bb = both_bad.get(str(r["system"]), 0)
-        row = BoardRow(
-            rank=int(r["rank"]) if r["listed"] else None,
-            system=str(r["system"]),
-            rating=round(float(r["rating"]), 1),
-            ci_low=round(float(r["ci_low"]), 1),
-            ci_high=round(float(r["ci_high"]), 1),
-            votes=int(r["votes"]),
-            wins=int(r["wins"]),
-            losses=int(r["losses"]),
-            ties=int(r["ties"]) - bb,
-            both_bad=bb,
-            listed=bool(r["listed"]),
+        rows.append(
+            BoardRow(
+                rank=int(r["rank"]) if r["listed"] else None,
+                system=str(r["system"]),
+                rating=round(float(r["rating"]), 1),
+                ci_low=round(float(r["ci_low"]), 1),
+                ci_high=round(float(r["ci_high"]), 1),
+                votes=int(r["votes"]),
+                wins=int(r["wins"]),
+                losses=int(r["losses"]),
+                ties=int(r["ties"]) - bb,
+                both_bad=bb,
+                listed=bool(r["listed"]),
+            )
         )
-        rows.append(asdict(row))
-    return {
-        "method": "Bradley-Terry (evalica, 2 virtual games per system against an average "
+    return Board(
+        method="Bradley-Terry (evalica, 2 virtual games per system against an average "
         "opponent), Elo-like scale 1500 + 400*log10(strength); 95% interval = rating ± 1.96 "
         f"× the larger of two sds: over {n_boot} bootstrap resamples of voters (of votes "
         "where a vote has no voter), and from the fit's observed information; sorted by the "
         "interval's lower bound",
-        "rank": "1 + the number of listed systems significantly stronger (Wald test of each "
+        rank="1 + the number of listed systems significantly stronger (Wald test of each "
         "pair's difference with its bootstrap sd, Holm-corrected over all listed pairs, 5%); "
         "systems not told apart share a rank",
-        "listing": f"listed from {int(min_votes)} votes (set by the admin at /admin/arena; "
+        listing=f"listed from {int(min_votes)} votes (set by the admin at /admin/arena; "
         "default LISTENLAB_ARENA_MIN_VOTES); fewer: preliminary",
-        "ties": "a tie and 'both bad' are draws (half a win each) in the fit",
-        "min_votes": int(min_votes),
-        "total_votes": len(votes),
-        "listed": [r for r in rows if r["listed"]],
-        "preliminary": [r for r in rows if not r["listed"]],
-    }
+        ties="a tie and 'both bad' are draws (half a win each) in the fit",
+        min_votes=int(min_votes),
+        total_votes=len(votes),
+        listed=[r for r in rows if r.listed],
+        preliminary=[r for r in rows if not r.listed],
+    )
 
 
-__all__ = ["BOARD_COLUMNS", "BoardRow", "both_bad_counts", "leaderboard"]
+def leaderboard(
+    votes: pd.DataFrame, *, min_votes: int = 20, n_boot: int = 200, seed: int = 0
+) -> dict[str, Any]:
+    """The board as JSON-safe data (:func:`fit_board`, ``asdict``): what the CLI and the
+    export write."""
+    return asdict(fit_board(votes, min_votes=min_votes, n_boot=n_boot, seed=seed))
+
+
+__all__ = ["BOARD_COLUMNS", "Board", "BoardRow", "both_bad_counts", "fit_board", "leaderboard"]
