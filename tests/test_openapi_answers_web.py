@@ -119,7 +119,7 @@ def api():
 def real_schema(spec: dict, method: str, path: str) -> dict:
     """The declared 200 JSON schema, which must name a model (never ``{}`` or a bare object)."""
     schema = declared(spec, method, path)
-    assert "$ref" in schema, (method, path, schema)
+    assert set(schema) == {"$ref"}, (method, path, schema)  # the model alone, no bare object
     model = spec["components"]["schemas"][schema["$ref"].rsplit("/", 1)[1]]
     assert model.get("properties") and model.get("required"), (method, path, model)
     return model
