@@ -21,6 +21,8 @@ from dataclasses import asdict, dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 
+from pydantic.json_schema import SkipJsonSchema
+
 from backends.base import Backend, Voice
 from backends.errors import Forbidden, InvalidRequest, NotFound, Unsupported
 from voices.clips import Clip
@@ -52,6 +54,29 @@ def sanitize_name(name: str) -> str:
     return s
 
 
+Absent = SkipJsonSchema[None]
+"""A key a page's answer leaves out when None (``app.web.openapi.answer``)."""
+
+
+@dataclass(frozen=True, kw_only=True)
+class PublicVoice:
+    """A library voice as a page sees it (:meth:`SavedVoice.public`): never its owner id; its
+    transcript, consent and backend names only for its owner or the admin (else absent)."""
+
+    voice_id: str
+    name: str
+    ref_text: str | Absent = None
+    consent: str | Absent = None
+    sample_rate: int
+    duration_s: float
+    created_at: str
+    synced: dict[str, str] | Absent = None
+    """Backend label -> name under which the voice was uploaded there."""
+    shared: bool
+    mine: bool
+    """Whether this session (or the admin) owns it: may rename, delete, read its transcript."""
+
+
 @dataclass(frozen=True)
 class SavedVoice:
     voice_id: str
@@ -77,16 +102,21 @@ class SavedVoice:
     def usable_by(self, owner: str | None, admin: bool = False) -> bool:
         return self.shared or self.owned_by(owner, admin)
 
-    def public(self, owner: str | None, admin: bool = False) -> dict:
+    def public(self, owner: str | None, admin: bool = False) -> PublicVoice:
         """What a page may see: no owner id; transcript and consent only for owner/admin."""
-        d = self.to_dict()
-        d.pop("owner", None)
         mine = self.owned_by(owner, admin)
-        d["mine"] = mine
-        if not mine:
-            for k in ("ref_text", "consent", "synced"):
-                d.pop(k, None)
-        return d
+        return PublicVoice(
+            voice_id=self.voice_id,
+            name=self.name,
+            ref_text=self.ref_text if mine else None,
+            consent=self.consent if mine else None,
+            sample_rate=self.sample_rate,
+            duration_s=self.duration_s,
+            created_at=self.created_at,
+            synced=dict(self.synced) if mine else None,
+            shared=self.shared,
+            mine=mine,
+        )
 
 
 _FIELDS = frozenset(SavedVoice.__dataclass_fields__)
@@ -261,6 +291,7 @@ async def sync_voice(backend: Backend, label: str, lib: VoiceLibrary, voice_id: 
 
 
 __all__ = [
+    "PublicVoice",
     "SavedVoice",
     "VoiceForbidden",
     "VoiceLibrary",

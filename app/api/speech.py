@@ -190,12 +190,21 @@ async def first_chunk(http: Request, it: AsyncIterator[AudioChunk]) -> AudioChun
 # --------------------------------------------------------------------------- the route
 
 
-@router.post(
-    "/v1/audio/speech",
-    responses={
-        200: {"description": "The audio", "content": {t: {} for t in AUDIO_TYPES}},
-        **SPEECH_ERRORS,
+BINARY = {"type": "string", "format": "binary"}
+SPEECH_ANSWER = {
+    "description": "The audio: the whole file, or with ``stream: true`` a raw stream "
+    "(``stream_format: audio``), in ``response_format``'s type (wav audio/wav, pcm audio/pcm, "
+    "flac audio/flac, mp3 audio/mpeg, opus audio/ogg); or SSE events (``stream_format: sse``, "
+    "text/event-stream). Never JSON: a refusal before the first audio is an error status.",
+    "content": {
+        t: {"schema": {"type": "string"} if t == wire.SSE_TYPE else BINARY} for t in AUDIO_TYPES
     },
+}
+"""The 200 of ``POST /v1/audio/speech`` (``response_class=Response``: FastAPI adds no JSON)."""
+
+
+@router.post(
+    "/v1/audio/speech", response_class=Response, responses={200: SPEECH_ANSWER, **SPEECH_ERRORS}
 )
 async def create_speech(
     http: Request, state: ApiState = Depends(api_state), body: SpeechBody = Depends(SPEECH)

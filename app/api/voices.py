@@ -10,39 +10,65 @@ import time
 from typing import Any
 
 from fastapi import APIRouter, Depends, File, Form, UploadFile
+from fastapi.responses import JSONResponse
 
+from app.api.answers import (
+    UploadedVoice,
+    UploadedVoiceInfo,
+    VoiceDeleted,
+    VoiceList,
+    VoiceUploaded,
+    dump,
+)
 from app.api.clips import reference_wav
 from app.api.errors import ApiError, api_error, declared
 from app.api.limits import MAX_UPLOAD_BYTES, UPLOAD_MIME
 from app.api.state import ApiState, api_state
-from app.web.openapi import DeclaredRoute
+from app.web.openapi import DeclaredRoute, ok
 from backends.base import Voice
 from backends.errors import UnknownVoice, Unsupported
 
 router = APIRouter(route_class=DeclaredRoute)
 
 
-def uploaded_entry(v: Voice, meta: dict[str, Any]) -> dict[str, Any]:
+def uploaded_entry(v: Voice, meta: dict[str, Any]) -> UploadedVoice:
     """One ``uploaded_voices`` item, as vLLM-Omni lists it."""
-    d: dict[str, Any] = {
-        "name": v.name,
-        "consent": meta.get("consent", ""),
-        "created_at": meta.get("created_at", 0),
-        "file_size": meta.get("file_size", 0),
-        "mime_type": meta.get("mime_type", "audio/wav"),
-        "embedding_source": "audio",
-        "embedding_dim": None,
-    }
+    entry = UploadedVoice(
+        name=v.name,
+        consent=meta.get("consent", ""),
+        created_at=meta.get("created_at", 0),
+        file_size=meta.get("file_size", 0),
+        mime_type=meta.get("mime_type", "audio/wav"),
+        embedding_source="audio",
+        embedding_dim=None,
+    )
     if v.ref_text:
-        d["ref_text"] = v.ref_text
+        entry.ref_text = v.ref_text
     desc = v.description or meta.get("speaker_description")
     if desc:
-        d["speaker_description"] = desc
-    return d
+        entry.speaker_description = desc
+    return entry
 
 
-@router.get("/v1/audio/voices", responses=declared(500, 502))
-async def list_voices(state: ApiState = Depends(api_state)):
+def embedding_entry(meta: dict[str, Any]) -> UploadedVoice:
+    """An uploaded embedding's ``uploaded_voices`` item."""
+    return UploadedVoice(
+        name=meta.get("name", ""),
+        consent=meta.get("consent", ""),
+        created_at=meta.get("created_at", 0),
+        file_size=meta.get("file_size", 0),
+        mime_type=meta.get("mime_type", ""),
+        embedding_source="direct",
+        embedding_dim=meta["embedding_dim"],
+    )
+
+
+@router.get(
+    "/v1/audio/voices",
+    response_class=JSONResponse,
+    responses={**ok(VoiceList), **declared(500, 502)},
+)
+async def list_voices(state: ApiState = Depends(api_state)) -> JSONResponse:
     try:
         voices = await state.backend.voices()
     except Exception as e:
@@ -56,13 +82,9 @@ async def list_voices(state: ApiState = Depends(api_state)):
     for meta in state.uploads.values():
         if meta.get("embedding_source") == "direct":
             names.append(meta["name"].lower())
-            keys = ("name", "consent", "created_at", "file_size", "mime_type")
-            entry = {k: meta.get(k, 0 if k == "file_size" else "") for k in keys}
-            uploaded.append(
-                entry | {"embedding_source": "direct", "embedding_dim": meta["embedding_dim"]}
-            )
+            uploaded.append(embedding_entry(meta))
     names.sort()
-    return {"voices": names, "uploaded_voices": uploaded}
+    return JSONResponse(dump(VoiceList(voices=names, uploaded_voices=uploaded)))
 
 
 def clean_name(name: str) -> str:
@@ -139,25 +161,25 @@ def embedding_values(state: ApiState, raw: str) -> list[float]:
     return [float(x) for x in emb]
 
 
-async def upload_embedding(state: ApiState, raw: str, consent: str, name: str) -> dict:
+async def upload_embedding(state: ApiState, raw: str, consent: str, name: str) -> UploadedVoiceInfo:
     """An embedding upload: kept as metadata only (listenlab's voices clone from audio, so a
     request naming it gets the reference's refusal for the served model)."""
     clean = clean_name(name)
     emb = embedding_values(state, raw)
     await check_registration(state, clean)
-    meta = {
-        "name": clean,
-        "consent": consent,
-        "created_at": int(time.time()),
-        "embedding_source": "direct",
-        "embedding_dim": len(emb),
-    }
-    state.uploads[clean.lower()] = {**meta, "mime_type": "application/x-safetensors"}
+    voice = UploadedVoiceInfo(
+        name=clean,
+        consent=consent,
+        created_at=int(time.time()),
+        embedding_source="direct",
+        embedding_dim=len(emb),
+    )
+    state.uploads[clean.lower()] = {**dump(voice), "mime_type": "application/x-safetensors"}
     state.voice_cache = None
-    return meta
+    return voice
 
 
-async def upload_audio(state: ApiState, audio_sample: UploadFile, form: dict) -> dict:
+async def upload_audio(state: ApiState, audio_sample: UploadFile, form: dict) -> UploadedVoiceInfo:
     """An audio upload: checked as vLLM-Omni checks it, then stored by the backend."""
     clean = clean_name(form["name"])
     ref_text = (form.get("ref_text") or "").strip() or None
@@ -185,23 +207,27 @@ async def upload_audio(state: ApiState, audio_sample: UploadFile, form: dict) ->
         raise
     except Exception as e:
         raise api_error(e) from None
-    meta = {
-        "name": v.name,
-        "consent": form["consent"],
-        "created_at": int(time.time()),
-        "mime_type": mime,
-        "file_size": len(data),
-    }
+    voice = UploadedVoiceInfo(
+        name=v.name,
+        consent=form["consent"],
+        created_at=int(time.time()),
+        mime_type=mime,
+        file_size=len(data),
+    )
     if v.ref_text or ref_text:
-        meta["ref_text"] = v.ref_text or ref_text
+        voice.ref_text = v.ref_text or ref_text
     if description:
-        meta["speaker_description"] = description
-    state.uploads[clean.lower()] = meta
+        voice.speaker_description = description
+    state.uploads[clean.lower()] = dump(voice)
     state.voice_cache = None
-    return meta
+    return voice
 
 
-@router.post("/v1/audio/voices", responses=declared(400, 500, 502))
+@router.post(
+    "/v1/audio/voices",
+    response_class=JSONResponse,
+    responses={**ok(VoiceUploaded), **declared(400, 500, 502)},
+)
 async def upload_voice(
     # vLLM-Omni's parameter order (api_server.py upload_voice): a form missing both fields
     # lists consent first, and its ``param`` is ``body.consent``
@@ -212,7 +238,7 @@ async def upload_voice(
     ref_text: str | None = Form(None),
     speaker_description: str | None = Form(None),
     state: ApiState = Depends(api_state),
-):
+) -> JSONResponse:
     if speaker_embedding is not None and audio_sample is not None:
         raise ApiError("'audio_sample' and 'speaker_embedding' are mutually exclusive")
     if speaker_embedding is not None:
@@ -223,17 +249,27 @@ async def upload_voice(
         voice = await upload_audio(state, audio_sample, form)
     else:
         raise ApiError("Either 'audio_sample' or 'speaker_embedding' must be provided")
-    return {"success": True, "voice": voice}
+    return JSONResponse(dump(VoiceUploaded(success=True, voice=voice)))
 
 
-@router.delete("/v1/audio/voices/{name}", responses=declared(400, 404, 500, 502))
-async def delete_voice(name: str, state: ApiState = Depends(api_state)):
+def deleted(name: str) -> JSONResponse:
+    return JSONResponse(
+        dump(VoiceDeleted(success=True, message=f"Voice '{name}' deleted successfully"))
+    )
+
+
+@router.delete(
+    "/v1/audio/voices/{name}",
+    response_class=JSONResponse,
+    responses={**ok(VoiceDeleted), **declared(400, 404, 500, 502)},
+)
+async def delete_voice(name: str, state: ApiState = Depends(api_state)) -> JSONResponse:
     """Only an uploaded voice can be deleted; any other name is vLLM-Omni's 404."""
     meta = state.uploads.get(name.lower())
     if meta is not None and meta.get("embedding_source") == "direct":
         state.uploads.pop(name.lower(), None)
         state.voice_cache = None
-        return {"success": True, "message": f"Voice '{name}' deleted successfully"}
+        return deleted(name)
     try:
         await state.backend.delete_voice(name)
     except (UnknownVoice, Unsupported):
@@ -242,4 +278,4 @@ async def delete_voice(name: str, state: ApiState = Depends(api_state)):
         raise api_error(e) from None
     state.uploads.pop(name.lower(), None)
     state.voice_cache = None
-    return {"success": True, "message": f"Voice '{name}' deleted successfully"}
+    return deleted(name)

@@ -45,7 +45,7 @@ import shutil
 import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from fastapi import APIRouter, Depends, Request
 from pydantic import BaseModel, Field
@@ -116,6 +116,14 @@ class StimulusSet:
     files: int
     bytes: int
     natural: list[str]
+
+
+@dataclass(frozen=True)
+class UploadDeleted:
+    """``DELETE /ll/admin/uploads/{id}``: the upload and its files are gone."""
+
+    upload_id: str
+    deleted: Literal[True]
 
 
 @dataclass(frozen=True)
@@ -456,10 +464,10 @@ async def upload_chunk(request: Request, upload_id: str) -> dict[str, Any]:
     return asdict(await receive_chunk(request, Uploads.of(request), upload_id))
 
 
-@router.delete("/ll/admin/uploads/{upload_id}")
+@router.delete("/ll/admin/uploads/{upload_id}", responses=ok(UploadDeleted))
 async def delete_upload(request: Request, upload_id: str) -> dict[str, Any]:
     await asyncio.to_thread(Uploads.of(request).remove, upload_id)
-    return {"upload_id": upload_id, "deleted": True}
+    return asdict(UploadDeleted(upload_id, deleted=True))
 
 
 @router.post("/ll/admin/uploads/{upload_id}/import", responses=ok(StimulusSet))
@@ -489,6 +497,7 @@ __all__ = [
     "ENV_MAX_BYTES",
     "MAX_CHUNK_BYTES",
     "StimulusSet",
+    "UploadDeleted",
     "UploadInfo",
     "UploadTooLarge",
     "Uploads",

@@ -43,7 +43,7 @@ from starlette.background import BackgroundTask
 from starlette.requests import HTTPConnection
 
 from app.config import ENV_ADMIN_PASSWORD, WebSettings
-from app.web.openapi import DeclaredRoute, errors, media
+from app.web.openapi import DeclaredRoute, answer, errors, media, ok
 from app.web.proxies import Proxies
 from app.web.ratelimit import FailureTally, LoginThrottle
 from backends.errors import Forbidden, TooMany
@@ -231,6 +231,13 @@ ADMIN_ONLY = errors(Forbidden, TooManyTries)
 """Not an admin (403), or a client that gave too many wrong passwords (429)."""
 
 
+@dataclass(frozen=True)
+class LoggedIn:
+    """``POST /ll/admin/login``: the password was right; the answer carries the admin cookie."""
+
+    admin: Literal[True]
+
+
 class Whoami(BaseModel):
     """``GET /ll/admin/whoami``: whether this request is the admin's, and how one becomes it."""
 
@@ -264,7 +271,7 @@ def login_page(note: str) -> str:
     )
 
 
-@router.post("/ll/admin/login", responses=ADMIN_ONLY)
+@router.post("/ll/admin/login", responses={**ok(LoggedIn), **ADMIN_ONLY})
 async def admin_login(request: Request, password: str = Form("")) -> JSONResponse:
     """A correct password sets the signed admin cookie; wrong ones are throttled per client."""
     pol = policy(request)
@@ -273,7 +280,7 @@ async def admin_login(request: Request, password: str = Form("")) -> JSONRespons
         raise TooManyTries(tried.retry_after_s)
     if not tried.ok:
         raise Forbidden(f"wrong password. {pol.describe()}")
-    resp = JSONResponse({"admin": True})
+    resp = JSONResponse(answer(LoggedIn(admin=True)))
     # Over TLS (a Space), SameSite=None + Partitioned so the login also works inside the
     # huggingface.co page, which frames the Space from another site; cross-site writes are
     # refused by the guard whatever the cookie says. Over plain http: Strict.

@@ -12,14 +12,20 @@ refusals, which any route may answer, by :func:`install`.
 
 from __future__ import annotations
 
+import dataclasses
+import functools
 import inspect
+import typing
 from collections.abc import Callable, Iterator, Mapping
-from typing import Any
+from typing import Annotated, Any
 
 from fastapi import FastAPI, Request
+from fastapi.datastructures import DefaultPlaceholder
 from fastapi.dependencies.models import Dependant
+from fastapi.dependencies.utils import get_typed_return_annotation
 from fastapi.routing import APIRoute
 from pydantic import TypeAdapter, ValidationError, create_model
+from pydantic.json_schema import SkipJsonSchema
 
 from app.web.errors import ErrorBody
 from app.web.inputs import json_object
@@ -124,6 +130,43 @@ def ok(model: Any, key: str | None = None) -> dict[int | str, Any]:
     return {200: {"model": model, "description": "Successful Response"}}
 
 
+Absent = SkipJsonSchema[None]
+"""``note: str | Absent = None`` in an answer's dataclass: a key the answer leaves out when it
+is None (:func:`answer`), so ``/openapi.json`` declares it not required and never null."""
+
+
+@functools.cache
+def absent_fields(cls: type) -> frozenset[str]:
+    """The fields of dataclass ``cls`` typed ``... | Absent``."""
+
+    def absent(t: Any) -> bool:
+        return typing.get_origin(t) is Annotated and any(
+            isinstance(m, SkipJsonSchema) for m in getattr(t, "__metadata__", ())
+        )
+
+    hints = typing.get_type_hints(cls, include_extras=True)
+    return frozenset(n for n, t in hints.items() if any(absent(a) for a in typing.get_args(t)))
+
+
+def answer(value: Any) -> Any:
+    """A JSON answer written from a dataclass (at any depth): ``asdict``, less the fields
+    typed ``| Absent`` that are None. Declare it with :func:`ok` (one definition: the class)."""
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        skip = absent_fields(type(value))
+        out = {}
+        for f in dataclasses.fields(value):
+            v = getattr(value, f.name)
+            if v is None and f.name in skip:
+                continue
+            out[f.name] = answer(v)
+        return out
+    if isinstance(value, list | tuple):
+        return [answer(v) for v in value]
+    if isinstance(value, dict):
+        return {k: answer(v) for k, v in value.items()}
+    return value
+
+
 def media(*types: str, description: str = "Successful Response") -> dict[int | str, Any]:
     """FastAPI ``responses=`` for a 200 that is not JSON (a WAV, a zip, a CSV, a script)."""
     return {200: {"description": description, "content": {t: {} for t in types}}}
@@ -177,11 +220,24 @@ def add_refusals(spec: dict[str, Any], guard: Mapping[int, str], model: Any) -> 
 METHODS = frozenset({"get", "put", "post", "delete", "patch", "head", "options"})
 
 
+def bare_dict_answer(endpoint: Callable[..., Any], kwargs: Mapping[str, Any]) -> bool:
+    """A route that declares its 200's model (:func:`ok`) and is annotated ``-> dict[...]``:
+    FastAPI would declare the annotation too (a bare object beside the model's ``$ref``)."""
+    declared = (kwargs.get("responses") or {}).get(200) or {}
+    if "model" not in declared or not isinstance(kwargs.get("response_model"), DefaultPlaceholder):
+        return False
+    hint = get_typed_return_annotation(endpoint)
+    return hint is dict or typing.get_origin(hint) is dict
+
+
 class DeclaredRoute(APIRoute):
     """A route whose :class:`JsonBody` (a dependency, at any depth) is declared as its
-    ``requestBody``: ``APIRouter(route_class=DeclaredRoute)``."""
+    ``requestBody``: ``APIRouter(route_class=DeclaredRoute)``. A 200 declared by :func:`ok`
+    is the route's only answer schema (its ``-> dict`` annotation adds none)."""
 
     def __init__(self, path: str, endpoint: Callable[..., Any], **kwargs: Any) -> None:
+        if bare_dict_answer(endpoint, kwargs):
+            kwargs["response_model"] = None
         super().__init__(path, endpoint, **kwargs)
         body = next(json_bodies(self.dependant), None)
         if body is not None:
@@ -208,7 +264,9 @@ def install(app: FastAPI, *, guard: Mapping[int, str] | None = None, model: Any 
 
 
 __all__ = [
+    "Absent",
     "DeclaredRoute",
+    "answer",
     "as_sent",
     "JsonBody",
     "errors",

@@ -17,10 +17,11 @@ from __future__ import annotations
 import queue
 import threading
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Literal
 
 from app.store.scores import StoreCache, scores_of
 from backends.errors import ListenlabError, TooMany
+from evaluation.metrics.base import Value
 
 METRICS = ("distillmos", "dnsmos", "words")
 QUEUE_LIMIT = 16
@@ -32,25 +33,19 @@ ENGLISH = {"", "en", "english", "auto", "en-us", "en_us"}
 
 @dataclass
 class TakeJob:
-    """One take's scoring, as a page polls it."""
+    """One take's scoring, as a page polls it (``GET /ll/api/takes/{id}/scores`` answers
+    with its fields)."""
 
     take_id: str
-    state: str = "queued"
-    """``queued``, ``running``, ``done`` or ``failed``."""
-    scores: dict[str, Any] = field(default_factory=dict)
+    state: Literal["queued", "running", "done", "failed", "not_queued"] = "queued"
+    """``not_queued``: the queue was full (only when the caller asked not to be refused)."""
+    scores: dict[str, Value] = field(default_factory=dict)
+    """Each metric's columns (``predicted_mos``, ``sphinx_wer``, …): docs/metrics.md."""
     models: list[dict[str, str]] = field(default_factory=list)
+    """Per metric: ``metric``, ``version`` and ``weights_sha256`` of what scored it."""
     skipped: dict[str, str] = field(default_factory=dict)
+    """Metric -> why it did not run on this take."""
     message: str = ""
-
-    def as_dict(self) -> dict[str, Any]:
-        return {
-            "take_id": self.take_id,
-            "state": self.state,
-            "scores": self.scores,
-            "models": self.models,
-            "skipped": self.skipped,
-            "message": self.message,
-        }
 
 
 def take_item(store: Any, take_id: str) -> Any:
