@@ -27,9 +27,12 @@ only "audio + seams only" applies (no text, no independent rendering).
 docs/detector.md and the JSON report ``heldout``. Everything but the default voice's noise is
 seeded, so reruns differ only by that noise.
 
-**Before and after.** Every split and condition is scored twice in one run: with :data:`BEFORE`
-(glitches/1's settings, the detector before issue #39) and with the defaults; the JSON keeps both,
-and :func:`markdown_tables` prints the tables docs/detector.md shows (a test compares them).
+**Before and after.** Every split and condition is scored three times in one run: with
+:data:`BEFORE` (glitches/1's settings, the detector before issue #39), with :data:`PREVIOUS`
+(glitches/2, the JSON's ``before``) and with the defaults; the JSON keeps all three, and
+:func:`markdown_tables` prints the tables docs/detector.md shows (a test compares them). The
+audio-only false alarms are also given without the texts that say a whole sentence twice
+(:func:`says_a_sentence_twice`), which a deterministic voice renders as identical samples.
 
 **Scoring.** Each case is analysed four ways: audio + seams only (``bare``), with the text,
 with the reference, and with both. A defect is *found* when a finding of its kind is within
@@ -58,6 +61,7 @@ import json
 import os
 import pickle
 import platform
+import re
 import statistics
 import sys
 import time
@@ -547,8 +551,8 @@ def score(cases: list[Case], cond: str, cfg: DetectorConfig) -> dict:
         }
         for k in KINDS
     }
-    clean_s = 0.0
-    clean_cases = clean_with = 0
+    clean_s = twice_s = 0.0
+    clean_cases = clean_with = twice_fa = 0
     fa = {k: 0 for k in KINDS}
     misses: list[str] = []
     false_alarms: list[str] = []
@@ -559,6 +563,9 @@ def score(cases: list[Case], cond: str, cfg: DetectorConfig) -> dict:
             clean_cases += 1
             clean_s += c.take.duration_s
             clean_with += bool(f)
+            if says_a_sentence_twice(c.text)[0]:
+                twice_s += c.take.duration_s
+                twice_fa += len(f)
             for x in f:
                 fa[x.kind] += 1
             false_alarms += [f"{c.name} {c.text[:30]!r}: {x}" for x in f][:1]
@@ -603,6 +610,12 @@ def score(cases: list[Case], cond: str, cfg: DetectorConfig) -> dict:
         "clean_cases_with_findings": clean_with,
         "false_alarms_per_clean_minute": {k: v / minutes for k, v in fa.items() if v}
         | {"total": sum(fa.values()) / minutes},
+        # the same without the texts that say a whole sentence twice (see docs: Limits)
+        "without_sentence_repeats": {
+            "clean_minutes": minutes - twice_s / 60,
+            "false_alarms_per_clean_minute": (sum(fa.values()) - twice_fa)
+            / max(minutes - twice_s / 60, 1e-9),
+        },
         "easy": agg(("easy",)),
         "medium": agg(("medium",)),
         "easy+medium": agg(("easy", "medium")),
@@ -730,15 +743,32 @@ def _print(sc: dict, split: str) -> None:
 
 OFF_DB = -200.0
 """A level rule set this low never holds: the rule is off."""
+OFF_S = 1e9
+"""A length gate set this high never holds: the rule is off."""
 BEFORE = DetectorConfig(
     replay_min_ncc=0.97,
     gap_long_s=1.0,
     gap_edge_db=-15.0,
     replay_min_level_db=OFF_DB,
     tail_floor_db=OFF_DB,
+    replay_max_between_s=OFF_S,
 )
-"""The detector before #39's false-alarm round (glitches/1): its settings, the two new rules off.
-Scored beside the current defaults on the same cases, so before and after share every render."""
+"""glitches/1, the detector before #39's first false-alarm round: its settings, the three rules
+added since off. Scored beside the current defaults on the same cases, so every version shares
+every render."""
+PREVIOUS = DetectorConfig(replay_max_between_s=OFF_S)
+"""glitches/2, the detector before this round: the audio-only source-to-copy rule
+(``replay_max_between_s``) off."""
+
+
+def says_a_sentence_twice(text: str) -> tuple[bool, bool]:
+    """Does the text say a whole sentence twice (a deterministic voice renders both sayings as
+    the same samples), and does it say it twice *back to back* (then, from audio alone, the
+    second saying is exactly a re-sent sentence)?"""
+    sents = [" ".join(re.findall(r"[\w']+", x.lower())) for x in re.split(r"[.!?]+", text)]
+    sents = [x for x in sents if x]
+    twice = len(set(sents)) < len(sents)
+    return twice, any(a == b for a, b in zip(sents, sents[1:], strict=False))
 
 
 def evaluate(
@@ -782,6 +812,10 @@ def summary(ev: dict) -> dict:
         for cond, sc in conds.items():
             fa[f"cpu_voice/{cond}"] = sc["false_alarms_per_clean_minute"]["total"]
             mins[f"cpu_voice/{cond}"] = sc["clean_minutes"]
+            if cond == "bare":
+                wo = sc["without_sentence_repeats"]
+                fa["cpu_voice/bare_no_repeats"] = wo["false_alarms_per_clean_minute"]
+                mins["cpu_voice/bare_no_repeats"] = wo["clean_minutes"]
             rec[cond] = {d: sc[d]["recall"] for d in ("easy", "medium", "hard", "easy+medium")}
             rec[cond]["cases"] = {d: sc[d]["cases"] for d in ("easy", "medium", "hard")}
         for source, sc in ev["human"].get(split, {}).items():
@@ -796,6 +830,7 @@ COND_NAMES = {
     "text": "+ text",
     "reference": "+ reference",
     "text+reference": "+ text + reference",
+    "bare_no_repeats": "audio + seams only, texts that never say a sentence twice",
 }
 SOURCE_NAMES = {
     "cpu_voice": "CPU voice (Piper)",
@@ -805,35 +840,39 @@ SOURCE_NAMES = {
 
 
 def markdown_tables(result: dict, split: str = "heldout") -> str:
-    """The two tables docs/detector.md prints, from the benchmark's JSON (a test compares them)."""
+    """The tables docs/detector.md prints, from the benchmark's JSON (a test compares them):
+    each figure for glitches/1 → glitches/2 (before this round) → the defaults (after)."""
+    g1 = result["glitches1"]["summary"][split]
     b, a = result["before"]["summary"][split], result["summary"][split]
 
     def num(v: float | None) -> str:
         return "-" if v is None else f"{v:.2f}"
 
-    def pair(x: float | None, y: float | None) -> str:
-        return f"{num(x)} → {num(y)}"
+    def trio(*v: float | None) -> str:
+        return " → ".join(num(x) for x in v)
 
     lines = [
         "| source, what the detector is given | clean minutes | false alarms per clean minute, "
-        "before → after |",
+        "glitches/1 → 2 → 3 |",
         "|---|---|---|",
     ]
     for key, mins in a["clean_minutes"].items():
         src, _, cond = key.partition("/")
         what = COND_NAMES[cond or "bare"]
-        before = b["false_alarms_per_clean_minute"].get(key)
-        after = a["false_alarms_per_clean_minute"][key]
-        lines.append(f"| {SOURCE_NAMES[src]}, {what} | {mins:.1f} | {pair(before, after)} |")
+        fa = [x["false_alarms_per_clean_minute"].get(key) for x in (g1, b, a)]
+        lines.append(f"| {SOURCE_NAMES[src]}, {what} | {mins:.1f} | {trio(*fa)} |")
     lines += [
         "",
-        "| CPU voice: recall, before → after (cases e/m/h) | easy | medium | hard | easy + medium |",
+        "| CPU voice: recall, glitches/1 → 2 → 3 (cases e/m/h) | easy | medium | hard | "
+        "easy + medium |",
         "|---|---|---|---|---|",
     ]
     for cond, r in a["recall"].items():
-        rb = b["recall"][cond]
         n = r["cases"]
-        cells = " | ".join(pair(rb[d], r[d]) for d in ("easy", "medium", "hard", "easy+medium"))
+        cells = " | ".join(
+            trio(*(x["recall"][cond][d] for x in (g1, b, a)))
+            for d in ("easy", "medium", "hard", "easy+medium")
+        )
         lines.append(f"| {COND_NAMES[cond]} ({n['easy']}/{n['medium']}/{n['hard']}) | {cells} |")
     return "\n".join(lines + ["", *_per_kind_table(result["accuracy"][split])]) + "\n"
 
@@ -900,11 +939,15 @@ def main(argv: list[str] | None = None) -> int:
         print(f"wrote {out}")
         return 0
     splits = ("dev", "heldout") if args.split == "both" else (args.split,)
-    print("-- before (glitches/1 settings)")
-    before = evaluate(cases, human, BEFORE, splits, 0)
+    print("-- glitches/1 (settings before issue #39)")
+    g1 = evaluate(cases, human, BEFORE, splits, 0)
+    print("-- before: glitches/2 (settings before this round)")
+    before = evaluate(cases, human, PREVIOUS, splits, 0)
     print("-- after (the defaults)")
     after = evaluate(cases, human, cfg, splits, args.show)
     result = _result(cases, human, cfg, before, after)
+    result["glitches1"] = {"detector": "glitches/1", "config": asdict(BEFORE), **g1}
+    result["glitches1"]["summary"] = summary(g1)
     for split in splits:
         print(f"\n{split}:\n" + markdown_tables(result, split))
     if not args.no_speed:
@@ -930,6 +973,8 @@ def _result(
     def minutes(cs: list[Case]) -> float:
         return sum(c.take.duration_s for c in cs) / 60
 
+    twice = says_a_sentence_twice
+
     return {
         "benchmark": "detector",
         "machine": {"python": platform.python_version(), "cpu_count": os.cpu_count()},
@@ -938,6 +983,15 @@ def _result(
             "cases": len(cases),
             "clean_cases": sum(c.kind is None for c in cases),
             "heldout_cases": sum(c.split == "heldout" for c in cases),
+            "texts_saying_a_sentence_twice": {
+                split: {
+                    "texts": [t for t in BENCH_TEXTS if split_of(t) == split and twice(t)[0]],
+                    "back_to_back": [
+                        t for t in BENCH_TEXTS if split_of(t) == split and twice(t)[1]
+                    ],
+                }
+                for split in ("dev", "heldout")
+            },
             "profiles": list(PROFILE_NAMES),
             "human": {
                 f"{src}/{split}": {
@@ -953,8 +1007,8 @@ def _result(
         **after,
         "summary": summary(after),
         "before": {
-            "detector": "glitches/1",
-            "config": asdict(BEFORE),
+            "detector": "glitches/2",
+            "config": asdict(PREVIOUS),
             **before,
             "summary": summary(before),
         },

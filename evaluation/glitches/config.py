@@ -55,6 +55,11 @@ class DetectorConfig:
     """The loudest 10 ms frame of the repeated audio (and of the ``replay_block_s`` after it) must
     be within this of the speech level: a repeat of room noise or breath between words is not
     heard as a repeat."""
+    replay_max_between_s: float = 0.3
+    """Audio alone (no text, no reference): a repeat is a replay only when less than this much
+    active speech lies between its source's end and its copy's start. A stream that restarts or
+    re-sends a chunk or window re-sends the audio up to the seam (dev replays: <= 0.10 s, one follow block); a
+    deterministic voice saying a sentence again says other words in between."""
     replay_block_s: float = 0.1
     """Block length used to measure how long a repeat goes on."""
 

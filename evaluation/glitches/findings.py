@@ -6,8 +6,9 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 KINDS = ("click", "replay", "gap", "underrun", "truncation", "duration", "crosstalk")
-DETECTOR_VERSION = "glitches/2"
-"""glitches/2: fewer false alarms on clean human speech (issue #39); glitches/1 before it."""
+DETECTOR_VERSION = "glitches/3"
+"""glitches/3: from audio alone, a sentence said again after other words is not a replay;
+glitches/2: fewer false alarms on clean human speech (issue #39); glitches/1 before them."""
 
 
 @dataclass(frozen=True)

@@ -70,7 +70,10 @@ def find_replays(
     speed: float = 1.0,
     ref: Signal | None = None,
 ) -> list[Finding]:
-    found = _replay_scan(s, cfg, duration_s)
+    # audio alone: a repeat with other speech between its source and its copy is a voice
+    # saying those words again, not a stream re-sending what it had just sent
+    alone = not text and ref is None
+    found = _replay_scan(s, cfg, duration_s, cfg.replay_max_between_s if alone else None)
     if not found:
         return found
     if text:
@@ -234,7 +237,47 @@ def _walk_back(s: Signal, cfg: DetectorConfig, src: int, qs_: int) -> int:
     return back
 
 
-def _replay_scan(s: Signal, cfg: DetectorConfig, duration_s: float) -> list[Finding]:
+def _best_source(
+    s: Signal,
+    cfg: DetectorConfig,
+    cands: list[int],
+    q: int,
+    qs_: int,
+    Lf_: int,
+    blk: int,
+    max_between_s: float | None,
+) -> tuple[float, int, int, int, float] | None:
+    """The earlier place this seam's query repeats: ``(ncc, source, length, back, between_s)``.
+
+    Each match is confirmed at the full rate within one search-rate sample of it (one FFT).
+    Several earlier places may match (the text repeats itself, or the audio was repeated more
+    than once): keep the one whose repeat goes on longest. ``between_s`` is the active speech
+    between the source's end and the copy's start: a restart, a re-sent chunk or window and a
+    second copy all re-send the audio up to the seam, so a place with ``max_between_s`` or
+    more of it is passed over (audio alone: a voice saying those words again)."""
+    out = None
+    for c in cands:
+        v, st = refine(s.x, c * q, qs_, Lf_, q)
+        if v < cfg.replay_min_ncc:
+            continue
+        n_ = _repeat_length(s, st, qs_, Lf_, blk, cfg.replay_min_ncc)
+        if out is not None and n_ <= out[2]:
+            continue
+        back = _walk_back(s, cfg, st, qs_)
+        h = s.hop
+        between = float((~s.silent[min(st + n_, qs_ - back) // h : (qs_ - back) // h]).sum())
+        between *= s.frame_s
+        if max_between_s is not None and between >= max_between_s:
+            continue
+        out = (v, st, n_, back, between)
+    return out
+
+
+def _replay_scan(
+    s: Signal, cfg: DetectorConfig, duration_s: float, max_between_s: float | None = None
+) -> list[Finding]:
+    """Every repeat at a seam. ``max_between_s``: skip a repeat with this much active speech
+    between its source's end and its copy's start (and let it hide no later seam)."""
     q = max(1, int(round(s.sr / cfg.replay_rate_hz)))
     if s.n // q < 8:
         return []
@@ -252,22 +295,12 @@ def _replay_scan(s: Signal, cfg: DetectorConfig, duration_s: float) -> list[Find
         qs_, Lf_ = int(qs[n]), int(Lf[n])
         if qs_ < skip_until:  # still inside a repeat already reported
             continue
-        # Confirm each match at the full rate within one search-rate sample of it (one FFT).
-        # Several earlier places may match (the text repeats itself, or the audio was
-        # repeated more than once): keep the one whose repeat goes on longest.
-        best = src = length = None
-        for c in cand[n]:
-            v, st = refine(s.x, c * q, qs_, Lf_, q)
-            if v < cfg.replay_min_ncc:
-                continue
-            n_ = _repeat_length(s, st, qs_, Lf_, blk, cfg.replay_min_ncc)
-            if length is None or n_ > length:
-                best, src, length = v, st, n_
-        if length is None:
+        got = _best_source(s, cfg, cand[n], q, qs_, Lf_, blk, max_between_s)
+        if got is None:
             continue
+        best, src, length, back, between = got
         lag = qs_ - src
         skip_until = qs_ + length
-        back = _walk_back(s, cfg, src, qs_)
         start, length, src = qs_ - back, length + back, src - back
         # the repeat and the block after it (a re-sent chunk may end in a word's first sound,
         # too short to match block by block)
@@ -284,6 +317,7 @@ def _replay_scan(s: Signal, cfg: DetectorConfig, duration_s: float) -> list[Find
             "length_s": length / s.sr,
             "from_start": bool(src / s.sr <= s.first_active_frame() * s.frame_s + 0.15),
             "share_of_take": length / s.sr / duration_s if duration_s else 0.0,
+            "between_active_s": between,
         }
         out.append(Finding("replay", t, bi, float(best / cfg.replay_min_ncc), evidence))
     return out
