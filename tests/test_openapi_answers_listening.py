@@ -352,3 +352,70 @@ def test_machine_scoring_answers_as_declared(live, spec, study, sessions):
     run = job["run"]  # each stimulus scored, or its error said (pyworld is an extra)
     assert run["stimuli"] == 4 and run["computed"] + len(run["errors"]) == 4, json.dumps(run)
     assert all(": pitch: " in e for e in run["errors"])
+
+
+def body_validator(spec: dict, op: str, model: str | None = None):
+    """A validator of ``op``'s declared request body (or of the component ``model``)."""
+    import jsonschema_rs
+
+    if model is None:
+        method, path = op.split()
+        content = spec["paths"][path][method.lower()]["requestBody"]["content"]
+        schema = content["application/json"]["schema"]
+    else:
+        schema = {"$ref": f"#/components/schemas/{model}"}
+    return jsonschema_rs.validator_for({**schema, "components": spec["components"]})
+
+
+def test_the_vote_body_is_declared_per_kind(spec):
+    """One definition per kind, from the kind's own vote model: its fields with their bounds,
+    beside the ids every vote carries; the body names no kind, so they are alternatives."""
+    import dataclasses
+
+    from evaluation.listening.kinds import KINDS
+
+    body = spec["components"]["schemas"]["VoteBody"]
+    refs = {b["$ref"].rsplit("/", 1)[1] for b in body["anyOf"]}
+    for kind in KINDS.values():
+        assert kind.vote is not None, kind.name
+        name = kind.vote.__name__
+        assert name in refs, kind.name
+        model = spec["components"]["schemas"][name]
+        fields = {f.name for f in dataclasses.fields(kind.vote)}
+        assert set(model["properties"]) == fields | {"answer_id", "assignment_id"}, name
+    assert spec["components"]["schemas"]["MosVote"]["properties"]["score"]["maximum"] == 5
+    p835 = spec["components"]["schemas"]["P835Vote"]
+    assert set(p835["required"]) == {"answer_id", "assignment_id", "sig", "bak", "ovrl"}
+    ids = {"answer_id": "a1", "assignment_id": "x1"}
+    vote = body_validator(spec, "POST " + VOTE)
+    mos = body_validator(spec, "", "MosVote")
+    ab = body_validator(spec, "", "AbVote")
+    mushra = body_validator(spec, "", "MushraVote")
+    assert vote.is_valid({**ids, "score": 4}) and mos.is_valid({**ids, "score": 4})
+    assert not mos.is_valid({**ids, "score": 6}) and not mos.is_valid({**ids, "score": "4"})
+    assert ab.is_valid({**ids, "cmos": -3}) and ab.is_valid({**ids, "choice": "b"})
+    assert not ab.is_valid({**ids, "cmos": 4}) and not ab.is_valid({**ids, "choice": "tie"})
+    assert mushra.is_valid({**ids, "scores": [0, 55.5, 100]})
+    assert not mushra.is_valid({**ids, "scores": [101]})
+    assert not vote.is_valid({"score": 4})  # the ids, in every kind's body
+
+
+def test_the_spec_declares_the_prompt_shorthands(live, spec):
+    """What ``TestSpec.from_dict`` reads for ``prompts``, declared; each form makes a test."""
+    new = body_validator(spec, "POST /ll/admin/tests")
+    base = {"name": "p", "kind": "mos", "systems": [{"name": "a", "backend": "piper"}]}
+    base |= {"items_per_rater": 1, "screening": False, "familiarise": False, "open": False}
+    forms = (
+        ["One prompt here."],
+        "One prompt here.\nAnd a second one.",
+        {"source": "harvard", "n": 2},
+    )
+    want = (1, 2, 2)
+    for prompts, n in zip(forms, want, strict=True):
+        assert new.is_valid({**base, "prompts": prompts}), prompts
+        r = admin("POST", live, "/ll/admin/tests", json={**base, "prompts": prompts})
+        tid = checked(spec, r, "POST", "/ll/admin/tests")["test_id"]
+        cfg = live.app.state.listening.tests.require_test(tid).config
+        assert len(cfg["design"]["prompts"]) == n, cfg["design"]
+    assert not new.is_valid({**base, "prompts": {"source": "gutenberg"}})
+    assert not new.is_valid({**base, "prompts": 3})

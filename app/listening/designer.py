@@ -17,7 +17,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from importlib import resources
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from app.listening.answers import Answer, wire_model
 from app.listening.breaks import check_break_settings
@@ -89,6 +89,20 @@ def harvard_prompts(n: Any) -> list[str]:
     except (TypeError, ValueError):
         raise InvalidRequest("prompts: {source: harvard, n}: n is a whole number") from None
     return harvard_sentences()[: max(1, min(count, 50))]
+
+
+@dataclass(frozen=True)
+class HarvardPrompts:
+    """``{"source": "harvard", "n": N}``: the first N Harvard sentences (N clamped to 1..50)."""
+
+    source: Literal["harvard"]
+    n: int = 10
+
+
+PromptsGiven = list[str] | str | HarvardPrompts
+"""What a spec's ``prompts`` may be (:meth:`TestSpec.from_dict` reads each): the texts, the
+texts pasted as one string (one prompt a line), or the Harvard shorthand; absent or empty
+when ``stimuli`` brings the prompts."""
 
 
 @dataclass
@@ -708,6 +722,8 @@ def design_summary(tests: Any, test_id: str) -> dict[str, Any]:
 __all__ = [
     "CROWD_FIELDS",
     "DesignSummary",
+    "HarvardPrompts",
+    "PromptsGiven",
     "PlannedPrecision",
     "change_crowd",
     "check_crowd",

@@ -35,18 +35,26 @@ mounted without a closure over the app.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import json
+import typing
 from pathlib import Path
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, Literal, Union
 
 from fastapi import APIRouter, Depends, Request
 from fastapi.responses import HTMLResponse, JSONResponse, Response
-from pydantic import BaseModel, ConfigDict, Field, create_model
+from pydantic import BaseModel, ConfigDict, Field, RootModel, create_model
 
 from app.listening.answers import Answer, wire_model
 from app.listening.breaks import Resumed
 from app.listening.columns import results_schema
-from app.listening.designer import CROWD_FIELDS, DesignSummary, TestSpec, check_crowd
+from app.listening.designer import (
+    CROWD_FIELDS,
+    DesignSummary,
+    PromptsGiven,
+    TestSpec,
+    check_crowd,
+)
 from app.listening.enrolment import Consented, Joined, TestInfo
 from app.listening.familiarisation import Familiarised
 from app.listening.flow import Denied, NotYet
@@ -62,7 +70,7 @@ from app.web.admin import TooManyTries, login_page, policy, require_admin
 from app.web.inputs import JSON_BODY_BYTES
 from app.web.openapi import DeclaredRoute, JsonBody, as_sent, errors, media, ok
 from backends.errors import Forbidden, InvalidRequest, NotFound, NotPersistent
-from evaluation.listening.kinds import KINDS
+from evaluation.listening.kinds import KINDS, TestKind
 from evaluation.listening.results import test_results
 
 STATIC = Path(__file__).parent / "static"
@@ -138,15 +146,61 @@ Questionnaire = create_model(
 )
 
 
-class VoteBody(BaseModel):
-    """``POST /ll/listen/{id}/vote``: the item's ids, and the answer in the fields of the
-    test's kind (MOS ``score``, A/B ``cmos`` or ``choice``, MUSHRA ``scores``, …), which the
-    kind checks."""
+class VoteIds(BaseModel):
+    """What every vote carries: the answer's id (chosen by the page; a re-sent answer is
+    stored once) and the item's."""
 
     model_config = ConfigDict(extra="allow")
 
     answer_id: str
     assignment_id: str
+
+
+def kind_vote(kind: TestKind) -> type[BaseModel]:
+    """A kind's vote body: the ids and the fields of the kind's own vote model
+    (:attr:`TestKind.vote`: their types and bounds); a kind that declares none: the ids."""
+    if kind.vote is None:
+        return VoteIds
+    hints = typing.get_type_hints(kind.vote, include_extras=True)
+    fields: dict[str, Any] = {
+        f.name: (hints[f.name], ... if f.default is dataclasses.MISSING else f.default)
+        for f in dataclasses.fields(kind.vote)
+    }
+    doc = (kind.vote.__doc__ or "").strip()
+    return create_model(kind.vote.__name__, __base__=VoteIds, __doc__=doc, **fields)
+
+
+VOTES = {k.vote or VoteIds: kind_vote(k) for k in KINDS.values()}
+"""One body model per kind's vote model (A/B and parity A/B share theirs)."""
+
+
+class VoteBody(RootModel[Union[tuple(VOTES.values())]]):  # type: ignore[misc]  # noqa: UP007
+    """``POST /ll/listen/{id}/vote``: the item's ids and the answer in the fields of the
+    test's kind, one definition per kind (MOS ``score``, A/B ``cmos`` or ``choice``, MUSHRA
+    ``scores``, …). The body does not name its kind (the test does), so the kinds' bodies are
+    alternatives (``anyOf``), not a discriminated union; the kind checks its own, and what
+    depends on the item (how many clips) only there."""
+
+
+def dataclass_fields(cls: type) -> dict[str, Any]:
+    """``create_model``'s fields of a dataclass: each field's type and default."""
+    hints = typing.get_type_hints(cls, include_extras=True)
+    out: dict[str, Any] = {}
+    for f in dataclasses.fields(cls):
+        if f.default_factory is not dataclasses.MISSING:
+            out[f.name] = (hints[f.name], Field(default_factory=f.default_factory))
+        else:
+            out[f.name] = (hints[f.name], ... if f.default is dataclasses.MISSING else f.default)
+    return out
+
+
+TestSpecBody = create_model(
+    "TestSpec",
+    __doc__="``POST /ll/admin/tests``: a test spec as sent (:class:`TestSpec`), its "
+    "``prompts`` in any form :meth:`TestSpec.from_dict` reads: the texts, the texts pasted as "
+    "one string (one a line), or ``{source: harvard, n}``; none when ``stimuli`` brings them.",
+    **{**dataclass_fields(TestSpec), "prompts": (PromptsGiven | None, None)},
+)
 
 
 class Status(BaseModel):
@@ -421,7 +475,7 @@ async def crowd(
 
 @admin_router.post("/ll/admin/tests", responses=ok(TestCreated))
 async def new_test(
-    request: Request, spec: TestSpec = body(TestSpec, TestSpec.from_dict)
+    request: Request, spec: TestSpec = body(TestSpecBody, TestSpec.from_dict)
 ) -> dict[str, Any]:
     from app.listening.designer import create_test, design_summary
 
@@ -481,6 +535,7 @@ __all__ = [
     "StatusSet",
     "TestCreated",
     "TestPlaces",
+    "TestSpecBody",
     "Headphone",
     "Join",
     "Questionnaire",
@@ -488,6 +543,8 @@ __all__ = [
     "ScreenAnswer",
     "Status",
     "VoteBody",
+    "VoteIds",
+    "kind_vote",
     "admin_pages",
     "admin_router",
     "export_zip",
