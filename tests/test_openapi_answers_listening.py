@@ -419,3 +419,23 @@ def test_the_spec_declares_the_prompt_shorthands(live, spec):
         assert len(cfg["design"]["prompts"]) == n, cfg["design"]
     assert not new.is_valid({**base, "prompts": {"source": "gutenberg"}})
     assert not new.is_valid({**base, "prompts": 3})
+
+
+def test_every_kinds_rater_texts_are_as_declared(spec):
+    """The status' ``texts`` of a test of each kind, with and without a screen, the built-in
+    or the designer's questionnaire, a break: valid against the declared ``RaterTexts``."""
+    from app.listening.texts import rater_texts
+    from evaluation.listening.kinds import KINDS
+
+    texts = body_validator(spec, "", "RaterTexts")
+    configs = (
+        {"screening": "none"},
+        {"screening": "both", "questionnaire": True, "break_after": 2},
+        {"screening": "antiphase", "questionnaire": PAGES, "design": {"ab_mode": "forced"}},
+    )
+    for kind in KINDS:
+        for cfg in configs:
+            got = rater_texts(kind, cfg, "consent text")
+            errors = [e.message for e in texts.iter_errors(got)]
+            assert not errors, (kind, cfg, errors[:3])
+            assert (got["screen"] is None) == (cfg["screening"] == "none")

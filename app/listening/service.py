@@ -32,7 +32,7 @@ from app.listening.flow import (
 from app.listening.questionnaire import Page, Questionnaires
 from app.listening.rating import Item, Rating, show_text
 from app.listening.screening import ScreenState
-from app.listening.texts import rater_texts
+from app.listening.texts import RaterTexts, rater_texts
 from app.store.listening import RaterSession, TestRow
 from evaluation.listening import screening
 
@@ -68,8 +68,7 @@ class RaterTest(Answer):
     screening: str
     """The headphone screen: ``antiphase``, ``huggins``, ``both`` or ``none``."""
     headphone_check: bool
-    texts: dict[str, Any]
-    """Every text the rater reads, by place (:func:`app.listening.texts.rater_texts`)."""
+    texts: RaterTexts
 
 
 class HeadphoneResult(Answer):
