@@ -22,7 +22,7 @@ import math
 import typing
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, create_model
+from pydantic import BaseModel, ConfigDict, Field, create_model
 
 
 class Answer(BaseModel):
@@ -52,6 +52,19 @@ def nullable_floats(tp: Any) -> Any:
     return tp
 
 
+def dataclass_fields(cls: type) -> dict[str, Any]:
+    """``create_model``'s fields of a dataclass: each field's type (bounds included) and
+    default, so a model of it is derived from the dataclass, never written twice."""
+    hints = typing.get_type_hints(cls, include_extras=True)
+    out: dict[str, Any] = {}
+    for f in dataclasses.fields(cls):
+        if f.default_factory is not dataclasses.MISSING:
+            out[f.name] = (hints[f.name], Field(default_factory=f.default_factory))
+        else:
+            out[f.name] = (hints[f.name], ... if f.default is dataclasses.MISSING else f.default)
+    return out
+
+
 def wire_model(
     cls: type,
     *,
@@ -65,22 +78,16 @@ def wire_model(
     after them, as ``(type, default)``; ``lead``: new fields before them); its floats may be
     null (see the module's docstring). The dataclass stays the one definition of its fields;
     only what the wire does to them is said here."""
-    hints = typing.get_type_hints(cls)
     fields: dict[str, Any] = dict(lead or {})
-    for f in dataclasses.fields(cls):
-        if f.name in exclude:
+    for k, (tp, default) in dataclass_fields(cls).items():
+        if k in exclude:
             continue
-        default: Any = ...
-        if f.default is not dataclasses.MISSING:
-            default = f.default
-            if isinstance(default, float) and math.isnan(default):
-                default = None  # written as null (a NaN default would break the JSON)
-        elif f.default_factory is not dataclasses.MISSING:
-            default = f.default_factory()
-        fields[f.name] = (nullable_floats(hints[f.name]), default)
+        if isinstance(default, float) and math.isnan(default):
+            default = None  # written as null (a NaN default would break the JSON)
+        fields[k] = (nullable_floats(tp), default)
     fields.update(override)
     doc = (cls.__doc__ or "").strip()
     return create_model(name or cls.__name__, __doc__=doc, __base__=Answer, **fields)
 
 
-__all__ = ["Answer", "nullable_floats", "wire_model"]
+__all__ = ["Answer", "dataclass_fields", "nullable_floats", "wire_model"]

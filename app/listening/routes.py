@@ -35,9 +35,7 @@ mounted without a closure over the app.
 from __future__ import annotations
 
 import asyncio
-import dataclasses
 import json
-import typing
 from pathlib import Path
 from typing import Annotated, Any, Literal, Union
 
@@ -45,7 +43,7 @@ from fastapi import APIRouter, Depends, Request
 from fastapi.responses import HTMLResponse, JSONResponse, Response
 from pydantic import BaseModel, ConfigDict, Field, RootModel, create_model
 
-from app.listening.answers import Answer, wire_model
+from app.listening.answers import Answer, dataclass_fields, wire_model
 from app.listening.breaks import Resumed
 from app.listening.columns import results_schema
 from app.listening.designer import (
@@ -161,12 +159,8 @@ def kind_vote(kind: TestKind) -> type[BaseModel]:
     (:attr:`TestKind.vote`: their types and bounds); a kind that declares none: the ids."""
     if kind.vote is None:
         return VoteIds
-    hints = typing.get_type_hints(kind.vote, include_extras=True)
-    fields: dict[str, Any] = {
-        f.name: (hints[f.name], ... if f.default is dataclasses.MISSING else f.default)
-        for f in dataclasses.fields(kind.vote)
-    }
     doc = (kind.vote.__doc__ or "").strip()
+    fields = dataclass_fields(kind.vote)
     return create_model(kind.vote.__name__, __base__=VoteIds, __doc__=doc, **fields)
 
 
@@ -180,18 +174,6 @@ class VoteBody(RootModel[Union[tuple(VOTES.values())]]):  # type: ignore[misc]  
     ``scores``, …). The body does not name its kind (the test does), so the kinds' bodies are
     alternatives (``anyOf``), not a discriminated union; the kind checks its own, and what
     depends on the item (how many clips) only there."""
-
-
-def dataclass_fields(cls: type) -> dict[str, Any]:
-    """``create_model``'s fields of a dataclass: each field's type and default."""
-    hints = typing.get_type_hints(cls, include_extras=True)
-    out: dict[str, Any] = {}
-    for f in dataclasses.fields(cls):
-        if f.default_factory is not dataclasses.MISSING:
-            out[f.name] = (hints[f.name], Field(default_factory=f.default_factory))
-        else:
-            out[f.name] = (hints[f.name], ... if f.default is dataclasses.MISSING else f.default)
-    return out
 
 
 TestSpecBody = create_model(
