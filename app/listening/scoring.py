@@ -31,9 +31,16 @@ from fastapi import APIRouter, Depends, Request
 
 from app.listening.answers import wire_model
 from app.store.scores import StoreCache
-from app.web.admin import require_admin
-from app.web.openapi import ok
-from backends.errors import Conflict, ListenlabError, NotFound, TooMany
+from app.web.admin import TooManyTries, require_admin
+from app.web.openapi import errors, ok
+from backends.errors import (
+    Conflict,
+    Forbidden,
+    InvalidRequest,
+    ListenlabError,
+    NotFound,
+    TooMany,
+)
 from evaluation.metrics.base import Audio, Item
 
 METRICS = ("distillmos", "dnsmos", "words", "speaker")
@@ -247,7 +254,10 @@ def jobs(request: Request) -> ScoringJobs:
     return got
 
 
-admin_router = APIRouter(dependencies=[Depends(require_admin)])
+admin_router = APIRouter(
+    dependencies=[Depends(require_admin)],
+    responses=errors(InvalidRequest, Forbidden, NotFound, Conflict, TooMany, TooManyTries),
+)
 Jobs = Depends(jobs)
 
 
