@@ -37,7 +37,9 @@ class Answer(BaseModel):
         return cls.model_validate(values).wire()
 
     def wire(self) -> dict[str, Any]:
-        """The answer's keys (by their wire names; unset optional fields left out)."""
+        """The answer's keys (by their wire names; unset optional fields left out). Without
+        serializer warnings: a field written by its own serializer (the status' questionnaire
+        page, :meth:`Page.to_dict`) writes a dictionary where its declared type is the class."""
         return self.model_dump(by_alias=True, exclude_unset=True, warnings=False)
 
 
