@@ -15,6 +15,7 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
+from app.listening.answers import Answer
 from app.listening.flow import Denied, NotYet, RaterFlow
 from app.store.listening import RaterSession, TestRow
 from backends.errors import InvalidRequest
@@ -38,6 +39,12 @@ class BreakState:
     """Seconds until Continue is allowed (0: now)."""
     number: int
     """This is the rater's ``number``-th break (1-based)."""
+
+
+class Resumed(Answer):
+    """``POST /ll/listen/{id}/resume``: whether a break was ended (false: none was open)."""
+
+    resumed: bool
 
 
 def check_break_settings(after: Any, min_s: Any) -> tuple[int | None, float | None]:
@@ -106,7 +113,7 @@ class Breaks(RaterFlow):
         total = len(self.store.assignments(test_id, r.rater_id))
         st = self.break_state(t, self.rater(test_id, token), answered, total)
         if st is None:
-            return {"resumed": False}
+            return Resumed(resumed=False).wire()
         if st.left_s > 0:
             raise NotYet(f"the break lasts at least {st.min_s:g} s: {st.left_s:g} s left")
         got = breaks_of(self.rater(test_id, token))
@@ -114,7 +121,7 @@ class Breaks(RaterFlow):
             if b.get("after") == answered and not b.get("ended"):
                 b["ended"] = time.time()
         self.tests.update_rater(test_id, r.rater_id, breaks=json.dumps(got))
-        return {"resumed": True}
+        return Resumed(resumed=True).wire()
 
 
 __all__ = [
@@ -123,6 +130,7 @@ __all__ = [
     "BREAK_MIN_S",
     "BreakState",
     "Breaks",
+    "Resumed",
     "breaks_of",
     "check_break_settings",
     "due",

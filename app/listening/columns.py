@@ -11,9 +11,11 @@ seconds (``fetched_at``, ``seen_at``).
 
 from __future__ import annotations
 
+from typing import Any
+
 from app.listening.figures import FIGURE_COLUMNS
 from app.listening.methods import REPORTING_COLUMNS
-from app.store.schema import export_tables
+from app.store.schema import all_tables, export_tables
 from evaluation.listening import machine, ratings
 from evaluation.listening.kinds import KINDS, NAMES
 
@@ -248,4 +250,89 @@ def docs_markdown() -> str:
     return "\n".join(out) + "\n"
 
 
-__all__ = ["COMMON", "FILE_NOTES", "columns", "docs_markdown", "shared"]
+JSON_TYPES = {"text": "string", "integer": "integer", "real": "number"}
+"""A declared column's type (:data:`evaluation.tablespec.TYPES`) as JSON writes its values."""
+VALUE_TYPES = {
+    **dict.fromkeys(("n", "raters", "prompts", "answered", "shared"), "integer"),
+    **dict.fromkeys(
+        ("mean", "sd", "ci_low", "ci_high", "se", "df", "p", "p_holm", "agreement"), "number"
+    ),
+    **dict.fromkeys(("checks_passed", "time_ratio", "reliability"), "number"),
+    **dict.fromkeys(("significant", "finished", "excluded"), "boolean"),
+    **dict.fromkeys(("note", "x", "y", "headphones", "reasons"), "string"),
+    **dict.fromkeys(("table", "title", "method", "assumes"), "string"),
+}
+"""The JSON type of the result columns this module explains itself (:data:`COMMON`, the
+``raters`` and ``methods`` tables), which no stored table declares."""
+SCALAR = ["string", "number", "boolean", "null"]
+"""A cell of a results row whose type no declaration gives."""
+
+
+def column_types() -> dict[str, str]:
+    """Each column's JSON type where one is declared: a stored table's column of that name
+    (the store's and every kind's, :mod:`evaluation.tablespec`; a name two tables type
+    differently stays untyped), then :data:`VALUE_TYPES`."""
+    seen: dict[str, set[str]] = {}
+    for t in all_tables():
+        for c in t.columns:
+            if c.type in JSON_TYPES:
+                seen.setdefault(c.name, set()).add(JSON_TYPES[c.type])
+    out = {c: next(iter(ts)) for c, ts in seen.items() if len(ts) == 1}
+    return {**out, **VALUE_TYPES}
+
+
+def results_schema() -> dict[str, Any]:
+    """The JSON schema of ``GET /ll/admin/tests/{id}/results`` (``{table: [row, …]}``), from
+    the column dictionary: every results table it lists (``results/<table>.csv``; not the
+    export's ``p800_2``) as an array of rows, each row's columns with their meaning and, where
+    :func:`column_types` has one, their type (or null: a NaN or an empty cell); the shared
+    columns once (``ResultRow``). It pins the tables' names, that ``raters`` and ``methods``
+    are always there, and the known columns' types; it leaves open which of a table's columns
+    a test has (a kind's table holds the shared columns it needs; none is required), the
+    columns the dictionary names by pattern (questionnaire answers ``q_<key>``, the seam
+    numbers of ``glitches_by_seam``) and a table of a kind registered after the app started:
+    those are any scalar (a string, number, boolean or null)."""
+    types = column_types()
+
+    def typed(cols: dict[str, str]) -> dict[str, Any]:
+        return {
+            c: {"description": m, "type": [types[c], "null"] if c in types else SCALAR}
+            for c, m in cols.items()
+            if "<" not in c
+        }
+
+    common = shared()
+    row = {"type": "object", "properties": typed(common), "additionalProperties": {"type": SCALAR}}
+    shared_row = {"$ref": "#/components/schemas/ResultRow"}
+    tables: dict[str, Any] = {}
+    for f, cols in columns().items():
+        if not f.startswith("results/") or f in REPORTING_COLUMNS:
+            continue  # p800_2: the export's, not a results table
+        own = {c: m for c, m in cols.items() if c not in common or m != common[c]}
+        name = f.removeprefix("results/").removesuffix(".csv")
+        items = {"allOf": [shared_row], "properties": typed(own)} if own else shared_row
+        tables[name] = {"type": "array", "items": items}
+    schema = {
+        "title": "TestResults",
+        "description": "A test's results tables by name, each a list of rows (one per line "
+        "of results/<table>.csv of the export; docs/listening-tests.md's column dictionary).",
+        "type": "object",
+        "properties": tables,
+        "required": ["raters", "methods"],
+        "additionalProperties": {"type": "array", "items": shared_row},
+    }
+    ref = "#/components/schemas/TestResults"
+    return {"$ref": ref, "$defs": {"TestResults": schema, "ResultRow": row}}
+
+
+__all__ = [
+    "COMMON",
+    "FILE_NOTES",
+    "JSON_TYPES",
+    "VALUE_TYPES",
+    "column_types",
+    "columns",
+    "docs_markdown",
+    "results_schema",
+    "shared",
+]

@@ -17,8 +17,9 @@ from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from importlib import resources
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
+from app.listening.answers import Answer, wire_model
 from app.listening.breaks import check_break_settings
 from app.listening.flow import DEFAULT_TITLE
 from app.listening.imported import ImportedSet, read_audio, scan, unpack_zip
@@ -41,6 +42,7 @@ from backends.base import Backend
 from backends.errors import InvalidRequest
 from evaluation.listening.design import CHECK_VARIANTS, Design
 from evaluation.listening.kinds import TestKind, default_kind, kind_of
+from evaluation.listening.planning import Plan
 from evaluation.listening.screening import MODES
 
 MAX_PROMPTS = 200
@@ -87,6 +89,20 @@ def harvard_prompts(n: Any) -> list[str]:
     except (TypeError, ValueError):
         raise InvalidRequest("prompts: {source: harvard, n}: n is a whole number") from None
     return harvard_sentences()[: max(1, min(count, 50))]
+
+
+@dataclass(frozen=True)
+class HarvardPrompts:
+    """``{"source": "harvard", "n": N}``: the first N Harvard sentences (N clamped to 1..50)."""
+
+    source: Literal["harvard"]
+    n: int = 10
+
+
+PromptsGiven = list[str] | str | HarvardPrompts
+"""What a spec's ``prompts`` may be (:meth:`TestSpec.from_dict` reads each): the texts, the
+texts pasted as one string (one prompt a line), or the Harvard shorthand; absent or empty
+when ``stimuli`` brings the prompts."""
 
 
 @dataclass
@@ -675,20 +691,40 @@ def refill_lines(d: Design, cfg: dict[str, Any]) -> list[str]:
     ]
 
 
+PlannedPrecision = wire_model(Plan, name="PlannedPrecision")
+"""One row of the planner (:class:`evaluation.listening.planning.Plan`)."""
+
+
+class DesignSummary(Answer):
+    """The planner's numbers for 12, 30 and 100 raters (a NaN, where the results would give
+    no interval, is null on the wire), the screening's warnings and the designer's report."""
+
+    plan: list[PlannedPrecision]  # type: ignore[valid-type]
+    warnings: list[str]
+    report: list[str]
+    """The lines the designer shows (:func:`design_report`)."""
+
+
 def design_summary(tests: Any, test_id: str) -> dict[str, Any]:
     """The planner's numbers and the designer's report of a new test (JSON route and CLI)."""
     from evaluation.listening.planning import plan, screening_warnings
 
     d = Design.from_dict(tests.require_test(test_id).config["design"])
-    return {
-        "plan": [plan(d, r).to_dict() for r in (12, 30, 100)],
-        "warnings": screening_warnings(d),
-        "report": design_report(tests, test_id),
-    }
+    return DesignSummary.of(
+        {
+            "plan": [plan(d, r).to_dict() for r in (12, 30, 100)],
+            "warnings": screening_warnings(d),
+            "report": design_report(tests, test_id),
+        }
+    )
 
 
 __all__ = [
     "CROWD_FIELDS",
+    "DesignSummary",
+    "HarvardPrompts",
+    "PromptsGiven",
+    "PlannedPrecision",
     "change_crowd",
     "check_crowd",
     "design_report",

@@ -13,9 +13,10 @@ import hashlib
 import re
 import secrets
 import time
-from typing import Any
+from typing import Any, Literal
 
 from app.listening import refill
+from app.listening.answers import Answer
 from app.listening.flow import Denied, RaterFlow, consent_text, design_of, public_title
 from app.listening.refill import DROPOUT_AFTER_S
 from app.store import Assignment, UnknownItem, now_iso
@@ -34,6 +35,35 @@ CROWD_RE = re.compile(r"^[A-Za-z0-9_.:@-]{1,128}$")
 CROWD_KEYS = ("PROLIFIC_PID", "workerId", "crowd_id", "participant")
 MAX_RATERS = 5000
 """Joins per test (bounds what an anonymous visitor can make the server store)."""
+
+
+class Joined(Answer):
+    """``POST /ll/listen/{id}/join``: the rater's token (sent back in ``X-Rater-Token``), their
+    id, and whether this crowd id joined before (the same rater, resumed)."""
+
+    token: str
+    rater_id: str
+    resumed: bool
+
+
+class TestInfo(Answer):
+    """``GET /ll/listen/{id}/info``: what anyone may see before joining (``name`` is the
+    public title too: the admin's test name stays on the server)."""
+
+    __test__ = False  # not a pytest class
+
+    test_id: str
+    name: str
+    title: str
+    kind: str
+    status: str | None
+    consent: str
+
+
+class Consented(Answer):
+    """``POST /ll/listen/{id}/consent``."""
+
+    consented: Literal[True]
 
 
 def new_token() -> str:
@@ -92,7 +122,7 @@ class Enrolment(RaterFlow):
             choose_row=row,
         )
         self.assign(t, r)
-        return {"token": token, "rater_id": r.rater_id, "resumed": resumed}
+        return Joined(token=token, rater_id=r.rater_id, resumed=resumed).wire()
 
     def assign(self, test: TestRow, rater: RaterSession) -> list[Assignment]:
         """The rater's assignments (written once from the deterministic plan; resumable)."""
@@ -179,21 +209,22 @@ class Enrolment(RaterFlow):
         """What anyone may see before joining: the public title, type, consent text and whether
         open (``name`` is the public title too: the admin's test name stays on the server)."""
         t = self.load_test(test_id, open_only=False)
-        return {
-            "test_id": test_id,
-            "name": public_title(t),
-            "title": public_title(t),
-            "kind": t.kind,
-            "status": t.status,
-            "consent": consent_text(t),
-        }
+        title = public_title(t)
+        return TestInfo(
+            test_id=test_id,
+            name=title,
+            title=title,
+            kind=t.kind,
+            status=t.status,
+            consent=consent_text(t),
+        ).wire()
 
     def consent(self, test_id: str, token: str) -> dict[str, Any]:
         self.load_test(test_id)
         r = self.rater(test_id, token)
         if not r.consent_at:
             self.tests.update_rater(test_id, r.rater_id, consent_at=now_iso())
-        return {"consented": True}
+        return Consented(consented=True).wire()
 
     def finish(self, t: TestRow, r: RaterSession) -> dict[str, Any]:
         """The code the rater gets at the end, given once, and the link: the test's
@@ -225,4 +256,14 @@ class Enrolment(RaterFlow):
         return bool(not mine.empty and bool(mine["excluded"].iloc[0]))
 
 
-__all__ = ["CROWD_KEYS", "DROPOUT_AFTER_S", "MAX_RATERS", "Enrolment", "assignment_id", "new_token"]
+__all__ = [
+    "CROWD_KEYS",
+    "DROPOUT_AFTER_S",
+    "MAX_RATERS",
+    "Consented",
+    "Enrolment",
+    "Joined",
+    "TestInfo",
+    "assignment_id",
+    "new_token",
+]

@@ -10,14 +10,28 @@ from __future__ import annotations
 
 import json
 import time
-from typing import Any
+from typing import Any, Literal
 
+from app.listening.answers import Answer
 from app.listening.flow import NotYet, RaterFlow, design_of
 from app.store import now_iso
 from app.store.listening import RaterSession, TestRow
 from backends.errors import InvalidRequest
 from evaluation.listening import screening
 from evaluation.listening.kinds.base import PLAYED_SHARE, Familiar
+
+
+class FamiliarClips(Answer):
+    """The status' ``familiar`` (the familiarisation step): each clip's label, in the order
+    ``GET .../familiar/{k}`` serves them."""
+
+    clips: list[str]
+
+
+class Familiarised(Answer):
+    """``POST /ll/listen/{id}/familiar`` ("Continue")."""
+
+    familiarised: Literal[True]
 
 
 class Familiarisation(RaterFlow):
@@ -84,7 +98,7 @@ class Familiarisation(RaterFlow):
                 raise NotYet(f"listen first: {clips[k][0]} has not been played to its end")
         if not r.familiarised_at:
             self.tests.update_rater(test_id, r.rater_id, familiarised_at=now_iso())
-        return {"familiarised": True}
+        return Familiarised(familiarised=True).wire()
 
 
-__all__ = ["Familiarisation"]
+__all__ = ["FamiliarClips", "Familiarisation", "Familiarised"]

@@ -20,6 +20,7 @@ import re
 from dataclasses import asdict, dataclass
 from typing import Any
 
+from app.listening.answers import Answer
 from app.listening.flow import Denied, RaterFlow
 from app.listening.texts import QUESTIONNAIRE, QUESTIONNAIRE_INTRO
 from app.store.listening import RaterSession, TestRow
@@ -229,6 +230,15 @@ def read_answer(f: Field, v: Any) -> Any:
     return v
 
 
+class QuestionnaireStored(Answer):
+    """``POST /ll/listen/{id}/questionnaire``: whether the answers were stored (false: no page
+    was due), and the page they answered (absent when none)."""
+
+    stored: bool
+    page: str | None = None
+    """The page's place: ``start``, ``after:N`` or ``end``."""
+
+
 class Questionnaires(RaterFlow):
     """The rater's questionnaire pages: which one is due, and its answers."""
 
@@ -245,7 +255,7 @@ class Questionnaires(RaterFlow):
         total = len(self.store.assignments(test_id, r.rater_id))
         page = due_page(t.config, r, answered, total)
         if page is None:
-            return {"stored": False}
+            return QuestionnaireStored(stored=False).wire()
         if not isinstance(answers, dict):
             raise InvalidRequest("answers: {question: answer}")
         extra = set(answers) - {f.key for f in page.fields}
@@ -258,7 +268,7 @@ class Questionnaires(RaterFlow):
         else:
             out = {**have, **got, PAGES_KEY: [*have.get(PAGES_KEY, []), page.at]}
         self.tests.update_rater(test_id, r.rater_id, questionnaire=json.dumps(out))
-        return {"stored": True, "page": page.at}
+        return QuestionnaireStored(stored=True, page=page.at).wire()
 
     def page_state(self, t: TestRow, r: RaterSession, answered: int, total: int):
         """The due page as the rater page draws it, or None."""
@@ -284,6 +294,7 @@ __all__ = [
     "NUMBER_LIMIT",
     "Field",
     "Page",
+    "QuestionnaireStored",
     "Questionnaires",
     "due_page",
     "pages_of",

@@ -37,25 +37,38 @@ from __future__ import annotations
 import asyncio
 import json
 from pathlib import Path
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, Literal, Union
 
 from fastapi import APIRouter, Depends, Request
 from fastapi.responses import HTMLResponse, JSONResponse, Response
-from pydantic import BaseModel, ConfigDict, Field, create_model
+from pydantic import BaseModel, ConfigDict, Field, RootModel, create_model
 
-from app.listening.designer import CROWD_FIELDS, TestSpec, check_crowd
+from app.listening.answers import Answer, dataclass_fields, wire_model
+from app.listening.breaks import Resumed
+from app.listening.columns import results_schema
+from app.listening.designer import (
+    CROWD_FIELDS,
+    DesignSummary,
+    PromptsGiven,
+    TestSpec,
+    check_crowd,
+)
+from app.listening.enrolment import Consented, Joined, TestInfo
+from app.listening.familiarisation import Familiarised
 from app.listening.flow import Denied, NotYet
 from app.listening.jsonable import clean_json, frames_json
 from app.listening.persistence import CONFIRM_FIELD, check_may_open
-from app.listening.refill import test_places
-from app.listening.service import Listening, check_id
+from app.listening.questionnaire import QuestionnaireStored
+from app.listening.refill import Places, test_places
+from app.listening.screening import ScreenProgress
+from app.listening.service import Listening, RaterStatus, VoteStored, check_id
 from app.listening.texts import QUESTIONNAIRE
-from app.store.listening.rows import STATUSES
+from app.store.listening.rows import STATUSES, TestSummary
 from app.web.admin import TooManyTries, login_page, policy, require_admin
 from app.web.inputs import JSON_BODY_BYTES
-from app.web.openapi import DeclaredRoute, JsonBody, as_sent, errors, media
+from app.web.openapi import DeclaredRoute, JsonBody, as_sent, errors, media, ok
 from backends.errors import Forbidden, InvalidRequest, NotFound, NotPersistent
-from evaluation.listening.kinds import KINDS
+from evaluation.listening.kinds import KINDS, TestKind
 from evaluation.listening.results import test_results
 
 STATIC = Path(__file__).parent / "static"
@@ -131,15 +144,45 @@ Questionnaire = create_model(
 )
 
 
-class VoteBody(BaseModel):
-    """``POST /ll/listen/{id}/vote``: the item's ids, and the answer in the fields of the
-    test's kind (MOS ``score``, A/B ``cmos`` or ``choice``, MUSHRA ``scores``, …), which the
-    kind checks."""
+class VoteIds(BaseModel):
+    """What every vote carries: the answer's id (chosen by the page; a re-sent answer is
+    stored once) and the item's."""
 
     model_config = ConfigDict(extra="allow")
 
     answer_id: str
     assignment_id: str
+
+
+def kind_vote(kind: TestKind) -> type[BaseModel]:
+    """A kind's vote body: the ids and the fields of the kind's own vote model
+    (:attr:`TestKind.vote`: their types and bounds); a kind that declares none: the ids."""
+    if kind.vote is None:
+        return VoteIds
+    doc = (kind.vote.__doc__ or "").strip()
+    fields = dataclass_fields(kind.vote)
+    return create_model(kind.vote.__name__, __base__=VoteIds, __doc__=doc, **fields)
+
+
+VOTES = {k.vote or VoteIds: kind_vote(k) for k in KINDS.values()}
+"""One body model per kind's vote model (A/B and parity A/B share theirs)."""
+
+
+class VoteBody(RootModel[Union[tuple(VOTES.values())]]):  # type: ignore[misc]  # noqa: UP007
+    """``POST /ll/listen/{id}/vote``: the item's ids and the answer in the fields of the
+    test's kind, one definition per kind (MOS ``score``, A/B ``cmos`` or ``choice``, MUSHRA
+    ``scores``, …). The body does not name its kind (the test does), so the kinds' bodies are
+    alternatives (``anyOf``), not a discriminated union; the kind checks its own, and what
+    depends on the item (how many clips) only there."""
+
+
+TestSpecBody = create_model(
+    "TestSpec",
+    __doc__="``POST /ll/admin/tests``: a test spec as sent (:class:`TestSpec`), its "
+    "``prompts`` in any form :meth:`TestSpec.from_dict` reads: the texts, the texts pasted as "
+    "one string (one a line), or ``{source: harvard, n}``; none when ``stimuli`` brings them.",
+    **{**dataclass_fields(TestSpec), "prompts": (PromptsGiven | None, None)},
+)
 
 
 class Status(BaseModel):
@@ -157,6 +200,59 @@ Crowd = create_model(
     **{k: (str | None, Field(None, max_length=n)) for k, n in CROWD_FIELDS.items()},
 )
 assert CONFIRM_FIELD in Status.model_fields
+
+
+# -- the admin's answers (the rater's are their steps': ``Joined``, ``RaterStatus``, …)
+
+
+class StatusSet(Answer):
+    """``POST /ll/admin/tests/{id}/status``: the test's status now."""
+
+    test_id: str
+    status: Literal[STATUSES]  # type: ignore[valid-type]
+
+
+CrowdSettings = create_model(
+    "CrowdSettings",
+    __doc__="A test's crowd settings now (null: none; a code per rater).",
+    __base__=Answer,
+    **{k: (str | None, ...) for k in CROWD_FIELDS},
+)
+
+
+class CrowdChanged(Answer):
+    """``POST /ll/admin/tests/{id}/crowd``: the fields that changed and the settings now."""
+
+    test_id: str
+    changed: list[str]
+    crowd: CrowdSettings  # type: ignore[valid-type]
+
+
+class TestCreated(Answer):
+    """``POST /ll/admin/tests``: the new test, its rater page and the planner's report."""
+
+    __test__ = False  # not a pytest class
+
+    test_id: str
+    url: str
+    """The rater page's path (``/listen/{test_id}``)."""
+    design: DesignSummary
+
+
+TestPlaces = wire_model(
+    Places,
+    name="TestPlaces",
+    lead={"test_id": (str, ...)},
+    line=(str, ...),
+)
+"""``GET /ll/admin/tests/{id}/places``: :class:`Places`, and ``line``, the sentence the Tests
+tab shows."""
+RESULTS = {
+    200: {
+        "description": "The test's results tables",
+        "content": {"application/json": {"schema": results_schema()}},
+    }
+}
 
 
 def body(model: Any, parse: Any = as_sent, *, required: bool = True) -> Any:
@@ -211,7 +307,7 @@ async def listen_page(test_id: str, svc: Listening = Svc) -> HTMLResponse:
     return HTMLResponse(page, headers={"Cache-Control": "no-store"})
 
 
-@router.get("/ll/listening/static/{name}", responses=SCRIPT)
+@router.get("/ll/listening/static/{name}", responses=SCRIPT, response_class=Response)
 async def listen_static(name: str) -> Response:
     if name not in STATIC_FILES:
         raise NotFound("no such file")
@@ -219,7 +315,7 @@ async def listen_static(name: str) -> Response:
     return Response((STATIC / name).read_text(encoding="utf-8"), media_type=media)
 
 
-@router.get("/ll/listening/kinds/{kind}/{name}", responses=SCRIPT)
+@router.get("/ll/listening/kinds/{kind}/{name}", responses=SCRIPT, response_class=Response)
 async def kind_static(kind: str, name: str) -> Response:
     """A file of a kind's folder that the kind lists in ``static_files`` (its ``page.js``);
     nothing else of the folder is served."""
@@ -230,12 +326,12 @@ async def kind_static(kind: str, name: str) -> Response:
     return Response((k.folder / name).read_text(encoding="utf-8"), media_type=media)
 
 
-@router.get("/ll/listen/{test_id}/info", responses=RATER)
+@router.get("/ll/listen/{test_id}/info", responses={**ok(TestInfo), **RATER})
 async def info(test_id: str, svc: Listening = Svc) -> dict[str, Any]:
     return await asyncio.to_thread(svc.info, test_id)
 
 
-@router.post("/ll/listen/{test_id}/join", responses=RATER)
+@router.post("/ll/listen/{test_id}/join", responses={**ok(Joined), **RATER})
 async def join(
     test_id: str, svc: Listening = Svc, b: dict = body(Join, required=False)
 ) -> dict[str, Any]:
@@ -249,59 +345,59 @@ async def join(
     )
 
 
-@router.get("/ll/listen/{test_id}/status", responses=RATER)
+@router.get("/ll/listen/{test_id}/status", responses={**ok(RaterStatus), **RATER})
 async def status(test_id: str, svc: Listening = Svc, token: str = Token) -> dict[str, Any]:
     return await asyncio.to_thread(svc.status, test_id, token)
 
 
-@router.post("/ll/listen/{test_id}/consent", responses=RATER)
+@router.post("/ll/listen/{test_id}/consent", responses={**ok(Consented), **RATER})
 async def consent(test_id: str, svc: Listening = Svc, token: str = Token) -> dict[str, Any]:
     return await asyncio.to_thread(svc.consent, test_id, token)
 
 
-@router.post("/ll/listen/{test_id}/headphone", responses=RATER)
+@router.post("/ll/listen/{test_id}/headphone", responses={**ok(ScreenProgress), **RATER})
 async def headphone(
     test_id: str, svc: Listening = Svc, token: str = Token, b: dict = body(Headphone)
 ) -> dict[str, Any]:
     return await asyncio.to_thread(svc.headphone, test_id, token, b.get("answers"))
 
 
-@router.post("/ll/listen/{test_id}/questionnaire", responses=RATER)
+@router.post("/ll/listen/{test_id}/questionnaire", responses={**ok(QuestionnaireStored), **RATER})
 async def questionnaire(
     test_id: str, svc: Listening = Svc, token: str = Token, b: dict = body(Questionnaire)
 ) -> dict[str, Any]:
     return await asyncio.to_thread(svc.questionnaire, test_id, token, b.get("answers"))
 
 
-@router.post("/ll/listen/{test_id}/resume")
+@router.post("/ll/listen/{test_id}/resume", responses={**ok(Resumed), **RATER})
 async def resume(test_id: str, svc: Listening = Svc, token: str = Token) -> dict[str, Any]:
     """End the rater's break (409 before its minimum pause has passed)."""
     return await asyncio.to_thread(svc.resume, test_id, token)
 
 
-@router.get("/ll/listen/{test_id}/screen/{n}", responses=WAV)
+@router.get("/ll/listen/{test_id}/screen/{n}", responses=WAV, response_class=Response)
 async def screen_audio(test_id: str, n: int, svc: Listening = Svc, token: str = Token):
     return wav(await asyncio.to_thread(svc.screen_audio, test_id, token, n))
 
 
-@router.post("/ll/listen/{test_id}/screen/{n}", responses=RATER)
+@router.post("/ll/listen/{test_id}/screen/{n}", responses={**ok(ScreenProgress), **RATER})
 async def screen_answer(
     test_id: str, n: int, svc: Listening = Svc, token: str = Token, b: dict = body(ScreenAnswer)
 ) -> dict[str, Any]:
     return await asyncio.to_thread(svc.screen_answer, test_id, token, n, b.get("answer"))
 
 
-@router.get("/ll/listen/{test_id}/familiar/{k}", responses=WAV)
+@router.get("/ll/listen/{test_id}/familiar/{k}", responses=WAV, response_class=Response)
 async def familiar_audio(test_id: str, k: int, svc: Listening = Svc, token: str = Token):
     return wav(await asyncio.to_thread(svc.familiar_audio, test_id, token, k))
 
 
-@router.post("/ll/listen/{test_id}/familiar", responses=RATER)
+@router.post("/ll/listen/{test_id}/familiar", responses={**ok(Familiarised), **RATER})
 async def familiarised(test_id: str, svc: Listening = Svc, token: str = Token) -> dict[str, Any]:
     return await asyncio.to_thread(svc.familiarised, test_id, token)
 
 
-@router.post("/ll/listen/{test_id}/vote", responses=RATER)
+@router.post("/ll/listen/{test_id}/vote", responses={**ok(VoteStored), **RATER})
 async def vote(
     test_id: str, svc: Listening = Svc, token: str = Token, b: dict = body(VoteBody)
 ) -> dict[str, Any]:
@@ -311,7 +407,7 @@ async def vote(
 # -- admin
 
 
-@admin_router.get("/ll/admin/tests")
+@admin_router.get("/ll/admin/tests", responses=ok(TestSummary, "tests"))
 async def list_tests(svc: Listening = Svc) -> dict[str, Any]:
     rows = await asyncio.to_thread(svc.tests.list_tests)
     return {"tests": clean_json([t.as_dict() for t in rows])}
@@ -322,7 +418,7 @@ def results_of(svc: Listening, test_id: str, include_screened: bool = False) -> 
     return test_results(svc.tests.test_data(test_id), include_screened=include_screened)
 
 
-@admin_router.get("/ll/admin/tests/{test_id}/results")
+@admin_router.get("/ll/admin/tests/{test_id}/results", responses=RESULTS)
 async def results(
     test_id: str, include_screened: bool = False, svc: Listening = Svc
 ) -> JSONResponse:
@@ -330,25 +426,25 @@ async def results(
     return JSONResponse(frames_json(t))
 
 
-@admin_router.get("/ll/admin/tests/{test_id}/places")
+@admin_router.get("/ll/admin/tests/{test_id}/places", responses=ok(TestPlaces))
 async def places(test_id: str, svc: Listening = Svc) -> dict[str, Any]:
     """Where the test stands against its target: places left, valid and excluded raters
     (:mod:`app.listening.refill`); ``line`` is the sentence the Tests tab shows."""
     p = await asyncio.to_thread(test_places, svc.tests, check_id(test_id, "test id"))
-    return {"test_id": test_id, **p.to_dict(), "line": p.line()}
+    return TestPlaces.of({"test_id": test_id, **p.to_dict(), "line": p.line()})
 
 
-@admin_router.post("/ll/admin/tests/{test_id}/status")
+@admin_router.post("/ll/admin/tests/{test_id}/status", responses=ok(StatusSet))
 async def set_status(
     request: Request, test_id: str, svc: Listening = Svc, b: dict = body(Status)
 ) -> dict[str, Any]:
     if b.get("status") == "open":
         check_may_open(request.app.state.listenlab.storage, b.get(CONFIRM_FIELD) is True)
     await asyncio.to_thread(svc.tests.set_status, test_id, str(b.get("status", "")))
-    return {"test_id": test_id, "status": b.get("status")}
+    return StatusSet(test_id=test_id, status=b.get("status")).wire()
 
 
-@admin_router.post("/ll/admin/tests/{test_id}/crowd")
+@admin_router.post("/ll/admin/tests/{test_id}/crowd", responses=ok(CrowdChanged))
 async def crowd(
     test_id: str, svc: Listening = Svc, b: dict = body(Crowd, check_crowd)
 ) -> dict[str, Any]:
@@ -356,25 +452,31 @@ async def crowd(
     from app.listening.designer import change_crowd
 
     out = await asyncio.to_thread(change_crowd, svc.tests, test_id, b)
-    return {"test_id": test_id, **out}
+    return CrowdChanged.of({"test_id": test_id, **out})
 
 
-@admin_router.post("/ll/admin/tests")
+@admin_router.post("/ll/admin/tests", responses=ok(TestCreated))
 async def new_test(
-    request: Request, spec: TestSpec = body(TestSpec, TestSpec.from_dict)
+    request: Request, spec: TestSpec = body(TestSpecBody, TestSpec.from_dict)
 ) -> dict[str, Any]:
     from app.listening.designer import create_test, design_summary
 
     test_id = await create_test(request.app.state.listenlab, spec)
     tests = request.app.state.listening.tests
-    return {
-        "test_id": test_id,
-        "url": f"/listen/{test_id}",
-        "design": design_summary(tests, test_id),
-    }
+    return TestCreated.of(
+        {
+            "test_id": test_id,
+            "url": f"/listen/{test_id}",
+            "design": design_summary(tests, test_id),
+        }
+    )
 
 
-@admin_router.get("/ll/admin/tests/{test_id}/export.zip", responses=media("application/zip"))
+@admin_router.get(
+    "/ll/admin/tests/{test_id}/export.zip",
+    responses=media("application/zip"),
+    response_class=Response,
+)
 async def export(test_id: str, public: bool = False, svc: Listening = Svc) -> Response:
     data = await asyncio.to_thread(export_zip, svc, test_id, public)
     return Response(
@@ -410,6 +512,12 @@ def export_zip(svc: Listening, test_id: str, public: bool = False) -> bytes:
 __all__ = [
     "BodyTooLarge",
     "Crowd",
+    "CrowdChanged",
+    "CrowdSettings",
+    "StatusSet",
+    "TestCreated",
+    "TestPlaces",
+    "TestSpecBody",
     "Headphone",
     "Join",
     "Questionnaire",
@@ -417,6 +525,8 @@ __all__ = [
     "ScreenAnswer",
     "Status",
     "VoteBody",
+    "VoteIds",
+    "kind_vote",
     "admin_pages",
     "admin_router",
     "export_zip",

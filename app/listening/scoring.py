@@ -29,9 +29,18 @@ from typing import Any
 
 from fastapi import APIRouter, Depends, Request
 
+from app.listening.answers import wire_model
 from app.store.scores import StoreCache
-from app.web.admin import require_admin
-from backends.errors import Conflict, ListenlabError, NotFound, TooMany
+from app.web.admin import TooManyTries, require_admin
+from app.web.openapi import errors, ok
+from backends.errors import (
+    Conflict,
+    Forbidden,
+    InvalidRequest,
+    ListenlabError,
+    NotFound,
+    TooMany,
+)
 from evaluation.metrics.base import Audio, Item
 
 METRICS = ("distillmos", "dnsmos", "words", "speaker")
@@ -217,6 +226,15 @@ class ScoringJobs:
         )
 
 
+ScoringJob = wire_model(
+    Job,
+    name="ScoringJob",
+    exclude=("events",),
+    run=(wire_model(ScoreRun) | None, None),
+)
+"""``POST`` and ``GET /ll/admin/tests/{id}/score``: the job as :meth:`Job.as_dict` writes it
+(``run``: what it did, once done)."""
+
 JOBS: dict[int, ScoringJobs] = {}
 """One :class:`ScoringJobs` per store object (the routes and the admin page share it)."""
 
@@ -236,11 +254,14 @@ def jobs(request: Request) -> ScoringJobs:
     return got
 
 
-admin_router = APIRouter(dependencies=[Depends(require_admin)])
+admin_router = APIRouter(
+    dependencies=[Depends(require_admin)],
+    responses=errors(InvalidRequest, Forbidden, NotFound, Conflict, TooMany, TooManyTries),
+)
 Jobs = Depends(jobs)
 
 
-@admin_router.post("/ll/admin/tests/{test_id}/score")
+@admin_router.post("/ll/admin/tests/{test_id}/score", responses=ok(ScoringJob))
 async def start_scoring(test_id: str, j: ScoringJobs = Jobs) -> dict[str, Any]:
     """Start (or join) the test's scoring job; its progress is ``GET`` on the same path."""
     import asyncio
@@ -248,12 +269,12 @@ async def start_scoring(test_id: str, j: ScoringJobs = Jobs) -> dict[str, Any]:
     from app.listening.flow import check_id
 
     check_id(test_id, "test id")
-    return (await asyncio.to_thread(j.start, test_id)).as_dict()
+    return ScoringJob.of((await asyncio.to_thread(j.start, test_id)).as_dict())
 
 
-@admin_router.get("/ll/admin/tests/{test_id}/score")
+@admin_router.get("/ll/admin/tests/{test_id}/score", responses=ok(ScoringJob))
 async def scoring_status(test_id: str, j: ScoringJobs = Jobs) -> dict[str, Any]:
-    return j.status(test_id).as_dict()
+    return ScoringJob.of(j.status(test_id).as_dict())
 
 
 __all__ = [
@@ -261,6 +282,7 @@ __all__ = [
     "QUEUE_LIMIT",
     "Job",
     "ScoreRun",
+    "ScoringJob",
     "ScoringJobs",
     "admin_router",
     "jobs_for",

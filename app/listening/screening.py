@@ -14,6 +14,7 @@ import secrets
 import time
 from typing import Any
 
+from app.listening.answers import Answer
 from app.listening.flow import Denied, NotYet, RaterFlow
 from app.store.listening import RaterSession, ScreenRow, TestRow
 from backends.errors import InvalidRequest
@@ -22,6 +23,31 @@ from evaluation.listening import screening
 MAX_SCREEN_FETCHES = 10
 """Plays (fetches) of one screen trial: replays are fine, a fetch loop is not (each is a
 ~0.7 MB WAV rendered on the server)."""
+
+
+class ScreenState(Answer):
+    """Where a rater is in the headphone screen (the status' ``screen``; no keys)."""
+
+    trials: int
+    answered: int
+    next: int | None
+    """The next trial to answer (None: every one is answered)."""
+    kind: str | None
+    """That trial's screen: ``antiphase`` or ``huggins``."""
+    kinds: list[str]
+    """Every trial's screen, in order."""
+
+
+class ScreenProgress(Answer):
+    """``POST .../headphone`` and ``POST .../screen/{n}``: the trials answered; once the
+    last is, the screen's outcome (``correct``, ``passed``, ``screened_out``: absent before)."""
+
+    answered: int
+    trials: int
+    correct: int | None = None
+    done: bool
+    passed: bool | None = None
+    screened_out: bool | None = None
 
 
 class Screening(RaterFlow):
@@ -44,13 +70,13 @@ class Screening(RaterFlow):
         """Where the rater is in the screen (the status' ``screen``; no keys)."""
         rows = self._trials(t, r)
         nxt = next((x for x in rows if x.answer is None), None)
-        return {
-            "trials": len(rows),
-            "answered": sum(x.answer is not None for x in rows),
-            "next": None if nxt is None else int(nxt.n),
-            "kind": None if nxt is None else nxt.kind,
-            "kinds": [x.kind for x in rows],
-        }
+        return ScreenState(
+            trials=len(rows),
+            answered=sum(x.answer is not None for x in rows),
+            next=None if nxt is None else int(nxt.n),
+            kind=None if nxt is None else nxt.kind,
+            kinds=[x.kind for x in rows],
+        ).wire()
 
     def _screen_rater(
         self, test_id: str, token: str
@@ -121,7 +147,7 @@ class Screening(RaterFlow):
         rows = self.tests.screen(test_id, r.rater_id)
         left = sum(x.answer is None for x in rows)
         if left:
-            return {"answered": len(rows) - left, "trials": len(rows), "done": False}
+            return ScreenProgress(answered=len(rows) - left, trials=len(rows), done=False).wire()
         return self._score(t, r, rows)
 
     def _score(self, t: TestRow, r: RaterSession, rows: list[ScreenRow]) -> dict[str, Any]:
@@ -139,14 +165,14 @@ class Screening(RaterFlow):
         if not result["passed"]:
             code = str(t.config.get("screenout_code") or secrets.token_hex(4).upper())
             self.tests.screen_out(t.test_id, r.rater_id, code)
-        return {
-            "answered": len(rows),
-            "trials": len(rows),
-            "correct": result["correct"],
-            "done": True,
-            "passed": result["passed"],
-            "screened_out": not result["passed"],
-        }
+        return ScreenProgress(
+            answered=len(rows),
+            trials=len(rows),
+            correct=result["correct"],
+            done=True,
+            passed=result["passed"],
+            screened_out=not result["passed"],
+        ).wire()
 
     def require_screened(self, t: TestRow, r: RaterSession) -> None:
         """Votes only after a passed screen (a failed one ended the session)."""
@@ -163,4 +189,4 @@ class Screening(RaterFlow):
         return {"screenout_code": code, "redirect_url": url}
 
 
-__all__ = ["MAX_SCREEN_FETCHES", "Screening"]
+__all__ = ["MAX_SCREEN_FETCHES", "ScreenProgress", "ScreenState", "Screening"]

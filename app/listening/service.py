@@ -11,11 +11,14 @@ from __future__ import annotations
 
 import json
 import time
-from typing import Any
+from typing import Annotated, Any, Literal
 
-from app.listening.breaks import Breaks
+from pydantic import Field, PlainSerializer
+
+from app.listening.answers import Answer
+from app.listening.breaks import Breaks, BreakState
 from app.listening.enrolment import Enrolment
-from app.listening.familiarisation import Familiarisation
+from app.listening.familiarisation import FamiliarClips, Familiarisation
 from app.listening.flow import (
     DEFAULT_CONSENT,
     DEFAULT_TITLE,
@@ -26,11 +29,94 @@ from app.listening.flow import (
     design_of,
     public_title,
 )
-from app.listening.questionnaire import Questionnaires
-from app.listening.rating import Rating, show_text
-from app.listening.texts import rater_texts
+from app.listening.questionnaire import Page, Questionnaires
+from app.listening.rating import Item, Rating, show_text
+from app.listening.screening import ScreenState
+from app.listening.texts import RaterTexts, rater_texts
 from app.store.listening import RaterSession, TestRow
 from evaluation.listening import screening
+
+STAGES = (
+    "consent",
+    "questionnaire",
+    "screened_out",
+    "screen",
+    "familiarise",
+    "item",
+    "break",
+    "done",
+)
+"""The steps a rater can be at (the status' ``stage``)."""
+
+QuestionnairePage = Annotated[Page, PlainSerializer(Page.to_dict, return_type=Page)]
+"""A questionnaire page as the rater page draws it (:meth:`Page.to_dict`: a field's unset
+options and bounds left out)."""
+
+
+class RaterTest(Answer):
+    """The status' ``test``: what the rater page shows of the test (no admin name, no keys)."""
+
+    test_id: str
+    name: str
+    """The public title (as ``title``: the admin's test name stays on the server)."""
+    title: str
+    kind: str
+    status: str | None
+    ab_mode: str
+    consent: str
+    instructions: str
+    screening: str
+    """The headphone screen: ``antiphase``, ``huggins``, ``both`` or ``none``."""
+    headphone_check: bool
+    texts: RaterTexts
+
+
+class HeadphoneResult(Answer):
+    """The status' ``headphone``: the screen's outcome once it was scored."""
+
+    passed: bool | None
+    correct: int | None
+    trials: int | None
+
+
+class RaterStatus(Answer):
+    """``GET /ll/listen/{id}/status``: where the rater is (``stage``) and what that step
+    shows; ``break`` only during a break, ``completion_code`` once done, ``screenout_code``
+    once screened out (``redirect_url`` with either)."""
+
+    test: RaterTest
+    rater_id: str
+    consented: bool
+    headphone: HeadphoneResult | None
+    screen: ScreenState | None
+    familiar: FamiliarClips | None
+    screened_out: bool
+    total: int
+    answered: int
+    finished: bool
+    item: Item | None
+    questionnaire: QuestionnairePage | None
+    """The questionnaire page due (None: none)."""
+    stage: Literal[STAGES]  # type: ignore[valid-type]
+    screenout_code: str | None = None
+    completion_code: str | None = None
+    redirect_url: str | None = None
+    pause: BreakState | None = Field(None, alias="break")
+
+
+class VoteStored(Answer):
+    """``POST /ll/listen/{id}/vote``: whether this answer was stored now (false: a re-sent
+    one, stored before), the rater's progress and the next item (None: none left);
+    ``completion_code`` and ``redirect_url`` once the last item is answered."""
+
+    stored: bool
+    answer_id: str
+    answered: int
+    total: int
+    finished: bool
+    item: Item | None
+    completion_code: str | None = None
+    redirect_url: str | None = None
 
 
 class Listening(Enrolment, Familiarisation, Rating, Breaks, Questionnaires):
@@ -81,7 +167,7 @@ class Listening(Enrolment, Familiarisation, Rating, Breaks, Questionnaires):
             pause = self.break_state(t, r, len(done), len(items))
             if pause is not None:
                 out.update(stage="break", item=None, **{"break": pause.__dict__})
-        return out
+        return RaterStatus.of(out)
 
     def _stage(
         self, t: TestRow, r: RaterSession, hp: dict | None, nxt: Any, answered: int, page: Any
@@ -120,18 +206,25 @@ class Listening(Enrolment, Familiarisation, Rating, Breaks, Questionnaires):
             self.require_no_page(t, r)
         answer_id, created = self.store_vote(t, r, body)
         st = self.status(test_id, token)
-        return {
-            "stored": created,
-            "answer_id": answer_id,
-            "answered": st["answered"],
-            "total": st["total"],
-            "finished": st["finished"],
-            "item": st["item"],
-            **({k: st[k] for k in ("completion_code", "redirect_url") if k in st}),
-        }
+        return VoteStored.of(
+            {
+                "stored": created,
+                "answer_id": answer_id,
+                "answered": st["answered"],
+                "total": st["total"],
+                "finished": st["finished"],
+                "item": st["item"],
+                **({k: st[k] for k in ("completion_code", "redirect_url") if k in st}),
+            }
+        )
 
 
 __all__ = [
+    "STAGES",
+    "HeadphoneResult",
+    "RaterStatus",
+    "RaterTest",
+    "VoteStored",
     "DEFAULT_CONSENT",
     "DEFAULT_TITLE",
     "Denied",

@@ -14,6 +14,9 @@ from __future__ import annotations
 
 from typing import Any
 
+from pydantic import Field
+
+from app.listening.answers import Answer
 from evaluation.listening.design import Design
 from evaluation.listening.kinds import kind_of
 from evaluation.listening.screening import PASS, TRIALS
@@ -90,6 +93,41 @@ panel's language and age): multiple choice only, so nothing free-form is stored.
 QUESTIONNAIRE_INTRO = "A few questions about you and how you listen (this is part of the study)."
 
 
+class ScreenTexts(Answer):
+    """The headphone screen's texts (:data:`SCREEN_INTRO`, :data:`SCREEN_QUESTION`, …)."""
+
+    intro: str
+    questions: dict[str, str]
+    """The question of each screen the test uses, by screen (``antiphase``, ``huggins``)."""
+    level: str
+    passed: str
+    failed: str
+
+
+class RaterTexts(Answer):
+    """Every text a rater of a test reads, by place (:func:`rater_texts`; ``{n}``-style
+    fields are filled in by the page)."""
+
+    consent: str
+    instructions: str
+    """The kind's built-in instructions."""
+    admin_instructions: str
+    admin_instructions_label: str
+    scale: dict[str, Any]
+    """The kind's question and answers: ``{question, labels: [[value, label], …]}``, or
+    ``bands`` (MUSHRA), or ``scales`` (P.835): :meth:`TestKind.scale`."""
+    screen: ScreenTexts | None
+    familiar_intro: str
+    questionnaire: dict[str, Any] | None
+    """The questionnaire's intro, pages and questions (:func:`questionnaire_texts`)."""
+    counter: str
+    pause: dict[str, str] | None = Field(alias="break")
+    """The break page's texts (:data:`BREAK`), for a test with a session cap."""
+    connection: dict[str, str]
+    screenout_heading: str
+    done_heading: str
+
+
 def rater_texts(kind: str, config: dict[str, Any], consent: str) -> dict[str, Any]:
     """Every text a rater of this test reads, by place (the page's and the export's)."""
     mode = config.get("screening") or "antiphase"
@@ -147,6 +185,8 @@ __all__ = [
     "COUNTER",
     "QUESTIONNAIRE",
     "SCREEN_QUESTION",
+    "RaterTexts",
+    "ScreenTexts",
     "answer_mode",
     "rater_texts",
 ]

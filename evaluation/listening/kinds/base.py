@@ -408,6 +408,14 @@ class TestKind:
 
     # -- the vote
 
+    vote: ClassVar[type | None] = None
+    """The answer's fields in the rater's vote body (beside ``answer_id`` and
+    ``assignment_id``), as a dataclass whose annotations carry each field's type and bounds
+    (``typing.Annotated`` with :mod:`annotated_types`): what ``/openapi.json`` declares for
+    this kind's vote. :meth:`read_vote` checks a body by the same constants, with its own
+    messages, and what depends on the item (how many clips) only there. None: the kind
+    declares none (its body is declared as any object with the ids)."""
+
     def read_vote(self, body: dict[str, Any], ctx: VoteContext) -> Vote:
         """The checked answer (``body`` is the page's JSON) and the kind's rows to store."""
         raise NotImplementedError

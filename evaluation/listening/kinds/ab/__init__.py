@@ -12,8 +12,11 @@ from __future__ import annotations
 import math
 import random
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Annotated, Any, Literal
+
+from annotated_types import Interval
 
 from backends.errors import InvalidRequest
 from evaluation.listening.kinds.base import (
@@ -66,7 +69,22 @@ CMOS_LABELS = [
 CMOS_QUESTION = "Compare the quality of B with the quality of A."
 FORCED_LABELS = [["a", "A is better"], ["b", "B is better"]]
 FORCED_QUESTION = "Which clip has the better quality?"
+CMOS_RANGE = (CMOS_LABELS[0][0], CMOS_LABELS[-1][0])
+"""The CMOS answers' ends: -3 (A much better) .. +3 (B much better)."""
+CHOICES = tuple(v for v, _ in FORCED_LABELS)
+"""A forced choice's answers: ``a`` or ``b``."""
 CMOS_AXIS = Axis(-3.0, 3.0, "CMOS points", "CMOS")
+
+
+@dataclass(frozen=True)
+class AbVote:
+    """An A/B answer, by the test's mode: ``cmos`` (how much better B is than A), or in the
+    forced mode ``choice``; the other is not read."""
+
+    cmos: Annotated[int, Interval(ge=CMOS_RANGE[0], le=CMOS_RANGE[1])] | None = None
+    choice: Literal[CHOICES] | None = None  # type: ignore[valid-type]
+
+
 SHARE_AXIS = Axis(0.0, 1.0, "share", "preference share")
 
 VOTES = StoredTable(
@@ -197,6 +215,7 @@ class Ab(TestKind):
     votes: StoredTable = VOTES
     """The table this kind's votes go to (a kind built on this one keeps its own)."""
     tables = (VOTES,)
+    vote = AbVote
     rater_columns = {"ab_check_failed": "A/B check pairs failed"}
     rating_columns = {
         "system_a": "A/B: side A's system",
@@ -290,11 +309,12 @@ class Ab(TestKind):
     def read_vote(self, body: dict[str, Any], ctx: VoteContext) -> Vote:
         if ctx.mode == FORCED:
             choice = body.get("choice")
-            if choice not in ("a", "b"):
+            if choice not in CHOICES:
                 raise InvalidRequest("choice must be 'a' or 'b'")
             cmos = None
         else:
-            cmos = require_int(body.get("cmos"), -3, 3, "cmos must be an integer -3..+3 (B vs A)")
+            lo, hi = CMOS_RANGE
+            cmos = require_int(body.get("cmos"), lo, hi, "cmos must be an integer -3..+3 (B vs A)")
             choice = "b" if cmos > 0 else "a" if cmos < 0 else "tie"
         payload = {"choice": choice, "cmos": cmos}
         if ctx.role != "item":  # a check pair: scored by screening, never an A/B vote
@@ -496,8 +516,11 @@ class Ab(TestKind):
 KIND = Ab()
 
 __all__ = [
+    "CHOICES",
     "CMOS",
     "CMOS_LABELS",
+    "CMOS_RANGE",
+    "AbVote",
     "COLUMNS",
     "FORCED",
     "FORCED_LABELS",

@@ -8,6 +8,7 @@ the seams as everywhere else. A hunt counts marks: the planner gives it no inter
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -102,6 +103,12 @@ COLUMNS = {
 """The glitch hunt's files of the export."""
 
 
+@dataclass(frozen=True)
+class GlitchVote:
+    """A glitch hunt's "Done, next clip": no field of its own (the marks, sent over the
+    WebSocket as the clip plays, are the answer)."""
+
+
 class Glitch(TestKind):
     name = "glitch"
     title = "Glitch hunt"
@@ -113,6 +120,7 @@ class Glitch(TestKind):
     main_table = "glitch_marks"
     columns = COLUMNS
     tables = (MARKS,)
+    vote = GlitchVote
     marks_table = MARKS.name
 
     def scale(self, mode: str) -> dict[str, Any]:
@@ -228,4 +236,4 @@ class Glitch(TestKind):
 
 KIND = Glitch()
 
-__all__ = ["COLUMNS", "KIND", "SEAM_TOLERANCE_MS", "Glitch"]
+__all__ = ["COLUMNS", "KIND", "SEAM_TOLERANCE_MS", "Glitch", "GlitchVote"]

@@ -8,8 +8,11 @@ tab and the export's columns are one kind's business."""
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Annotated, Any
+
+from annotated_types import Interval
 
 from evaluation.listening.kinds.base import (
     ANCHOR,
@@ -48,6 +51,15 @@ if TYPE_CHECKING:
 
 LABELS = {5: "Excellent", 4: "Good", 3: "Fair", 2: "Poor", 1: "Bad"}
 QUESTION = "How good is the quality of the speech?"
+
+
+@dataclass(frozen=True)
+class MosVote:
+    """A MOS answer: the score, 5 Excellent … 1 Bad."""
+
+    score: Annotated[int, Interval(ge=min(LABELS), le=max(LABELS))]
+
+
 AXIS = Axis(1.0, 5.0, "MOS points", "MOS")
 
 TAKE = Lookup(
@@ -124,6 +136,7 @@ class Mos(TestKind):
     pairwise_table = "mos_pairwise"
     columns = COLUMNS
     tables = (RATINGS,)
+    vote = MosVote
     rater_columns = {
         "gold_failed": "MOS check items failed (anchor, gold)",
         "trap_failed": "MOS traps failed",
@@ -383,4 +396,4 @@ class Mos(TestKind):
 
 KIND = Mos()
 
-__all__ = ["AXIS", "COLUMNS", "KIND", "LABELS", "QUESTION", "Mos", "mos_table"]
+__all__ = ["AXIS", "COLUMNS", "KIND", "LABELS", "QUESTION", "Mos", "MosVote", "mos_table"]

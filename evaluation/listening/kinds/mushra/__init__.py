@@ -10,8 +10,11 @@ from __future__ import annotations
 
 import random
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Annotated, Any
+
+from annotated_types import Interval
 
 from backends.errors import InvalidRequest
 from evaluation.listening.kinds.base import (
@@ -65,6 +68,15 @@ QUESTION = "Rate each clip from 0 to 100 against the reference."
 PER_MOS_POINT = 20.0
 """The planner's model on this scale: one MOS point is about 20 MUSHRA points."""
 AXIS = Axis(0.0, 100.0, "MUSHRA points", "MUSHRA score")
+
+
+@dataclass(frozen=True)
+class MushraVote:
+    """A MUSHRA screen's answer: one score 0..100 per clip, in the order of the clips (as
+    many as the item has: checked against the item, not declared here)."""
+
+    scores: list[Annotated[float, Interval(ge=AXIS.low, le=AXIS.high)]]
+
 
 RATINGS = StoredTable(
     "mushra_ratings",
@@ -134,6 +146,7 @@ class Mushra(TestKind):
     pairwise_table = "mushra_pairwise"
     columns = COLUMNS
     tables = (RATINGS,)
+    vote = MushraVote
     rater_columns = {
         "ref_low": "MUSHRA screens with the hidden reference < 90",
         "anchor_high": "MUSHRA screens with the mid anchor > 90",
@@ -218,7 +231,8 @@ class Mushra(TestKind):
         systems = ctx.systems or (None,) * n
         rows = []
         for i, sc in enumerate(scores):
-            if not isinstance(sc, int | float) or isinstance(sc, bool) or not 0 <= sc <= 100:
+            ok = isinstance(sc, int | float) and not isinstance(sc, bool)
+            if not ok or not AXIS.low <= sc <= AXIS.high:
                 raise InvalidRequest("every MUSHRA score must be a number 0..100")
             row = {
                 "rating_id": f"{ctx.answer_id}:{i}",
@@ -356,4 +370,4 @@ class Mushra(TestKind):
 
 KIND = Mushra()
 
-__all__ = ["BANDS", "COLUMNS", "KIND", "MUSHRA_MAX_SIGNALS", "RATINGS", "Mushra"]
+__all__ = ["BANDS", "COLUMNS", "KIND", "MUSHRA_MAX_SIGNALS", "RATINGS", "Mushra", "MushraVote"]

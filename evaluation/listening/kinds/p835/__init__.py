@@ -23,8 +23,11 @@ replays are allowed, in P.835's order (the toolkit may swap SIG and BAK).
 
 from __future__ import annotations
 
+from dataclasses import make_dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Annotated, Any
+
+from annotated_types import Interval
 
 from evaluation.listening.kinds.base import (
     ROUNDING_VAR,
@@ -92,6 +95,22 @@ SCALES: tuple[dict[str, Any], ...] = (
 )
 """The three scales in P.835's order (SIG, BAK, OVRL), as the page shows them."""
 ORDER = tuple(s["key"] for s in SCALES)
+
+
+def scale_ends(s: dict[str, Any]) -> tuple[int, int]:
+    """A scale's lowest and highest answer (1 and 5)."""
+    return min(v for v, _ in s["labels"]), max(v for v, _ in s["labels"])
+
+
+P835Vote = make_dataclass(
+    "P835Vote",
+    [
+        (s["key"], Annotated[int, Interval(ge=scale_ends(s)[0], le=scale_ends(s)[1])])
+        for s in SCALES
+    ],
+    frozen=True,
+)
+P835Vote.__doc__ = "A P.835 answer: one score per scale (SIG, BAK, OVRL), each 1..5."
 NAMES = {s["key"]: s["name"] for s in SCALES}
 QUESTION = "Rate the speech signal, then the background, then the overall quality."
 INSTRUCTIONS = (
@@ -204,6 +223,7 @@ class P835(TestKind):
     pairwise_table = "p835_pairwise"
     columns = COLUMNS
     tables = (RATINGS,)
+    vote = P835Vote
     rater_columns = {
         "p835_check_failed": "P.835 check items failed on OVRL (anchor, gold)",
         "p835_trap_failed": "P.835 traps failed (OVRL not the answer asked for)",
@@ -246,7 +266,7 @@ class P835(TestKind):
     def read_vote(self, body: dict[str, Any], ctx: VoteContext) -> Vote:
         got = {}
         for s in SCALES:
-            low, high = min(v for v, _ in s["labels"]), max(v for v, _ in s["labels"])
+            low, high = scale_ends(s)
             msg = f"{s['key']} ({s['name']}, {s['title'].lower()}) must be an integer 1..5"
             got[s["key"]] = require_int(body.get(s["key"]), low, high, msg)
         row = {
@@ -363,4 +383,15 @@ class P835(TestKind):
 
 KIND = P835()
 
-__all__ = ["AXIS", "COLUMNS", "KIND", "ORDER", "QUESTION", "RATINGS", "SCALES", "P835"]
+__all__ = [
+    "AXIS",
+    "COLUMNS",
+    "KIND",
+    "ORDER",
+    "QUESTION",
+    "RATINGS",
+    "SCALES",
+    "P835",
+    "P835Vote",
+    "scale_ends",
+]

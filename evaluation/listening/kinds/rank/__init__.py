@@ -25,7 +25,9 @@ import random
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Annotated, Any
+
+from annotated_types import Interval
 
 from backends.errors import InvalidRequest
 from evaluation.listening.kinds.base import (
@@ -172,6 +174,14 @@ COLUMNS = {
     },
 }
 """The ranking files of the export."""
+
+
+@dataclass(frozen=True)
+class RankVote:
+    """A ranking: the place of each clip, in the order of the clips (1 = best; a
+    permutation of 1..N for the item's N clips: checked against the item, not declared)."""
+
+    ranks: list[Annotated[int, Interval(ge=1)]]
 
 
 def read_ranks(v: Any, n: int) -> list[int]:
@@ -427,6 +437,7 @@ class Rank(TestKind):
     pairwise_table = "rank_pairwise"
     columns = COLUMNS
     tables = (RATINGS,)
+    vote = RankVote
     rater_columns = {
         "rank_same_order": "share of ranking screens in one order of screen positions",
         "rank_check_failed": "ranking check screens with the degraded anchor not ranked last",
@@ -695,6 +706,7 @@ __all__ = [
     "RULES",
     "Rank",
     "RankRules",
+    "RankVote",
     "CHECK_SCREENS",
     "check_screens",
     "friedman",

@@ -20,8 +20,11 @@ from __future__ import annotations
 
 import random
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Annotated, Any
+
+from annotated_types import Interval
 
 from evaluation.listening.kinds.base import (
     ROUNDING_VAR,
@@ -57,6 +60,15 @@ LABELS = {
     2: "Slightly similar",
     1: "Not at all similar",
 }
+
+
+@dataclass(frozen=True)
+class SmosVote:
+    """An SMOS answer: how similar the voice is to the reference, 5 Extremely … 1 Not at all."""
+
+    score: Annotated[int, Interval(ge=min(LABELS), le=max(LABELS))]
+
+
 INSTRUCTIONS = (
     "Play the reference voice and the voice to rate (both to the end), then rate how similar "
     "the voice is to the reference voice: the speaker, not the words or the audio quality."
@@ -148,6 +160,7 @@ class Smos(TestKind):
     pairwise_table = "smos_pairwise"
     columns = COLUMNS
     tables = (RATINGS,)
+    vote = SmosVote
     rater_columns = {
         "hidden_ref_failed": "SMOS hidden references (the reference's own take as the voice) "
         "rated below 4",
@@ -354,4 +367,14 @@ class Smos(TestKind):
 
 KIND = Smos()
 
-__all__ = ["AXIS", "COLUMNS", "HIDDEN_EXPECTED", "KIND", "LABELS", "QUESTION", "RATINGS", "Smos"]
+__all__ = [
+    "AXIS",
+    "COLUMNS",
+    "HIDDEN_EXPECTED",
+    "KIND",
+    "LABELS",
+    "QUESTION",
+    "RATINGS",
+    "Smos",
+    "SmosVote",
+]
