@@ -24,6 +24,8 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, create_model
 
+from app.listening.jsonable import clean_json
+
 
 class Answer(BaseModel):
     """A route's JSON answer: built from the values a step computed (no unknown key: a key
@@ -40,7 +42,8 @@ class Answer(BaseModel):
         """The answer's keys (by their wire names; unset optional fields left out). Without
         serializer warnings: a field written by its own serializer (the status' questionnaire
         page, :meth:`Page.to_dict`) writes a dictionary where its declared type is the class."""
-        return self.model_dump(by_alias=True, exclude_unset=True, warnings=False)
+        out = self.model_dump(by_alias=True, exclude_unset=True, warnings=False)
+        return clean_json(out)  # a NaN is null on the wire, whatever the route's serializer
 
 
 def nullable_floats(tp: Any) -> Any:
