@@ -217,6 +217,14 @@ def test_the_docs_state_the_counts(specs):
         assert len(refused) == len(ops)
         row = f"| {name} | {len(ops)} | {len(bodies)} of the {len(writes)} writes"
         assert row in doc, row
+        answered = [
+            k
+            for k, op in ops.items()
+            if k in EMPTY_ANSWERS[app] or any(real_answer(s, r) for s, r in op["responses"].items())
+        ]
+        line = next(x for x in doc.splitlines() if x.startswith(row))
+        last = line.rstrip(" |").rsplit("|", 1)[1].strip()
+        assert last.startswith(f"all {len(answered)}") and len(answered) == len(ops), line
         assert f"{name} {len(ops)} operations" in doc or f"{name} {len(ops)} (" in doc, name
     query = [k for k, op in operations(specs["serve"]).items() if "parameters" in op]
     query = [
