@@ -84,9 +84,16 @@ def test_the_results_tab_shows_forest_matrix_and_views(served, width, height):
         assert len(heads) == len(SYSTEMS) and HOSTILE in heads
         cells = page.locator("#lt-matrix-table tbody td")
         assert cells.count() == 13 * 13
-        tip = page.locator("#lt-matrix-table tbody tr").nth(0).locator("td").nth(1)
-        assert tip.get_attribute("title").startswith(f"{heads[0]} vs ")
-        assert "Holm p = " in tip.get_attribute("title")
+        from app.listening.admin.results_html import NO_TEST  # lazily: the package is Gradio's
+
+        tips = page.eval_on_selector_all(
+            "#lt-matrix-table tbody tr:first-child td[title]", "els => els.map(e => e.title)"
+        )
+        assert len(tips) == 12 and all(t.startswith(f"{heads[0]} vs ") for t in tips), tips
+        # each pair's Holm p, or why it has none (every rater gave the two the same mean: a
+        # random study can draw that for a pair, so which pairs have a p is not fixed)
+        assert all(("Holm p = " in t) != (NO_TEST in t) for t in tips), tips
+        assert any("Holm p = " in t for t in tips), tips
         assert page.locator("#lt-matrix-table img").count() == 0
 
         summary = page.inner_text("#lt-results-summary")

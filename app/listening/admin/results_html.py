@@ -44,6 +44,11 @@ def cell_colour(effect: float, scale: float) -> str:
     return f"rgba(33,102,172,{alpha})" if share >= 0 else f"rgba(178,24,43,{alpha})"
 
 
+NO_TEST = "no test (no rater's scores differ between the two)"
+"""A cell's title when its pair has no p: every rater who heard both gave them the same mean
+(or none heard both), so the paired test has nothing to rank (``paired_tests``)."""
+
+
 def matrix_html(m: Matrix) -> str:
     """The pairwise matrix: rows and columns best first, each cell the row's effect over the
     column with its stars; the cell's title gives the pair and its Holm-adjusted p."""
@@ -61,7 +66,7 @@ def matrix_html(m: Matrix) -> str:
             if i == j or np.isnan(v):
                 cells.append(f'<td class="ll-diag" style="{CELL}"></td>')
                 continue
-            tip = f"{r} vs {c}: {v:+.2f}, Holm p = {p:.3g}" if p == p else f"{r} vs {c}: {v:+.2f}"
+            tip = f"{r} vs {c}: {v:+.2f}, " + (f"Holm p = {p:.3g}" if p == p else NO_TEST)
             cells.append(
                 f'<td title="{esc(tip)}" style="{CELL};background:{cell_colour(v, scale)}">'
                 f"{v:+.2f}{stars(p)}</td>"
